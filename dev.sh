@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# forgeviz entry point, the two README commands:
+#   ./dev.sh lab    install what is missing, then open JupyterLab on examples/ with forgeviz ready
+#   ./dev.sh test   install what is missing (venv, torch, the project, Chromium), then run every test
+set -euo pipefail
+cd "$(dirname "$0")"
+ROOT=$(pwd)
+VENV="$ROOT/.venv"
+PY="$VENV/bin/python"
+
+log() { printf '\n==> %s\n' "$*" >&2; }
+
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+    echo "dev.sh: '$*' needs root (no sudo found)" >&2; exit 1; fi
+}
+
+ensure_python_env() {
+  local base
+  base=$(command -v python3.11 || command -v python3)
+  [ -x "$PY" ] || { log "creating $VENV"; "$base" -m venv "$VENV"; }
+  # torch first and exactly 2.13.0: any other spec pulls the multi-GB CUDA build (STACK.md).
+  "$PY" -c 'import torch' 2>/dev/null || { log "installing torch==2.13.0 (CPU)"; "$PY" -m pip install -q torch==2.13.0 numpy; }
+  log "installing forgeviz (builds the JupyterLab extension and the widget bundle)"
+  "$PY" -m pip install -q ".[$1]"
+}
+
+ensure_chromium() {
+  command -v chromium >/dev/null && return
+  log "installing Debian's chromium"
+  as_root apt-get update -q
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
+}
+
+cmd_lab() {
+  ensure_python_env lab
+  local extra=()
+  [ "$(id -u)" = 0 ] && extra+=(--allow-root)
+  log "JupyterLab on examples/ (forgeviz: %load_ext forgeviz in any notebook)"
+  exec "$VENV/bin/jupyter" lab --notebook-dir="$ROOT/examples" "${extra[@]}" "$@"
+}
+
+cmd_test() {
+  ensure_python_env test
+  ensure_chromium
+  local status=0
+  log "TypeScript unit tests (vitest)"
+  "$VENV/bin/jlpm" test || status=1
+  log "Python and browser tests (pytest)"
+  # Run from tests/ so `import forgeviz` is the installed package, as a user gets it.
+  (cd tests && "$VENV/bin/pytest" -c "$ROOT/pyproject.toml" --rootdir "$ROOT" "$ROOT/tests" "$@") || status=1
+  return $status
+}
+
+case "${1:-}" in
+  lab) shift; cmd_lab "$@" ;;
+  test) shift; cmd_test "$@" ;;
+  *) echo "usage: ./dev.sh lab | ./dev.sh test [pytest args]" >&2; exit 2 ;;
+esac

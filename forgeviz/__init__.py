@@ -1,0 +1,29 @@
+"""forgeviz: see inside PyTorch while you work.
+
+>>> import forgeviz
+>>> callable(forgeviz.graph)
+True
+"""
+
+from ._version import __version__
+from .api import capture, graph
+
+__all__ = ["__version__", "capture", "graph", "load_ipython_extension", "unload_ipython_extension"]
+
+
+def load_ipython_extension(shell) -> None:
+    """``%load_ext forgeviz``: capture every later cell."""
+    from .extension import load
+
+    load(shell)
+
+
+def unload_ipython_extension(shell) -> None:
+    """``%unload_ext forgeviz``: remove every hook and mode."""
+    from .extension import unload
+
+    unload(shell)
+
+
+def _jupyter_labextension_paths():
+    return [{"src": "labextension", "dest": "forgeviz"}]

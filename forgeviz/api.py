@@ -1,0 +1,90 @@
+"""The public functions: graph() and capture()."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Iterator, Mapping, Optional
+
+import torch
+
+from .capture.names import NameIndex
+from .capture.session import CaptureSession, get_session
+from .capture.walk import is_node
+from .widgets.graph import GraphWidget
+
+_names = NameIndex()
+
+
+def names() -> NameIndex:
+    """The kernel's name index (shared by every view)."""
+    return _names
+
+
+def _user_namespace(depth: int) -> Mapping[str, object]:
+    """The caller's names. In a notebook cell (or at module level) that is its globals dict,
+    which a view may keep to rescan later. A function's locals are scanned now and not kept,
+    because a copy of them would keep the user's tensors alive."""
+    frame = sys._getframe(depth + 1)
+    if frame.f_locals is not frame.f_globals:
+        _names.scan(frame.f_locals)
+    return frame.f_globals
+
+
+def graph(*tensors_or_nodes, namespace: Optional[Mapping[str, object]] = None) -> GraphWidget:
+    """A live widget of the autograd graph reachable from the given tensors or Nodes.
+
+    Leaves are named after your variables, parameters after ``named_parameters``, and ops are
+    grouped by module. Gradients appear after ``backward()`` runs under forgeviz.
+
+    >>> import torch, forgeviz
+    >>> x = torch.tensor([2.], requires_grad=True)
+    >>> loss = (x * 3) ** 2
+    >>> sorted(n.label for n in forgeviz.graph(loss).model.nodes)
+    ['Mul', 'loss', 'x']
+    """
+    if not tensors_or_nodes:
+        raise TypeError("forgeviz.graph() needs at least one torch.Tensor or autograd Node (e.g. loss or loss.grad_fn)")
+    for value in tensors_or_nodes:
+        if not isinstance(value, (torch.Tensor, torch.autograd.graph.GradientEdge)) and not is_node(value):
+            raise TypeError(
+                "forgeviz.graph() accepts torch.Tensor, autograd Node (a tensor's .grad_fn) or "
+                f"GradientEdge arguments; got {type(value).__name__}: {value!r:.60}"
+            )
+    if namespace is None:
+        namespace = _user_namespace(1)
+    return GraphWidget(tensors_or_nodes, get_session(), _names, namespace)
+
+
+@contextlib.contextmanager
+def capture() -> Iterator[CaptureSession]:
+    """Capture ops and gradients inside a ``with`` block, outside IPython.
+
+    >>> import torch, forgeviz
+    >>> x = torch.tensor([2.], requires_grad=True)
+    >>> with forgeviz.capture():
+    ...     loss = (x * 3) ** 2
+    ...     loss.backward()
+    >>> x.grad
+    tensor([36.])
+    """
+    session = get_session()
+    was_installed = session.installed
+    session.install()
+    session.enter()
+    refresh_now = _refresh_after_backward
+    if refresh_now not in session.after_backward:
+        session.after_backward.append(refresh_now)
+    try:
+        yield session
+    finally:
+        session.exit()
+        if not session.capturing and refresh_now in session.after_backward:
+            session.after_backward.remove(refresh_now)
+        if not was_installed:
+            session.uninstall()
+
+
+def _refresh_after_backward() -> None:
+    for widget in list(get_session().widgets):
+        widget.refresh()

@@ -1,0 +1,178 @@
+"""Gradients that flow through Nodes during backward, recorded by Node hooks.
+
+Hooks are registered on every reachable Node just before a backward call and removed right after,
+so a graph that never runs backward costs nothing here.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Optional
+
+import torch
+
+from ..model.graph import GradRecord, TensorSummary
+from .summary import summarize
+
+log = logging.getLogger("forgeviz")
+
+_node_ids = itertools.count(1)
+
+
+def node_id(node) -> int:
+    """A stable id for a torch Node, kept in its own ``metadata`` dict (which lives as long as it)."""
+    meta = node.metadata
+    nid = meta.get("fv_id")
+    if nid is None:
+        nid = meta["fv_id"] = next(_node_ids)
+    return nid
+
+
+def iter_graph(roots: Iterable) -> list:
+    """Every Node reachable from ``roots`` through ``next_functions``, iteratively (deep graphs OK).
+
+    Order: depth-first from the roots, each Node once.
+    """
+    seen: set[int] = set()
+    order = []
+    stack = [r for r in roots if r is not None]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        order.append(node)  # holding it keeps id(node) unique during the walk
+        for nxt, _ in node.next_functions:
+            if nxt is not None and id(nxt) not in seen:
+                stack.append(nxt)
+    return order
+
+
+def has_nonfinite(summaries: Iterable[Optional[TensorSummary]]) -> bool:
+    return any(s is not None and (s.nan_count or s.inf_count) for s in summaries)
+
+
+@dataclass
+class NodeGrads:
+    records: list[GradRecord] = field(default_factory=list)
+    first_nonfinite_pass: Optional[int] = None  # the pass in which this node was the first non-finite one
+
+
+@dataclass
+class LeafHistory:
+    variable: weakref.ref
+    values: list[Optional[TensorSummary]] = field(default_factory=list)  # .grad after each pass; None = reset
+
+
+class GradStore:
+    """Bounded memory of what backward passes sent through each Node id.
+
+    Keeps at most ``max_nodes`` nodes (least recently updated dropped first) and the last
+    ``records_per_node`` passes of each.
+    """
+
+    def __init__(self, max_nodes: int = 50_000, records_per_node: int = 8) -> None:
+        self.max_nodes = max_nodes
+        self.records_per_node = records_per_node
+        self.nodes: "OrderedDict[int, NodeGrads]" = OrderedDict()
+        self.leaves: dict[int, LeafHistory] = {}  # keyed by id(leaf tensor), checked by weakref
+        self.passes = 0
+
+    def add(self, nid: int, record: GradRecord) -> NodeGrads:
+        entry = self.nodes.get(nid)
+        if entry is None:
+            entry = self.nodes[nid] = NodeGrads()
+            if len(self.nodes) > self.max_nodes:
+                self.nodes.popitem(last=False)
+        else:
+            self.nodes.move_to_end(nid)
+        entry.records.append(record)
+        del entry.records[: -self.records_per_node]
+        return entry
+
+    def get(self, nid: int) -> Optional[NodeGrads]:
+        return self.nodes.get(nid)
+
+    def leaf_history(self, leaf: torch.Tensor, create: bool = False) -> Optional[LeafHistory]:
+        entry = self.leaves.get(id(leaf))
+        if entry is not None and entry.variable() is not leaf:
+            entry = None  # the id was reused by another tensor
+        if entry is None and create:
+            key = id(leaf)
+            entry = LeafHistory(weakref.ref(leaf, lambda _: self.leaves.pop(key, None)))
+            self.leaves[key] = entry
+        return entry
+
+
+class BackwardRecorder:
+    """Arms Node hooks for one backward call and records summaries into a GradStore."""
+
+    def __init__(self, store: GradStore, on_fault: Callable[[str], None]) -> None:
+        self.store = store
+        self.on_fault = on_fault
+        self.histograms = True
+
+    def arm(self, roots: list) -> list:
+        """Register hooks on every Node reachable from ``roots``; returns the handles."""
+        self.store.passes += 1
+        backward_index = self.store.passes
+        state = {"first_nonfinite": None}
+        handles = []
+        for node in iter_graph(roots):
+            nid = node_id(node)
+            handles.append(node.register_hook(self._make_hook(nid, backward_index, state)))
+            if type(node).__name__ == "AccumulateGrad":
+                prehook, leaf_hook = self._make_leaf_hooks(node)
+                handles.append(node.register_prehook(prehook))
+                handles.append(node.register_hook(leaf_hook))
+        return handles
+
+    @staticmethod
+    def disarm(handles: list) -> None:
+        for handle in handles:
+            handle.remove()
+
+    def _make_hook(self, nid: int, backward_index: int, state: dict):
+        def hook(grad_inputs, grad_outputs):
+            # A fault here must never break the user's backward: record it and move on.
+            try:
+                hist = self.histograms
+                record = GradRecord(
+                    backward_index,
+                    [summarize(g, histogram=hist) for g in grad_outputs],
+                    [summarize(g, histogram=hist) for g in grad_inputs],
+                )
+                entry = self.store.add(nid, record)
+                if state["first_nonfinite"] is None and has_nonfinite(record.grad_inputs + record.grad_outputs):
+                    state["first_nonfinite"] = nid
+                    entry.first_nonfinite_pass = backward_index
+            except Exception as exc:  # noqa: BLE001 - reported, never raised into torch
+                self.on_fault(f"recording gradients failed: {exc!r}")
+        return hook
+
+    def _make_leaf_hooks(self, node):
+        """A leaf's ``.grad`` before (reset or not) and after this pass, for the S2 history."""
+
+        def prehook(grad_outputs):
+            try:
+                leaf = node.variable
+                history = self.store.leaf_history(leaf, create=True)
+                if leaf.grad is None and history.values:
+                    history.values.append(None)  # .grad was reset (zero_grad) since the last pass
+            except Exception as exc:  # noqa: BLE001
+                self.on_fault(f"recording leaf gradient failed: {exc!r}")
+
+        def hook(grad_inputs, grad_outputs):
+            try:
+                leaf = node.variable
+                history = self.store.leaf_history(leaf, create=True)
+                history.values.append(summarize(leaf.grad))  # AccumulateGrad has updated .grad by now
+                del history.values[:-32]
+            except Exception as exc:  # noqa: BLE001
+                self.on_fault(f"recording leaf gradient failed: {exc!r}")
+
+        return prehook, hook

@@ -1,0 +1,114 @@
+"""Module paths of running ops, through torch's global module forward hooks."""
+
+from __future__ import annotations
+
+import weakref
+from typing import Optional
+
+import torch
+from torch.nn.modules import module as nn_module
+
+
+class ModuleStack:
+    """Tracks which module's forward is running, as a qualified path from its root module.
+
+    The root is the outermost module being called (``model`` in ``model(x)``); paths are
+    ``named_modules()`` names relative to it, ``""`` for the root itself.
+    """
+
+    def __init__(self) -> None:
+        self._stack: list[tuple[int, int, str, str, str]] = []  # (id(mod), id(root), root type, path, type)
+        self._paths: "weakref.WeakKeyDictionary[torch.nn.Module, dict[int, str]]" = weakref.WeakKeyDictionary()
+        self._handles: list = []
+        # id(parameter) -> (weakref to it, qualified name, owning module path, id(root)); see parameter_name
+        self._params: dict[int, tuple[weakref.ref, str, str, int]] = {}
+        self._roots: dict[int, weakref.ref] = {}  # id(root module) -> weakref, for types and names
+        self._root: Optional[torch.nn.Module] = None
+
+    def install(self) -> None:
+        self._handles = [
+            nn_module.register_module_forward_pre_hook(self._pre),
+            nn_module.register_module_forward_hook(self._post, always_call=True),
+        ]
+
+    def uninstall(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        self._stack.clear()
+
+    def reset(self) -> None:
+        """Forget running modules (a cell that raised mid-forward may leave some)."""
+        self._stack.clear()
+
+    def current(self) -> Optional[tuple[int, str, str, str]]:
+        """(id(root), root type, path, module type) of the innermost running module."""
+        if not self._stack:
+            return None
+        _, root_id, root_type, path, mod_type = self._stack[-1]
+        return root_id, root_type, path, mod_type
+
+    def _paths_of(self, root: torch.nn.Module) -> dict[int, str]:
+        paths = self._paths.get(root)
+        if paths is None:
+            paths = {id(m): name for name, m in root.named_modules(remove_duplicate=False)}
+            self._paths[root] = paths
+            key = id(root)
+            self._roots[key] = weakref.ref(root, lambda _: self._roots.pop(key, None))
+            self._remember_parameters(root)
+        return paths
+
+    def _remember_parameters(self, root: torch.nn.Module) -> None:
+        for module_name, module in root.named_modules():
+            for param_name, param in module.named_parameters(recurse=False):
+                qualified = f"{module_name}.{param_name}" if module_name else param_name
+                self._params[id(param)] = (weakref.ref(param), qualified, module_name, id(root))
+
+    def root_type(self, root_id: int) -> Optional[str]:
+        root = self._roots.get(root_id)
+        module = root() if root is not None else None
+        return type(module).__name__ if module is not None else None
+
+    def module_type(self, root_id: int, path: str) -> Optional[str]:
+        """Class name of the submodule at ``path`` under a root seen in a forward."""
+        root = self._roots.get(root_id)
+        module = root() if root is not None else None
+        if module is None:
+            return None
+        try:
+            return type(module.get_submodule(path)).__name__
+        except AttributeError:
+            return None
+
+    def parameter_name(self, tensor: torch.Tensor) -> Optional[tuple[str, str, int]]:
+        """(named_parameters name, owning module path, id(root)) of a parameter seen in a forward."""
+        entry = self._params.get(id(tensor))
+        if entry is None or entry[0]() is not tensor:
+            return None
+        return entry[1], entry[2], entry[3]
+
+    def _pre(self, module: torch.nn.Module, args) -> None:
+        if self._stack:
+            root_id, root_type = self._stack[0][1], self._stack[0][2]
+            root = self._root
+            paths = self._paths_of(root)
+            path = paths.get(id(module))
+            if path is None:  # added after we indexed the root: index again once
+                self._paths.pop(root, None)
+                path = self._paths_of(root).get(id(module))
+            if path is None:  # a module called from inside another that does not own it
+                path = f"{self._stack[-1][3]}.<{type(module).__name__}>".lstrip(".")
+        else:
+            self._root = module
+            root_id, root_type = id(module), type(module).__name__
+            self._paths_of(module)
+            path = ""
+        self._stack.append((id(module), root_id, root_type, path, type(module).__name__))
+
+    def _post(self, module: torch.nn.Module, args, output) -> None:
+        # Pop down to this module: an exception may have skipped inner posts.
+        while self._stack:
+            if self._stack.pop()[0] == id(module):
+                break
+        if not self._stack:
+            self._root = None

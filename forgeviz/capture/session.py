@@ -1,0 +1,195 @@
+"""The capture session: one per kernel. Tags ops, tracks modules, records backward passes."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from typing import Callable, Optional
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from .grads import BackwardRecorder, GradStore
+from .modules import ModuleStack
+from .source import user_location
+
+log = logging.getLogger("forgeviz")
+
+_BACKWARD_FUNCS = {torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad}
+
+
+def _op_name(func) -> tuple[str, str]:
+    """(short op name, qualified name): ``Tensor.__rmul__`` → ``("mul", "torch.Tensor.__rmul__")``."""
+    name = getattr(func, "__name__", None) or str(func)
+    qual = getattr(func, "__qualname__", name)
+    module = getattr(func, "__module__", None) or "torch"
+    short = name.strip("_")
+    if name.startswith("__r") and name.endswith("__") and name[3:-2] in _REFLECTED:
+        short = name[3:-2]
+    if qual.startswith(("TensorBase.", "_TensorBase.")):
+        qual = "Tensor." + qual.split(".", 1)[1]
+        module = "torch"
+    return short, f"{module}.{qual}" if not qual.startswith(module) else qual
+
+
+_REFLECTED = {"add", "sub", "mul", "matmul", "truediv", "floordiv", "pow", "mod", "and", "or", "xor", "lshift", "rshift", "div"}
+
+
+def _roots_of_backward(func, args, kwargs) -> list:
+    """The Nodes a backward/grad call starts from."""
+    if func is torch.Tensor.backward:
+        outputs = args[0] if args else kwargs.get("self")
+    elif func is torch.autograd.grad:
+        outputs = args[0] if args else kwargs.get("outputs")
+    else:
+        outputs = args[0] if args else kwargs.get("tensors")
+    if isinstance(outputs, (torch.Tensor, torch.autograd.graph.GradientEdge)):
+        outputs = [outputs]
+    roots = []
+    for out in outputs or ():
+        if isinstance(out, torch.autograd.graph.GradientEdge):
+            roots.append(out.node)
+        elif isinstance(out, torch.Tensor) and out.requires_grad:
+            roots.append(out.grad_fn if out.grad_fn is not None else torch.autograd.graph.get_gradient_edge(out).node)
+    return roots
+
+
+class _TagMode(TorchFunctionMode):
+    """Tags each new ``grad_fn`` with the op, its source line and module; arms backward hooks."""
+
+    def __init__(self, session: "CaptureSession") -> None:
+        super().__init__()
+        self.session = session
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        session = self.session
+        if func in _BACKWARD_FUNCS and session.record_grads:
+            return session.run_backward(func, args, kwargs)
+        out = func(*args, **kwargs)
+        try:
+            session.tag(func, out)
+        except Exception as exc:  # noqa: BLE001 - a forgeviz fault never breaks the user's op
+            session.fault(f"tagging {getattr(func, '__name__', func)} failed: {exc!r}")
+        return out
+
+
+class CaptureSession:
+    """Owns every hook forgeviz installs. ``install``/``uninstall`` are exact inverses.
+
+    >>> s = CaptureSession(); s.install(); s.enter()
+    >>> s.exit(); s.uninstall(); s.installed
+    False
+    """
+
+    def __init__(self) -> None:
+        self.store = GradStore()
+        self.modules = ModuleStack()
+        self.recorder = BackwardRecorder(self.store, self.fault)
+        self.record_grads = True
+        self.installed = False
+        self._mode: Optional[_TagMode] = None
+        self._depth = 0  # nested enter() calls (capture() inside a capturing cell)
+        self._thread: Optional[int] = None
+        self.faults: list[str] = []
+        self.fault_count = 0  # total ever, so views can tell which faults are new to them
+        self.widgets: "weakref.WeakSet" = weakref.WeakSet()
+        self.after_backward: list[Callable[[], None]] = []
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def install(self) -> None:
+        if not self.installed:
+            self.modules.install()
+            self.installed = True
+
+    def uninstall(self) -> None:
+        while self._depth:
+            self.exit()
+        if self.installed:
+            self.modules.uninstall()
+            self.installed = False
+
+    def enter(self) -> None:
+        """Start tagging ops on this thread (IPython's pre_run_cell, or capture())."""
+        if self._depth == 0:
+            self._mode = _TagMode(self)
+            self._mode.__enter__()
+            self._thread = threading.get_ident()
+        self._depth += 1
+
+    def exit(self) -> None:
+        if self._depth == 0:
+            return
+        self._depth -= 1
+        if self._depth == 0 and self._mode is not None:
+            mode, self._mode = self._mode, None
+            self.modules.reset()
+            try:
+                mode.__exit__(None, None, None)
+            except Exception as exc:  # noqa: BLE001 - e.g. the user's cell left its own mode on top
+                self.fault(f"leaving capture mode failed: {exc!r}")
+
+    @property
+    def capturing(self) -> bool:
+        return self._depth > 0
+
+    # --- capture ---------------------------------------------------------------------------
+    def tag(self, func, out) -> None:
+        if isinstance(out, torch.Tensor):
+            self._tag_tensor(func, out)
+        elif isinstance(out, (tuple, list)):
+            for item in out:
+                if isinstance(item, torch.Tensor):
+                    self._tag_tensor(func, item)
+
+    def _tag_tensor(self, func, tensor: torch.Tensor) -> None:
+        grad_fn = tensor.grad_fn
+        if grad_fn is None:
+            return
+        meta = grad_fn.metadata
+        if "fv_op" in meta:
+            return
+        op, qualname = _op_name(func)
+        filename, line = user_location(3)
+        meta["fv_op"] = (op, qualname, filename, line, self.modules.current())
+
+    def run_backward(self, func, args, kwargs):
+        """Run the user's backward with Node hooks armed; their exception propagates untouched."""
+        handles = []
+        try:
+            handles = self.recorder.arm(_roots_of_backward(func, args, kwargs))
+        except Exception as exc:  # noqa: BLE001
+            self.fault(f"arming gradient hooks failed: {exc!r}")
+        try:
+            return func(*args, **kwargs)
+        finally:
+            BackwardRecorder.disarm(handles)
+            for callback in list(self.after_backward):
+                try:
+                    callback()
+                except Exception as exc:  # noqa: BLE001
+                    self.fault(f"refreshing views after backward failed: {exc!r}")
+
+    def fault(self, message: str) -> None:
+        """A failure inside forgeviz: logged and shown in views, never raised into the user's code."""
+        log.warning("forgeviz: %s", message)
+        self.faults.append(message)
+        self.fault_count += 1
+        del self.faults[:-20]
+
+    def faults_since(self, count: int) -> list[str]:
+        """Distinct fault messages after the first ``count`` (may run on autograd threads: no I/O)."""
+        new = self.faults[max(0, len(self.faults) - (self.fault_count - count)):]
+        return list(dict.fromkeys(new))
+
+
+_session: Optional[CaptureSession] = None
+
+
+def get_session() -> CaptureSession:
+    """The kernel's one capture session (created on first use, not installed)."""
+    global _session
+    if _session is None:
+        _session = CaptureSession()
+    return _session

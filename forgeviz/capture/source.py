@@ -1,0 +1,60 @@
+"""Where an op came from: the first frame outside torch and forgeviz, and its notebook cell."""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+from typing import Optional
+
+import torch
+
+_SKIP_DIRS = tuple(
+    os.path.dirname(os.path.abspath(m.__file__)) + os.sep
+    for m in (torch, sys.modules[__name__.rsplit(".", 2)[0]])
+)
+_is_user_file: dict[str, bool] = {}
+
+
+def _user_file(filename: str) -> bool:
+    known = _is_user_file.get(filename)
+    if known is None:
+        known = not (filename.startswith(_SKIP_DIRS) or filename.startswith("<frozen"))
+        _is_user_file[filename] = known
+    return known
+
+
+def user_location(depth: int = 2) -> tuple[Optional[str], Optional[int]]:
+    """(filename, line) of the nearest caller frame that is user code, not torch or forgeviz.
+
+    For an op inside ``model(x)`` this is the line of ``model(x)`` in the cell.
+    """
+    frame = sys._getframe(depth)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if _user_file(filename):
+            return filename, frame.f_lineno
+        frame = frame.f_back
+    return None, None
+
+
+def cell_number(filename: Optional[str]) -> Optional[int]:
+    """The execution count of the IPython cell compiled under ``filename``, if any."""
+    if filename is None:
+        return None
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython ships with the dependencies
+        return None
+    shell = get_ipython()
+    if shell is None:
+        return None
+    return getattr(shell.compile, "_filename_map", {}).get(filename)
+
+
+def source_line(filename: Optional[str], line: Optional[int]) -> Optional[str]:
+    """The text of that line (IPython registers cells with linecache), stripped."""
+    if filename is None or line is None:
+        return None
+    text = linecache.getline(filename, line).strip()
+    return text or None

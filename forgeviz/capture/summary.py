@@ -1,0 +1,110 @@
+"""Tensor summaries: stats copied out of a tensor at the moment it is seen, never the tensor itself."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..model.graph import Histogram, TensorMeta, TensorSummary, WireFloat
+
+SMALL_NUMEL = 64  # exact values are kept for tensors this small
+HISTOGRAM_BINS = 32
+
+
+def wire_float(value: float) -> WireFloat:
+    """A float for JSON: non-finite values become "NaN", "Infinity" or "-Infinity".
+
+    >>> wire_float(float("nan")), wire_float(-float("inf")), wire_float(2.5)
+    ('NaN', '-Infinity', 2.5)
+    """
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return value
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.float32`` → ``"float32"``."""
+    return str(dtype).removeprefix("torch.")
+
+
+def tensor_meta(t: torch.Tensor) -> TensorMeta:
+    """Shape, dtype and device only."""
+    return TensorMeta(list(t.shape), dtype_name(t.dtype), str(t.device))
+
+
+def summarize(t: torch.Tensor | None, *, histogram: bool = True) -> TensorSummary | None:
+    """Copy the stats of ``t`` (and its values, if small) into a plain summary.
+
+    Costs a few passes over the data and no copy of it, except a float cast for integer dtypes.
+
+    >>> s = summarize(torch.tensor([48., 32.]))
+    >>> s.values, s.norm == torch.tensor([48., 32.]).norm().item()
+    ([48.0, 32.0], True)
+    """
+    if t is None:
+        return None
+    # Our own reductions must not reach a TorchFunctionMode (ours or the user's) nor autograd.
+    with torch._C.DisableTorchFunction(), torch.no_grad():
+        return _summarize(t.detach(), histogram)
+
+
+def _summarize(t: torch.Tensor, histogram: bool) -> TensorSummary:
+    summary = TensorSummary(list(t.shape), dtype_name(t.dtype), str(t.device), t.numel())
+    if t.numel() == 0 or t.layout != torch.strided or t.device.type == "meta" or t.is_quantized:
+        return summary
+    if t.is_complex():
+        t = t.abs()
+    x = t if t.dtype in (torch.float32, torch.float64) else t.to(torch.float64 if t.dtype == torch.int64 else torch.float32)
+    lo, hi = torch.aminmax(x)
+    stats = torch.stack([lo.to(x.dtype), hi.to(x.dtype), x.sum(), torch.linalg.vector_norm(x)]).tolist()
+    lo_v, hi_v, total, norm = stats
+    finite = all(math.isfinite(v) for v in stats)
+    if not finite:
+        # Only now pay for the counts; finite stats come from the finite values alone.
+        nan_mask = torch.isnan(x)
+        inf_mask = torch.isinf(x)
+        summary.nan_count = int(nan_mask.sum())
+        summary.inf_count = int(inf_mask.sum())
+        finite_values = x[~(nan_mask | inf_mask)]
+        if finite_values.numel():
+            lo_v, hi_v = (float(v) for v in torch.aminmax(finite_values))
+        else:
+            lo_v = hi_v = float("nan")
+    summary.min, summary.max = wire_float(lo_v), wire_float(hi_v)
+    summary.mean = wire_float(total / x.numel())
+    summary.norm = wire_float(norm)
+    if x.numel() <= SMALL_NUMEL:
+        summary.values = [wire_float(float(v)) for v in x.reshape(-1).tolist()]
+    elif histogram and math.isfinite(lo_v) and math.isfinite(hi_v):
+        source = x if finite else finite_values
+        counts = torch.histc(source.float(), bins=HISTOGRAM_BINS, min=lo_v, max=hi_v if hi_v > lo_v else lo_v + 1)
+        summary.histogram = Histogram(wire_float(lo_v), wire_float(hi_v), [int(c) for c in counts.tolist()])
+    return summary
+
+
+def brief(summary: TensorSummary | None) -> str | None:
+    """A few characters for a badge: the values when there are ≤ 4, else the norm.
+
+    >>> brief(summarize(torch.tensor([64.])))
+    '64'
+    """
+    if summary is None:
+        return None
+    if summary.values is not None and len(summary.values) <= 4:
+        text = ", ".join(format_number(v) for v in summary.values)
+        return text if len(summary.values) == 1 else f"[{text}]"
+    if summary.norm is None:
+        return summary.dtype
+    return f"‖g‖={format_number(summary.norm)}"
+
+
+def format_number(value: WireFloat) -> str:
+    """Up to 4 significant digits, torch-like: ``64``, ``0.25``, ``1.235e+06``, ``nan``."""
+    if isinstance(value, str):
+        return {"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}[value]
+    if float(value).is_integer() and abs(value) < 1e6:
+        return str(int(value))
+    return f"{value:.4g}"

@@ -1,0 +1,57 @@
+"""``%fv``: the notebook commands."""
+
+from __future__ import annotations
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_magic, magics_class
+
+COMMANDS = ("graph",)
+
+
+def split_expressions(text: str) -> list[str]:
+    """Split on spaces and commas outside brackets and quotes.
+
+    >>> split_expressions("loss t[:, 1:3], f(a, b)")
+    ['loss', 't[:, 1:3]', 'f(a, b)']
+    """
+    parts, depth, current, quote = [], 0, [], None
+    for ch in text:
+        if quote:
+            current.append(ch)
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+            current.append(ch)
+        elif ch in "([{":
+            depth += 1
+            current.append(ch)
+        elif ch in ")]}":
+            depth -= 1
+            current.append(ch)
+        elif ch in " ,\t" and depth == 0:
+            if current:
+                parts.append("".join(current))
+                current = []
+        else:
+            current.append(ch)
+    if current:
+        parts.append("".join(current))
+    return parts
+
+
+@magics_class
+class ForgevizMagics(Magics):
+    @line_magic
+    def fv(self, line: str):
+        """``%fv graph loss [more ...]``: draw the autograd graph of the named tensors."""
+        from .api import graph
+
+        command, _, rest = line.strip().partition(" ")
+        if command not in COMMANDS:
+            raise UsageError(f"%fv: expected one of {', '.join(COMMANDS)}, got {command or 'nothing'!r}. "
+                             "Example: %fv graph loss")
+        expressions = split_expressions(rest)
+        if not expressions:
+            raise UsageError("%fv graph: name at least one tensor, e.g. %fv graph loss")
+        values = [self.shell.ev(e) for e in expressions]
+        return graph(*values, namespace=self.shell.user_ns)

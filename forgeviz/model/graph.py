@@ -1,0 +1,235 @@
+"""The autograd-graph model: plain data, no torch.
+
+These dataclasses are the ONE definition of the wire format for the graph view.
+``forgeviz.model.tsgen`` turns them into ``src/model/wire.ts``; a test keeps the two equal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Optional, Union
+
+WIRE_VERSION = 1
+
+# A float on the wire. JSON has no NaN or Infinity, so non-finite values travel as the strings
+# "NaN", "Infinity" and "-Infinity" (the spellings JavaScript's Number() parses back).
+WireFloat = Union[float, str]
+
+
+@dataclass
+class Histogram:
+    """Counts of values in equal-width bins over [lo, hi] (finite values only)."""
+
+    lo: WireFloat
+    hi: WireFloat
+    counts: list[int]
+
+
+@dataclass
+class TensorSummary:
+    """A small, copy-free description of a tensor: never the tensor itself.
+
+    ``values`` holds the exact values (flattened, row-major) only for small tensors.
+    Float stats are ``None`` when they do not apply (empty, or non-numeric dtype).
+    """
+
+    shape: list[int]
+    dtype: str
+    device: str
+    numel: int
+    norm: Optional[WireFloat] = None
+    min: Optional[WireFloat] = None
+    max: Optional[WireFloat] = None
+    mean: Optional[WireFloat] = None
+    nan_count: int = 0
+    inf_count: int = 0
+    values: Optional[list[WireFloat]] = None
+    histogram: Optional[Histogram] = None
+
+
+@dataclass
+class TensorMeta:
+    """Shape, dtype and device of a tensor that flows along an edge (read from node metadata)."""
+
+    shape: list[int]
+    dtype: str
+    device: str
+
+
+@dataclass
+class GradRecord:
+    """What one backward pass sent through one node.
+
+    Follows torch's Node-hook naming: ``grad_outputs`` are the gradients w.r.t. the forward
+    outputs of the op (arriving at the node), ``grad_inputs`` those w.r.t. its forward inputs
+    (leaving it, one per ``next_functions`` entry). ``None`` stands for an undefined gradient.
+    """
+
+    backward_index: int
+    grad_outputs: list[Optional[TensorSummary]]
+    grad_inputs: list[Optional[TensorSummary]]
+
+
+@dataclass
+class Node:
+    """One torch autograd Node (a ``grad_fn`` or an ``AccumulateGrad`` leaf)."""
+
+    id: int
+    name: str  # torch's own Node.name(), e.g. "MulBackward0"
+    kind: Literal["op", "leaf"]
+    label: str  # what the user calls it: notebook variable, parameter name, else the op
+    var_names: list[str]
+    op: Optional[str]  # forward op that created it, e.g. "mul"; None if made outside capture
+    module_path: Optional[str]  # e.g. "layer1.0.conv1"; "" is the root module
+    cell: Optional[int]  # notebook execution count of the cell that ran the op
+    line: Optional[int]
+    has_saved: bool  # the node saved tensors for backward
+    freed: bool  # ...and they are gone (backward ran without retain_graph)
+    grad_passes: int  # backward passes recorded through this node
+    grad_brief: Optional[str]  # short text of the last gradient, e.g. "64" or "‖g‖=3.2"
+    nonfinite: bool  # the last recorded gradient holds NaN or Inf
+    first_nonfinite: bool  # ...and it is the first such node the backward pass reached
+
+
+@dataclass
+class Edge:
+    """Forward direction: ``src`` produced a tensor that ``dst`` consumed.
+
+    In torch's terms ``dst.next_functions[input_nr] == (src, output_nr)``.
+    """
+
+    src: int
+    dst: int
+    input_nr: int
+    output_nr: int
+    meta: Optional[TensorMeta]
+
+
+@dataclass
+class Cluster:
+    """A module (by qualified path) that groups the ops it ran."""
+
+    id: str  # module path, "" for the root module
+    label: str  # e.g. "layer1.0.conv1 · Conv2d"
+    parent: Optional[str]
+    nodes: list[int]
+
+
+@dataclass
+class Graph:
+    """The autograd graph reachable from some roots, ready to draw."""
+
+    version: int
+    nodes: list[Node]
+    edges: list[Edge]
+    clusters: list[Cluster]
+    roots: list[int]
+    dot: str  # Graphviz DOT of this graph: the layout input in the browser and the DOT export
+    message: Optional[str]  # shown instead of a graph, e.g. "no autograd history (requires_grad=False)"
+    backward_passes: int  # backward passes forgeviz has recorded in this kernel
+
+
+@dataclass
+class SavedValue:
+    """A tensor or value a node saved for backward."""
+
+    name: str  # e.g. "self", "other", "exponent"
+    tensor: Optional[TensorSummary]
+    text: Optional[str]  # repr of a non-tensor saved value
+
+
+@dataclass
+class GradContribution:
+    """One path's share of a node's incoming gradient: ``consumer.grad_inputs[input_nr]``.
+
+    Their sum is the node's ``grad_outputs[0]``: for S1, x gets 16 via Add plus 48 via Mul = 64.
+    """
+
+    consumer: int
+    consumer_label: str
+    input_nr: int
+    grad: Optional[TensorSummary]
+
+
+@dataclass
+class NodeDetail:
+    """Everything the inspector shows for one clicked node, fetched lazily."""
+
+    id: int
+    name: str
+    label: str
+    var_names: list[str]
+    op: Optional[str]
+    op_qualname: Optional[str]
+    module_path: Optional[str]
+    module_type: Optional[str]
+    cell: Optional[int]
+    line: Optional[int]
+    source: Optional[str]  # the line of code, when it can be found
+    inputs: list[Optional[TensorMeta]]  # forward inputs, one per next_functions entry
+    outputs: list[Optional[TensorMeta]]  # forward outputs
+    saved: list[SavedValue]
+    freed: bool
+    alive: bool  # False once the graph is gone from the kernel; the rest is the last snapshot
+    grads: list[GradRecord]  # most recent last, bounded
+    contributions: list[GradContribution]  # per consumer, from the last backward pass
+    leaf_grad: Optional[TensorSummary]  # a leaf's .grad now
+    leaf_grad_history: list[Optional[TensorSummary]]  # a leaf's .grad after each backward; None = reset
+
+
+# Messages between the browser and the kernel (anywidget custom messages).
+@dataclass
+class InspectRequest:
+    type: Literal["inspect"]
+    request_id: int
+    node: int
+
+
+@dataclass
+class DotRequest:
+    type: Literal["dot"]
+    request_id: int
+
+
+@dataclass
+class GraphvizRequest:
+    """Asks for the bundled Graphviz WASM module when no JupyterLab extension provides it."""
+
+    type: Literal["graphviz"]
+    request_id: int
+
+
+@dataclass
+class InspectReply:
+    type: Literal["inspect"]
+    request_id: int
+    detail: NodeDetail
+
+
+@dataclass
+class DotReply:
+    type: Literal["dot"]
+    request_id: int
+    dot: str
+
+
+@dataclass
+class GraphvizReply:
+    """The ESM source of the Graphviz bundle travels in the message's first binary buffer."""
+
+    type: Literal["graphviz"]
+    request_id: int
+
+
+@dataclass
+class ErrorReply:
+    type: Literal["error"]
+    request_id: int
+    message: str
+
+
+WIRE_TYPES = [
+    Histogram, TensorSummary, TensorMeta, GradRecord, Node, Edge, Cluster, Graph,
+    SavedValue, GradContribution, NodeDetail, InspectRequest, DotRequest, GraphvizRequest,
+    InspectReply, DotReply, GraphvizReply, ErrorReply,
+]

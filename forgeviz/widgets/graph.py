@@ -1,0 +1,160 @@
+"""The autograd graph view: an anywidget over the pure TS renderer."""
+
+from __future__ import annotations
+
+import dataclasses
+import weakref
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+import anywidget
+import graphviz
+import torch
+import traitlets
+
+from ..capture.names import NameIndex
+from ..capture.session import CaptureSession
+from ..capture.walk import NO_HISTORY, LiveGraph, build_graph, node_detail, roots_of
+from ..export import to_digraph, to_dot
+from ..model.graph import Graph
+
+STATIC = Path(__file__).resolve().parents[1] / "static"
+_MISSING_FRONTEND = """
+export default { render({ el }) {
+  el.textContent = "forgeviz: the browser bundle is missing (forgeviz/static/widget.js). " +
+    "Install forgeviz with pip so its frontend is built.";
+} };
+"""
+
+
+def _esm() -> Any:
+    path = STATIC / "widget.js"
+    return path if path.exists() else _MISSING_FRONTEND
+
+
+def _css() -> Any:
+    path = STATIC / "widget.css"
+    return path if path.exists() else ""
+
+
+class RequestError(ValueError):
+    """A browser request that does not fit the wire format."""
+
+
+class GraphWidget(anywidget.AnyWidget):
+    """A live autograd graph. Create it with ``forgeviz.graph(loss)``.
+
+    It holds only weak references to the tensors it was given: once they are gone, it keeps its
+    last snapshot and forgets the graph, so it never keeps your activations alive.
+    """
+
+    _esm = _esm()
+    _css = _css()
+    graph = traitlets.Dict().tag(sync=True)
+    warnings = traitlets.List(traitlets.Unicode()).tag(sync=True)
+
+    def __init__(self, values: tuple, session: CaptureSession, names: NameIndex,
+                 namespace: Optional[Mapping[str, object]] = None) -> None:
+        super().__init__()
+        self._session = session
+        self._names = names
+        self._namespace = namespace
+        self._tensor_refs: list[weakref.ref] = []
+        self._held_nodes: list = []  # Nodes passed directly cannot be weakly referenced
+        self_ref = weakref.ref(self)
+
+        def forget(_):
+            widget = self_ref()
+            if widget is not None and not widget._roots():
+                widget._live.nodes.clear()  # the snapshot stays; the graph may now be freed
+
+        for value in values:
+            if isinstance(value, torch.Tensor):
+                self._tensor_refs.append(weakref.ref(value, forget))
+            else:
+                self._held_nodes.append(value)
+        self._message = None if roots_of(values) else NO_HISTORY
+        self._live = LiveGraph(Graph(1, [], [], [], [], "", self._message, 0))
+        self.dirty = False
+        self._faults_seen = session.fault_count
+        self.on_msg(self._handle_msg)
+        self.refresh()
+        session.widgets.add(self)
+
+    def _roots(self) -> list:
+        values = [r() for r in self._tensor_refs] + self._held_nodes
+        return roots_of(tuple(v for v in values if v is not None))
+
+    def refresh(self) -> None:
+        """Walk the graph again: new gradients, freed saved tensors, new names."""
+        self.dirty = False
+        new_faults = self._session.faults_since(self._faults_seen)
+        if new_faults:
+            self._faults_seen = self._session.fault_count
+            self.warnings = [*self.warnings, *(f"forgeviz: {m}" for m in new_faults)][-5:]
+        try:
+            with torch._C.DisableTorchFunction():
+                if self._namespace is not None:
+                    self._names.scan(self._namespace)
+                roots = self._roots()
+                if roots or not self._live.graph.nodes:
+                    self._live = build_graph(roots, self._session, self._names, self._message)
+                    self.graph = dataclasses.asdict(self._live.graph)
+        except Exception as exc:  # noqa: BLE001 - a forgeviz fault is shown, never raised into the cell
+            self._session.fault(f"drawing the graph failed: {exc!r}")
+            self.warnings = [*self.warnings, f"forgeviz could not draw this graph: {exc!r}"][-5:]
+
+    @property
+    def model(self) -> Graph:
+        """The plain Graph being shown."""
+        return self._live.graph
+
+    def to_dot(self) -> str:
+        """DOT source of this graph, made by ``graphviz.Digraph``.
+
+        >>> import forgeviz, torch
+        >>> x = torch.tensor([2.], requires_grad=True)
+        >>> "MulBackward0" in forgeviz.graph(x * 3).to_dot()
+        True
+        """
+        return to_dot(self._live.graph)
+
+    def to_digraph(self) -> graphviz.Digraph:
+        """The same graph as a ``graphviz.Digraph`` (render it with a local ``dot`` if you have one)."""
+        return to_digraph(self._live.graph)
+
+    # --- requests from the browser --------------------------------------------------------
+    def _handle_msg(self, _widget, content, buffers) -> None:
+        request_id = content.get("request_id") if isinstance(content, dict) else None
+        try:
+            reply, reply_buffers = self._answer(content)
+        except RequestError as exc:
+            reply, reply_buffers = {"type": "error", "request_id": request_id, "message": str(exc)}, None
+        except Exception as exc:  # noqa: BLE001
+            self._session.fault(f"answering {content!r:.80} failed: {exc!r}")
+            reply, reply_buffers = {"type": "error", "request_id": request_id,
+                                    "message": f"forgeviz failed: {exc!r}"}, None
+        self.send(reply, reply_buffers)
+
+    def _answer(self, content) -> tuple[dict, Optional[list]]:
+        if not isinstance(content, dict):
+            raise RequestError(f"expected a request object, got {type(content).__name__}")
+        kind, request_id = content.get("type"), content.get("request_id")
+        if not isinstance(request_id, int) or isinstance(request_id, bool):
+            raise RequestError(f"expected an integer request_id, got {request_id!r}")
+        if kind == "inspect":
+            nid = content.get("node")
+            if not isinstance(nid, int) or isinstance(nid, bool):
+                raise RequestError(f"expected an integer node id, got {nid!r}")
+            if nid not in {n.id for n in self._live.graph.nodes}:
+                raise RequestError(f"no node {nid} in this graph")
+            with torch._C.DisableTorchFunction():
+                alive = bool(self._live.nodes)
+                detail = node_detail(nid, self._live, self._session, alive)
+            return {"type": "inspect", "request_id": request_id, "detail": dataclasses.asdict(detail)}, None
+        if kind == "dot":
+            return {"type": "dot", "request_id": request_id, "dot": self.to_dot()}, None
+        if kind == "graphviz":
+            bundle = (STATIC / "graphviz.js").read_bytes()
+            return {"type": "graphviz", "request_id": request_id}, [bundle]
+        raise RequestError(f"unknown request type {kind!r}; expected 'inspect', 'dot' or 'graphviz'")

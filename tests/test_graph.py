@@ -1,0 +1,265 @@
+"""The autograd graph: nodes, edges, names and gradients, with torch as the oracle."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+import torch
+
+import forgeviz
+from forgeviz.capture.session import get_session
+from forgeviz.capture.walk import NO_HISTORY
+
+from conftest import S1, by_label, make_cnn
+
+
+def independent_walk(root):
+    """Nodes and edges of the graph from root, by a walk written separately from forgeviz's."""
+    nodes, edges, frontier = {id(root): root}, set(), [root]
+    while frontier:
+        nxt_frontier = []
+        for node in frontier:
+            for parent, _ in node.next_functions:
+                if parent is None:
+                    continue
+                edges.add((id(parent), id(node)))
+                if id(parent) not in nodes:
+                    nodes[id(parent)] = parent
+                    nxt_frontier.append(parent)
+        frontier = nxt_frontier
+    return nodes, edges
+
+
+def test_s1_per_node_gradients_equal_torch(nb):
+    nb.ok(S1)
+    nb.ok("g = forgeviz.graph(loss)\nloss.backward()")
+    graph = nb["g"].model
+    store = get_session().store
+
+    # The oracle: torch's own gradients w.r.t. every intermediate, on a fresh copy of S1.
+    x = torch.tensor([2.0], requires_grad=True)
+    y = torch.tensor([3.0], requires_grad=True)
+    z = x * y
+    w = z + x
+    loss = w**2
+    dz, dw = torch.autograd.grad(loss, [z, w], retain_graph=True)
+    dx, dy = torch.autograd.grad(loss, [x, y])
+
+    def record(label):
+        return store.get(by_label(graph, label).id).records[-1]
+
+    pow_rec, add_rec, mul_rec = record("loss"), record("w"), record("z")
+    assert pow_rec.grad_outputs[0].values == [1.0]
+    assert pow_rec.grad_inputs[0].values == dw.tolist() == [16.0]
+    assert add_rec.grad_outputs[0].values == dw.tolist() == [16.0]
+    assert [g.values for g in add_rec.grad_inputs] == [dz.tolist(), dw.tolist()] == [[16.0], [16.0]]
+    assert mul_rec.grad_outputs[0].values == dz.tolist() == [16.0]
+    assert [g.values for g in mul_rec.grad_inputs] == [(dz * y).tolist(), (dz * x).tolist()] == [[48.0], [32.0]]
+    # Leaves: x.grad is 64 (16 via Add + 48 via Mul), not the 80 a tutorial prints.
+    assert nb["x"].grad.tolist() == dx.tolist() == [64.0]
+    assert nb["y"].grad.tolist() == dy.tolist() == [32.0]
+    assert by_label(graph, "x").grad_brief == "64"
+    assert by_label(graph, "y").grad_brief == "32"
+
+
+def test_s1_names_and_kinds(nb):
+    nb.ok(S1)
+    graph = nb.ok("forgeviz.graph(loss)").model
+    assert sorted(n.label for n in graph.nodes) == ["loss", "w", "x", "y", "z"]
+    assert by_label(graph, "x").kind == by_label(graph, "y").kind == "leaf"
+    assert {by_label(graph, k).name for k in ("z", "w", "loss")} == {"MulBackward0", "AddBackward0", "PowBackward0"}
+    assert by_label(graph, "z").op == "mul" and by_label(graph, "loss").op == "pow"
+    edges = {(by_label_id(graph, e.src), by_label_id(graph, e.dst)) for e in graph.edges}
+    assert edges == {("x", "z"), ("y", "z"), ("z", "w"), ("x", "w"), ("w", "loss")}
+    assert all(e.meta.shape == [1] and e.meta.dtype == "float32" for e in graph.edges)
+    assert graph.roots == [by_label(graph, "loss").id]
+
+
+def by_label_id(graph, nid):
+    return next(n.label for n in graph.nodes if n.id == nid)
+
+
+def test_cell_and_line_point_at_the_op(nb):
+    nb.ok("a = torch.ones(2, requires_grad=True)")
+    result = nb.run("b = a * 2\nc = b.sum()")
+    graph = nb.ok("forgeviz.graph(c)").model
+    b, c = by_label(graph, "b"), by_label(graph, "c")
+    assert (b.cell, b.line) == (result.execution_count, 1)
+    assert (c.cell, c.line) == (result.execution_count, 2)
+
+
+def test_counts_equal_an_independent_walk_on_a_cnn(nb):
+    nb.shell.user_ns["make_cnn"] = make_cnn
+    nb.ok("model = make_cnn()\nout = model(torch.randn(2, 3, 8, 8))\nloss = out.square().mean()")
+    graph = nb.ok("forgeviz.graph(loss)").model
+    nodes, edges = independent_walk(nb["loss"].grad_fn)
+    assert len(graph.nodes) == len(nodes)
+    assert len(graph.edges) == len(edges)
+    # Every leaf is a parameter, named as named_parameters names it.
+    params = dict(nb["model"].named_parameters())
+    leaves = [n for n in graph.nodes if n.kind == "leaf"]
+    assert sorted(n.label for n in leaves) == sorted(params)
+    # Ops are grouped by module path.
+    convs = [n for n in graph.nodes if n.op == "conv2d"]
+    assert sorted(n.module_path for n in convs) == sorted(
+        ["stem", "layer1.0.conv1", "layer1.0.conv2", "layer1.1.conv1", "layer1.1.conv2"])
+    cluster_ids = {c.id for c in graph.clusters}
+    assert {"model", "model.layer1", "model.layer1.0", "model.layer1.0.conv1"} <= cluster_ids
+    conv1 = next(c for c in graph.clusters if c.id == "model.layer1.0.conv1")
+    assert conv1.parent == "model.layer1.0" and conv1.label == "layer1.0.conv1 · Conv2d"
+    members = {nid for nid in conv1.nodes}
+    weight = by_label(graph, "layer1.0.conv1.weight")
+    assert weight.id in members and any(n.id in members and n.op == "conv2d" for n in graph.nodes)
+    assert 'subgraph cluster_' in graph.dot and 'label="layer1.0.conv1 · Conv2d"' in graph.dot
+
+
+def test_ten_thousand_op_chain_needs_no_recursion(nb):
+    nb.ok("t = torch.ones(3, requires_grad=True)\nh = t\nfor _ in range(10_000):\n    h = h * 1.0001")
+    graph = nb.ok("forgeviz.graph(h)").model
+    assert len(graph.nodes) == 10_001
+    assert len(graph.edges) == 10_000
+    nb.ok("h.sum().backward()")
+    assert nb["t"].grad.tolist() == pytest.approx([1.0001**10_000] * 3, rel=1e-3)
+
+
+def test_graph_updates_after_backward_without_rerunning_its_cell(nb):
+    nb.ok(S1)
+    widget = nb.ok("forgeviz.graph(loss)")
+    before = widget.graph
+    assert by_label(widget.model, "x").grad_brief is None
+    assert not any(n["freed"] for n in before["nodes"])
+    nb.ok("loss.backward()")  # another cell: the widget refreshes at post_run_cell
+    after = {n["label"]: n for n in widget.graph["nodes"]}
+    assert after["x"]["grad_brief"] == "64" and after["y"]["grad_brief"] == "32"
+    assert after["z"]["freed"] and after["loss"]["freed"]  # Mul and Pow saved tensors, now freed
+    assert not after["w"]["has_saved"] and not after["w"]["freed"]  # Add saves nothing
+    assert widget.graph["backward_passes"] > before["backward_passes"]
+
+
+def test_second_backward_raises_torch_error_and_view_shows_freed(nb):
+    nb.ok(S1 + "g = forgeviz.graph(loss)\nloss.backward()")
+    result = nb.run("loss.backward()")
+    assert isinstance(result.error_in_exec, RuntimeError)
+    assert "Trying to backward through the graph a second time" in str(result.error_in_exec)
+    assert by_label(nb["g"].model, "z").freed
+
+
+def test_s2_accumulation_history_and_zero_grad(nb):
+    nb.ok("x = torch.tensor([2.], requires_grad=True)\nopt = torch.optim.SGD([x], lr=0.0)")
+    nb.ok("y = x ** 2\ny.backward()")
+    nb.ok("y = x ** 2\ny.backward()")
+    assert nb["x"].grad.tolist() == [8.0]
+    widget = nb.ok("g = forgeviz.graph(y)\ng")
+    leaf = by_label(widget.model, "x")
+    detail = request(widget, {"type": "inspect", "request_id": 1, "node": leaf.id})["detail"]
+    assert [h["values"] for h in detail["leaf_grad_history"]] == [[4.0], [8.0]]
+    nb.ok("opt.zero_grad()\ny = x ** 2\ny.backward()")
+    detail = request(nb["g"], {"type": "inspect", "request_id": 2, "node": leaf.id})["detail"]
+    history = detail["leaf_grad_history"]
+    assert history[-2] is None and history[-1]["values"] == [4.0] == nb["x"].grad.tolist()
+
+
+def request(widget, content):
+    replies = []
+    widget.send = lambda msg, buffers=None: replies.append((msg, buffers))
+    widget._handle_msg(widget, content, [])
+    assert len(replies) == 1
+    return replies[0][0]
+
+
+def test_inspect_shows_path_sums_and_saved_tensors(nb):
+    nb.ok(S1 + "g = forgeviz.graph(loss)")
+    mul = by_label(nb["g"].model, "z")
+    detail = request(nb["g"], {"type": "inspect", "request_id": 7, "node": mul.id})
+    assert detail["type"] == "inspect" and detail["request_id"] == 7
+    saved = {s["name"]: s["tensor"]["values"] for s in detail["detail"]["saved"]}
+    assert saved == {"self": [2.0], "other": [3.0]}  # Mul saves both operands
+    assert detail["detail"]["source"] == "z = x * y" and detail["detail"]["op_qualname"] == "torch.Tensor.mul"
+    nb.ok("loss.backward()")
+    x = by_label(nb["g"].model, "x")
+    detail = request(nb["g"], {"type": "inspect", "request_id": 8, "node": x.id})["detail"]
+    contributions = {c["consumer_label"]: c["grad"]["values"] for c in detail["contributions"]}
+    assert contributions == {"w": [16.0], "z": [48.0]}
+    assert sum(v[0] for v in contributions.values()) == detail["leaf_grad"]["values"][0] == 64.0
+    mul_detail = request(nb["g"], {"type": "inspect", "request_id": 9, "node": mul.id})["detail"]
+    assert mul_detail["freed"] and mul_detail["saved"] == []
+    assert [g["values"] for g in mul_detail["grads"][-1]["grad_inputs"]] == [[48.0], [32.0]]
+
+
+def test_large_gradients_get_stats_and_histogram(nb):
+    nb.ok("big = torch.randn(1000, requires_grad=True)\nout = (big * 3).sum()\ng = forgeviz.graph(out)\nout.backward()")
+    mul = next(n for n in nb["g"].model.nodes if n.op == "mul")
+    detail = request(nb["g"], {"type": "inspect", "request_id": 1, "node": mul.id})["detail"]
+    grad = detail["grads"][-1]["grad_inputs"][0]
+    expected = torch.full((1000,), 3.0)
+    assert grad["values"] is None and grad["shape"] == [1000]
+    assert grad["norm"] == pytest.approx(expected.norm().item())
+    assert grad["min"] == grad["max"] == 3.0 and grad["mean"] == pytest.approx(3.0)
+    assert sum(grad["histogram"]["counts"]) == 1000
+
+
+def test_bad_requests_get_clear_errors(nb):
+    nb.ok(S1)
+    widget = nb.ok("forgeviz.graph(loss)")
+    reply = request(widget, {"type": "inspect", "request_id": 3, "node": 10**9})
+    assert reply == {"type": "error", "request_id": 3, "message": "no node 1000000000 in this graph"}
+    reply = request(widget, {"type": "inspect", "request_id": 4, "node": "x"})
+    assert reply["type"] == "error" and "expected an integer node id, got 'x'" in reply["message"]
+    reply = request(widget, {"type": "launch", "request_id": 5})
+    assert reply["type"] == "error" and "unknown request type 'launch'" in reply["message"]
+    reply = request(widget, ["not", "a", "dict"])
+    assert reply["type"] == "error" and "expected a request object, got list" in reply["message"]
+
+
+def test_dot_export_is_a_graphviz_digraph_of_the_same_graph(nb):
+    nb.ok(S1)
+    widget = nb.ok("forgeviz.graph(loss)")
+    dot = widget.to_dot()
+    assert dot == widget.model.dot == request(widget, {"type": "dot", "request_id": 1})["dot"]
+    assert dot.startswith("digraph forgeviz {")
+    for node in widget.model.nodes:
+        assert f"n{node.id} [label=" in dot
+    assert dot.count("->") == len(widget.model.edges) == 5
+    assert widget.to_digraph().source == dot
+
+
+def test_graph_rejects_non_tensors_with_a_clear_type_error():
+    with pytest.raises(TypeError, match=r"accepts torch.Tensor, autograd Node .* got int: 3"):
+        forgeviz.graph(3)
+    with pytest.raises(TypeError, match="needs at least one torch.Tensor"):
+        forgeviz.graph()
+
+
+def test_tensor_without_history_says_so():
+    widget = forgeviz.graph(torch.ones(3))
+    assert widget.model.message == NO_HISTORY == "no autograd history (requires_grad=False)"
+    assert widget.model.nodes == [] and widget.graph["message"] == NO_HISTORY
+    detached = forgeviz.graph((torch.ones(2, requires_grad=True) * 2).detach())
+    assert detached.model.message == NO_HISTORY
+
+
+def test_a_leaf_alone_is_one_node():
+    x = torch.ones(2, requires_grad=True)
+    graph = forgeviz.graph(x).model
+    assert [(n.kind, n.label) for n in graph.nodes] == [("leaf", "x")]
+
+
+def test_graph_accepts_nodes_and_no_grad_ops_are_not_recorded():
+    x = torch.ones(2, requires_grad=True)
+    with torch.no_grad():
+        frozen = x * 2
+    y = (x * 3).sum()
+    assert forgeviz.graph(frozen).model.message == NO_HISTORY
+    assert {n.name for n in forgeviz.graph(y.grad_fn).model.nodes} == {
+        "SumBackward0", "MulBackward0", "torch::autograd::AccumulateGrad"}
+
+
+def test_widget_keeps_no_tensor_alive(nb):
+    nb.ok("a = torch.randn(64, 64, requires_grad=True)\nh = torch.tanh(a @ a)\nloss = h.sum()\ng = forgeviz.graph(loss)")
+    saved = weakref.ref(nb["h"])  # tanh saves its result h for backward
+    nb.ok("del h, loss")
+    gc.collect()
+    assert saved() is None
+    assert nb["g"].model.nodes  # the snapshot is still drawable

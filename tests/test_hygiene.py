@@ -1,0 +1,133 @@
+"""forgeviz must change nothing: results, errors, hooks, and its own faults stay out of the way."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import pkgutil
+
+import pytest
+import torch
+from torch.nn.modules import module as nn_module
+
+import forgeviz
+from forgeviz.capture import summary as summary_module
+from forgeviz.capture.session import get_session
+from forgeviz.model import tsgen
+
+from conftest import ROOT, S1, make_cnn
+
+
+def run_s1_and_cnn():
+    """S1 and a CNN train step; returns every output and gradient."""
+    x = torch.tensor([2.0], requires_grad=True)
+    y = torch.tensor([3.0], requires_grad=True)
+    loss = (x * y + x) ** 2
+    loss.backward()
+    model = make_cnn(seed=1)
+    torch.manual_seed(2)
+    inputs = torch.randn(4, 3, 8, 8)
+    out = model(inputs)
+    cnn_loss = torch.nn.functional.cross_entropy(out, torch.tensor([1, 2, 3, 4]))
+    torch.autograd.grad(cnn_loss, [next(model.parameters())], retain_graph=True)
+    cnn_loss.backward()
+    return [loss, x.grad, y.grad, out, cnn_loss] + [p.grad for p in model.parameters()]
+
+
+def test_results_are_bit_identical_with_and_without_forgeviz(nb):
+    plain = run_s1_and_cnn()
+    nb.shell.user_ns["run_s1_and_cnn"] = run_s1_and_cnn
+    nb.ok("captured = run_s1_and_cnn()")  # a cell under %load_ext forgeviz
+    captured = nb["captured"]
+    assert get_session().store.passes > 0  # it really recorded
+    assert len(plain) == len(captured)
+    for a, b in zip(plain, captured):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        assert torch.equal(a.detach(), b.detach())  # bit-identical, not approx
+
+
+def test_users_runtime_error_propagates_unchanged(nb, plain_nb):
+    cell = "torch.ones(3, 4) @ torch.ones(3, 4)"
+    plain = plain_nb.run(cell).error_in_exec
+    nb.ok("import torch")
+    with_fv = nb.run(cell).error_in_exec
+    assert type(with_fv) is type(plain) is RuntimeError
+    assert str(with_fv) == str(plain) == "mat1 and mat2 shapes cannot be multiplied (3x4 and 3x4)"
+    # A Python exception from the user's own code is not touched either.
+    error = nb.run("raise KeyError('mine')").error_in_exec
+    assert type(error) is KeyError and error.args == ("mine",)
+
+
+def test_unload_removes_every_mode_and_hook(ipython):
+    forward_pre = dict(nn_module._global_forward_pre_hooks)
+    forward = dict(nn_module._global_forward_hooks)
+    callbacks = {k: list(v) for k, v in ipython.events.callbacks.items()}
+    ipython.run_cell("%load_ext forgeviz")
+    assert len(nn_module._global_forward_pre_hooks) == len(forward_pre) + 1
+    ipython.run_cell("import torch\nmodes = len(torch.overrides._get_current_function_mode_stack())")
+    assert ipython.user_ns["modes"] == 1  # capturing inside a cell
+    assert "fv" in ipython.magics_manager.magics["line"]
+    ipython.run_cell("%unload_ext forgeviz")
+    assert torch.overrides._get_current_function_mode_stack() == []
+    assert dict(nn_module._global_forward_pre_hooks) == forward_pre
+    assert dict(nn_module._global_forward_hooks) == forward
+    assert {k: list(v) for k, v in ipython.events.callbacks.items()} == callbacks
+    assert "fv" not in ipython.magics_manager.magics["line"]
+    ipython.run_cell("modes = len(torch.overrides._get_current_function_mode_stack())")
+    assert ipython.user_ns["modes"] == 0
+    assert not get_session().installed
+
+
+def test_capture_context_manager_cleans_up():
+    before = dict(nn_module._global_forward_pre_hooks)
+    with forgeviz.capture():
+        assert len(torch.overrides._get_current_function_mode_stack()) == 1
+    assert torch.overrides._get_current_function_mode_stack() == []
+    assert dict(nn_module._global_forward_pre_hooks) == before
+
+
+def test_a_fault_inside_forgeviz_never_breaks_the_users_backward(nb, monkeypatch):
+    def broken(*args, **kwargs):
+        raise ValueError("simulated forgeviz bug")
+
+    nb.ok(S1 + "g = forgeviz.graph(loss)")
+    # forgeviz.capture is also the public capture() function, so patch through the module object.
+    monkeypatch.setattr(importlib.import_module("forgeviz.capture.grads"), "summarize", broken)
+    nb.ok("loss.backward()")  # must not raise
+    assert nb["x"].grad.tolist() == [64.0]  # and the user's result is right
+    assert any("simulated forgeviz bug" in f for f in get_session().faults)
+    assert any("simulated forgeviz bug" in w for w in nb["g"].warnings)
+
+
+def test_magic_draws_the_graph_and_rejects_bad_commands(nb):
+    nb.ok(S1)
+    widget = nb.ok("%fv graph loss")
+    assert sorted(n.label for n in widget.model.nodes) == ["loss", "w", "x", "y", "z"]
+    result = nb.run("%fv paint loss")
+    assert "expected one of graph, got 'paint'" in str(result.error_in_exec)
+    assert "name at least one tensor" in str(nb.run("%fv graph").error_in_exec)
+
+
+def test_wire_types_in_typescript_are_generated_from_python():
+    committed = (ROOT / "src" / "model" / "wire.ts").read_text()
+    assert committed == tsgen.generate(), "run: python -m forgeviz.model.tsgen"
+
+
+def test_summaries_match_torch():
+    t = torch.randn(500, dtype=torch.float64)
+    s = summary_module.summarize(t)
+    assert s.norm == t.norm().item() and s.min == t.min().item() and s.max == t.max().item()
+    assert s.mean == pytest.approx(t.mean().item(), rel=1e-12)
+    assert s.values is None and sum(s.histogram.counts) == 500
+    bad = torch.tensor([1.0, float("nan"), float("inf"), -2.0])
+    s = summary_module.summarize(bad)
+    assert (s.nan_count, s.inf_count, s.min, s.max) == (1, 1, -2.0, 1.0)
+    assert s.values == [1.0, "NaN", "Infinity", -2.0]
+
+
+def test_docstring_examples_run():
+    failures = 0
+    for info in pkgutil.walk_packages(forgeviz.__path__, "forgeviz."):
+        module = importlib.import_module(info.name)
+        failures += doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE).failed
+    assert failures == 0
