@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+
 
 
 @pytest.fixture(scope="session")
@@ -57,48 +57,3 @@ def plain_nb(ipython):
     notebook = Notebook(ipython)
     notebook.ok("import torch")
     return notebook
-
-
-S1 = """\
-x = torch.tensor([2.], requires_grad=True)
-y = torch.tensor([3.], requires_grad=True)
-z = x * y
-w = z + x
-loss = w ** 2
-"""
-
-
-def by_label(graph, label: str):
-    matches = [n for n in graph.nodes if n.label == label]
-    assert len(matches) == 1, f"expected one node labelled {label!r}, got {[n.label for n in graph.nodes]}"
-    return matches[0]
-
-
-def make_cnn(seed: int = 0) -> torch.nn.Module:
-    """A small residual CNN written by hand (no torchvision on CPU)."""
-    torch.manual_seed(seed)
-
-    class Block(torch.nn.Module):
-        def __init__(self, c: int) -> None:
-            super().__init__()
-            self.conv1 = torch.nn.Conv2d(c, c, 3, padding=1, bias=False)
-            self.bn1 = torch.nn.BatchNorm2d(c)
-            self.conv2 = torch.nn.Conv2d(c, c, 3, padding=1, bias=False)
-            self.bn2 = torch.nn.BatchNorm2d(c)
-
-        def forward(self, x):
-            out = torch.relu(self.bn1(self.conv1(x)))
-            return torch.relu(self.bn2(self.conv2(out)) + x)
-
-    class Net(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.stem = torch.nn.Conv2d(3, 8, 3, padding=1)
-            self.layer1 = torch.nn.Sequential(Block(8), Block(8))
-            self.head = torch.nn.Linear(8, 10)
-
-        def forward(self, x):
-            x = self.layer1(torch.relu(self.stem(x)))
-            return self.head(x.mean(dim=(2, 3)))
-
-    return Net()

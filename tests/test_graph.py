@@ -12,7 +12,7 @@ import forgeviz
 from forgeviz.capture.session import get_session
 from forgeviz.capture.walk import NO_HISTORY
 
-from conftest import S1, by_label, make_cnn
+from scenarios import S1, by_label, make_cnn
 
 
 def independent_walk(root):

@@ -15,7 +15,7 @@ from forgeviz.capture import summary as summary_module
 from forgeviz.capture.session import get_session
 from forgeviz.model import tsgen
 
-from conftest import ROOT, S1, make_cnn
+from scenarios import ROOT, S1, make_cnn
 
 
 def run_s1_and_cnn():

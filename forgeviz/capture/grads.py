@@ -120,7 +120,9 @@ class BackwardRecorder:
         """Register hooks on every Node reachable from ``roots``; returns the handles."""
         self.store.passes += 1
         backward_index = self.store.passes
-        state = {"first_nonfinite": None}
+        # One gradient is usually both one node's grad_input and the next node's grad_output:
+        # summarise it once per pass. Keyed by id, confirmed by a weakref so a reused id misses.
+        state = {"first_nonfinite": None, "cache": {}}
         handles = []
         for node in iter_graph(roots):
             nid = node_id(node)
@@ -131,6 +133,16 @@ class BackwardRecorder:
                 handles.append(node.register_hook(leaf_hook))
         return handles
 
+    def _summary(self, grad: Optional[torch.Tensor], cache: dict) -> Optional[TensorSummary]:
+        if grad is None:
+            return None
+        hit = cache.get(id(grad))
+        if hit is not None and hit[0]() is grad and hit[2] == grad._version:
+            return hit[1]
+        summary = summarize(grad, histogram=self.histograms)
+        cache[id(grad)] = (weakref.ref(grad), summary, grad._version)
+        return summary
+
     @staticmethod
     def disarm(handles: list) -> None:
         for handle in handles:
@@ -140,11 +152,11 @@ class BackwardRecorder:
         def hook(grad_inputs, grad_outputs):
             # A fault here must never break the user's backward: record it and move on.
             try:
-                hist = self.histograms
+                cache = state["cache"]
                 record = GradRecord(
                     backward_index,
-                    [summarize(g, histogram=hist) for g in grad_outputs],
-                    [summarize(g, histogram=hist) for g in grad_inputs],
+                    [self._summary(g, cache) for g in grad_outputs],
+                    [self._summary(g, cache) for g in grad_inputs],
                 )
                 entry = self.store.add(nid, record)
                 if state["first_nonfinite"] is None and has_nonfinite(record.grad_inputs + record.grad_outputs):

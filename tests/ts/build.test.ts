@@ -1,0 +1,52 @@
+/**
+ * Checks on the built assets (run after `jlpm build:prod`; skipped when they
+ * are absent). The anywidget ESM is re-sent with every widget instance, so it
+ * must stay small and never carry Graphviz; the Lab extension must load the
+ * WASM lazily.
+ */
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const root = process.cwd();
+const staticDir = path.join(root, 'forgeviz', 'static');
+const labDir = path.join(root, 'forgeviz', 'labextension');
+const WASM_LOADER = 'WebAssembly.instantiate';
+
+describe.skipIf(!existsSync(path.join(staticDir, 'widget.js')))('forgeviz/static', () => {
+  it('widget.js is a small ESM without Graphviz', () => {
+    const file = path.join(staticDir, 'widget.js');
+    expect(statSync(file).size).toBeLessThanOrEqual(60 * 1024);
+    const src = readFileSync(file, 'utf8');
+    expect(src).not.toContain(WASM_LOADER);
+    expect(src).toMatch(/export\s*\{[^}]*as default/);
+    expect(src).not.toMatch(/https?:\/\/(cdn|unpkg|esm\.sh|jsdelivr)/);
+  });
+
+  it('graphviz.js is an ESM exporting a working Graphviz', async () => {
+    const file = path.join(staticDir, 'graphviz.js');
+    const mod = await import(/* @vite-ignore */ pathToFileURL(file).href);
+    const gv = await mod.Graphviz.load();
+    expect(gv.layout('digraph { n1 -> n2 }', 'json', 'dot')).toContain('"n2"');
+  });
+});
+
+describe.skipIf(!existsSync(path.join(labDir, 'package.json')))('forgeviz/labextension', () => {
+  it('keeps the Graphviz WASM in a lazily loaded chunk', () => {
+    const pkg = JSON.parse(readFileSync(path.join(labDir, 'package.json'), 'utf8'));
+    expect(pkg.name).toBe('forgeviz');
+    const load: string = pkg.jupyterlab._build.load;
+    const files = readdirSync(path.join(labDir, 'static')).filter(f => f.endsWith('.js'));
+    const withWasm = files.filter(f => readFileSync(path.join(labDir, 'static', f), 'utf8').includes(WASM_LOADER));
+    expect(withWasm).toHaveLength(1);
+    expect(`static/${withWasm[0]}`).not.toBe(load);
+    // the plugin chunk (the one holding the plugin id) must not contain it either
+    const pluginChunks = files.filter(f =>
+      readFileSync(path.join(labDir, 'static', f), 'utf8').includes('forgeviz:plugin')
+    );
+    expect(pluginChunks.length).toBeGreaterThan(0);
+    expect(pluginChunks).not.toContain(withWasm[0]);
+    expect(statSync(path.join(labDir, load)).size).toBeLessThan(100 * 1024);
+  });
+});

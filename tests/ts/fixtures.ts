@@ -1,0 +1,193 @@
+/** Fixtures shaped exactly like src/model/wire.ts. Scenario S1:
+ *  x=[2.], y=[3.] requires_grad; z=x*y; w=z+x; loss=w**2; loss.backward(). */
+import type { Graph, Node, NodeDetail, TensorSummary } from '../../src/model/wire';
+
+export const S1_DOT = `digraph forgeviz {
+	graph [fontname=Helvetica fontsize=10 labeljust=l nodesep=0.3 rankdir=TB ranksep=0.35]
+	node [fontname=Helvetica fontsize=11 margin="0.12,0.06" shape=box style=rounded]
+	edge [fontname=Helvetica fontsize=9]
+	n1 [label="x\\nleaf" id=n1]
+	n2 [label="y\\nleaf" id=n2]
+	n3 [label="z\\nMulBackward0" id=n3]
+	n4 [label="w\\nAddBackward0" id=n4]
+	n5 [label="loss\\nPowBackward0" id=n5]
+	n1 -> n3 [label=1]
+	n2 -> n3 [label=1]
+	n3 -> n4 [label=1]
+	n1 -> n4 [label=1]
+	n4 -> n5 [label=1]
+}
+`;
+
+export const CLUSTER_DOT = `digraph forgeviz {
+	graph [fontname=Helvetica fontsize=10 labeljust=l nodesep=0.3 rankdir=TB ranksep=0.35]
+	node [fontname=Helvetica fontsize=11 margin="0.12,0.06" shape=box style=rounded]
+	edge [fontname=Helvetica fontsize=9]
+	n1 [label="x\\nleaf" id=n1]
+	n2 [label="layer1.0.weight\\nleaf" id=n2]
+	subgraph cluster_0 {
+		label="layer1 · Sequential" id="cluster:layer1" style="rounded,dashed"
+		subgraph cluster_1 {
+			label="layer1.0 · Linear" id="cluster:layer1.0" style="rounded,dashed"
+			n3 [label="layer1.0\\nMmBackward0" id=n3]
+		}
+		n4 [label="layer1.1\\nReluBackward0" id=n4]
+	}
+	n1 -> n3 [label=1]
+	n2 -> n3 [label=1]
+	n3 -> n4 [label=1]
+}
+`;
+
+export function node(over: Partial<Node> & Pick<Node, 'id' | 'label' | 'name'>): Node {
+  return {
+    kind: 'op',
+    var_names: [],
+    op: null,
+    module_path: null,
+    cell: null,
+    line: null,
+    has_saved: false,
+    freed: false,
+    grad_passes: 0,
+    grad_brief: null,
+    nonfinite: false,
+    first_nonfinite: false,
+    ...over
+  };
+}
+
+export function s1Graph(grads = true): Graph {
+  const g = (v: string) => (grads ? v : null);
+  return {
+    version: 1,
+    nodes: [
+      node({ id: 1, label: 'x', name: 'AccumulateGrad', kind: 'leaf', var_names: ['x'], grad_brief: g('64'), grad_passes: grads ? 1 : 0 }),
+      node({ id: 2, label: 'y', name: 'AccumulateGrad', kind: 'leaf', var_names: ['y'], grad_brief: g('32') }),
+      node({ id: 3, label: 'z', name: 'MulBackward0', op: 'aten::mul', var_names: ['z'], cell: 3, line: 2, has_saved: true, freed: grads, grad_brief: g('16') }),
+      node({ id: 4, label: 'w', name: 'AddBackward0', op: 'aten::add', var_names: ['w'], cell: 3, line: 3, grad_brief: g('16') }),
+      node({ id: 5, label: 'loss', name: 'PowBackward0', op: 'aten::pow', var_names: ['loss'], cell: 3, line: 4, has_saved: true, freed: grads, grad_brief: g('1') })
+    ],
+    edges: [
+      { src: 1, dst: 3, input_nr: 0, output_nr: 0, meta: { shape: [1], dtype: 'torch.float32', device: 'cpu' } },
+      { src: 2, dst: 3, input_nr: 1, output_nr: 0, meta: { shape: [1], dtype: 'torch.float32', device: 'cpu' } },
+      { src: 3, dst: 4, input_nr: 0, output_nr: 0, meta: { shape: [1], dtype: 'torch.float32', device: 'cpu' } },
+      { src: 1, dst: 4, input_nr: 1, output_nr: 0, meta: { shape: [1], dtype: 'torch.float32', device: 'cpu' } },
+      { src: 4, dst: 5, input_nr: 0, output_nr: 0, meta: { shape: [1], dtype: 'torch.float32', device: 'cpu' } }
+    ],
+    clusters: [],
+    roots: [5],
+    dot: S1_DOT,
+    message: null,
+    backward_passes: grads ? 1 : 0
+  };
+}
+
+export function clusterGraph(): Graph {
+  return {
+    version: 1,
+    nodes: [
+      node({ id: 1, label: 'x', name: 'AccumulateGrad', kind: 'leaf' }),
+      node({ id: 2, label: 'layer1.0.weight', name: 'AccumulateGrad', kind: 'leaf' }),
+      node({ id: 3, label: 'layer1.0', name: 'MmBackward0', module_path: 'layer1.0' }),
+      node({ id: 4, label: 'layer1.1', name: 'ReluBackward0', module_path: 'layer1.1' })
+    ],
+    edges: [
+      { src: 1, dst: 3, input_nr: 0, output_nr: 0, meta: null },
+      { src: 2, dst: 3, input_nr: 1, output_nr: 0, meta: null },
+      { src: 3, dst: 4, input_nr: 0, output_nr: 0, meta: null }
+    ],
+    clusters: [
+      { id: 'layer1', label: 'layer1 · Sequential', parent: null, nodes: [4] },
+      { id: 'layer1.0', label: 'layer1.0 · Linear', parent: 'layer1', nodes: [3] }
+    ],
+    roots: [4],
+    dot: CLUSTER_DOT,
+    message: null,
+    backward_passes: 0
+  };
+}
+
+export function summary(values: (number | string)[] | null, over: Partial<TensorSummary> = {}): TensorSummary {
+  const nums = (values ?? []).map(Number);
+  return {
+    shape: [values ? values.length : 1],
+    dtype: 'torch.float32',
+    device: 'cpu',
+    numel: values ? values.length : 1,
+    norm: values ? Math.hypot(...nums) : null,
+    min: values ? Math.min(...nums) : null,
+    max: values ? Math.max(...nums) : null,
+    mean: values ? nums.reduce((a, b) => a + b, 0) / nums.length : null,
+    nan_count: 0,
+    inf_count: 0,
+    values,
+    histogram: null,
+    ...over
+  };
+}
+
+function detail(over: Partial<NodeDetail> & Pick<NodeDetail, 'id' | 'label' | 'name'>): NodeDetail {
+  return {
+    var_names: [],
+    op: null,
+    op_qualname: null,
+    module_path: null,
+    module_type: null,
+    cell: null,
+    line: null,
+    source: null,
+    inputs: [],
+    outputs: [],
+    saved: [],
+    freed: false,
+    alive: true,
+    grads: [],
+    contributions: [],
+    leaf_grad: null,
+    leaf_grad_history: [],
+    ...over
+  };
+}
+
+const f32 = { shape: [1], dtype: 'torch.float32', device: 'cpu' };
+
+/** z = x * y: grad_output 16 (= dloss/dz = 2w = 16); grad_inputs [16*y, 16*x] = [48, 32]. */
+export function zDetail(): NodeDetail {
+  return detail({
+    id: 3,
+    label: 'z',
+    name: 'MulBackward0',
+    var_names: ['z'],
+    op: 'aten::mul',
+    op_qualname: 'torch.mul',
+    cell: 3,
+    line: 2,
+    source: 'z = x * y',
+    inputs: [f32, f32],
+    outputs: [f32],
+    saved: [],
+    freed: true,
+    grads: [{ backward_index: 0, grad_outputs: [summary([16])], grad_inputs: [summary([48]), summary([32])] }]
+  });
+}
+
+/** x is used by z (x*y) and w (z+x): dloss/dx = 16*y + 16 = 48 + 16 = 64. */
+export function xDetail(): NodeDetail {
+  return detail({
+    id: 1,
+    label: 'x',
+    name: 'AccumulateGrad',
+    var_names: ['x'],
+    outputs: [f32],
+    grads: [{ backward_index: 0, grad_outputs: [summary([64])], grad_inputs: [] }],
+    contributions: [
+      { consumer: 4, consumer_label: 'w/Add', input_nr: 1, grad: summary([16]) },
+      { consumer: 3, consumer_label: 'z/Mul', input_nr: 0, grad: summary([48]) }
+    ],
+    leaf_grad: summary([64]),
+    leaf_grad_history: [summary([64])]
+  });
+}
+
+export { detail };
