@@ -6,7 +6,8 @@ True
 """
 
 from ._version import __version__
-from .api import capture, graph
+from . import capture  # the package; calling it is the capture() context manager
+from .api import graph
 
 __all__ = ["__version__", "capture", "graph", "load_ipython_extension", "unload_ipython_extension"]
 

@@ -162,9 +162,10 @@ def test_s2_accumulation_history_and_zero_grad(nb):
 
 
 def request(widget, content):
+    """Deliver a browser request the way the kernel does: a comm_msg through ipywidgets."""
     replies = []
     widget.send = lambda msg, buffers=None: replies.append((msg, buffers))
-    widget._handle_msg(widget, content, [])
+    widget._handle_msg({"content": {"data": {"method": "custom", "content": content}}, "buffers": []})
     assert len(replies) == 1
     return replies[0][0]
 

@@ -65,7 +65,7 @@ class GradRecord:
     (leaving it, one per ``next_functions`` entry). ``None`` stands for an undefined gradient.
     """
 
-    backward_index: int
+    backward_index: int  # 1-based: the n-th backward pass forgeviz recorded in this kernel
     grad_outputs: list[Optional[TensorSummary]]
     grad_inputs: list[Optional[TensorSummary]]
 

@@ -77,7 +77,7 @@ class GraphWidget(anywidget.AnyWidget):
         self._live = LiveGraph(Graph(1, [], [], [], [], "", self._message, 0))
         self.dirty = False
         self._faults_seen = session.fault_count
-        self.on_msg(self._handle_msg)
+        self.on_msg(self._on_request)
         self.refresh()
         session.widgets.add(self)
 
@@ -124,7 +124,7 @@ class GraphWidget(anywidget.AnyWidget):
         return to_digraph(self._live.graph)
 
     # --- requests from the browser --------------------------------------------------------
-    def _handle_msg(self, _widget, content, buffers) -> None:
+    def _on_request(self, _widget, content, buffers) -> None:
         request_id = content.get("request_id") if isinstance(content, dict) else None
         try:
             reply, reply_buffers = self._answer(content)

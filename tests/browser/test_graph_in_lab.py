@@ -63,10 +63,16 @@ def test_s1_graph_click_update_export(page, lab):
     # Click x: the inspector shows 64 and the path sums 16 + 48.
     first.locator('.fv-node[data-label="x"]').click()
     inspector = first.locator(".fv-inspector")
-    page.wait_for_function("""el => el.dataset.nodeId && el.textContent.includes('64')""",
-                           arg=inspector.element_handle())
+    try:
+        page.wait_for_function("""el => el.dataset.nodeId && el.textContent.includes('64')""",
+                               arg=inspector.element_handle(), timeout=15_000)
+    except Exception:
+        nb.output(2).screenshot(path=str(ARTIFACTS / "failure.png"))
+        raise AssertionError(f"inspector after clicking x: {inspector.get_attribute('data-state')!r} "
+                             f"{inspector.text_content()!r}")
     text = inspector.text_content()
     assert "64" in text and "16" in text and "48" in text
+    assert "backward #1" in text  # one backward ran in this kernel
     # Click the Mul node (named z): it sent 48 to x and 32 to y.
     first.locator('.fv-node[data-label="z"]').click()
     page.wait_for_function("""el => el.textContent.includes('MulBackward0') && el.textContent.includes('48')""",

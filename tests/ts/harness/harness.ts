@@ -35,12 +35,12 @@ g2.nodes[3].grad_brief = 'nan';
 g2.nodes[3].nonfinite = true;
 g2.nodes[3].first_nonfinite = true;
 g2.nodes[2].nonfinite = true;
-g2.nodes[2].grad_brief = '‖·‖ inf';
-g2.nodes[1].grad_brief = '‖·‖ 3.2';
+g2.nodes[2].grad_brief = '‖g‖=inf';
+g2.nodes[1].grad_brief = '‖g‖=3.2';
 
 const mounts: [string, any, string[]][] = [
   ['w1', s1Graph(), []],
-  ['w2', g2, ['hook on ReluBackward0 raised RuntimeError: example warning']],
+  ['w2', g2, ['forgeviz: hook on ReluBackward0 raised RuntimeError: example warning']],
   ['w3', { ...s1Graph(false), nodes: [], edges: [], dot: '', message: 'no autograd history (requires_grad=False)' }, []]
 ];
 for (const [id, graph, warnings] of mounts) {
@@ -63,4 +63,30 @@ w1.querySelector('.fv-node[data-node-id="' + (params.get('select') ?? '3') + '"]
   new MouseEvent('click', { bubbles: true })
 );
 await until(() => w1.querySelector('.fv-inspector')!.getAttribute('data-state') === 'ready');
-document.body.setAttribute('data-harness', `done graphviz-requests=${graphvizRequests}`);
+
+// Capture the SVG and PNG downloads and show them as images: the exports must stand alone.
+const captured: Blob[] = [];
+const origCreate = URL.createObjectURL.bind(URL);
+URL.createObjectURL = (b: Blob | MediaSource) => {
+  if (b instanceof Blob && (b.type === 'image/svg+xml' || b.type === 'image/png')) {
+    captured.push(b);
+  }
+  return origCreate(b);
+};
+HTMLAnchorElement.prototype.click = function () {};
+(w1.querySelector('button.fv-export-svg') as HTMLButtonElement).click();
+(w1.querySelector('button.fv-export-png') as HTMLButtonElement).click();
+await until(() => captured.some(b => b.type === 'image/png'));
+URL.createObjectURL = origCreate;
+const svgBlob = captured.find(b => b.type === 'image/svg+xml' && captured.indexOf(b) === 0)!;
+const pngBlob = captured.find(b => b.type === 'image/png')!;
+const svgText = await svgBlob.text();
+const exportsEl = document.getElementById('exports')!;
+for (const blob of [new Blob([svgText], { type: 'image/svg+xml' }), pngBlob]) {
+  const img = document.createElement('img');
+  img.src = URL.createObjectURL(blob);
+  exportsEl.appendChild(img);
+  await new Promise(r => (img.onload = r));
+}
+document.body.setAttribute('data-svg-bytes', String(svgText.length));
+document.body.setAttribute('data-harness', `done graphviz-requests=${graphvizRequests} svg=${svgText.length}B png=${pngBlob.size}B`);

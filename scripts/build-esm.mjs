@@ -1,0 +1,67 @@
+// Build the anywidget ESM (forgeviz/static/widget.js) and the Graphviz
+// fallback bundle (forgeviz/static/graphviz.js) with esbuild.
+//   node scripts/build-esm.mjs          production (minified)
+//   node scripts/build-esm.mjs --dev    development (source maps, readable)
+import * as esbuild from 'esbuild';
+import { readFile, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const dev = process.argv.includes('--dev');
+const outdir = path.join(root, 'forgeviz', 'static');
+const MAX_WIDGET_BYTES = 60 * 1024;
+
+/** `import css from './x.css?raw'` → the minified stylesheet as a string. */
+const rawCss = {
+  name: 'raw-css',
+  setup(build) {
+    build.onResolve({ filter: /\.css\?raw$/ }, args => ({
+      path: path.resolve(args.resolveDir, args.path.replace(/\?raw$/, '')),
+      namespace: 'raw-css'
+    }));
+    build.onLoad({ filter: /.*/, namespace: 'raw-css' }, async args => {
+      const source = await readFile(args.path, 'utf8');
+      const { code } = await esbuild.transform(source, { loader: 'css', minify: !dev });
+      return { contents: code, loader: 'text', watchFiles: [args.path] };
+    });
+  }
+};
+
+const common = {
+  bundle: true,
+  format: 'esm',
+  target: 'es2020',
+  platform: 'browser',
+  minify: !dev,
+  // No inline source map even in dev: anywidget re-sends the ESM with every instance.
+  sourcemap: false,
+  legalComments: 'none',
+  logLevel: 'warning',
+  define: { 'process.env.NODE_ENV': dev ? '"development"' : '"production"' }
+};
+
+await Promise.all([
+  esbuild.build({
+    ...common,
+    entryPoints: [path.join(root, 'src', 'widget.ts')],
+    outfile: path.join(outdir, 'widget.js'),
+    plugins: [rawCss]
+  }),
+  esbuild.build({
+    ...common,
+    // Already a minified bundle upstream; keep it minified in dev too.
+    minify: true,
+    entryPoints: [path.join(root, 'src', 'graphviz-bundle.ts')],
+    outfile: path.join(outdir, 'graphviz.js')
+  })
+]);
+
+const widget = (await stat(path.join(outdir, 'widget.js'))).size;
+const gv = (await stat(path.join(outdir, 'graphviz.js'))).size;
+console.log(`forgeviz/static/widget.js   ${widget} bytes${dev ? ' (dev)' : ''}`);
+console.log(`forgeviz/static/graphviz.js ${gv} bytes`);
+if (!dev && widget > MAX_WIDGET_BYTES) {
+  console.error(`widget.js is ${widget} bytes, over the ${MAX_WIDGET_BYTES} byte budget (anywidget re-sends it per instance)`);
+  process.exit(1);
+}

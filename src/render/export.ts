@@ -1,0 +1,177 @@
+/** Self-contained SVG/PNG export and file downloads. */
+import { SVG_NS } from './dom';
+
+const STYLE_PROPS = [
+  'fill',
+  'fill-opacity',
+  'stroke',
+  'stroke-width',
+  'stroke-dasharray',
+  'stroke-opacity',
+  'stroke-linejoin',
+  'stroke-linecap',
+  'opacity',
+  'font-family',
+  'font-size',
+  'font-weight',
+  'font-style',
+  'text-anchor',
+  'dominant-baseline',
+  'paint-order',
+  'visibility'
+];
+
+/**
+ * Resolve ``var(--name, fallback)`` (nested too) against an element's computed
+ * style. Browsers already return resolved values; this covers the rest.
+ */
+export function resolveVars(value: string, lookup: (name: string) => string): string {
+  let out = value;
+  for (let guard = 0; guard < 16 && out.includes('var('); guard++) {
+    const start = out.lastIndexOf('var(');
+    let depth = 0;
+    let end = -1;
+    for (let i = start + 3; i < out.length; i++) {
+      if (out[i] === '(') {
+        depth++;
+      } else if (out[i] === ')') {
+        depth--;
+        if (depth === 0) {
+          end = i;
+          break;
+        }
+      }
+    }
+    if (end < 0) {
+      break;
+    }
+    const inner = out.slice(start + 4, end);
+    const comma = inner.indexOf(',');
+    const name = (comma < 0 ? inner : inner.slice(0, comma)).trim();
+    const fallback = comma < 0 ? '' : inner.slice(comma + 1).trim();
+    const v = lookup(name).trim();
+    out = out.slice(0, start) + (v || fallback) + out.slice(end + 1);
+  }
+  return out;
+}
+
+function inlineStyles(src: Element, dst: Element, win: Window, root: Element): void {
+  const cs = win.getComputedStyle(src);
+  const rootCs = win.getComputedStyle(root);
+  const lookup = (name: string) => cs.getPropertyValue(name) || rootCs.getPropertyValue(name);
+  const decl: string[] = [];
+  for (const p of STYLE_PROPS) {
+    let v = cs.getPropertyValue(p);
+    if (!v) {
+      continue;
+    }
+    if (v.includes('var(')) {
+      v = resolveVars(v, lookup);
+    }
+    if (v) {
+      decl.push(`${p}:${v}`);
+    }
+  }
+  if (decl.length) {
+    dst.setAttribute('style', decl.join(';'));
+  }
+  dst.removeAttribute('tabindex');
+  const sc = src.children;
+  const dc = dst.children;
+  for (let i = 0; i < sc.length && i < dc.length; i++) {
+    inlineStyles(sc[i], dc[i], win, root);
+  }
+}
+
+/** A CSS custom property of ``el`` resolved, with a fallback. */
+export function cssVar(el: Element, name: string, fallback: string): string {
+  const win = el.ownerDocument.defaultView;
+  const v = win ? win.getComputedStyle(el).getPropertyValue(name).trim() : '';
+  return v ? resolveVars(v, n => (win ? win.getComputedStyle(el).getPropertyValue(n) : '')) : fallback;
+}
+
+/**
+ * Serialise ``content`` (an SVG group in graph coordinates) into a
+ * standalone SVG document with its computed styles inlined.
+ */
+export function standaloneSvg(
+  content: SVGGElement,
+  styleRoot: Element,
+  width: number,
+  height: number,
+  title: string
+): string {
+  const doc = content.ownerDocument;
+  const win = doc.defaultView as Window;
+  const pad = 14;
+  const W = Math.ceil(width + 2 * pad);
+  const H = Math.ceil(height + 2 * pad);
+  const svg = doc.createElementNS(SVG_NS, 'svg');
+  svg.setAttribute('xmlns', SVG_NS);
+  svg.setAttribute('version', '1.1');
+  svg.setAttribute('width', String(W));
+  svg.setAttribute('height', String(H));
+  svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
+  svg.setAttribute('role', 'img');
+  const t = doc.createElementNS(SVG_NS, 'title');
+  t.textContent = title;
+  svg.appendChild(t);
+  const bg = doc.createElementNS(SVG_NS, 'rect');
+  bg.setAttribute('width', '100%');
+  bg.setAttribute('height', '100%');
+  bg.setAttribute('fill', cssVar(styleRoot, '--jp-layout-color0', '#ffffff'));
+  svg.appendChild(bg);
+  const clone = content.cloneNode(true) as SVGGElement;
+  inlineStyles(content, clone, win, styleRoot);
+  clone.setAttribute('transform', `translate(${pad},${pad})`);
+  svg.appendChild(clone);
+  const Ser = (win as unknown as { XMLSerializer?: typeof XMLSerializer }).XMLSerializer ?? XMLSerializer;
+  const xml = new Ser().serializeToString(svg);
+  // Some DOMs drop the explicit xmlns attribute on serialisation; make sure it is there.
+  const withNs = /^<svg[^>]*\sxmlns=/.test(xml) ? xml : xml.replace(/^<svg/, `<svg xmlns="${SVG_NS}"`);
+  return `<?xml version="1.0" encoding="UTF-8"?>\n${withNs}`;
+}
+
+/** Offer a blob as a file download. */
+export function download(doc: Document, filename: string, data: Blob): void {
+  const url = URL.createObjectURL(data);
+  const a = doc.createElement('a');
+  a.href = url;
+  a.download = filename;
+  a.style.display = 'none';
+  doc.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+/** Rasterise a standalone SVG string to a PNG blob at ``scale``. */
+export function svgToPng(doc: Document, svgText: string, width: number, height: number, scale = 2): Promise<Blob> {
+  return new Promise((resolve, reject) => {
+    const img = new (doc.defaultView as Window & typeof globalThis).Image();
+    const url = URL.createObjectURL(new Blob([svgText], { type: 'image/svg+xml' }));
+    img.onload = () => {
+      try {
+        const canvas = doc.createElement('canvas');
+        canvas.width = Math.ceil(width * scale);
+        canvas.height = Math.ceil(height * scale);
+        const ctx = canvas.getContext('2d');
+        if (!ctx) {
+          throw new Error('no 2D canvas context');
+        }
+        ctx.scale(scale, scale);
+        ctx.drawImage(img, 0, 0);
+        canvas.toBlob(b => (b ? resolve(b) : reject(new Error('PNG encoding failed'))), 'image/png');
+      } catch (err) {
+        reject(err);
+      } finally {
+        URL.revokeObjectURL(url);
+      }
+    };
+    img.onerror = () => {
+      URL.revokeObjectURL(url);
+      reject(new Error('could not rasterise the SVG'));
+    };
+    img.src = url;
+  });
+}

@@ -1,0 +1,113 @@
+/** Request/reply over anywidget custom messages, matched by request_id. */
+import type { AnyModel } from '@anywidget/types';
+import type {
+  DotReply,
+  ErrorReply,
+  GraphvizReply,
+  InspectReply,
+  NodeDetail
+} from './model/wire';
+
+type Reply = InspectReply | DotReply | GraphvizReply | ErrorReply;
+
+interface Pending {
+  resolve: (v: { msg: Reply; buffers: DataView[] }) => void;
+  reject: (e: Error) => void;
+  timer: ReturnType<typeof setTimeout>;
+  type: string;
+}
+
+export const DEFAULT_TIMEOUT_MS = 30_000;
+
+/** Request ids are unique per page, so replies can never cross between widgets. */
+let nextId = 1 + Math.floor(Math.random() * 1e6);
+
+export interface Transport {
+  request(type: 'inspect' | 'dot' | 'graphviz', extra?: Record<string, unknown>, timeoutMs?: number): Promise<{ msg: Reply; buffers: DataView[] }>;
+  inspect(node: number): Promise<NodeDetail>;
+  dot(): Promise<string>;
+  /** The Graphviz ESM source bytes the kernel sends in buffers[0]. */
+  graphvizSource(): Promise<ArrayBuffer>;
+  dispose(): void;
+}
+
+export function toArrayBuffer(buf: DataView | ArrayBuffer | ArrayBufferView): ArrayBuffer {
+  if (buf instanceof ArrayBuffer) {
+    return buf;
+  }
+  const view = buf as ArrayBufferView;
+  return view.buffer.slice(view.byteOffset, view.byteOffset + view.byteLength) as ArrayBuffer;
+}
+
+export function createTransport(model: AnyModel, timeoutMs = DEFAULT_TIMEOUT_MS): Transport {
+  const pending = new Map<number, Pending>();
+
+  const onMsg = (msg: unknown, buffers?: DataView[]) => {
+    if (!msg || typeof msg !== 'object') {
+      return;
+    }
+    const m = msg as Reply;
+    const p = pending.get(m.request_id);
+    if (!p) {
+      return;
+    }
+    pending.delete(m.request_id);
+    clearTimeout(p.timer);
+    if (m.type === 'error') {
+      p.reject(new Error(m.message || 'the kernel reported an error'));
+    } else if (m.type !== p.type) {
+      p.reject(new Error(`unexpected reply type "${m.type}" for a "${p.type}" request`));
+    } else {
+      p.resolve({ msg: m, buffers: buffers ?? [] });
+    }
+  };
+  model.on('msg:custom', onMsg);
+
+  const request: Transport['request'] = (type, extra = {}, ms = timeoutMs) =>
+    new Promise((resolve, reject) => {
+      const request_id = nextId++;
+      const timer = setTimeout(() => {
+        pending.delete(request_id);
+        reject(
+          new Error(
+            `no reply from the kernel to "${type}" after ${Math.round(ms / 1000)} s (is the kernel busy or restarted?)`
+          )
+        );
+      }, ms);
+      pending.set(request_id, { resolve, reject, timer, type });
+      try {
+        model.send({ type, request_id, ...extra });
+      } catch (err) {
+        clearTimeout(timer);
+        pending.delete(request_id);
+        reject(err instanceof Error ? err : new Error(String(err)));
+      }
+    });
+
+  return {
+    request,
+    async inspect(node) {
+      const { msg } = await request('inspect', { node });
+      return (msg as InspectReply).detail;
+    },
+    async dot() {
+      const { msg } = await request('dot');
+      return (msg as DotReply).dot;
+    },
+    async graphvizSource() {
+      const { buffers } = await request('graphviz', {}, Math.max(timeoutMs, 60_000));
+      if (!buffers.length) {
+        throw new Error('the kernel sent no Graphviz module');
+      }
+      return toArrayBuffer(buffers[0]);
+    },
+    dispose() {
+      model.off('msg:custom', onMsg);
+      for (const [, p] of pending) {
+        clearTimeout(p.timer);
+        p.reject(new Error('view closed'));
+      }
+      pending.clear();
+    }
+  };
+}

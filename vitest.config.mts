@@ -1,0 +1,14 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['tests/ts/**/*.test.ts'],
+    environment: 'happy-dom',
+    // Graphviz WASM initialisation takes a moment on a 2-core machine.
+    testTimeout: 20_000,
+    hookTimeout: 30_000,
+    pool: 'threads',
+    // widget.ts imports its stylesheet as text (`?raw`); let Vite return the real CSS.
+    css: { include: [/style\/.*\.css/] }
+  }
+});
