@@ -264,3 +264,20 @@ def test_widget_keeps_no_tensor_alive(nb):
     gc.collect()
     assert saved() is None
     assert nb["g"].model.nodes  # the snapshot is still drawable
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # anomaly mode warns about itself
+def test_first_nonfinite_node_is_the_one_anomaly_mode_names(nb):
+    # Oracle: anomaly mode names the first backward Function that returned NaN.
+    with pytest.raises(RuntimeError, match=r"Function '(\w+)' returned nan") as caught, torch.autograd.detect_anomaly():
+        v = torch.tensor([-1.0, 4.0], requires_grad=True)
+        (torch.sqrt(v) * 2).sum().backward()
+    expected = str(caught.value).split("'")[1]
+    nb.ok("v = torch.tensor([-1., 4.], requires_grad=True)\nr = torch.sqrt(v) * 2\nloss = r.sum()\n"
+          "g = forgeviz.graph(loss)\nloss.backward()")
+    graph = nb["g"].model
+    first = [n for n in graph.nodes if n.first_nonfinite]
+    assert [n.name for n in first] == [expected] == ["SqrtBackward0"]
+    nonfinite = {n.name for n in graph.nodes if n.nonfinite}
+    assert nonfinite == {"SqrtBackward0", "torch::autograd::AccumulateGrad"}
+    assert torch.isnan(nb["v"].grad[0]) and nb["v"].grad[1].item() == 0.5
