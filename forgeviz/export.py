@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import graphviz
 
-from .model.graph import Graph, Node
+from .model.graph import Graph, Node, shape_text
 
 _GRAPH_ATTRS = {
     "rankdir": "TB",
@@ -41,11 +41,6 @@ def node_dot_label(node: Node) -> str:
 def _dot_text(text: str) -> str:
     # Backslashes are DOT escapes; a user's name must not start one.
     return text.replace("\\", "\\\\")
-
-
-def shape_text(shape: list[int]) -> str:
-    """``[64, 3, 32, 32]`` → ``64×3×32×32``; a 0-d tensor is ``scalar``."""
-    return "×".join(str(s) for s in shape) if shape else "scalar"
 
 
 def to_digraph(graph: Graph) -> graphviz.Digraph:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import torch
-
 from .api import names
-from .capture.session import get_session
+from .capture.session import get_session, untraced
 
 
 class _CellHooks:
@@ -23,7 +21,7 @@ class _CellHooks:
         session = self.session
         session.exit()
         try:
-            with torch._C.DisableTorchFunction():
+            with untraced():
                 names().scan(self.shell.user_ns)
         except Exception as exc:  # noqa: BLE001
             session.fault(f"reading notebook names failed: {exc!r}")

@@ -184,6 +184,14 @@ class CaptureSession:
         return list(dict.fromkeys(new))
 
 
+def untraced():
+    """A context in which forgeviz's own torch calls reach no TorchFunctionMode (ours included).
+
+    Views use it while they walk graphs inside a capturing cell.
+    """
+    return torch._C.DisableTorchFunction()
+
+
 _session: Optional[CaptureSession] = None
 
 

@@ -9,9 +9,8 @@ from typing import Optional
 
 import torch
 
-from ..export import shape_text, to_dot
 from ..model.graph import (
-    WIRE_VERSION, Cluster, Edge, GradContribution, Graph, Node, NodeDetail, SavedValue, TensorMeta,
+    WIRE_VERSION, Cluster, Edge, GradContribution, Graph, Node, NodeDetail, SavedValue, TensorMeta, shape_text,
 )
 from .grads import has_nonfinite, iter_graph, node_id
 from .names import NameIndex, node_names
@@ -162,7 +161,6 @@ def build_graph(roots: list, session: CaptureSession, names: NameIndex, message:
             live.graph.edges.append(Edge(ids[id(nxt)], nid, input_nr, output_nr, meta))
     live.graph.roots = [ids[id(r)] for r in roots if r is not None and id(r) in ids]
     live.graph.clusters = _clusters(cluster_members, cluster_info, session, names)
-    live.graph.dot = to_dot(live.graph)
     return live
 
 

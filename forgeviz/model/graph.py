@@ -228,6 +228,11 @@ class ErrorReply:
     message: str
 
 
+def shape_text(shape: list[int]) -> str:
+    """``[64, 3, 32, 32]`` → ``64×3×32×32``; a 0-d tensor is ``scalar``."""
+    return "×".join(str(s) for s in shape) if shape else "scalar"
+
+
 WIRE_TYPES = [
     Histogram, TensorSummary, TensorMeta, GradRecord, Node, Edge, Cluster, Graph,
     SavedValue, GradContribution, NodeDetail, InspectRequest, DotRequest, GraphvizRequest,

@@ -13,7 +13,7 @@ import torch
 import traitlets
 
 from ..capture.names import NameIndex
-from ..capture.session import CaptureSession
+from ..capture.session import CaptureSession, untraced
 from ..capture.walk import NO_HISTORY, LiveGraph, build_graph, node_detail, roots_of
 from ..export import to_digraph, to_dot
 from ..model.graph import Graph
@@ -93,12 +93,13 @@ class GraphWidget(anywidget.AnyWidget):
             self._faults_seen = self._session.fault_count
             self.warnings = [*self.warnings, *(f"forgeviz: {m}" for m in new_faults)][-5:]
         try:
-            with torch._C.DisableTorchFunction():
+            with untraced():
                 if self._namespace is not None:
                     self._names.scan(self._namespace)
                 roots = self._roots()
                 if roots or not self._live.graph.nodes:
                     self._live = build_graph(roots, self._session, self._names, self._message)
+                    self._live.graph.dot = to_dot(self._live.graph)  # the layout input, and the export
                     self.graph = dataclasses.asdict(self._live.graph)
         except Exception as exc:  # noqa: BLE001 - a forgeviz fault is shown, never raised into the cell
             self._session.fault(f"drawing the graph failed: {exc!r}")
@@ -148,7 +149,7 @@ class GraphWidget(anywidget.AnyWidget):
                 raise RequestError(f"expected an integer node id, got {nid!r}")
             if nid not in {n.id for n in self._live.graph.nodes}:
                 raise RequestError(f"no node {nid} in this graph")
-            with torch._C.DisableTorchFunction():
+            with untraced():
                 alive = bool(self._live.nodes)
                 detail = node_detail(nid, self._live, self._session, alive)
             return {"type": "inspect", "request_id": request_id, "detail": dataclasses.asdict(detail)}, None

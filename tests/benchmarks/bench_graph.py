@@ -5,7 +5,7 @@ to the plain run, side by side in one process:
 
   off                 plain torch
   capture             forgeviz.capture(): op tags, module paths, gradient summaries on every Node
-  capture+graph       ...plus building the graph model and its DOT every step
+  capture+graph       ...plus building the graph model and its DOT (graphviz.Digraph) every step
   torchviz            torchviz.make_dot on every step (its DOT only; no rendering)
 
 Usage: python tests/benchmarks/bench_graph.py [--rounds 15] [--batch 8] [--size 64]
@@ -26,6 +26,7 @@ import forgeviz
 from forgeviz.api import names
 from forgeviz.capture.session import get_session
 from forgeviz.capture.walk import build_graph
+from forgeviz.export import to_dot
 
 
 class BasicBlock(nn.Module):
@@ -93,7 +94,7 @@ def main() -> None:
 
     def capture_graph():
         with forgeviz.capture():
-            step(lambda loss: build_graph([loss.grad_fn], get_session(), names()))
+            step(lambda loss: to_dot(build_graph([loss.grad_fn], get_session(), names()).graph))
 
     variants = {"off": off, "capture": capture, "capture+graph": capture_graph}
     if make_dot is not None:
