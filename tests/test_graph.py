@@ -281,3 +281,12 @@ def test_first_nonfinite_node_is_the_one_anomaly_mode_names(nb):
     nonfinite = {n.name for n in graph.nodes if n.nonfinite}
     assert nonfinite == {"SqrtBackward0", "torch::autograd::AccumulateGrad"}
     assert torch.isnan(nb["v"].grad[0]) and nb["v"].grad[1].item() == 0.5
+
+
+def test_autograd_grad_is_recorded_like_backward(nb):
+    nb.ok(S1 + "g = forgeviz.graph(loss)\ndx, dy = torch.autograd.grad(loss, [x, y])")
+    assert (nb["dx"].item(), nb["dy"].item()) == (64.0, 32.0)
+    assert nb["x"].grad is None  # autograd.grad does not accumulate into .grad
+    store = get_session().store
+    mul = store.get(by_label(nb["g"].model, "z").id).records[-1]
+    assert [s.values for s in mul.grad_inputs] == [[48.0], [32.0]]
