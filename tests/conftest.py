@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import gc
 from pathlib import Path
 
 import pytest
 import torch
+
+from scenarios import reset_shell
 
 
 
@@ -45,10 +46,7 @@ def nb(ipython):
     notebook.ok("%load_ext forgeviz")
     notebook.ok("import torch, forgeviz")
     yield notebook
-    notebook.run("%unload_ext forgeviz")
-    for name in [k for k in ipython.user_ns if not k.startswith("_") and k not in ("In", "Out", "exit", "quit", "get_ipython")]:
-        del ipython.user_ns[name]
-    gc.collect()
+    reset_shell(ipython)
 
 
 @pytest.fixture

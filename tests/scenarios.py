@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def reset_shell(shell) -> None:
+    """Unload forgeviz and forget the user's names, so the next test starts clean."""
+    shell.run_cell("%unload_ext forgeviz")
+    for name in [k for k in shell.user_ns if not k.startswith("_") and k not in ("In", "Out", "exit", "quit", "get_ipython")]:
+        del shell.user_ns[name]
+    gc.collect()
 
 
 S1 = """\

@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import gc
-
 import nbformat
 import pytest
 import torch
 
-from scenarios import ROOT
+from scenarios import ROOT, reset_shell
 
 
 @pytest.fixture
 def shell(ipython):
     yield ipython
-    ipython.run_cell("%unload_ext forgeviz")
-    for name in [k for k in ipython.user_ns if not k.startswith("_") and k not in ("In", "Out", "exit", "quit", "get_ipython")]:
-        del ipython.user_ns[name]
-    gc.collect()
+    reset_shell(ipython)
 
 
 def run_notebook(shell, name: str) -> None:

@@ -8,6 +8,8 @@ from typing import Optional
 import torch
 from torch.nn.modules import module as nn_module
 
+from .names import ParameterIndex
+
 
 class ModuleStack:
     """Tracks which module's forward is running, as a qualified path from its root module.
@@ -20,8 +22,7 @@ class ModuleStack:
         self._stack: list[tuple[int, int, str, str, str]] = []  # (id(mod), id(root), root type, path, type)
         self._paths: "weakref.WeakKeyDictionary[torch.nn.Module, dict[int, str]]" = weakref.WeakKeyDictionary()
         self._handles: list = []
-        # id(parameter) -> (weakref to it, qualified name, owning module path, id(root)); see parameter_name
-        self._params: dict[int, tuple[weakref.ref, str, str, int]] = {}
+        self.parameters = ParameterIndex()  # parameters of every root seen in a forward
         self._roots: dict[int, weakref.ref] = {}  # id(root module) -> weakref, for types and names
         self._root: Optional[torch.nn.Module] = None
 
@@ -55,14 +56,8 @@ class ModuleStack:
             self._paths[root] = paths
             key = id(root)
             self._roots[key] = weakref.ref(root, lambda _: self._roots.pop(key, None))
-            self._remember_parameters(root)
+            self.parameters.add_module(root)
         return paths
-
-    def _remember_parameters(self, root: torch.nn.Module) -> None:
-        for module_name, module in root.named_modules():
-            for param_name, param in module.named_parameters(recurse=False):
-                qualified = f"{module_name}.{param_name}" if module_name else param_name
-                self._params[id(param)] = (weakref.ref(param), qualified, module_name, id(root))
 
     def root_type(self, root_id: int) -> Optional[str]:
         root = self._roots.get(root_id)
@@ -79,13 +74,6 @@ class ModuleStack:
             return type(module.get_submodule(path)).__name__
         except AttributeError:
             return None
-
-    def parameter_name(self, tensor: torch.Tensor) -> Optional[tuple[str, str, int]]:
-        """(named_parameters name, owning module path, id(root)) of a parameter seen in a forward."""
-        entry = self._params.get(id(tensor))
-        if entry is None or entry[0]() is not tensor:
-            return None
-        return entry[1], entry[2], entry[3]
 
     def _pre(self, module: torch.nn.Module, args) -> None:
         if self._stack:

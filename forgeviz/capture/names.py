@@ -8,6 +8,31 @@ from typing import Mapping, Optional
 import torch
 
 
+class ParameterIndex:
+    """``named_parameters`` names of the parameters of modules seen so far, by identity.
+
+    >>> net = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    >>> index = ParameterIndex(); index.add_module(net)
+    >>> index.lookup(net[0].weight)[:2]
+    ('0.weight', '0')
+    """
+
+    def __init__(self) -> None:
+        # id(parameter) -> (weakref to it, qualified name, owning module path, id(root))
+        self._params: dict[int, tuple[weakref.ref, str, str, int]] = {}
+
+    def add_module(self, root: torch.nn.Module) -> None:
+        for name, param in root.named_parameters():
+            self._params[id(param)] = (weakref.ref(param), name, name.rpartition(".")[0], id(root))
+
+    def lookup(self, tensor: torch.Tensor) -> Optional[tuple[str, str, int]]:
+        """(qualified name, owning module path, id(root module)), or None for a non-parameter."""
+        entry = self._params.get(id(tensor))
+        if entry is None or entry[0]() is not tensor:  # unknown, or its id was reused
+            return None
+        return entry[1], entry[2], entry[3]
+
+
 class NameIndex:
     """Names for tensors, Nodes and modules, gathered from namespaces (a notebook's user_ns).
 
@@ -18,7 +43,7 @@ class NameIndex:
     def __init__(self) -> None:
         self._leaves: dict[int, tuple[weakref.ref, list[str]]] = {}
         self._modules: dict[int, tuple[weakref.ref, str]] = {}
-        self._params: dict[int, tuple[weakref.ref, str, str, int]] = {}
+        self.parameters = ParameterIndex()
 
     def scan(self, namespace: Mapping[str, object]) -> None:
         """Record the names of every tensor and module bound at the top level of ``namespace``."""
@@ -50,9 +75,7 @@ class NameIndex:
         if entry is not None and entry[0]() is module:
             return
         self._modules[id(module)] = (weakref.ref(module), name)
-        for pname, param in module.named_parameters():
-            owner = pname.rpartition(".")[0]
-            self._params[id(param)] = (weakref.ref(param), pname, owner, id(module))
+        self.parameters.add_module(module)
 
     def leaf_names(self, tensor: torch.Tensor) -> list[str]:
         entry = self._leaves.get(id(tensor))
@@ -61,13 +84,6 @@ class NameIndex:
     def module_name(self, module_id: int) -> Optional[str]:
         entry = self._modules.get(module_id)
         return entry[1] if entry is not None and entry[0]() is not None else None
-
-    def parameter_name(self, tensor: torch.Tensor) -> Optional[tuple[str, str, int]]:
-        """(named_parameters name, owning module path, id(root module)) for a module in a namespace."""
-        entry = self._params.get(id(tensor))
-        if entry is None or entry[0]() is not tensor:
-            return None
-        return entry[1], entry[2], entry[3]
 
 
 def node_names(node) -> list[str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import threading
 import weakref
 from typing import Callable, Optional
 
@@ -91,7 +90,6 @@ class CaptureSession:
         self.installed = False
         self._mode: Optional[_TagMode] = None
         self._depth = 0  # nested enter() calls (capture() inside a capturing cell)
-        self._thread: Optional[int] = None
         self.faults: list[str] = []
         self.fault_count = 0  # total ever, so views can tell which faults are new to them
         self.widgets: "weakref.WeakSet" = weakref.WeakSet()
@@ -115,7 +113,6 @@ class CaptureSession:
         if self._depth == 0:
             self._mode = _TagMode(self)
             self._mode.__enter__()
-            self._thread = threading.get_ident()
         self._depth += 1
 
     def exit(self) -> None:

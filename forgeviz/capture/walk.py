@@ -99,7 +99,7 @@ def build_graph(roots: list, session: CaptureSession, names: NameIndex, message:
     """Walk from ``roots`` and describe every reachable Node.
 
     >>> x = torch.tensor([2.], requires_grad=True)
-    >>> g = build_graph([(x * 3).grad_fn], get_session_for_doctest(), NameIndex()).graph
+    >>> g = build_graph([(x * 3).grad_fn], CaptureSession(), NameIndex()).graph
     >>> sorted(n.name for n in g.nodes)
     ['MulBackward0', 'torch::autograd::AccumulateGrad']
     """
@@ -109,6 +109,7 @@ def build_graph(roots: list, session: CaptureSession, names: NameIndex, message:
     ids = {id(n): node_id(n) for n in order}
     cluster_members: dict[tuple[int, str], list[int]] = {}
     cluster_info: dict[tuple[int, str], tuple[str, Optional[str]]] = {}  # key -> (root type, module type)
+    output_metas: dict[int, list[Optional[TensorMeta]]] = {}  # per producer, shared by its out-edges
     for node in order:
         nid = ids[id(node)]
         live.nodes[nid] = node
@@ -121,7 +122,7 @@ def build_graph(roots: list, session: CaptureSession, names: NameIndex, message:
             variable = node.variable
             live.leaves[nid] = weakref.ref(variable)
             var_names = names.leaf_names(variable)
-            param = session.modules.parameter_name(variable) or names.parameter_name(variable)
+            param = session.modules.parameters.lookup(variable) or names.parameters.lookup(variable)
             label = var_names[0] if var_names else param[0] if param else shape_text(list(variable.shape))
             module_path = param[1] if param else None
             if param:
@@ -152,11 +153,12 @@ def build_graph(roots: list, session: CaptureSession, names: NameIndex, message:
             grad_passes=len(grads.records) if grads else 0, grad_brief=grad_brief, nonfinite=nonfinite,
             first_nonfinite=bool(nonfinite and grads.first_nonfinite_pass == last.backward_index),
         ))
-        metas = None
         for input_nr, (nxt, output_nr) in enumerate(node.next_functions):
             if nxt is None:
                 continue
-            metas = _output_metas(nxt)
+            metas = output_metas.get(id(nxt))
+            if metas is None:
+                metas = output_metas[id(nxt)] = _output_metas(nxt)
             meta = metas[output_nr] if output_nr < len(metas) else None
             live.graph.edges.append(Edge(ids[id(nxt)], nid, input_nr, output_nr, meta))
     live.graph.roots = [ids[id(r)] for r in roots if r is not None and id(r) in ids]
@@ -240,6 +242,3 @@ def _saved_value(node, attr: str) -> SavedValue:
     text = repr(value)
     return SavedValue(name, None, text if len(text) <= 200 else text[:197] + "...")
 
-
-def get_session_for_doctest() -> CaptureSession:
-    return CaptureSession()

@@ -118,7 +118,7 @@ class GraphWidget(anywidget.AnyWidget):
         >>> "MulBackward0" in forgeviz.graph(x * 3).to_dot()
         True
         """
-        return to_dot(self._live.graph)
+        return self._live.graph.dot or to_dot(self._live.graph)
 
     def to_digraph(self) -> graphviz.Digraph:
         """The same graph as a ``graphviz.Digraph`` (render it with a local ``dot`` if you have one)."""
