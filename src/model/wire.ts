@@ -171,3 +171,157 @@ export interface ErrorReply {
   request_id: number;
   message: string;
 }
+
+/** One statement about a tensor's layout, with its reason in plain words. */
+export interface Fact {
+  key: string;
+  label: string;
+  value: string;
+  reason: string;
+}
+
+/** What ``.view(shape)``, ``.reshape(shape)`` or ``.contiguous()`` would do. */
+export interface ViewVerdict {
+  op: "view" | "reshape" | "contiguous";
+  shape: number[];
+  works: boolean;
+  copies: boolean;
+  result_stride: number[] | null;
+  bytes: number;
+  reason: string;
+  torch_message: string;
+}
+
+/** Values of a box of logical indices, row-major, formatted as short text. */
+export interface ValueWindow {
+  start: number[];
+  size: number[];
+  values: string[];
+}
+
+/** A component of a tensor whose layout has no strides, e.g. a COO tensor's indices. */
+export interface PanelPart {
+  name: string;
+  shape: number[];
+  dtype: string;
+  note: string;
+  values: string[] | null;
+}
+
+/** What to show instead of a stride diagram: this layout has no strides, and what it has. */
+export interface LayoutPanel {
+  layout: string;
+  title: string;
+  explanation: string;
+  parts: PanelPart[];
+}
+
+/** One tensor of a stride diagram. */
+export interface TensorLayout {
+  id: number;
+  name: string;
+  kind: "tensor" | "numpy";
+  shape: number[];
+  stride: number[] | null;
+  storage_offset: number;
+  numel: number;
+  dtype: string;
+  element_size: number;
+  device: string;
+  layout: string;
+  strip: number;
+  has_data: boolean;
+  is_contiguous: boolean;
+  memory_format: string;
+  extent: number[] | null;
+  facts: Fact[];
+  verdicts: ViewVerdict[];
+  window: ValueWindow | null;
+  panel: LayoutPanel | null;
+}
+
+/** One storage, drawn as a 1-D strip of elements of ``dtype``. */
+export interface StorageStrip {
+  id: number;
+  nbytes: number;
+  length: number;
+  dtype: string;
+  element_size: number;
+  device: string;
+  data_ptr: string;
+  copy: boolean;
+  tensors: number[];
+  has_data: boolean;
+  window_start: number;
+  values: string[];
+}
+
+/** Two tensors on one strip, and how many storage elements both read. */
+export interface Overlap {
+  a: number;
+  b: number;
+  elements: number;
+  exact: boolean;
+}
+
+/** A stride diagram: tensors, the storages they read, and where they overlap. */
+export interface StrideLayout {
+  version: number;
+  tensors: TensorLayout[];
+  strips: StorageStrip[];
+  overlaps: Overlap[];
+  max_window: number;
+  message: string | null;
+}
+
+/** Values of a box of a tensor's logical grid (at most ``max_window`` of them). */
+export interface ValuesRequest {
+  type: "values";
+  request_id: number;
+  tensor: number;
+  start: number[];
+  size: number[];
+}
+
+/** The values of the requested box (clipped to the tensor). */
+export interface ValuesReply {
+  type: "values";
+  request_id: number;
+  tensor: number;
+  window: ValueWindow;
+}
+
+/** Elements ``[start, start + count)`` of a strip (count at most ``max_window``). */
+export interface StorageRequest {
+  type: "storage";
+  request_id: number;
+  strip: number;
+  start: number;
+  count: number;
+}
+
+/** The requested strip elements (clipped to the storage). */
+export interface StorageReply {
+  type: "storage";
+  request_id: number;
+  strip: number;
+  start: number;
+  values: string[];
+}
+
+/** Try ``.view(shape)`` or ``.reshape(shape)`` of a tensor (on its meta twin). */
+export interface TryRequest {
+  type: "try";
+  request_id: number;
+  tensor: number;
+  op: "view" | "reshape";
+  shape: number[];
+}
+
+/** torch's answer for the tried op. */
+export interface TryReply {
+  type: "try";
+  request_id: number;
+  tensor: number;
+  verdict: ViewVerdict;
+}
