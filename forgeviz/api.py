@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Iterator, Mapping, Optional
+from typing import Iterator, Mapping, Optional, Sequence
 
 import torch
 
 from .capture.names import NameIndex
 from .capture.session import CaptureSession, get_session
 from .capture.walk import is_node
+from .capture.strides import accepts
 from .widgets.graph import GraphWidget
+from .widgets.strides import StridesWidget
 
 _names = NameIndex()
 
@@ -54,6 +56,45 @@ def graph(*tensors_or_nodes, namespace: Optional[Mapping[str, object]] = None) -
     if namespace is None:
         namespace = _user_namespace(1)
     return GraphWidget(tensors_or_nodes, get_session(), _names, namespace)
+
+
+def strides(*tensors, names: Optional[Sequence[str]] = None) -> StridesWidget:
+    """A widget that draws how each tensor maps onto its storage.
+
+    Tensors that share a storage are drawn over one strip; one with its own storage gets its own
+    strip, marked "copy". Hover a cell to see the storage element it reads. numpy arrays are
+    drawn too (zero-copy, through ``torch.from_numpy``).
+
+    >>> import torch, forgeviz
+    >>> t = torch.arange(12).reshape(3, 4)
+    >>> view = forgeviz.strides(t, t.T, names=["t", "t.T"])
+    >>> [(x.name, x.stride, x.strip) for x in view.model.tensors]
+    [('t', [4, 1], 0), ('t.T', [1, 4], 0)]
+    """
+    if not tensors:
+        raise TypeError("forgeviz.strides() needs at least one torch.Tensor (or numpy.ndarray), e.g. strides(t, t.T)")
+    for value in tensors:
+        if not accepts(value):
+            raise TypeError("forgeviz.strides() accepts torch.Tensor or numpy.ndarray arguments; "
+                            f"got {type(value).__name__}: {value!r:.60}")
+    if names is None:
+        frame = sys._getframe(1)
+        names = _names_for(tensors, frame.f_locals, frame.f_globals)
+        del frame
+    elif isinstance(names, str) or len(names) != len(tensors):
+        raise ValueError(f"forgeviz.strides(names=...) expects a list of {len(tensors)} names, one per tensor; "
+                         f"got {names!r:.80}")
+    return StridesWidget(tensors, [str(n) for n in names], get_session())
+
+
+def _names_for(values, *namespaces: Mapping[str, object]) -> list[str]:
+    """The variable that holds each value (first namespace first), else "tensor k"."""
+    by_id: dict[int, str] = {}
+    for namespace in namespaces:
+        for key, value in list(namespace.items()):
+            if not key.startswith("_") and accepts(value):
+                by_id.setdefault(id(value), key)
+    return [by_id.get(id(v), f"tensor {k}") for k, v in enumerate(values)]
 
 
 @contextlib.contextmanager

@@ -5,7 +5,8 @@ from __future__ import annotations
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 
-COMMANDS = ("graph",)
+COMMANDS = ("graph", "strides")
+EXAMPLES = {"graph": "%fv graph loss", "strides": "%fv strides t t.T t[:, 1:3]"}
 
 
 def split_expressions(text: str) -> list[str]:
@@ -43,15 +44,18 @@ def split_expressions(text: str) -> list[str]:
 class ForgevizMagics(Magics):
     @line_magic
     def fv(self, line: str):
-        """``%fv graph loss [more ...]``: draw the autograd graph of the named tensors."""
-        from .api import graph
+        """``%fv graph loss [more ...]``: draw the autograd graph of the named tensors.
+        ``%fv strides t t.T t[:, 1:3]``: draw how the tensors map onto their storage."""
+        from .api import graph, strides
 
         command, _, rest = line.strip().partition(" ")
         if command not in COMMANDS:
             raise UsageError(f"%fv: expected one of {', '.join(COMMANDS)}, got {command or 'nothing'!r}. "
-                             "Example: %fv graph loss")
+                             "Examples: " + "; ".join(EXAMPLES.values()))
         expressions = split_expressions(rest)
         if not expressions:
-            raise UsageError("%fv graph: name at least one tensor, e.g. %fv graph loss")
+            raise UsageError(f"%fv {command}: name at least one tensor, e.g. {EXAMPLES[command]}")
         values = [self.shell.ev(e) for e in expressions]
+        if command == "strides":
+            return strides(*values, names=expressions)
         return graph(*values, namespace=self.shell.user_ns)

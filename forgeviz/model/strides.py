@@ -309,7 +309,7 @@ def initial_window(shape: Sequence[int]) -> tuple[list[int], list[int]]:
     >>> initial_window((10000, 1000))
     ([0, 0], [16, 16])
     >>> initial_window((5, 6, 7, 8, 9))
-    ([0, 0, 0, 0, 0], [1, 1, 4, 8, 9])
+    ([0, 0, 0, 0, 0], [1, 3, 4, 8, 9])
     """
     size = [0] * len(shape)
     total = 1

@@ -1,0 +1,198 @@
+"""The stride/view diagram: an anywidget over the pure TS renderer."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Optional, Sequence
+
+import anywidget
+import traitlets
+
+from ..capture.session import CaptureSession, untraced
+from ..capture.strides import Described, Frozen, describe, read_storage, read_window, try_layout
+from ..model import strides as m
+from ..model.strides import StrideLayout
+from .graph import STATIC, RequestError, _MISSING_FRONTEND
+
+
+def _esm() -> Any:
+    path = STATIC / "strides.js"
+    return path if path.exists() else _MISSING_FRONTEND
+
+
+def _int_list(value: object, what: str, length: Optional[int] = None) -> list[int]:
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise RequestError(f"expected {what} as a list of integers, got {value!r:.80}")
+    if length is not None and len(value) != length:
+        raise RequestError(f"expected {what} with {length} entries (one per dim), got {len(value)}")
+    return value
+
+
+def _index(value: object, what: str, count: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < count:
+        raise RequestError(f"expected {what} as an integer in [0, {count}), got {value!r:.40}")
+    return value
+
+
+class StridesWidget(anywidget.AnyWidget):
+    """How tensors map onto their storage. Create it with ``forgeviz.strides(t, t.T)``.
+
+    It keeps weak references only. Under ``%load_ext forgeviz`` it re-reads its tensors after
+    every cell and redraws when their values or layout changed (writes through any view show).
+    """
+
+    _esm = _esm()
+    layout = traitlets.Dict().tag(sync=True)
+    warnings = traitlets.List(traitlets.Unicode()).tag(sync=True)
+
+    def __init__(self, values: Sequence[object], names: Sequence[str], session: CaptureSession) -> None:
+        super().__init__()
+        self._session = session
+        self._described: Optional[Described] = None
+        self._faults_seen = session.fault_count
+        self._signature: object = None
+        self.on_msg(self._on_request)
+        self._describe(values, names)
+        session.widgets.add(self)
+
+    # The cell hooks refresh "dirty" views after each cell; a stride view always checks (cheaply).
+    @property
+    def dirty(self) -> bool:
+        return True
+
+    @dirty.setter
+    def dirty(self, _value: bool) -> None:
+        pass
+
+    @property
+    def model(self) -> StrideLayout:
+        """The plain StrideLayout being shown."""
+        return self._described.layout
+
+    def _warn(self, text: str) -> None:
+        self.warnings = [*self.warnings, text][-5:]
+
+    def _describe(self, values, names, windows=None) -> None:
+        try:
+            self._described = describe(values, names, windows)
+            self.layout = dataclasses.asdict(self._described.layout)
+            self._signature = self._read_signature()
+        except Exception as exc:  # noqa: BLE001 - a forgeviz fault is shown, never raised into the cell
+            self._session.fault(f"drawing the stride view failed: {exc!r}")
+            self._warn(f"forgeviz could not draw this stride view: {exc!r}")
+            if self._described is None:
+                self._described = Described(StrideLayout(1, [], [], [], m.MAX_WINDOW, f"could not draw: {exc!r}"),
+                                            [], [], [])
+                self.layout = dataclasses.asdict(self._described.layout)
+
+    def _read_signature(self) -> object:
+        """What the view shows, re-read cheaply: layouts plus the values of the visible windows."""
+        d = self._described
+        with untraced():
+            out = []
+            for entry in d.entries:
+                t = entry.tensor()
+                if t is None or entry.stride is None:
+                    out.append(entry.frozen is not None or entry.stride is None)
+                    continue
+                has_data = t.device.type != "meta"
+                out.append((tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.untyped_storage().data_ptr(),
+                            tuple(read_window(t, *entry.window).values) if has_data else ()))
+            for strip in d.layout.strips:
+                ref = d.strip_refs[strip.id]
+                if strip.has_data and ref is not None:
+                    out.append(tuple(read_storage(ref(), d.strip_dtypes[strip.id], strip.device, strip.window_start,
+                                                  len(strip.values))))
+            return tuple(out)
+
+    def refresh(self) -> None:
+        """Redraw if a tensor's values or layout changed since the last drawing."""
+        new_faults = self._session.faults_since(self._faults_seen)
+        if new_faults:
+            self._faults_seen = self._session.fault_count
+        try:
+            signature = self._read_signature()
+        except Exception as exc:  # noqa: BLE001
+            self._session.fault(f"re-reading the stride view failed: {exc!r}")
+            return
+        if signature == self._signature:
+            return
+        d = self._described
+        values, names, windows = [], [], []
+        for entry, layout in zip(d.entries, d.layout.tensors):
+            t = entry.tensor()
+            array = entry.array_ref() if entry.array_ref is not None else None
+            if array is not None:
+                values.append(array)
+            elif t is not None:
+                values.append(t)
+            else:  # gone from the kernel: keep its last drawing, marked freed
+                strip = d.layout.strips[layout.strip] if layout.strip >= 0 else None
+                values.append(entry.frozen or Frozen(layout, strip))
+            names.append(entry.name)
+            windows.append(entry.window)
+        self._describe(values, names, windows)
+
+    # --- requests from the browser --------------------------------------------------------
+    def _on_request(self, _widget, content, buffers) -> None:
+        request_id = content.get("request_id") if isinstance(content, dict) else None
+        try:
+            reply = self._answer(content)
+        except RequestError as exc:
+            reply = {"type": "error", "request_id": request_id, "message": str(exc)}
+        except Exception as exc:  # noqa: BLE001
+            self._session.fault(f"answering {content!r:.80} failed: {exc!r}")
+            reply = {"type": "error", "request_id": request_id, "message": f"forgeviz failed: {exc!r}"}
+        self.send(reply)
+
+    def _answer(self, content) -> dict:
+        if not isinstance(content, dict):
+            raise RequestError(f"expected a request object, got {type(content).__name__}")
+        kind, request_id = content.get("type"), content.get("request_id")
+        if not isinstance(request_id, int) or isinstance(request_id, bool):
+            raise RequestError(f"expected an integer request_id, got {request_id!r}")
+        d = self._described
+        if kind == "values":
+            tid = _index(content.get("tensor"), "tensor", len(d.entries))
+            entry, layout = d.entries[tid], d.layout.tensors[tid]
+            if layout.stride is None or not layout.has_data:
+                raise RequestError(f"tensor {tid} ({layout.name}) has no values to read")
+            start = _int_list(content.get("start"), "start", len(layout.shape))
+            size = _int_list(content.get("size"), "size", len(layout.shape))
+            if any(s < 0 for s in start) or any(z < 0 for z in size):
+                raise RequestError(f"expected non-negative start and size, got {start} and {size}")
+            if math.prod(size) > m.MAX_WINDOW:
+                raise RequestError(f"expected a box of at most {m.MAX_WINDOW} values, got {math.prod(size)}")
+            t = entry.tensor()
+            if t is None:
+                raise RequestError(f"{layout.name} no longer exists in the kernel")
+            window = read_window(t, start, size)
+            entry.window = (tuple(window.start), tuple(window.size))
+            return {"type": "values", "request_id": request_id, "tensor": tid, "window": dataclasses.asdict(window)}
+        if kind == "storage":
+            sid = _index(content.get("strip"), "strip", len(d.layout.strips))
+            strip = d.layout.strips[sid]
+            start, count = content.get("start"), content.get("count")
+            _int_list([start, count], "start and count")
+            if start < 0 or not 0 <= count <= m.MAX_WINDOW:
+                raise RequestError(f"expected start >= 0 and 0 <= count <= {m.MAX_WINDOW}, got {start} and {count}")
+            ref = d.strip_refs[sid]
+            storage = ref() if ref is not None else None
+            if not strip.has_data or storage is None:
+                raise RequestError(f"storage {sid} has no values to read (meta, or freed)")
+            values = read_storage(storage, d.strip_dtypes[sid], strip.device, start, count)
+            strip.window_start, strip.values = start, values
+            return {"type": "storage", "request_id": request_id, "strip": sid, "start": start, "values": values}
+        if kind == "try":
+            tid = _index(content.get("tensor"), "tensor", len(d.entries))
+            layout = d.layout.tensors[tid]
+            op = content.get("op")
+            if op not in ("view", "reshape"):
+                raise RequestError(f"expected op 'view' or 'reshape', got {op!r}")
+            shape = _int_list(content.get("shape"), "shape")
+            if layout.stride is None:
+                raise RequestError(f"{layout.name} has no strides, so .{op} cannot be tried")
+            verdict = try_layout(layout.shape, layout.stride, op, shape, layout.element_size)
+            return {"type": "try", "request_id": request_id, "tensor": tid, "verdict": dataclasses.asdict(verdict)}
+        raise RequestError(f"unknown request type {kind!r}; expected 'values', 'storage' or 'try'")
