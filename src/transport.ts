@@ -5,10 +5,24 @@ import type {
   ErrorReply,
   GraphvizReply,
   InspectReply,
-  NodeDetail
+  NodeDetail,
+  StorageReply,
+  TryReply,
+  ValuesReply
 } from './model/wire';
 
-type Reply = InspectReply | DotReply | GraphvizReply | ErrorReply;
+/** Each request type and the reply it gets (an ErrorReply rejects instead). */
+export interface ReplyByType {
+  inspect: InspectReply;
+  dot: DotReply;
+  graphviz: GraphvizReply;
+  values: ValuesReply;
+  storage: StorageReply;
+  try: TryReply;
+}
+export type RequestType = keyof ReplyByType;
+
+type Reply = ReplyByType[RequestType] | ErrorReply;
 
 interface Pending {
   resolve: (v: { msg: Reply; buffers: DataView[] }) => void;
@@ -23,7 +37,7 @@ export const DEFAULT_TIMEOUT_MS = 30_000;
 let nextId = 1 + Math.floor(Math.random() * 1e6);
 
 export interface Transport {
-  request(type: 'inspect' | 'dot' | 'graphviz', extra?: Record<string, unknown>, timeoutMs?: number): Promise<{ msg: Reply; buffers: DataView[] }>;
+  request<K extends RequestType>(type: K, extra?: Record<string, unknown>, timeoutMs?: number): Promise<{ msg: ReplyByType[K]; buffers: DataView[] }>;
   inspect(node: number): Promise<NodeDetail>;
   dot(): Promise<string>;
   /** The Graphviz ESM source bytes the kernel sends in buffers[0]. */
@@ -63,8 +77,8 @@ export function createTransport(model: AnyModel, timeoutMs = DEFAULT_TIMEOUT_MS)
   };
   model.on('msg:custom', onMsg);
 
-  const request: Transport['request'] = (type, extra = {}, ms = timeoutMs) =>
-    new Promise((resolve, reject) => {
+  const request: Transport['request'] = <K extends RequestType>(type: K, extra: Record<string, unknown> = {}, ms = timeoutMs) =>
+    new Promise<{ msg: ReplyByType[K]; buffers: DataView[] }>((resolve, reject) => {
       const request_id = nextId++;
       const timer = setTimeout(() => {
         pending.delete(request_id);
@@ -74,7 +88,7 @@ export function createTransport(model: AnyModel, timeoutMs = DEFAULT_TIMEOUT_MS)
           )
         );
       }, ms);
-      pending.set(request_id, { resolve, reject, timer, type });
+      pending.set(request_id, { resolve: resolve as Pending['resolve'], reject, timer, type });
       try {
         model.send({ type, request_id, ...extra });
       } catch (err) {
@@ -88,11 +102,11 @@ export function createTransport(model: AnyModel, timeoutMs = DEFAULT_TIMEOUT_MS)
     request,
     async inspect(node) {
       const { msg } = await request('inspect', { node });
-      return (msg as InspectReply).detail;
+      return msg.detail;
     },
     async dot() {
       const { msg } = await request('dot');
-      return (msg as DotReply).dot;
+      return msg.dot;
     },
     async graphvizSource() {
       const { buffers } = await request('graphviz', {}, Math.max(timeoutMs, 60_000));
