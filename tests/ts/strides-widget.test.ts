@@ -1,0 +1,77 @@
+/** The stride anywidget adapter: traits, one stylesheet, requests over custom messages. */
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import widget from '../../src/strides-widget';
+import { createTransport } from '../../src/transport';
+import { FakeModel } from './fakemodel';
+import { bigLayout, sharedLayout, windowOf } from './strides-fixtures';
+
+let cleanups: (() => void)[] = [];
+afterEach(() => {
+  cleanups.forEach(c => c());
+  cleanups = [];
+  document.body.replaceChildren();
+  document.head.querySelectorAll('style').forEach(s => s.remove());
+});
+
+function mount(model: FakeModel) {
+  const el = document.createElement('div');
+  document.body.appendChild(el);
+  const cleanup = widget.render({ model: model as any, el });
+  cleanups.push(cleanup);
+  return { el, cleanup };
+}
+
+describe('strides anywidget adapter', () => {
+  it('waits for a layout, then draws it; one stylesheet per document', () => {
+    const model = new FakeModel({ layout: {}, warnings: [] });
+    const { el } = mount(model);
+    mount(new FakeModel({ layout: sharedLayout(), warnings: [] }));
+    expect(el.getAttribute('data-fv-state')).toBe('loading');
+    model.set('layout', sharedLayout());
+    expect(el.getAttribute('data-fv-state')).toBe('ready');
+    expect(el.querySelectorAll('.fv-cell')).toHaveLength(30);
+    expect(document.querySelectorAll('style#forgeviz-strides-style')).toHaveLength(1);
+    expect(document.getElementById('forgeviz-strides-style')!.textContent).toContain('.fv-strides');
+    model.set('warnings', ['forgeviz could not draw this stride view: boom']);
+    expect(el.querySelector('.fv-warning')!.textContent).toContain('boom');
+  });
+
+  it('pages with a values request matched by request_id', async () => {
+    const model = new FakeModel({ layout: bigLayout(), warnings: [] });
+    const { el } = mount(model);
+    el.querySelector<HTMLButtonElement>('button.fv-page-next[data-dim="1"]')!.click();
+    const req = model.sent.find(m => m.type === 'values');
+    expect(req).toEqual({ type: 'values', request_id: expect.any(Number), tensor: 0, start: [0, 16], size: [16, 16] });
+    model.reply({ type: 'values', request_id: req.request_id, tensor: 0, window: windowOf([0, 16], [16, 16], ([i, j]) => String(50 * i + j)) });
+    await vi.waitFor(() => expect(el.querySelector('.fv-cell[data-index="0,16"]')).toBeTruthy());
+  });
+
+  it('storage and try requests; an ErrorReply is shown', async () => {
+    const model = new FakeModel({ layout: bigLayout(), warnings: [] }, (msg, m) => {
+      if (msg.type === 'storage') {
+        m.reply({ type: 'storage', request_id: msg.request_id, strip: msg.strip, start: msg.start, values: Array.from({ length: msg.count }, (_, i) => `v${msg.start + i}`) });
+      } else if (msg.type === 'try') {
+        m.reply({ type: 'error', request_id: msg.request_id, message: 'expected op view or reshape' });
+      }
+    });
+    const { el, cleanup } = mount(model);
+    el.querySelector<HTMLButtonElement>('button.fv-strip-next')!.click();
+    expect(model.sent.find(m => m.type === 'storage')).toEqual({ type: 'storage', request_id: expect.any(Number), strip: 0, start: 256, count: 256 });
+    await vi.waitFor(() => expect(el.querySelector('.fv-storage-cell[data-addr="300"]')!.textContent).toContain('v300'));
+    const form = el.querySelector('.fv-try')!;
+    form.querySelector<HTMLInputElement>('input')!.value = '-1';
+    form.querySelector<HTMLButtonElement>('button.fv-try-view')!.click();
+    expect(model.sent.find(m => m.type === 'try')).toEqual({ type: 'try', request_id: expect.any(Number), tensor: 0, op: 'view', shape: [-1] });
+    await vi.waitFor(() => expect(form.querySelector('.fv-try-error')!.textContent).toContain('expected op view or reshape'));
+    cleanup();
+    expect(model.listenerCount('change:layout')).toBe(0);
+    expect(model.listenerCount('msg:custom')).toBe(0);
+  });
+
+  it('transport: a reply of the wrong type is refused', async () => {
+    const model = new FakeModel({}, (msg, m) => m.reply({ type: 'storage', request_id: msg.request_id, strip: 0, start: 0, values: [] }));
+    const t = createTransport(model as any);
+    await expect(t.request('values', { tensor: 0, start: [], size: [] })).rejects.toThrow('unexpected reply type "storage" for a "values" request');
+    t.dispose();
+  });
+});
