@@ -1223,7 +1223,8 @@ export function createStridesView(el: HTMLElement, opts: StridesViewOptions): St
     if (c) {
       const k = keyOfEl(c);
       setHot(k ? hotFromKey(k) : null);
-    } else if ((e.target as Element | null)?.closest?.('.fv-sd-canvas')) {
+    } else if (!(e.target as Element | null)?.closest?.('.fv-sd-canvas')) {
+      // Blank canvas between cells keeps the mapping (no flicker); the cards and pagers end it.
       restoreHot();
     }
   };

@@ -1,4 +1,6 @@
 /** The stride anywidget adapter: traits, one stylesheet, requests over custom messages. */
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import widget from '../../src/strides-widget';
 import { createTransport } from '../../src/transport';
@@ -73,5 +75,17 @@ describe('strides anywidget adapter', () => {
     const t = createTransport(model as any);
     await expect(t.request('values', { tensor: 0, start: [], size: [] })).rejects.toThrow('unexpected reply type "storage" for a "values" request');
     t.dispose();
+  });
+});
+
+const built = path.join(process.cwd(), 'forgeviz', 'static', 'strides.js');
+describe.skipIf(!existsSync(built))('forgeviz/static/strides.js (after jlpm build:esm:prod)', () => {
+  it('is a small, offline ESM with a default export and without Graphviz', () => {
+    expect(statSync(built).size).toBeLessThanOrEqual(60 * 1024);
+    const src = readFileSync(built, 'utf8');
+    expect(src).toMatch(/export\s*\{[^}]*as default/);
+    expect(src).not.toContain('WebAssembly.instantiate');
+    expect(src).not.toMatch(/https?:\/\/(cdn|unpkg|esm\.sh|jsdelivr)/);
+    expect(src).toContain('forgeviz-strides-style');
   });
 });

@@ -207,7 +207,14 @@ describe('hover mapping', () => {
     expect(hotCells()).toEqual(['0:2,1', '1:1,2', '2:2,0']);
     expect(readout()).toBe('storage[9] ← t[2, 1], t.T[1, 2], t[:, 1:3][2, 0]   (value 9)');
     expect(el.querySelectorAll('.fv-sd-overlay .fv-connector')).toHaveLength(3);
-    // leaving the cells clears the mapping
+    // blank canvas between cells keeps it; the cards below end it
+    over(el.querySelector('.fv-sd-canvas')!);
+    expect(hotStorage()).toEqual(['9']);
+    over(el.querySelector('.fv-sd-card')!);
+    expect(hotStorage()).toEqual([]);
+    over(storageCell(9));
+    expect(hotStorage()).toEqual(['9']);
+    // leaving the diagram clears the mapping
     el.querySelector('.fv-sd-groups')!.dispatchEvent(new MouseEvent('mouseleave'));
     expect(hotCells()).toEqual([]);
     expect(el.querySelector('.fv-readout')!.getAttribute('data-empty')).toBe('true');
