@@ -240,6 +240,7 @@ def test_v3_live_link_redraws_every_view_after_a_write(nb):
     assert after.tensors[0].window.values[:4] == ["99"] * 4 == [str(v) for v in nb["t"][0].tolist()]
     assert after.tensors[2].window.values[0::3][:4] == ["99"] * 4  # t.T's first column
     assert after.strips[0].values[:5] == ["99", "99", "99", "99", "4"]
+    assert fact(after.tensors[2], "base").value == "another tensor"  # t.T's lineage survives the redraw
     clone = after.tensors[3]
     assert clone.window.values[:4] == ["0", "1", "2", "3"]  # the clone did not change...
     assert clone.facts[0].key == "freed" and after.strips[clone.strip].copy  # ...and, a temporary, is gone

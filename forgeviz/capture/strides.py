@@ -278,8 +278,8 @@ def _facts(t: torch.Tensor, name: str, group: list[str], copy_of: Optional[str],
         facts.append(Fact("storage", "storage", f"{nbytes} bytes", "no other tensor drawn here uses it"))
     if t._is_view():
         facts.append(Fact("base", "_base", base_name or "another tensor",
-                          "torch records the view's root tensor (not the tensor it was made from: "
-                          "t.T.T._base is t)"))
+                          "a view: torch records the root of the view chain in ._base, not the tensor "
+                          "this view was made from, so t.T.T._base is t._base when t is itself a view"))
     zero = [k for k, (n, s) in enumerate(zip(shape, stride)) if s == 0 and n > 1]
     if zero:
         dims = ", ".join(str(k) for k in zero)

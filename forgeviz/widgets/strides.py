@@ -132,7 +132,22 @@ class StridesWidget(anywidget.AnyWidget):
                 values.append(entry.frozen or Frozen(layout, strip))
             names.append(entry.name)
             windows.append(entry.window)
+        previous = d.layout
         self._describe(values, names, windows)
+        self._keep_lineage(previous)
+
+    def _keep_lineage(self, previous: StrideLayout) -> None:
+        """A temporary view (``t.T``) is re-read through its storage once it is gone, which loses
+        torch's ``_base`` record; keep the lineage fact from the first drawing."""
+        changed = False
+        for old, new in zip(previous.tensors, self._described.layout.tensors):
+            base = next((f for f in old.facts if f.key == "base"), None)
+            if base is not None and old.name == new.name and not any(f.key == "base" for f in new.facts):
+                at = next((i for i, f in enumerate(new.facts) if f.key == "bytes"), len(new.facts))
+                new.facts.insert(at, base)
+                changed = True
+        if changed:
+            self.layout = dataclasses.asdict(self._described.layout)
 
     # --- requests from the browser --------------------------------------------------------
     def _on_request(self, _widget, content, buffers) -> None:

@@ -33,6 +33,10 @@ def running_lab(root: Path) -> Iterator[dict]:
     """A JupyterLab server on ``root`` with fresh settings (light theme) and no browser."""
     token = secrets.token_hex(16)
     port = _free_port()
+    # No "get notified about Jupyter news?" toast over the screenshots.
+    news = root / ".settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    news.parent.mkdir(parents=True, exist_ok=True)
+    news.write_text('{"fetchNews": "false"}')
     env = dict(os.environ,
                JUPYTERLAB_SETTINGS_DIR=str(root / ".settings"),
                JUPYTERLAB_WORKSPACES_DIR=str(root / ".workspaces"),
@@ -78,11 +82,15 @@ class LabNotebook:
         page.goto(f"{lab['base']}/lab/tree/{name}?token={lab['token']}")
         page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
                                " && window.jupyterapp.shell.currentWidget.sessionContext")
-        page.wait_for_function("""() => {
+        # Lab restores the last workspace (other notebooks too): make sure ours is the current one.
+        page.evaluate("async (path) => { await window.jupyterapp.commands.execute('docmanager:open', {path}); }", name)
+        page.wait_for_function("""(path) => {
             const w = window.jupyterapp.shell.currentWidget;
+            if (!w || !w.context || w.context.path !== path) { return false; }
             const k = w.sessionContext.session && w.sessionContext.session.kernel;
             return k && k.status === 'idle' && w.content.widgets.length > 0;
-        }""", timeout=120_000)
+        }""", arg=name, timeout=120_000)
+        self.panel_id = page.evaluate("() => window.jupyterapp.shell.currentWidget.id")
 
     def run_cell(self, index: int) -> None:
         ok = self.page.evaluate("""async (i) => {
@@ -93,7 +101,7 @@ class LabNotebook:
         assert ok, f"cell {index} failed to run"
 
     def output(self, index: int):
-        return self.page.locator(".jp-Notebook .jp-Cell").nth(index).locator(".jp-OutputArea")
+        return self.page.locator(f"[id='{self.panel_id}'] .jp-Notebook .jp-Cell").nth(index).locator(".jp-OutputArea")
 
 
 def write_notebook(path: Path, cells: list[str]) -> None:

@@ -28,7 +28,11 @@ def test_t_and_t_transpose_share_a_strip_and_hover_maps_to_storage(page, lab):
     for i in range(3):
         nb.run_cell(i)
     out = nb.output(2)
-    out.locator(".fv-strides[data-fv-state=ready]").wait_for()
+    try:
+        out.locator(".fv-strides[data-fv-state=ready]").wait_for(timeout=30_000)
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / "strides-failure.png"))
+        raise AssertionError(f"the stride view never became ready; output: {out.text_content()!r:.2000}")
 
     # One strip for both tensors: every storage cell on the page belongs to strip 0.
     strips = set(out.locator(".fv-storage-cell").evaluate_all("els => els.map(e => e.dataset.strip)"))
