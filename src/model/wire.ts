@@ -325,3 +325,98 @@ export interface TryReply {
   tensor: number;
   verdict: ViewVerdict;
 }
+
+/** One input, as given (a tensor, or just a shape). */
+export interface Operand {
+  name: string;
+  shape: number[];
+  padded: number[];
+  ghost: number;
+  dtype: string | null;
+  element_size: number | null;
+  nbytes: number | null;
+  stride: number[] | null;
+  expanded_stride: number[] | null;
+  values: string[] | null;
+  expanded_values: string[] | null;
+}
+
+/** Step 3 for one dim: equal, a size 1 that stretches, or a conflict. */
+export interface DimCheck {
+  dim: number;
+  from_right: number;
+  sizes: (number | null)[];
+  verdict: "equal" | "stretch" | "conflict";
+  size: number | null;
+  stretched: number[];
+  text: string;
+}
+
+/** Why broadcasting fails, in plain words, with fixes torch accepts. */
+export interface Conflict {
+  dim: number;
+  from_right: number;
+  operands: number[];
+  sizes: number[];
+  text: string;
+  fixes: string[];
+}
+
+/** One frame of the animation. */
+export interface Step {
+  kind: "align" | "pad" | "compare" | "stretch" | "result" | "conflict" | "inner" | "batch";
+  title: string;
+  text: string;
+  dim: number | null;
+}
+
+/** ``a @ b``: the inner dims that must match, the batch dims that broadcast. */
+export interface MatmulPlan {
+  a_shape: number[];
+  b_shape: number[];
+  a_matrix: number[];
+  b_matrix: number[];
+  promoted: string[];
+  inner: number[];
+  inner_ok: boolean;
+  a_batch: number[];
+  b_batch: number[];
+  batch_checks: DimCheck[];
+  batch_shape: number[] | null;
+  result_shape: number[] | null;
+}
+
+/** A broadcast (or matmul) of some operands, step by step, with torch's verdict. */
+export interface BroadcastPlan {
+  version: number;
+  kind: "elementwise" | "matmul";
+  op: string;
+  operands: Operand[];
+  ndim: number;
+  checks: DimCheck[];
+  ok: boolean;
+  result_shape: number[] | null;
+  result_dtype: string | null;
+  result_nbytes: number | null;
+  result_values: string[] | null;
+  conflict: Conflict | null;
+  torch_message: string;
+  matmul: MatmulPlan | null;
+  steps: Step[];
+  source: string | null;
+  message: string | null;
+}
+
+/** Asks for the whole animation as a self-contained offline HTML page. */
+export interface HtmlRequest {
+  type: "html";
+  request_id: number;
+  theme: "light" | "dark";
+}
+
+/** The HTML page, ready to download. */
+export interface HtmlReply {
+  type: "html";
+  request_id: number;
+  html: string;
+}
