@@ -14,6 +14,7 @@ from .capture.walk import is_node
 from .capture.strides import accepts
 from .widgets.graph import GraphWidget
 from .widgets.strides import StridesWidget
+from .widgets.broadcast import BroadcastWidget
 
 _names = NameIndex()
 
@@ -85,6 +86,38 @@ def strides(*tensors, names: Optional[Sequence[str]] = None) -> StridesWidget:
         raise ValueError(f"forgeviz.strides(names=...) expects a list of {len(tensors)} names, one per tensor; "
                          f"got {names!r:.80}")
     return StridesWidget(tensors, [str(n) for n in names], get_session())
+
+
+def broadcast(*operands, op: str = "broadcast", names: Optional[Sequence[str]] = None,
+              dtype: Optional[torch.dtype] = None) -> BroadcastWidget:
+    """A step-by-step animation of how the operands broadcast (``op="@"``: how they matmul).
+
+    Operands are tensors or shapes. ``op`` is "broadcast" (just the rule), "+", "-", "*", "/" (the
+    result's values are shown for small tensors) or "@". ``dtype`` prices shapes in bytes
+    (default: torch's default dtype).
+
+    >>> import forgeviz
+    >>> plan = forgeviz.broadcast((64, 128, 1024), (1, 1, 1024)).model
+    >>> plan.result_shape, plan.result_nbytes // 2**20, plan.operands[1].nbytes
+    ([64, 128, 1024], 32, 4096)
+    >>> forgeviz.broadcast((3, 4), (3,)).model.conflict.from_right
+    -1
+    """
+    from .capture.broadcast import plan_broadcast
+
+    if len(operands) < 1 or (op == "@" and len(operands) != 2):
+        raise TypeError("forgeviz.broadcast() needs operands to broadcast, e.g. broadcast(a, b) or "
+                        "broadcast((3, 1), (1, 3)); matmul (op='@') takes exactly two")
+    if names is None:
+        frame = sys._getframe(1)
+        found = _names_for(operands, frame.f_locals, frame.f_globals)
+        del frame
+        names = [n if not n.startswith("tensor ") else "abcdefgh"[k] if k < 8 else n for k, n in enumerate(found)]
+    elif isinstance(names, str) or len(names) != len(operands):
+        raise ValueError(f"forgeviz.broadcast(names=...) expects a list of {len(operands)} names, one per operand; "
+                         f"got {names!r:.80}")
+    plan = plan_broadcast(operands, [str(n) for n in names], op, dtype)
+    return BroadcastWidget(plan, get_session())
 
 
 def _names_for(values, *namespaces: Mapping[str, object]) -> list[str]:

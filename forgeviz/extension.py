@@ -28,6 +28,33 @@ class _CellHooks:
         for widget in list(session.widgets):
             if widget.dirty:
                 widget.refresh()
+        self.explain(result)
+
+    def explain(self, result) -> None:
+        """Draw the operand shapes of a broadcast or matmul op that made this cell fail.
+
+        The exception has already been raised and shown, untouched; this only adds a diagram below.
+        """
+        session = self.session
+        record, session.last_error = session.last_error, None
+        error = getattr(result, "error_in_exec", None)
+        if record is None or error is None or not session.explain or id(error) != record[0]:
+            return
+        try:
+            from IPython.display import display
+
+            from .capture.broadcast import plan_failed_op
+            from .capture.source import cell_number, source_line
+            from .widgets.broadcast import BroadcastWidget
+
+            _, op_record, filename, line = record
+            cell, text = cell_number(filename), source_line(filename, line)
+            where = f"cell [{cell}], line {line}" if cell is not None else f"line {line}"
+            with untraced():
+                plan = plan_failed_op(op_record, f"{where}: {text}" if text else where)
+            display(BroadcastWidget(plan, session))
+        except Exception as exc:  # noqa: BLE001 - the user's error stays as it was
+            session.fault(f"explaining the shape error failed: {exc!r}")
 
     def mark_dirty(self) -> None:
         for widget in list(self.session.widgets):

@@ -5,8 +5,9 @@ from __future__ import annotations
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 
-COMMANDS = ("graph", "strides")
-EXAMPLES = {"graph": "%fv graph loss", "strides": "%fv strides t t.T t[:, 1:3]"}
+COMMANDS = ("graph", "strides", "broadcast", "matmul", "explain")
+EXAMPLES = {"graph": "%fv graph loss", "strides": "%fv strides t t.T t[:, 1:3]",
+            "broadcast": "%fv broadcast a b", "matmul": "%fv matmul a b", "explain": "%fv explain off"}
 
 
 def split_expressions(text: str) -> list[str]:
@@ -45,17 +46,28 @@ class ForgevizMagics(Magics):
     @line_magic
     def fv(self, line: str):
         """``%fv graph loss [more ...]``: draw the autograd graph of the named tensors.
-        ``%fv strides t t.T t[:, 1:3]``: draw how the tensors map onto their storage."""
-        from .api import graph, strides
+        ``%fv strides t t.T t[:, 1:3]``: draw how the tensors map onto their storage.
+        ``%fv broadcast a b`` / ``%fv matmul a b``: animate the broadcasting (or matmul) rule.
+        ``%fv explain off`` / ``on``: draw (or not) the shapes of ops that fail with a shape error."""
+        from .api import broadcast, graph, strides
+        from .capture.session import get_session
 
         command, _, rest = line.strip().partition(" ")
         if command not in COMMANDS:
             raise UsageError(f"%fv: expected one of {', '.join(COMMANDS)}, got {command or 'nothing'!r}. "
                              "Examples: " + "; ".join(EXAMPLES.values()))
+        if command == "explain":
+            choice = rest.strip()
+            if choice not in ("on", "off"):
+                raise UsageError(f"%fv explain: expected 'on' or 'off', got {choice or 'nothing'!r}")
+            get_session().explain = choice == "on"
+            return None
         expressions = split_expressions(rest)
         if not expressions:
             raise UsageError(f"%fv {command}: name at least one tensor, e.g. {EXAMPLES[command]}")
         values = [self.shell.ev(e) for e in expressions]
         if command == "strides":
             return strides(*values, names=expressions)
+        if command in ("broadcast", "matmul"):
+            return broadcast(*values, op="@" if command == "matmul" else "broadcast", names=expressions)
         return graph(*values, namespace=self.shell.user_ns)

@@ -66,7 +66,13 @@ class _TagMode(TorchFunctionMode):
         session = self.session
         if func in _BACKWARD_FUNCS and session.record_grads:
             return session.run_backward(func, args, kwargs)
-        out = func(*args, **kwargs)
+        # A TorchFunctionMode puts this frame in the traceback of any error an op raises: the line
+        # below says so to the reader of that traceback.
+        try:
+            out = func(*args, **kwargs)  # your torch op runs here; forgeviz only watches (errors are torch's)
+        except RuntimeError as exc:
+            session.note_error(func, args, kwargs, exc)
+            raise  # the user's exception, unchanged
         try:
             session.tag(func, out)
         except Exception as exc:  # noqa: BLE001 - a forgeviz fault never breaks the user's op
@@ -94,6 +100,9 @@ class CaptureSession:
         self.fault_count = 0  # total ever, so views can tell which faults are new to them
         self.widgets: "weakref.WeakSet" = weakref.WeakSet()
         self.after_backward: list[Callable[[], None]] = []
+        self.explain = True  # %fv explain off turns shape-error diagrams off
+        # (id of the exception, what to draw): the last shape error an op raised, shapes only.
+        self.last_error: Optional[tuple] = None
 
     # --- lifecycle -------------------------------------------------------------------------
     def install(self) -> None:
@@ -150,6 +159,21 @@ class CaptureSession:
         op, qualname = _op_name(func)
         filename, line = user_location(3)
         meta["fv_op"] = (op, qualname, filename, line, self.modules.current())
+
+    def note_error(self, func, args, kwargs, exc: RuntimeError) -> None:
+        """Remember the shapes of an op that raised a shape error, to draw it after the cell."""
+        if not self.explain:
+            return
+        try:
+            from .broadcast import describe_failed_op
+
+            with untraced():
+                record = describe_failed_op(getattr(func, "__name__", ""), args, kwargs or {}, str(exc))
+            if record is not None:
+                filename, line = user_location(3)
+                self.last_error = (id(exc), record, filename, line)
+        except Exception as fault:  # noqa: BLE001 - explaining never changes the user's error
+            self.fault(f"reading the failed op's shapes failed: {fault!r}")
 
     def run_backward(self, func, args, kwargs):
         """Run the user's backward with Node hooks armed; their exception propagates untouched."""

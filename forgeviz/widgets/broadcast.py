@@ -1,0 +1,121 @@
+"""The broadcasting animation: an anywidget over the pure TS renderer."""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+import re
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import anywidget
+import traitlets
+
+from ..capture.session import CaptureSession
+from ..model.broadcast import BroadcastPlan
+from .graph import STATIC, RequestError, _MISSING_FRONTEND
+
+
+def _esm() -> Any:
+    path = STATIC / "broadcast.js"
+    return path if path.exists() else _MISSING_FRONTEND
+
+
+# esbuild ends an ESM bundle with ``export{x as default, ...};``: the page binds that default export
+# to a global instead, so the bundle runs from an inline script, offline, even from file://.
+_EXPORTS = re.compile(r"export\s*\{([^}]*)\}\s*;?\s*$")
+
+
+def standalone_html(plan: dict, theme: str = "light", title: str = "forgeviz broadcast") -> str:
+    """A self-contained offline HTML page that plays this plan (no kernel, no network).
+
+    >>> "<html" in standalone_html({"version": 1, "steps": []})
+    True
+    """
+    source = (STATIC / "broadcast.js").read_text(encoding="utf-8") if (STATIC / "broadcast.js").exists() else ""
+    match = _EXPORTS.search(source)
+    default = None
+    if match:
+        for part in match.group(1).split(","):
+            name, _, alias = part.strip().partition(" as ")
+            if alias.strip() == "default":
+                default = name.strip()
+    if match is None or default is None:
+        script = "document.body.textContent = 'forgeviz: the browser bundle is missing; install forgeviz with pip.';"
+    else:
+        script = source[: match.start()] + f"\nglobalThis.__forgevizBroadcast = {default};\n"
+    dark = theme == "dark"
+    colors = ("--jp-layout-color0:#111;--jp-layout-color1:#1e1e1e;--jp-layout-color2:#2b2b2b;"
+              "--jp-ui-font-color1:rgba(255,255,255,.87);--jp-ui-font-color2:rgba(255,255,255,.54);"
+              "--jp-ui-font-color3:rgba(255,255,255,.38);--jp-border-color1:#616161;--jp-border-color2:#424242;"
+              ) if dark else ""
+    data = json.dumps(plan).replace("</", "<\\/")
+    script = script.replace("</script", "<\\/script")
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<style>body{{margin:16px;font-family:system-ui,sans-serif;background:{'#111' if dark else '#fff'};{colors}}}</style>
+</head><body data-jp-theme-light="{'false' if dark else 'true'}"><div id="forgeviz"></div>
+<script type="application/json" id="forgeviz-plan">{data}</script>
+<script type="module">
+{script}
+const plan = JSON.parse(document.getElementById('forgeviz-plan').textContent);
+const traits = {{ plan, warnings: [], static: true }};
+const model = {{ get: k => traits[k], set() {{}}, on() {{}}, off() {{}}, save_changes() {{}} }};
+globalThis.__forgevizBroadcast.render({{ model, el: document.getElementById('forgeviz') }});
+</script></body></html>
+"""
+
+
+class BroadcastWidget(anywidget.AnyWidget):
+    """A step-by-step animation of broadcasting (or matmul). Create it with ``forgeviz.broadcast(a, b)``."""
+
+    _esm = _esm()
+    plan = traitlets.Dict().tag(sync=True)
+    warnings = traitlets.List(traitlets.Unicode()).tag(sync=True)
+
+    def __init__(self, plan: BroadcastPlan, session: CaptureSession) -> None:
+        super().__init__()
+        self._session = session
+        self._plan = plan
+        self.plan = dataclasses.asdict(plan)
+        self.on_msg(self._on_request)
+
+    @property
+    def model(self) -> BroadcastPlan:
+        """The plain BroadcastPlan being shown."""
+        return self._plan
+
+    def to_html(self, path: Optional[Union[str, Path]] = None, theme: str = "light") -> str:
+        """The whole animation as a self-contained offline HTML page; written to ``path`` if given.
+
+        >>> import forgeviz
+        >>> "forgeviz-plan" in forgeviz.broadcast((3, 1), (1, 3)).to_html()
+        True
+        """
+        if theme not in ("light", "dark"):
+            raise ValueError(f"theme: expected 'light' or 'dark', got {theme!r}")
+        page = standalone_html(self.plan, theme)
+        if path is not None:
+            Path(path).write_text(page, encoding="utf-8")
+        return page
+
+    def _on_request(self, _widget, content, buffers) -> None:
+        request_id = content.get("request_id") if isinstance(content, dict) else None
+        try:
+            if not isinstance(content, dict):
+                raise RequestError(f"expected a request object, got {type(content).__name__}")
+            if not isinstance(request_id, int) or isinstance(request_id, bool):
+                raise RequestError(f"expected an integer request_id, got {request_id!r}")
+            if content.get("type") != "html":
+                raise RequestError(f"unknown request type {content.get('type')!r}; expected 'html'")
+            theme = content.get("theme", "light")
+            if theme not in ("light", "dark"):
+                raise RequestError(f"expected theme 'light' or 'dark', got {theme!r}")
+            reply = {"type": "html", "request_id": request_id, "html": self.to_html(theme=theme)}
+        except RequestError as exc:
+            reply = {"type": "error", "request_id": request_id, "message": str(exc)}
+        except Exception as exc:  # noqa: BLE001
+            self._session.fault(f"answering {content!r:.80} failed: {exc!r}")
+            reply = {"type": "error", "request_id": request_id, "message": f"forgeviz failed: {exc!r}"}
+        self.send(reply)
