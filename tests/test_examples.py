@@ -15,12 +15,19 @@ def shell(ipython):
     reset_shell(ipython)
 
 
-def run_notebook(shell, name: str) -> None:
+def run_notebook(shell, name: str) -> list:
+    """Run every code cell; cells tagged ``raises-exception`` (Jupyter's tag) must raise. Returns the results."""
     nb = nbformat.read(ROOT / "examples" / name, as_version=4)
+    results = []
     for cell in nb.cells:
         if cell.cell_type == "code":
             result = shell.run_cell(cell.source, store_history=True)
-            assert result.success, f"{name}: cell failed\n{cell.source}\n{result.error_in_exec!r}"
+            if "raises-exception" in cell.metadata.get("tags", []):
+                assert result.error_in_exec is not None, f"{name}: this cell should raise\n{cell.source}"
+            else:
+                assert result.success, f"{name}: cell failed\n{cell.source}\n{result.error_in_exec!r}"
+            results.append(result)
+    return results
 
 
 def test_autograd_example_tells_s1_and_s2_truthfully(shell):
@@ -52,3 +59,19 @@ def test_views_example_tells_v1_to_v5_truthfully(shell):
     assert wrong.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
     assert right.mean(0).tolist() != wrong.mean(0).tolist()
     assert right[0].tolist() == x[0, :, 0, 0].tolist()
+
+
+def test_broadcasting_example_tells_b1_to_b4_truthfully(shell, monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj, **kw: shown.append(obj))
+    results = run_notebook(shell, "03_broadcasting.ipynb")
+    plans = [r.result.model for r in results if type(r.result).__name__ == "BroadcastWidget"]
+    assert [p.result_shape for p in plans] == [[3, 4], [3, 3], [64, 128, 1024], [3, 5], [2, 3, 5], None]
+    expected = torch.arange(3).reshape(3, 1) + torch.tensor([[10, 20, 30]])
+    assert plans[1].result_values == [str(v) for v in expected.reshape(-1).tolist()]
+    assert plans[2].result_nbytes == 32 * 2**20 and plans[2].operands[1].nbytes == 4096
+    assert plans[5].conflict.sizes == [4, 5]
+    error = next(r.error_in_exec for r in results if r.error_in_exec is not None)
+    assert "size of tensor a (4) must match the size of tensor b (3)" in str(error)
+    explained = [w.model for w in shown if type(w).__name__ == "BroadcastWidget"]
+    assert len(explained) == 1 and explained[0].conflict.sizes == [4, 3] and "x + y" in explained[0].source
