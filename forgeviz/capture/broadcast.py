@@ -301,7 +301,7 @@ def _matmul_steps(plan: BroadcastPlan) -> list[Step]:
 def describe_failed_op(func_name: str, args: Sequence[object], kwargs: dict, message: str) -> Optional[tuple]:
     """What to remember about a failed torch op: shapes and dtypes only, never the tensors.
 
-    Returns ``(op, [(shape, dtype), ...], message)`` when the error is a broadcast or matmul
+    Returns ``(op, [(shape, dtype), ...], message, names)`` when the error is a broadcast or matmul
     shape error we can explain, else None.
     """
     op = OP_SYMBOLS.get(func_name)
@@ -310,21 +310,29 @@ def describe_failed_op(func_name: str, args: Sequence[object], kwargs: dict, mes
     pattern = MATMUL_ERROR if op == "@" else BROADCAST_ERROR
     if not pattern.search(message):
         return None
-    operands = []
+    from .source import user_names
+
+    operands, values = [], []
     for value in list(args) + list(kwargs.values()):
         if isinstance(value, torch.Tensor):
             operands.append((list(value.shape), value.dtype))
+            values.append(value)
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             operands.append(([], torch.get_default_dtype() if isinstance(value, float) else torch.int64))
+            values.append(value)
     if len(operands) < 2:
         return None
-    return op, operands[:3] if op != "@" else operands[:2], message
+    keep = 2 if op == "@" else 3
+    found = user_names(values[:keep], 3)
+    names = [n or default for n, default in zip(found, ["a", "b", "c"])]
+    if len(set(names)) < len(names):  # e.g. x + x: keep torch's a, b
+        names = ["a", "b", "c"][: len(names)]
+    return op, operands[:keep], message, names
 
 
 def plan_failed_op(record: tuple, source: Optional[str]) -> BroadcastPlan:
     """The plan for a remembered failed op, built from meta tensors of its real shapes."""
-    op, operands, message = record
-    names = ["a", "b", "c"][: len(operands)]
+    op, operands, message, names = record
     values = [torch.empty(shape, dtype=dtype, device="meta") for shape, dtype in operands]
     plan = plan_broadcast(values, names, op if op in ELEMENTWISE_OPS or op == "@" else "broadcast",
                           source=source, torch_message=message)

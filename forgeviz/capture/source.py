@@ -38,6 +38,27 @@ def user_location(depth: int = 2) -> tuple[Optional[str], Optional[int]]:
     return None, None
 
 
+def user_names(values, depth: int = 2) -> list[Optional[str]]:
+    """The variable names the nearest user frame gives these objects (None where it has none).
+
+    Reads that frame's globals, plus its locals only when it is a module-level frame (reading a
+    function's f_locals would pin its locals), and keeps nothing.
+    """
+    frame = sys._getframe(depth)
+    while frame is not None and not _user_file(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
+        return [None] * len(values)
+    try:
+        by_id: dict[int, str] = {}
+        for key, value in list(frame.f_globals.items()):
+            if not key.startswith("_"):
+                by_id.setdefault(id(value), key)
+        return [by_id.get(id(v)) for v in values]
+    finally:
+        del frame
+
+
 def cell_number(filename: Optional[str]) -> Optional[int]:
     """The execution count of the IPython cell compiled under ``filename``, if any."""
     if filename is None:
