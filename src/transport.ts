@@ -4,6 +4,7 @@ import type {
   DotReply,
   ErrorReply,
   GraphvizReply,
+  HtmlReply,
   InspectReply,
   NodeDetail,
   StorageReply,
@@ -19,6 +20,7 @@ export interface ReplyByType {
   values: ValuesReply;
   storage: StorageReply;
   try: TryReply;
+  html: HtmlReply;
 }
 export type RequestType = keyof ReplyByType;
 
