@@ -1,5 +1,6 @@
 // Build the anywidget ESMs (forgeviz/static/widget.js: the autograd graph,
-// forgeviz/static/strides.js: the stride/view diagram) and the Graphviz
+// forgeviz/static/strides.js: the stride/view diagram, forgeviz/static/broadcast.js:
+// the broadcasting animation) and the Graphviz
 // fallback bundle (forgeviz/static/graphviz.js) with esbuild.
 //   node scripts/build-esm.mjs          production (minified)
 //   node scripts/build-esm.mjs --dev    development (source maps, readable)
@@ -57,6 +58,14 @@ await Promise.all([
   }),
   esbuild.build({
     ...common,
+    entryPoints: [path.join(root, 'src', 'broadcast-widget.ts')],
+    outfile: path.join(outdir, 'broadcast.js'),
+    // gifenc's "browser" field is its CommonJS build; its ESM build is 2 KB smaller
+    mainFields: ['module', 'main'],
+    plugins: [rawCss]
+  }),
+  esbuild.build({
+    ...common,
     // Already a minified bundle upstream; keep it minified in dev too.
     minify: true,
     entryPoints: [path.join(root, 'src', 'graphviz-bundle.ts')],
@@ -67,7 +76,7 @@ await Promise.all([
 const size = async name => (await stat(path.join(outdir, name))).size;
 let over = false;
 // anywidget re-sends each widget ESM with every instance: each has its own budget.
-for (const name of ['widget.js', 'strides.js']) {
+for (const name of ['widget.js', 'strides.js', 'broadcast.js']) {
   const bytes = await size(name);
   console.log(`forgeviz/static/${name.padEnd(12)}${bytes} bytes${dev ? ' (dev)' : ''}`);
   if (!dev && bytes > MAX_WIDGET_BYTES) {
