@@ -351,7 +351,12 @@ export function drawFrame(doc: Document, plan: BroadcastPlan, k: number, opts: D
         const check = col.check;
         const size = o.padded[d];
         const stretches = !!check && check.verdict === 'stretch' && check.stretched.includes(i);
-        const clash = st.conflict && !!conflict && conflict.dim === d && conflict.operands.includes(i);
+        // the pair torch reports, once the conflict is shown; in any other clashing column,
+        // every size that is not 1, once that column is compared
+        const clash =
+          st.conflict && !!conflict && conflict.dim === d
+            ? conflict.operands.includes(i)
+            : !ghost && size !== 1 && check?.verdict === 'conflict' && st.compared.has(d);
         const cls = ['fv-bc-dim'];
         if (ghost) {
           cls.push('fv-ghost');
@@ -365,7 +370,7 @@ export function drawFrame(doc: Document, plan: BroadcastPlan, k: number, opts: D
         if (clash) {
           cls.push('fv-clash');
         }
-        if (animate && ((ghost && st.step?.kind === 'pad') || (stretches && st.step?.kind === 'stretch') || (clash && st.step?.kind === 'conflict'))) {
+        if (animate && ((ghost && st.step?.kind === 'pad') || (stretches && st.step?.kind === 'stretch') || (clash && st.current === d))) {
           cls.push('fv-new');
         }
         const fr = d - plan.ndim;
@@ -374,7 +379,7 @@ export function drawFrame(doc: Document, plan: BroadcastPlan, k: number, opts: D
           tip += st.stretched ? `, stretched to ${check.size} with stride 0` : `, stretches to ${check.size}`;
         }
         if (clash) {
-          tip += `: clashes (${conflict!.sizes.join(' vs ')})`;
+          tip += ': clashes, neither this size nor the other is 1';
         }
         row.appendChild(
           dimBox(cls, { 'data-operand': i, 'data-dim': d, 'data-size': size }, col.x, top, String(size), tip, {
@@ -556,10 +561,11 @@ export function drawFrame(doc: Document, plan: BroadcastPlan, k: number, opts: D
     }
     const maxChars2 = Math.max(1, Math.floor((VCW - 4) / 5.8));
     const clip = (v: string) => (v.length <= maxChars2 ? v : `${v.slice(0, Math.max(1, maxChars2 - 1))}…`);
+    // The tooltip sits on a wrapper, so a cell's own text is just its value.
     const cell = (cls: string, attrs: Attrs, x: number, yy: number, v: string, tip: string, color: string | undefined) => {
-      const c = s(doc, 'g', { class: cls, ...attrs, transform: `translate(${r2(x)},${r2(yy)})` });
-      c.append(title(tip), s(doc, 'rect', { class: 'fv-bc-vbox', x: 0.5, y: 0.5, width: VCW - 1, height: VCH - 1, fill: color }), text(VCW / 2, VCH / 2 + 4, clip(v), 'fv-bc-vtext', { 'text-anchor': 'middle' }));
-      return c;
+      const c = s(doc, 'g', { class: cls, ...attrs, role: 'img', 'aria-label': tip });
+      c.append(s(doc, 'rect', { class: 'fv-bc-vbox', x: 0.5, y: 0.5, width: VCW - 1, height: VCH - 1, fill: color }), text(VCW / 2, VCH / 2 + 4, clip(v), 'fv-bc-vtext', { 'text-anchor': 'middle' }));
+      return s(doc, 'g', { class: 'fv-bc-vcell', transform: `translate(${r2(x)},${r2(yy)})` }, title(tip), c);
     };
     for (const slot of slots) {
       if (slot.i < 0) {

@@ -117,7 +117,8 @@ export function conflictPlan(): BroadcastPlan {
     steps: [
       step('align', 'Line the shapes up on the right', 'a (3, 4) and b (3,): dims are compared from the right'),
       step('pad', 'Pad with 1s on the left', 'b has 1 dim: it is padded to (1, 3)'),
-      step('conflict', 'Conflict at dim -1', text, 1)
+      step('compare', 'Compare dim -1', 'sizes a: 4, b: 3 differ and none of them is 1, so they cannot stretch to match', 1),
+      step('conflict', '✗ dim -1 cannot broadcast', text, 1)
     ],
     source: null,
     message: null
@@ -226,7 +227,7 @@ export function matmulFailPlan(): BroadcastPlan {
     result_dtype: null,
     result_nbytes: null,
     result_values: null,
-    conflict: { dim: 1, from_right: -1, operands: [0, 1], sizes: [4, 5], text, fixes: ['a @ b[:4]  # (4, 6): result (3, 6)'] },
+    conflict: { dim: -1, from_right: -1, operands: [0, 1], sizes: [4, 5], text, fixes: ['a @ b[:4]  # (4, 6): result (3, 6)'] },
     torch_message: 'mat1 and mat2 shapes cannot be multiplied (3x4 and 5x6)',
     matmul: {
       a_shape: [3, 4],
@@ -245,10 +246,34 @@ export function matmulFailPlan(): BroadcastPlan {
     steps: [
       step('align', 'Split off the matrices', 'a (3, 4) and b (5, 6) are both matrices, no batch dims'),
       step('inner', 'Match the inner dims', "a's 4 columns meet b's 5 rows: they differ"),
-      step('conflict', 'The inner dims differ', text)
+      step('conflict', '✗ the inner dims differ', text, -1)
     ],
     source: null,
     message: null
+  };
+}
+
+/** (2, 3) + (4, 1) + (1, 5): dim -1 clashes (3 vs 5) but torch's left fold reports dim -2 (2 vs 4). */
+export function threeConflictPlan(): BroadcastPlan {
+  const text = 'at dim -2 (dim 0 of the result) a has size 2 and b has size 4: they differ and neither is 1, so neither can stretch';
+  const checks: DimCheck[] = [
+    { dim: 1, from_right: -1, sizes: [3, 1, 5], verdict: 'conflict', size: null, stretched: [], text: 'sizes a: 3, c: 5 differ and none of them is 1, so they cannot stretch to match' },
+    { dim: 0, from_right: -2, sizes: [2, 4, 1], verdict: 'conflict', size: null, stretched: [], text: 'sizes a: 2, b: 4 differ and none of them is 1, so they cannot stretch to match' }
+  ];
+  return {
+    ...conflictPlan(),
+    op: 'broadcast',
+    operands: [operand({ name: 'a', shape: [2, 3] }, 2), operand({ name: 'b', shape: [4, 1] }, 2), operand({ name: 'c', shape: [1, 5] }, 2)],
+    checks,
+    conflict: { dim: 0, from_right: -2, operands: [0, 1], sizes: [2, 4], text, fixes: [] },
+    torch_message: 'The size of tensor a (2) must match the size of tensor b (4) at non-singleton dimension 0',
+    steps: [
+      step('align', 'Align the shapes on the right', 'a (2, 3), b (4, 1), c (1, 5)'),
+      step('pad', 'Pad missing leading dims with 1', 'every operand already has 2 dims'),
+      step('compare', 'Compare dim -1', checks[0].text, 1),
+      step('compare', 'Compare dim -2', checks[1].text, 0),
+      step('conflict', '✗ dim -2 cannot broadcast', text, 0)
+    ]
   };
 }
 
@@ -343,6 +368,6 @@ export function matmulBatchFailPlan(): BroadcastPlan {
   p.conflict = { dim: 0, from_right: -1, operands: [0, 1], sizes: [2, 3], text, fixes: [] };
   p.torch_message = 'Expected size for first two dimensions of batch2 tensor to be: [2, 4] but got: [3, 4].';
   p.matmul = { ...p.matmul!, b_shape: [3, 4, 5], b_batch: [3], batch_checks: batch, batch_shape: null, result_shape: null };
-  p.steps = [p.steps[0], p.steps[1], step('batch', 'Broadcast the batch dims', 'batch (2,) and (3,)'), step('conflict', 'The batch dims clash', text)];
+  p.steps = [p.steps[0], p.steps[1], step('batch', 'Broadcast the batch dims', 'batch (2,) and (3,)'), step('conflict', '✗ the batch dims cannot broadcast', text, 0)];
   return p;
 }

@@ -47,7 +47,7 @@ describe('frames', () => {
   });
 
   it('the conflict frame compares the conflicting dim', () => {
-    const f = frameState(conflictPlan(), 2);
+    const f = frameState(conflictPlan(), 3);
     expect(f).toMatchObject({ conflict: true, current: 1, result: false });
     expect([...f.compared]).toEqual([1]);
   });

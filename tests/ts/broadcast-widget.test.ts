@@ -30,7 +30,7 @@ describe('broadcast anywidget adapter', () => {
     expect(el.getAttribute('data-fv-state')).toBe('loading');
     model.set('plan', conflictPlan());
     expect(el.getAttribute('data-fv-state')).toBe('ready');
-    expect(el.getAttribute('data-step')).toBe('2');
+    expect(el.getAttribute('data-step')).toBe('3');
     expect(el.querySelector('pre.fv-torch-msg')).toBeTruthy();
     expect(document.querySelectorAll('style#forgeviz-broadcast-style')).toHaveLength(1);
     expect(document.getElementById('forgeviz-broadcast-style')!.textContent).toContain('.fv-broadcast');

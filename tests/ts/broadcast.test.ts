@@ -2,7 +2,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { BroadcastPlan } from '../../src/model/wire';
 import { BroadcastView, BroadcastViewOptions, createBroadcastView } from '../../src/render/broadcast';
-import { bigPlan, conflictPlan, countGifImages, matmulBatchFailPlan, matmulFailPlan, matmulPlan, matvecPlan, okPlan } from './broadcast-fixtures';
+import { bigPlan, conflictPlan, countGifImages, matmulBatchFailPlan, matmulFailPlan, matmulPlan, matvecPlan, okPlan, threeConflictPlan } from './broadcast-fixtures';
 
 
 let el: HTMLElement;
@@ -71,7 +71,10 @@ describe('drawing', () => {
     expect(res.textContent).toContain('result (3, 3)');
     expect(res.querySelectorAll('.fv-bc-value')).toHaveLength(9);
     expect(q('.fv-bc-value[data-index="2,1"]')!.querySelector('.fv-bc-vtext')!.textContent).toBe('22');
-    expect(q('.fv-bc-value[data-index="2,1"] title')!.textContent).toBe('result[2, 1] = 22 ← a[2, 0], b[0, 1]');
+    expect(q('.fv-bc-value[data-index="2,1"]')!.getAttribute('aria-label')).toBe('result[2, 1] = 22 ← a[2, 0], b[0, 1]');
+    expect(q('.fv-bc-value[data-index="2,1"]')!.parentElement!.querySelector('title')!.textContent).toBe('result[2, 1] = 22 ← a[2, 0], b[0, 1]');
+    // a cell's text is its value alone (the tooltip lives on a wrapper)
+    expect(qa('.fv-bc-result .fv-bc-value').map(c => c.textContent)).toEqual(['10', '20', '30', '11', '21', '31', '12', '22', '32']);
     expect(q('.fv-bc-bytes')!.textContent).toBe('result 72 B from inputs 24 B + 24 B');
     expect(q('.fv-bc-source')!.textContent).toBe('cell [3], line 1: c = a + b');
   });
@@ -217,7 +220,7 @@ describe('stepping', () => {
     expect(grid.querySelector('.fv-bc-ovalue[data-index="1,2"]')!.classList.contains('fv-repeat')).toBe(true);
     expect(grid.querySelector('.fv-bc-ovalue[data-index="1,0"]')!.classList.contains('fv-orig')).toBe(true);
     expect(grid.querySelector('.fv-bc-ovalue[data-index="1,2"] .fv-bc-vtext')!.textContent).toBe('1');
-    expect(grid.querySelector('.fv-bc-ovalue[data-index="1,2"] title')!.textContent).toContain('the same element as a[1, 0]');
+    expect(grid.querySelector('.fv-bc-ovalue[data-index="1,2"]')!.getAttribute('aria-label')).toContain('the same element as a[1, 0]');
     expect(q('.fv-bc-stride0')!.textContent).toBe('stride 0: the same values repeat, no memory is copied');
     expect(qa('.fv-bc-stride-line').map(e => e.textContent)).toEqual(['a: stride (1, 1) → a.expand(3, 3): stride (1, 0)', 'b: stride (3, 1) → b.expand(3, 3): stride (0, 1)']);
     expect(qa('.fv-bc-link').map(e => e.textContent)).toContain('see it in the stride view: forgeviz.strides(a.expand(3, 3))');
@@ -359,8 +362,8 @@ describe('conflict', () => {
     vi.useFakeTimers();
     const p = conflictPlan();
     make(p);
-    expect(el.getAttribute('data-steps')).toBe('3');
-    expect(stepAttr()).toBe('2');
+    expect(el.getAttribute('data-steps')).toBe('4');
+    expect(stepAttr()).toBe('3');
     expect(el.getAttribute('data-step-kind')).toBe('conflict');
     expect(el.getAttribute('data-ok')).toBe('false');
     const col = q('.fv-bc-col[data-dim="1"]')!;
@@ -386,10 +389,26 @@ describe('conflict', () => {
     expect(q<HTMLElement>('.fv-bc-conflict-box')!.hidden).toBe(true);
     expect(q('pre.fv-torch-msg')).toBeNull();
     click('button.fv-bc-play');
-    vi.advanceTimersByTime(10_000);
+    vi.advanceTimersByTime(2000);
+    // the compare step already shows the clash; the words come with the conflict step
     expect(stepAttr()).toBe('2');
+    expect(qa('g.fv-bc-dim.fv-clash')).toHaveLength(2);
+    expect(q('pre.fv-torch-msg')).toBeNull();
+    vi.advanceTimersByTime(10_000);
+    expect(stepAttr()).toBe('3');
     expect(q('button.fv-bc-play')!.getAttribute('aria-pressed')).toBe('false');
     expect(q('pre.fv-torch-msg')).toBeTruthy();
+  });
+
+  it('torch reports the first clash of its left fold; other clashing columns are marked too', () => {
+    make(threeConflictPlan());
+    expect(el.getAttribute('data-step-kind')).toBe('conflict');
+    expect(qa('.fv-bc-col.fv-current').map(c => c.getAttribute('data-dim'))).toEqual(['0']);
+    expect(qa('.fv-bc-col.fv-conflict').map(c => c.getAttribute('data-dim'))).toEqual(['0', '1']);
+    const clashing = qa('g.fv-bc-dim.fv-clash').map(e => `${e.getAttribute('data-operand')}:${e.getAttribute('data-dim')}:${e.getAttribute('data-size')}`);
+    expect(clashing.sort()).toEqual(['0:0:2', '0:1:3', '1:0:4', '2:1:5']);
+    expect(q('.fv-bc-conflict-mark')!.textContent).toBe('✗ conflict at dim -2: a has 2, b has 4, and neither is 1');
+    expect(qa('.fv-bc-fix')).toHaveLength(0);
   });
 });
 
