@@ -92,13 +92,14 @@ class LabNotebook:
         }""", arg=name, timeout=120_000)
         self.panel_id = page.evaluate("() => window.jupyterapp.shell.currentWidget.id")
 
-    def run_cell(self, index: int) -> None:
+    def run_cell(self, index: int, raises: bool = False) -> None:
+        """Run one cell; ``raises=True`` for a cell that fails on purpose (Lab then reports False)."""
         ok = self.page.evaluate("""async (i) => {
             const app = window.jupyterapp; const w = app.shell.currentWidget;
             w.content.activeCellIndex = i;
             return await app.commands.execute('notebook:run-cell');
         }""", index)
-        assert ok, f"cell {index} failed to run"
+        assert ok != raises, f"cell {index} {'ran without the expected error' if raises else 'failed to run'}"
 
     def output(self, index: int):
         return self.page.locator(f"[id='{self.panel_id}'] .jp-Notebook .jp-Cell").nth(index).locator(".jp-OutputArea")

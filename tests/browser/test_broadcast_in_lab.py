@@ -72,7 +72,7 @@ def test_animation_steps_to_the_result_and_errors_are_explained(page, lab, tmp_p
     offline.close()
 
     # A shape error in a real cell: the traceback is torch's, and the diagram is drawn below it.
-    nb.run_cell(2)
+    nb.run_cell(2, raises=True)
     err = nb.output(2)
     err.locator(".fv-broadcast[data-fv-state=ready]").wait_for()
     traceback = err.locator(".jp-RenderedText[data-mime-type='application/vnd.jupyter.stderr']").text_content()
