@@ -420,3 +420,72 @@ export interface HtmlReply {
   request_id: number;
   html: string;
 }
+
+/** Where a notebook cell started on the timeline. */
+export interface CellMark {
+  cell: number;
+  time: number;
+  index: number;
+}
+
+/** What is known about one tracked storage (fetched on hover, never shipped per event). */
+export interface StorageDetail {
+  storage: number;
+  bytes: number;
+  dtype: string;
+  shape: number[];
+  category: string;
+  op: string | null;
+  module: string | null;
+  cell: number | null;
+  line: number | null;
+  source: string | null;
+  node: number | null;
+  node_name: string | null;
+  name: string | null;
+  alive: boolean;
+}
+
+/** The JSON half of a timeline; the events themselves travel as binary columns. */
+export interface MemoryTimeline {
+  version: number;
+  device: string;
+  count: number;
+  dropped: number;
+  max_events: number;
+  categories: string[];
+  ops: string[];
+  modules: string[];
+  cells: CellMark[];
+  peak_bytes: number;
+  peak_time: number;
+  live_bytes: number;
+  baseline_bytes: number;
+  message: string | null;
+}
+
+/** Asks what one storage is: shape, dtype, category, op, cell and line. */
+export interface DetailRequest {
+  type: "detail";
+  request_id: number;
+  storage: number;
+}
+
+/** The storage's details. */
+export interface DetailReply {
+  type: "detail";
+  request_id: number;
+  detail: StorageDetail;
+}
+
+export const ACTIONS = ["alloc", "free", "recategorize"] as const;
+
+export const CATEGORIES = ["parameter", "optimizer state", "gradient", "activation", "input", "temporary", "other"] as const;
+
+export const EVENT_COLUMNS = [["time", "float32"], ["bytes", "float64"], ["storage", "uint32"], ["node", "uint32"], ["op", "uint16"], ["module", "uint16"], ["cell", "uint16"], ["line", "uint16"], ["action", "uint8"], ["category", "uint8"]] as const;
+
+export const BYTES_PER_EVENT = 30 as const;
+
+export const NO_ID = 4294967295 as const;
+
+export const NO_SMALL = 65535 as const;

@@ -1,0 +1,109 @@
+"""The memory-timeline model: allocator events as binary columns, plus small JSON tables.
+
+Events travel as little-endian typed arrays, one per column (``EVENT_COLUMNS``, 30 bytes an
+event), never as JSON. Strings (ops, module paths) travel once, in tables the columns index.
+``src/model/wire.ts`` is generated from these dataclasses; a test checks the column spec too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+# Event actions.
+ALLOC, FREE, RECATEGORIZE = 0, 1, 2
+ACTIONS = ["alloc", "free", "recategorize"]
+
+# Categories, in the stacking order of the timeline (bottom first). Each comes from a public hook.
+CATEGORIES = ["parameter", "optimizer state", "gradient", "activation", "input", "temporary", "other"]
+PARAMETER, OPTIMIZER_STATE, GRADIENT, ACTIVATION, INPUT, TEMPORARY, OTHER = range(len(CATEGORIES))
+
+NO_ID = 0xFFFFFFFF  # "none" in a u32 column
+NO_SMALL = 0xFFFF  # "none" in a u16 column
+
+# (name, numpy/TypedArray type): the order is the order of the message buffers.
+EVENT_COLUMNS = [
+    ("time", "float32"),  # seconds since the trace started
+    ("bytes", "float64"),  # storage nbytes (exact up to 2**53)
+    ("storage", "uint32"),  # forgeviz's storage id: an alloc, its recategorizations and its free share it
+    ("node", "uint32"),  # autograd node id (the graph view's id) that saved it, NO_ID if none
+    ("op", "uint16"),  # index into MemoryTimeline.ops, NO_SMALL if unknown
+    ("module", "uint16"),  # index into MemoryTimeline.modules, NO_SMALL if none
+    ("cell", "uint16"),  # notebook execution count, 0 if unknown
+    ("line", "uint16"),  # line in that cell, 0 if unknown
+    ("action", "uint8"),
+    ("category", "uint8"),
+]
+BYTES_PER_EVENT = 30
+
+
+@dataclass
+class CellMark:
+    """Where a notebook cell started on the timeline."""
+
+    cell: int
+    time: float
+    index: int  # event index of its first event
+
+
+@dataclass
+class StorageDetail:
+    """What is known about one tracked storage (fetched on hover, never shipped per event)."""
+
+    storage: int
+    bytes: int
+    dtype: str
+    shape: list[int]
+    category: str
+    op: Optional[str]
+    module: Optional[str]
+    cell: Optional[int]
+    line: Optional[int]
+    source: Optional[str]
+    node: Optional[int]
+    node_name: Optional[str]
+    name: Optional[str]  # a notebook variable holding it, when one does
+    alive: bool
+
+
+@dataclass
+class MemoryTimeline:
+    """The JSON half of a timeline; the events themselves travel as binary columns."""
+
+    version: int
+    device: str
+    count: int  # events in the columns
+    dropped: int  # older events merged away to stay within ``max_events``
+    max_events: int
+    categories: list[str]
+    ops: list[str]
+    modules: list[str]
+    cells: list[CellMark]
+    peak_bytes: int
+    peak_time: float
+    live_bytes: int
+    baseline_bytes: int  # bytes that already existed when tracking started (seeded)
+    message: Optional[str]
+
+
+@dataclass
+class DetailRequest:
+    """Asks what one storage is: shape, dtype, category, op, cell and line."""
+
+    type: Literal["detail"]
+    request_id: int
+    storage: int
+
+
+@dataclass
+class DetailReply:
+    """The storage's details."""
+
+    type: Literal["detail"]
+    request_id: int
+    detail: StorageDetail
+
+
+WIRE_TYPES = [CellMark, StorageDetail, MemoryTimeline, DetailRequest, DetailReply]
+# Constants the TypeScript side gets verbatim.
+TS_CONSTANTS = ["ACTIONS", "CATEGORIES", "EVENT_COLUMNS", "BYTES_PER_EVENT", "NO_ID", "NO_SMALL"]
