@@ -130,6 +130,77 @@ def _names_for(values, *namespaces: Mapping[str, object]) -> list[str]:
     return [by_id.get(id(v), f"tensor {k}") for k, v in enumerate(values)]
 
 
+class MemoryTrace:
+    """Allocation events recorded by :func:`memory_trace`: columns, a plotly figure, live bytes."""
+
+    def __init__(self, tracker) -> None:
+        self.tracker = tracker
+
+    @property
+    def events(self) -> dict:
+        """The events as a columnar table (name → numpy array): time, bytes, storage, node, op,
+        module, cell, line, action, category. ``op``/``module`` index ``ops``/``modules``."""
+        from .capture.memory import events_table
+
+        return events_table(self.tracker)
+
+    @property
+    def ops(self) -> list[str]:
+        return list(self.tracker._ops)
+
+    @property
+    def modules(self) -> list[str]:
+        return list(self.tracker._modules)
+
+    @property
+    def live_bytes(self) -> int:
+        """Bytes of the tracked storages alive now (including those that existed at the start)."""
+        return self.tracker.live_bytes()
+
+    @property
+    def peak_bytes(self) -> int:
+        return self.tracker.peak_bytes
+
+    def bytes_by_category(self) -> dict[str, int]:
+        """Live bytes now, per category."""
+        from .model.memory import CATEGORIES
+
+        out = dict.fromkeys(CATEGORIES, 0)
+        for rec in self.tracker.records():
+            out[CATEGORIES[rec.category]] += rec.nbytes
+        return out
+
+    def to_plotly(self, title: str = "forgeviz memory timeline"):
+        """A plotly figure of live bytes stacked by category over time."""
+        from .export import timeline_figure
+
+        return timeline_figure(self.events, title)
+
+
+@contextlib.contextmanager
+def memory_trace(max_events: int = 1_000_000) -> Iterator[MemoryTrace]:
+    """Record storage allocations and frees inside a ``with`` block (CPU and any device).
+
+    Storages that already exist are seeded first, so in-place updates are not new memory.
+    Older history is merged once there are more than ``max_events`` events.
+
+    >>> import torch, forgeviz
+    >>> with forgeviz.memory_trace() as trace:
+    ...     x = torch.ones(1024, 1024)
+    >>> trace.bytes_by_category()["temporary"] >= 4 * 2**20
+    True
+    """
+    from .capture.memory import MemoryTracker
+
+    session = get_session()
+    tracker = MemoryTracker(max_events, fault=session.fault)
+    tracker.start()
+    try:
+        yield MemoryTrace(tracker)
+    finally:
+        tracker.stop()
+
+
 @contextlib.contextmanager
 def capture() -> Iterator[CaptureSession]:
     """Capture ops and gradients inside a ``with`` block, outside IPython.

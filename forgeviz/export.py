@@ -95,3 +95,23 @@ def to_dot(graph: Graph) -> str:
     True
     """
     return to_digraph(graph).source
+
+
+def timeline_figure(columns, title: str = "forgeviz memory timeline"):
+    """A plotly figure: live bytes stacked by category over time (one trace per category).
+
+    ``columns`` maps the event column names (see ``forgeviz.model.memory.EVENT_COLUMNS``) to arrays.
+    """
+    import plotly.graph_objects as go
+
+    from .model.memory import CATEGORIES, category_series
+
+    times, series = category_series(columns["time"], columns["bytes"], columns["storage"], columns["action"],
+                                    columns["category"])
+    colors = ["#0072B2", "#CC79A7", "#D55E00", "#009E73", "#E69F00", "#56B4E9", "#999999"]
+    fig = go.Figure()
+    for name, color in zip(CATEGORIES, colors):
+        fig.add_trace(go.Scatter(x=times, y=series[name], name=name, stackgroup="memory", mode="lines",
+                                 line={"width": 0.5, "color": color}))
+    fig.update_layout(title=title, xaxis_title="seconds", yaxis_title="bytes", hovermode="x unified")
+    return fig

@@ -107,3 +107,37 @@ class DetailReply:
 WIRE_TYPES = [CellMark, StorageDetail, MemoryTimeline, DetailRequest, DetailReply]
 # Constants the TypeScript side gets verbatim.
 TS_CONSTANTS = ["ACTIONS", "CATEGORIES", "EVENT_COLUMNS", "BYTES_PER_EVENT", "NO_ID", "NO_SMALL"]
+
+
+def category_series(time, nbytes, storage, action, category, max_points: int = 4000):
+    """Live bytes per category after each event, sampled to at most ``max_points`` points.
+
+    Returns ``(times, {category name: [bytes, ...]})``. The sampled points are exact totals
+    (every event is counted; only the points drawn are thinned).
+
+    >>> t, s = category_series([0, 1, 2], [8, 4, 8], [0, 1, 0], [ALLOC, ALLOC, FREE], [TEMPORARY] * 3)
+    >>> t, s["temporary"]
+    ([0.0, 1.0, 2.0], [8, 12, 4])
+    """
+    n = len(time)
+    step = max(1, -(-n // max_points))
+    totals = [0] * len(CATEGORIES)
+    current: dict[int, int] = {}
+    times: list[float] = []
+    series = {name: [] for name in CATEGORIES}
+    for i in range(n):
+        sid, b, a, c = storage[i], int(nbytes[i]), action[i], category[i]
+        if a == ALLOC:
+            current[sid] = c
+            totals[c] += b
+        elif a == FREE:
+            totals[current.pop(sid, c)] -= b
+        else:
+            totals[current.get(sid, c)] -= b
+            current[sid] = c
+            totals[c] += b
+        if i % step == 0 or i == n - 1:
+            times.append(float(time[i]))
+            for k, name in enumerate(CATEGORIES):
+                series[name].append(totals[k])
+    return times, series

@@ -1,0 +1,471 @@
+"""Track storage lifetimes from real ops, categorised from public hooks. Keeps no tensor alive.
+
+A TorchDispatchMode sees every op's outputs below autograd; each new storage gets an alloc event
+and a ``weakref.finalize`` that records its free exactly when torch releases it. Categories come
+from public hooks, never from names:
+
+- parameter: an ``nn.Parameter``'s storage (seeded, and from module forward pre-hooks);
+- gradient: a parameter's ``.grad`` after a backward pass;
+- activation: tensors autograd saves for backward (``saved_tensors_hooks``);
+- optimizer state: tensors in ``optimizer.state`` after ``step()`` (optimizer step post-hook);
+- input: tensors passed to a root module's ``forward``;
+- temporary: any other op output; other: what already existed when tracking started.
+"""
+
+from __future__ import annotations
+
+import array
+import gc
+import time
+import warnings
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from ..model import memory as m
+from .session import untraced
+from .source import cell_number, source_line, user_location
+
+TYPECODES = {"float32": "f", "float64": "d", "uint32": "I", "uint16": "H", "uint8": "B"}
+
+
+@dataclass
+class StorageRecord:
+    """What the tracker knows of one live storage."""
+
+    sid: int
+    nbytes: int
+    dtype: str
+    shape: tuple
+    category: int
+    op: Optional[str]
+    module: Optional[str]
+    cell: Optional[int]
+    line: Optional[int]
+    filename: Optional[str]
+    node: Optional[int] = None
+    node_name: Optional[str] = None
+
+
+class _AllocMode(TorchDispatchMode):
+    """Sees each op's outputs (below autograd) and hands new storages to the tracker."""
+
+    def __init__(self, tracker: "MemoryTracker") -> None:
+        super().__init__()
+        self.tracker = tracker
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))  # the user's op; its errors are torch's
+        try:
+            self.tracker.saw_outputs(func, out)
+        except Exception as exc:  # noqa: BLE001 - tracking never breaks an op
+            self.tracker.fault(f"tracking {func} failed: {exc!r}")
+        return out
+
+
+class MemoryTracker:
+    """Allocation events of CPU (and any device's) storages, as columns.
+
+    >>> tracker = MemoryTracker()
+    >>> with tracker:
+    ...     x = torch.ones(1024, 1024)
+    >>> tracker.live_bytes() - tracker.baseline_bytes == x.untyped_storage().nbytes()
+    True
+    """
+
+    def __init__(self, max_events: int = 1_000_000, fault: Optional[Callable[[str], None]] = None,
+                 seed: bool = True) -> None:
+        if not isinstance(max_events, int) or max_events < 16:
+            raise ValueError(f"max_events: expected an int of at least 16, got {max_events!r}")
+        self.max_events = max_events
+        self._fault = fault
+        self.faults: list[str] = []
+        self._columns = {name: array.array(TYPECODES[kind]) for name, kind in m.EVENT_COLUMNS}
+        self._live: dict[int, StorageRecord] = {}  # StorageImpl address → record
+        self._finalizers: dict[int, weakref.finalize] = {}
+        self._next_sid = 0
+        self._ops: dict[str, int] = {}
+        self._modules: dict[str, int] = {}
+        self.cells: list[m.CellMark] = []
+        self.dropped = 0
+        self.peak_bytes = 0
+        self.peak_time = 0.0
+        self.baseline_bytes = 0
+        self._live_bytes = 0
+        self._t0 = time.perf_counter()
+        self._mode: Optional[_AllocMode] = None
+        self._handles: list = []
+        self._saved_hooks = None
+        self._params: dict[int, weakref.ref] = {}  # id → Parameter (a WeakSet would compare tensors)
+        self._module_depth = 0
+        self._seed = seed
+        self.listeners: list[Callable[[int], None]] = []  # called with the first new event index
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def __enter__(self) -> "MemoryTracker":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Seed with the storages that exist now, install the hooks, enter the dispatch mode."""
+        if self._mode is not None:
+            return
+        self._t0 = time.perf_counter() - (self._now_offset() if self._columns["time"] else 0.0)
+        self._handles = []
+        if self._seed and not self._columns["time"]:
+            self._seed_existing()
+        for p in self._live_params():
+            self._watch_grad(p)
+        from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        self._handles += [register_module_forward_pre_hook(self._forward_pre),
+                          register_module_forward_hook(self._forward_post, always_call=True),
+                          register_optimizer_step_post_hook(self._after_step)]
+        self._saved_hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
+        self._saved_hooks.__enter__()
+        self._mode = _AllocMode(self)
+        self._mode.__enter__()
+
+    def stop(self) -> None:
+        """Leave the mode and remove every hook. Finalizers stay, so frees are still recorded."""
+        if self._mode is None:
+            return
+        self._mode.__exit__(None, None, None)
+        self._mode = None
+        self._saved_hooks.__exit__(None, None, None)
+        self._saved_hooks = None
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def close(self) -> None:
+        """Stop and forget every finalizer."""
+        self.stop()
+        for fin in self._finalizers.values():
+            fin.detach()
+        self._finalizers.clear()
+
+    @property
+    def active(self) -> bool:
+        return self._mode is not None
+
+    def fault(self, message: str) -> None:
+        self.faults.append(message)
+        if self._fault is not None:
+            self._fault(message)
+
+    def _now_offset(self) -> float:
+        return float(self._columns["time"][-1]) if self._columns["time"] else 0.0
+
+    # --- events ---------------------------------------------------------------------------
+    @property
+    def count(self) -> int:
+        return len(self._columns["time"])
+
+    def live_bytes(self) -> int:
+        return self._live_bytes
+
+    def _index(self, table: dict[str, int], value: Optional[str]) -> int:
+        if value is None:
+            return m.NO_SMALL
+        index = table.get(value)
+        if index is None:
+            if len(table) >= m.NO_SMALL - 1:
+                return m.NO_SMALL
+            index = table[value] = len(table)
+        return index
+
+    def _emit(self, action: int, rec: StorageRecord, when: Optional[float] = None) -> None:
+        c = self._columns
+        c["time"].append(time.perf_counter() - self._t0 if when is None else when)
+        c["bytes"].append(float(rec.nbytes))
+        c["storage"].append(rec.sid)
+        c["node"].append(m.NO_ID if rec.node is None else rec.node & 0xFFFFFFFF)
+        c["op"].append(self._index(self._ops, rec.op))
+        c["module"].append(self._index(self._modules, rec.module))
+        c["cell"].append(min(rec.cell or 0, m.NO_SMALL))
+        c["line"].append(min(rec.line or 0, m.NO_SMALL))
+        c["action"].append(action)
+        c["category"].append(rec.category)
+        if action == m.ALLOC and self._live_bytes > self.peak_bytes:
+            self.peak_bytes, self.peak_time = self._live_bytes, c["time"][-1]
+        if self.count > self.max_events:
+            self._compact()
+
+    def _track(self, storage, category: int, op: Optional[str], shape: tuple, dtype: torch.dtype,
+               where: Optional[tuple] = None, when: Optional[float] = None) -> Optional[StorageRecord]:
+        key = storage._cdata
+        if key in self._live:
+            return None
+        nbytes = storage.nbytes()
+        filename, line = where if where is not None else user_location(4)
+        module = _current_module()
+        rec = StorageRecord(self._next_sid, nbytes, str(dtype).removeprefix("torch."), tuple(shape), category, op,
+                            module, cell_number(filename), line, filename)
+        self._next_sid += 1
+        self._live[key] = rec
+        self._live_bytes += nbytes
+        self._finalizers[key] = weakref.finalize(storage, self._freed, key, rec.sid)
+        self._emit(m.ALLOC, rec, when)
+        return rec
+
+    def _freed(self, key: int, sid: int) -> None:
+        rec = self._live.get(key)
+        if rec is None or rec.sid != sid:
+            return
+        del self._live[key]
+        self._finalizers.pop(key, None)
+        self._live_bytes -= rec.nbytes
+        self._emit(m.FREE, rec)
+        self._notify()
+
+    def _recategorize(self, tensor: torch.Tensor, category: int, only_from: tuple = ()) -> None:
+        if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.strided or tensor.device.type == "meta":
+            return
+        storage = tensor.untyped_storage()
+        rec = self._live.get(storage._cdata)
+        if rec is None:
+            rec = self._track(storage, category, None, tuple(tensor.shape), tensor.dtype)
+            return
+        if rec.category == category or (only_from and rec.category not in only_from):
+            return
+        rec.category = category
+        self._emit(m.RECATEGORIZE, rec)
+
+    def _notify(self) -> None:
+        for listener in list(self.listeners):
+            try:
+                listener(self.count)
+            except Exception as exc:  # noqa: BLE001
+                self.fault(f"a memory listener failed: {exc!r}")
+
+    # --- hooks ----------------------------------------------------------------------------
+    def saw_outputs(self, func, out) -> None:
+        with untraced():
+            op = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+            where = None
+            for t in tree_flatten(out)[0]:
+                if isinstance(t, torch.Tensor) and t.layout == torch.strided and t.device.type != "meta":
+                    storage = t.untyped_storage()
+                    if storage._cdata not in self._live and storage.nbytes() > 0:
+                        if where is None:
+                            where = user_location(4)
+                        self._track(storage, m.TEMPORARY, op, tuple(t.shape), t.dtype, where)
+
+    def _pack(self, tensor):
+        try:
+            self._recategorize(tensor, m.ACTIVATION, only_from=(m.TEMPORARY, m.OTHER))
+            node = torch._C._current_autograd_node() if hasattr(torch._C, "_current_autograd_node") else None
+            del node
+        except Exception as exc:  # noqa: BLE001
+            self.fault(f"recording a saved tensor failed: {exc!r}")
+        return tensor
+
+    def _forward_pre(self, module, args):
+        try:
+            for p in module.parameters(recurse=False):
+                if not self._knows(p):
+                    self._remember(p)
+                    self._watch_grad(p)
+                    self._recategorize(p, m.PARAMETER)
+            if self._module_depth == 0:
+                for a in tree_flatten(args)[0]:
+                    self._recategorize(a, m.INPUT, only_from=(m.TEMPORARY, m.OTHER))
+        except Exception as exc:  # noqa: BLE001
+            self.fault(f"reading module parameters failed: {exc!r}")
+        self._module_depth += 1
+
+    def _forward_post(self, module, args, output):
+        self._module_depth = max(0, self._module_depth - 1)
+
+    def _knows(self, p: torch.Tensor) -> bool:
+        ref = self._params.get(id(p))
+        return ref is not None and ref() is p
+
+    def _remember(self, p: torch.Tensor) -> None:
+        key = id(p)
+        self._params[key] = weakref.ref(p, lambda _: self._params.pop(key, None))
+
+    def _live_params(self) -> list:
+        return [p for p in (r() for r in list(self._params.values())) if p is not None]
+
+    def _watch_grad(self, p: torch.Tensor) -> None:
+        if p.requires_grad and p.is_leaf:
+            self._handles.append(p.register_post_accumulate_grad_hook(self._grad_ready))
+
+    def _grad_ready(self, p: torch.Tensor) -> None:
+        try:
+            if p.grad is not None:
+                self._recategorize(p.grad, m.GRADIENT)
+        except Exception as exc:  # noqa: BLE001
+            self.fault(f"recording a gradient failed: {exc!r}")
+
+    def _after_step(self, optimizer, args, kwargs) -> None:
+        try:
+            for state in optimizer.state.values():
+                for value in state.values():
+                    if isinstance(value, torch.Tensor) and value.numel() > 1:
+                        self._recategorize(value, m.OPTIMIZER_STATE)
+            self._notify()
+        except Exception as exc:  # noqa: BLE001
+            self.fault(f"reading optimizer state failed: {exc!r}")
+
+    def after_backward(self) -> None:
+        """Parameters' ``.grad`` are gradients (called once a backward pass finished)."""
+        for p in self._live_params():
+            if p.grad is not None:
+                self._recategorize(p.grad, m.GRADIENT)
+        self._notify()
+
+    def mark_cell(self, cell: int) -> None:
+        self.cells.append(m.CellMark(cell, time.perf_counter() - self._t0, self.count))
+
+    def _seed_existing(self) -> None:
+        """Storages that exist now become baseline events at time 0, categorised."""
+        with untraced():
+            params, grads, states = set(), set(), set()
+            tensors = []
+            for obj in _gc_objects():
+                if isinstance(obj, torch.Tensor):
+                    tensors.append(obj)
+                elif isinstance(obj, torch.optim.Optimizer):
+                    for state in obj.state.values():
+                        states.update(id(v) for v in state.values() if isinstance(v, torch.Tensor))
+            for t in tensors:
+                if isinstance(t, torch.nn.Parameter):
+                    params.add(id(t))
+                    self._remember(t)
+                    if t.grad is not None:
+                        grads.add(id(t.grad))
+            for t in tensors:
+                if t.layout != torch.strided or t.device.type == "meta" or t.is_nested:
+                    continue
+                try:
+                    storage = t.untyped_storage()
+                except (RuntimeError, NotImplementedError):
+                    continue
+                if storage.nbytes() == 0:
+                    continue
+                category = (m.PARAMETER if id(t) in params else m.GRADIENT if id(t) in grads
+                            else m.OPTIMIZER_STATE if id(t) in states else m.OTHER)
+                rec = self._track(storage, category, None, tuple(t.shape), t.dtype, (None, None), 0.0)
+                if rec is not None:
+                    self.baseline_bytes += rec.nbytes
+            del tensors
+
+    def _compact(self) -> None:
+        """Merge the older half of the history: storages alloc'd and freed there vanish; the
+        ones still alive are re-emitted as allocs at the cut, so totals stay exact."""
+        c = self._columns
+        cut = self.count // 2
+        cut_time = float(c["time"][cut])
+        freed_before = {c["storage"][i] for i in range(cut) if c["action"][i] == m.FREE}
+        keep_alloc = {}
+        for i in range(cut):
+            sid = c["storage"][i]
+            if sid in freed_before:
+                continue
+            keep_alloc[sid] = i  # the last event before the cut carries its category
+        new = {name: array.array(TYPECODES[kind]) for name, kind in m.EVENT_COLUMNS}
+        for sid, i in sorted(keep_alloc.items(), key=lambda kv: kv[1]):
+            for name in new:
+                new[name].append(c[name][i])
+            new["action"][-1] = m.ALLOC
+            new["time"][-1] = cut_time
+        for name in new:
+            new[name].extend(c[name][cut:])
+        self.dropped += cut - len(keep_alloc)
+        self._columns = new
+        self.cells = [mark for mark in self.cells if mark.time >= cut_time]
+        for mark in self.cells:
+            mark.index = mark.index - cut + len(keep_alloc)
+
+    # --- reading ----------------------------------------------------------------------------
+    def columns(self, start: int = 0) -> dict[str, memoryview]:
+        """The event columns from ``start`` on, as little-endian buffers (no copy of the arrays)."""
+        return {name: memoryview(col)[start:] for name, col in self._columns.items()}
+
+    def timeline(self, device: str = "cpu", message: Optional[str] = None) -> m.MemoryTimeline:
+        return m.MemoryTimeline(1, device, self.count, self.dropped, self.max_events, list(m.CATEGORIES),
+                                list(self._ops), list(self._modules), list(self.cells), self.peak_bytes,
+                                self.peak_time, self._live_bytes, self.baseline_bytes, message)
+
+    def records(self) -> list[StorageRecord]:
+        return list(self._live.values())
+
+    def detail(self, sid: int) -> m.StorageDetail:
+        rec = next((r for r in self._live.values() if r.sid == sid), None)
+        alive = rec is not None
+        if rec is None:
+            rec = self._dead_record(sid)
+        return m.StorageDetail(rec.sid, rec.nbytes, rec.dtype, list(rec.shape), m.CATEGORIES[rec.category], rec.op,
+                               rec.module, rec.cell, rec.line, source_line(rec.filename, rec.line), rec.node,
+                               rec.node_name, None, alive)
+
+    def _dead_record(self, sid: int) -> StorageRecord:
+        c = self._columns
+        ops, modules = list(self._ops), list(self._modules)
+        for i in range(self.count):
+            if c["storage"][i] == sid:
+                op = ops[c["op"][i]] if c["op"][i] < len(ops) else None
+                module = modules[c["module"][i]] if c["module"][i] < len(modules) else None
+                return StorageRecord(sid, int(c["bytes"][i]), "?", (), c["category"][i], op, module,
+                                     c["cell"][i] or None, c["line"][i] or None, None)
+        raise KeyError(f"no storage {sid} in this timeline")
+
+
+def _gc_objects() -> list:
+    """gc.get_objects(), quietly: isinstance on some lazily deprecated torch names warns."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [o for o in gc.get_objects() if isinstance(o, (torch.Tensor, torch.optim.Optimizer))]
+
+
+def _unpack(tensor):
+    return tensor
+
+
+def _current_module() -> Optional[str]:
+    from .session import get_session
+
+    try:
+        current = get_session().modules.current()
+    except Exception:  # noqa: BLE001
+        return None
+    if not current:
+        return None
+    _, root_type, path, _ = current
+    return path if path else root_type
+
+
+def live_storage_bytes() -> dict[int, int]:
+    """Every live strided storage reachable from a gc walk: StorageImpl address → nbytes."""
+    out: dict[int, int] = {}
+    for obj in _gc_objects():
+        if isinstance(obj, torch.Tensor) and obj.layout == torch.strided and obj.device.type != "meta" \
+                and not obj.is_nested:
+            try:
+                storage = obj.untyped_storage()
+            except (RuntimeError, NotImplementedError):
+                continue
+            if storage.nbytes():
+                out[storage._cdata] = storage.nbytes()
+    return out
+
+
+def events_table(tracker: MemoryTracker) -> dict[str, Any]:
+    """The events as a columnar table: numpy arrays when numpy is present, else lists."""
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover
+        return {name: list(col) for name, col in tracker._columns.items()}
+    return {name: np.frombuffer(memoryview(col), dtype=kind).copy()
+            for (name, kind), col in zip(m.EVENT_COLUMNS, tracker._columns.values())}
