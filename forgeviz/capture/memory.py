@@ -249,16 +249,25 @@ class MemoryTracker:
 
     # --- hooks ----------------------------------------------------------------------------
     def saw_outputs(self, func, out) -> None:
-        with untraced():
-            op = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
-            where = None
-            for t in tree_flatten(out)[0]:
-                if isinstance(t, torch.Tensor) and t.layout == torch.strided and t.device.type != "meta":
-                    storage = t.untyped_storage()
-                    if storage._cdata not in self._live and storage.nbytes() > 0:
-                        if where is None:
-                            where = user_location(4)
-                        self._track(storage, m.TEMPORARY, op, tuple(t.shape), t.dtype, where)
+        # The hot path: most outputs are one tensor, often a view of a storage already tracked.
+        if isinstance(out, torch.Tensor):
+            outputs = (out,)
+        elif isinstance(out, (tuple, list)):
+            outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        else:
+            return
+        where = None
+        for t in outputs:
+            if t.layout != torch.strided or t.device.type == "meta":
+                continue
+            storage = t.untyped_storage()
+            if storage._cdata in self._live or storage.nbytes() == 0:
+                continue
+            with untraced():
+                if where is None:
+                    where = user_location(4)
+                op = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+                self._track(storage, m.TEMPORARY, op, tuple(t.shape), t.dtype, where)
 
     def _pack(self, tensor):
         try:
