@@ -136,6 +136,12 @@ class MemoryTrace:
     def __init__(self, tracker) -> None:
         self.tracker = tracker
 
+    def widget(self):
+        """The timeline of this trace as a widget (a snapshot; the trace is not live)."""
+        from .widgets.memory import MemoryWidget
+
+        return MemoryWidget(self.tracker, get_session(), live=False)
+
     @property
     def events(self) -> dict:
         """The events as a columnar table (name → numpy array): time, bytes, storage, node, op,
@@ -177,6 +183,21 @@ class MemoryTrace:
         return timeline_figure(self.events, title)
 
 
+def memory():
+    """The live memory timeline of this kernel since ``%load_ext forgeviz``.
+
+    Outside IPython use ``with forgeviz.memory_trace() as trace:`` instead.
+    """
+    from .widgets.memory import MemoryWidget
+
+    session = get_session()
+    if session.memory is None:
+        raise RuntimeError("forgeviz.memory() shows the kernel's timeline since %load_ext forgeviz, which is not "
+                           "loaded. Run %load_ext forgeviz first, or record a block with "
+                           "`with forgeviz.memory_trace() as trace:` (or a cell with %%fv memory).")
+    return MemoryWidget(session.memory, session, live=True)
+
+
 @contextlib.contextmanager
 def memory_trace(max_events: int = 1_000_000) -> Iterator[MemoryTrace]:
     """Record storage allocations and frees inside a ``with`` block (CPU and any device).
@@ -195,9 +216,11 @@ def memory_trace(max_events: int = 1_000_000) -> Iterator[MemoryTrace]:
     session = get_session()
     tracker = MemoryTracker(max_events, fault=session.fault)
     tracker.start()
+    session.enter()  # the TorchFunctionMode links saved activations to their autograd nodes
     try:
         yield MemoryTrace(tracker)
     finally:
+        session.exit()
         tracker.stop()
 
 

@@ -15,11 +15,23 @@ class _CellHooks:
 
     def pre_run_cell(self, info=None) -> None:
         self.session.modules.reset()
+        memory = self.session.memory
+        if memory is not None:
+            try:
+                memory.mark_cell(0)  # its number is known for sure only after it ran
+                memory.start()
+            except Exception as exc:  # noqa: BLE001
+                self.session.fault(f"starting memory tracking failed: {exc!r}")
         self.session.enter()
 
     def post_run_cell(self, result=None) -> None:
         session = self.session
         session.exit()
+        if session.memory is not None:
+            session.memory.stop()
+            count = getattr(result, "execution_count", None)
+            if session.memory.cells and count is not None:
+                session.memory.cells[-1].cell = count
         try:
             with untraced():
                 names().scan(self.shell.user_ns)
@@ -70,8 +82,11 @@ def load(shell) -> None:
         return
     from .magics import ForgevizMagics
 
+    from .capture.memory import MemoryTracker
+
     session = get_session()
     session.install()
+    session.memory = MemoryTracker(fault=session.fault)  # seeded at the first cell it sees
     _hooks = _CellHooks(shell)
     shell.events.register("pre_run_cell", _hooks.pre_run_cell)
     shell.events.register("post_run_cell", _hooks.post_run_cell)
@@ -90,6 +105,9 @@ def unload(shell) -> None:
     if _hooks.mark_dirty in session.after_backward:
         session.after_backward.remove(_hooks.mark_dirty)
     session.uninstall()
+    if session.memory is not None:
+        session.memory.close()
+        session.memory = None
     shell.magics_manager.magics["line"].pop("fv", None)
     shell.magics_manager.magics["cell"].pop("fv", None)
     _hooks = None

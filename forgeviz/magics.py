@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_magic, magics_class
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 COMMANDS = ("graph", "strides", "broadcast", "matmul", "explain")
 EXAMPLES = {"graph": "%fv graph loss", "strides": "%fv strides t t.T t[:, 1:3]",
@@ -71,3 +71,32 @@ class ForgevizMagics(Magics):
         if command in ("broadcast", "matmul"):
             return broadcast(*values, op="@" if command == "matmul" else "broadcast", names=expressions)
         return graph(*values, namespace=self.shell.user_ns)
+
+    @cell_magic("fv")
+    def fv_cell(self, line: str, cell: str):
+        """``%%fv memory``: run the cell and draw the memory it allocated and freed."""
+        if line.strip() != "memory":
+            raise UsageError(f"%%fv: expected 'memory', got {line.strip() or 'nothing'!r}. Example: %%fv memory")
+        import linecache
+
+        from .capture.memory import MemoryTracker
+        from .capture.session import get_session
+        from .widgets.memory import MemoryWidget
+
+        from .capture.source import current_cell
+
+        session = get_session()
+        count = current_cell() or self.shell.execution_count
+        filename = f"<forgeviz %%fv memory cell [{count}]>"
+        linecache.cache[filename] = (len(cell), None, cell.splitlines(True), filename)  # source lines for hover
+        tracker = MemoryTracker(fault=session.fault)
+        tracker.default_cell = count
+        tracker.mark_cell(count)
+        tracker.start()
+        session.enter()  # links saved activations to their nodes (nested in the cell's own capture)
+        try:
+            exec(compile(cell, filename, "exec"), self.shell.user_ns)  # noqa: S102 - the user's own cell
+        finally:
+            session.exit()
+            tracker.stop()
+        return MemoryWidget(tracker, session, live=False)

@@ -132,3 +132,56 @@ def test_events_are_columns_within_32_bytes_and_plotly_stacks_categories():
     fig = trace.to_plotly()
     assert [t.name for t in fig.data] == CATEGORIES and all(t.stackgroup == "memory" for t in fig.data)
     assert "mul" in trace.ops and y.numel() == 100
+
+
+def test_load_ext_timeline_links_cells_and_nodes(nb):
+    nb.ok("model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))")
+    nb.ok("x = torch.randn(16, 64)\nh = model(x)\nloss = h.square().mean()")
+    cell = nb.shell.execution_count - 1
+    view = nb.ok("forgeviz.memory()")
+    tracker = view._tracker
+    saved = [r for r in tracker.records() if r.category == 3]  # activation
+    assert saved and all(r.cell == cell for r in saved)
+    assert any(r.node_name and r.node_name.endswith("Backward0") for r in saved)
+    graph = nb.ok("forgeviz.graph(loss)")
+    node_ids = {n.id for n in graph.model.nodes}
+    assert {r.node for r in saved if r.node is not None} <= node_ids  # the same node ids the graph view uses
+    detail = tracker.detail(saved[0].sid)
+    assert detail.category == "activation" and detail.cell == cell and detail.source
+    assert [c.cell for c in view.model.cells][-4:] == [cell - 1, cell, cell + 1, cell + 2]  # ...memory(), graph()
+
+
+def test_memory_cell_magic_and_errors(nb):
+    view = nb.ok("%%fv memory\nbig = torch.ones(1024, 1024)\nsmall = big[:2].clone()")
+    cell = nb.shell.execution_count - 1
+    records = view._tracker.records()
+    assert {r.cell for r in records if r.line} == {cell}
+    assert any(r.nbytes == 4 * 2**20 and r.line == 1 for r in records)  # M1: exactly 4 MiB, line 1
+    assert any(r.nbytes == 2 * 1024 * 4 and r.line == 2 for r in records)
+    from IPython.core.error import UsageError
+    import pytest
+
+    with pytest.raises(UsageError, match="expected 'memory'"):
+        nb.shell.run_cell_magic("fv", "graph", "x = 1")
+
+
+def test_memory_needs_the_extension(ipython):
+    import pytest
+
+    with pytest.raises(RuntimeError, match="%load_ext forgeviz"):
+        forgeviz.memory()
+
+
+def test_cell_magic_sees_activations_and_m2_no_grad(nb):
+    nb.ok("model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Tanh(), torch.nn.Linear(256, 1))\n"
+          "x = torch.randn(64, 256)")
+    kept = nb.ok("%%fv memory\nout = model(x).sum()")
+    freed = nb.ok("%%fv memory\nwith torch.no_grad():\n    out2 = model(x).sum()")
+    by = lambda view: {c: sum(r.nbytes for r in view._tracker.records() if r.category == k)
+                       for k, c in enumerate(["parameter", "optimizer state", "gradient", "activation"])}
+    # M2: without no_grad the graph keeps the hidden activations (tanh saves its output); with it, none
+    assert by(kept)["activation"] >= 64 * 256 * 4 and by(freed)["activation"] == 0
+    nb.ok("del out")
+    import gc
+    gc.collect()
+    assert by(kept)["activation"] == 0  # dropping the output frees the graph and its saved tensors

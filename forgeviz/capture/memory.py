@@ -6,7 +6,8 @@ from public hooks, never from names:
 
 - parameter: an ``nn.Parameter``'s storage (seeded, and from module forward pre-hooks);
 - gradient: a parameter's ``.grad`` after a backward pass;
-- activation: tensors autograd saves for backward (``saved_tensors_hooks``);
+- activation: tensors an autograd Node saved for backward (its ``_saved_*`` attributes, read
+  right after the op, with the capture session's TorchFunctionMode);
 - optimizer state: tensors in ``optimizer.state`` after ``step()`` (optimizer step post-hook);
 - input: tensors passed to a root module's ``forward``;
 - temporary: any other op output; other: what already existed when tracking started.
@@ -99,11 +100,11 @@ class MemoryTracker:
         self._t0 = time.perf_counter()
         self._mode: Optional[_AllocMode] = None
         self._handles: list = []
-        self._saved_hooks = None
         self._params: dict[int, weakref.ref] = {}  # id → Parameter (a WeakSet would compare tensors)
         self._module_depth = 0
         self._seed = seed
         self.listeners: list[Callable[[int], None]] = []  # called with the first new event index
+        self.default_cell: Optional[int] = None  # the cell of code that IPython did not compile itself
 
     # --- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> "MemoryTracker":
@@ -117,7 +118,6 @@ class MemoryTracker:
         """Seed with the storages that exist now, install the hooks, enter the dispatch mode."""
         if self._mode is not None:
             return
-        self._t0 = time.perf_counter() - (self._now_offset() if self._columns["time"] else 0.0)
         self._handles = []
         if self._seed and not self._columns["time"]:
             self._seed_existing()
@@ -129,19 +129,23 @@ class MemoryTracker:
         self._handles += [register_module_forward_pre_hook(self._forward_pre),
                           register_module_forward_hook(self._forward_post, always_call=True),
                           register_optimizer_step_post_hook(self._after_step)]
-        self._saved_hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
-        self._saved_hooks.__enter__()
         self._mode = _AllocMode(self)
         self._mode.__enter__()
+        from .session import get_session
+
+        get_session().traces.append(self)
 
     def stop(self) -> None:
         """Leave the mode and remove every hook. Finalizers stay, so frees are still recorded."""
         if self._mode is None:
             return
+        from .session import get_session
+
+        traces = get_session().traces
+        if self in traces:
+            traces.remove(self)
         self._mode.__exit__(None, None, None)
         self._mode = None
-        self._saved_hooks.__exit__(None, None, None)
-        self._saved_hooks = None
         for handle in self._handles:
             handle.remove()
         self._handles = []
@@ -161,9 +165,6 @@ class MemoryTracker:
         self.faults.append(message)
         if self._fault is not None:
             self._fault(message)
-
-    def _now_offset(self) -> float:
-        return float(self._columns["time"][-1]) if self._columns["time"] else 0.0
 
     # --- events ---------------------------------------------------------------------------
     @property
@@ -209,7 +210,7 @@ class MemoryTracker:
         filename, line = where if where is not None else user_location(4)
         module = _current_module()
         rec = StorageRecord(self._next_sid, nbytes, str(dtype).removeprefix("torch."), tuple(shape), category, op,
-                            module, cell_number(filename), line, filename)
+                            module, cell_number(filename) or (self.default_cell if filename else None), line, filename)
         self._next_sid += 1
         self._live[key] = rec
         self._live_bytes += nbytes
@@ -269,14 +270,41 @@ class MemoryTracker:
                 op = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
                 self._track(storage, m.TEMPORARY, op, tuple(t.shape), t.dtype, where)
 
-    def _pack(self, tensor):
-        try:
-            self._recategorize(tensor, m.ACTIVATION, only_from=(m.TEMPORARY, m.OTHER))
-            node = torch._C._current_autograd_node() if hasattr(torch._C, "_current_autograd_node") else None
-            del node
-        except Exception as exc:  # noqa: BLE001
-            self.fault(f"recording a saved tensor failed: {exc!r}")
-        return tensor
+    def claim_saved(self, grad_fn) -> None:
+        """The tensors ``grad_fn`` saved for backward are activations of that autograd node.
+
+        Read from the node's own ``_saved_*`` attributes right after the op made it (no
+        saved_tensors_hooks: packing an op's own output would tie it to its grad_fn in a cycle gc
+        cannot free, and a detached copy would break double backward).
+        """
+        if grad_fn is None:
+            return
+        names = _SAVED_NAMES.get(type(grad_fn))
+        if names is None:
+            names = _SAVED_NAMES[type(grad_fn)] = [a for a in dir(grad_fn) if a.startswith("_saved_")]
+        if not names:
+            return
+        from .grads import node_id
+
+        nid = None
+        for name in names:
+            try:
+                value = getattr(grad_fn, name)
+            except RuntimeError:  # already freed
+                continue
+            for t in (value if isinstance(value, (tuple, list)) else (value,)):
+                if not isinstance(t, torch.Tensor) or t.layout != torch.strided or t.device.type == "meta":
+                    continue
+                rec = self._live.get(t.untyped_storage()._cdata)
+                if rec is None or rec.category not in (m.TEMPORARY, m.OTHER, m.ACTIVATION):
+                    continue
+                if nid is None:
+                    nid = node_id(grad_fn)
+                if rec.node is None:
+                    rec.node, rec.node_name = nid, grad_fn.name()
+                if rec.category != m.ACTIVATION:
+                    rec.category = m.ACTIVATION
+                    self._emit(m.RECATEGORIZE, rec)
 
     def _forward_pre(self, module, args):
         try:
@@ -438,8 +466,7 @@ def _gc_objects() -> list:
         return [o for o in gc.get_objects() if isinstance(o, (torch.Tensor, torch.optim.Optimizer))]
 
 
-def _unpack(tensor):
-    return tensor
+_SAVED_NAMES: dict[type, list[str]] = {}  # Node type → its _saved_* attribute names
 
 
 def _current_module() -> Optional[str]:

@@ -73,6 +73,12 @@ class _TagMode(TorchFunctionMode):
         except RuntimeError as exc:
             session.note_error(func, args, kwargs, exc)
             raise  # the user's exception, unchanged
+        if session.traces and isinstance(out, torch.Tensor) and out.grad_fn is not None:
+            for tracker in session.traces:
+                try:
+                    tracker.claim_saved(out.grad_fn)
+                except Exception as exc:  # noqa: BLE001
+                    session.fault(f"linking saved memory to its node failed: {exc!r}")
         try:
             session.tag(func, out)
         except Exception as exc:  # noqa: BLE001 - a forgeviz fault never breaks the user's op
@@ -101,6 +107,8 @@ class CaptureSession:
         self.widgets: "weakref.WeakSet" = weakref.WeakSet()
         self.after_backward: list[Callable[[], None]] = []
         self.explain = True  # %fv explain off turns shape-error diagrams off
+        self.memory = None  # the kernel's MemoryTracker while %load_ext forgeviz is on
+        self.traces: list = []  # every MemoryTracker recording now (the kernel's, memory_trace(), %%fv memory)
         # (id of the exception, what to draw): the last shape error an op raised, shapes only.
         self.last_error: Optional[tuple] = None
 

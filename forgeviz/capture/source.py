@@ -73,6 +73,21 @@ def cell_number(filename: Optional[str]) -> Optional[int]:
     return getattr(shell.compile, "_filename_map", {}).get(filename)
 
 
+def current_cell() -> Optional[int]:
+    """The execution count of the notebook cell whose code is running now (the nearest frame
+    IPython compiled), or None outside a cell."""
+    frame = sys._getframe(1)
+    try:
+        while frame is not None:
+            number = cell_number(frame.f_code.co_filename)
+            if number is not None:
+                return number
+            frame = frame.f_back
+        return None
+    finally:
+        del frame
+
+
 def source_line(filename: Optional[str], line: Optional[int]) -> Optional[str]:
     """The text of that line (IPython registers cells with linecache), stripped."""
     if filename is None or line is None:
