@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import nbformat
 import pytest
 import torch
@@ -75,3 +77,23 @@ def test_broadcasting_example_tells_b1_to_b4_truthfully(shell, monkeypatch):
     assert "size of tensor a (4) must match the size of tensor b (3)" in str(error)
     explained = [w.model for w in shown if type(w).__name__ == "BroadcastWidget"]
     assert len(explained) == 1 and explained[0].conflict.sizes == [4, 3] and "x + y" in explained[0].source
+
+
+def test_memory_example_tells_m1_m2_m3_m5_truthfully(shell):
+    results = run_notebook(shell, "04_memory.ipynb")
+    views = [r.result for r in results if type(r.result).__name__ == "MemoryWidget"]
+    m1, m2_kept, m2_no_grad, live = views
+    assert any(r.nbytes == 4 * 2**20 and r.shape == (1024, 1024) for r in m1._tracker.records())
+    activation = lambda v: sum(r.nbytes for r in v._tracker.records() if r.category == 3)
+    assert activation(m2_kept) >= 256 * 512 * 4 and activation(m2_no_grad) == 0
+    # M3: each kept loss keeps its step's activations (tanh output 64x512 float32, and more)
+    ns = shell.user_ns
+    kept_storages = {l.untyped_storage()._cdata for l in ns["kept"]}
+    assert len(kept_storages) == 20 and kept_storages <= set(live._tracker._live)
+    before = activation(live)
+    assert all(isinstance(v, float) for v in ns["floats"])
+    del ns["kept"]
+    gc.collect()
+    assert before - activation(live) >= 20 * 64 * 512 * 4  # the 20 graphs went with the losses
+    norms = ns["norms"]
+    assert all(b > a for a, b in zip(norms, norms[1:]))  # M5
