@@ -1,6 +1,7 @@
 /** Request/reply over anywidget custom messages, matched by request_id. */
 import type { AnyModel } from '@anywidget/types';
 import type {
+  DetailReply,
   DotReply,
   ErrorReply,
   GraphvizReply,
@@ -21,6 +22,7 @@ export interface ReplyByType {
   storage: StorageReply;
   try: TryReply;
   html: HtmlReply;
+  detail: DetailReply;
 }
 export type RequestType = keyof ReplyByType;
 
