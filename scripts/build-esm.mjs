@@ -1,6 +1,6 @@
 // Build the anywidget ESMs (forgeviz/static/widget.js: the autograd graph,
 // forgeviz/static/strides.js: the stride/view diagram, forgeviz/static/broadcast.js:
-// the broadcasting animation) and the Graphviz
+// the broadcasting animation, forgeviz/static/memory.js: the memory timeline) and the Graphviz
 // fallback bundle (forgeviz/static/graphviz.js) with esbuild.
 //   node scripts/build-esm.mjs          production (minified)
 //   node scripts/build-esm.mjs --dev    development (source maps, readable)
@@ -66,6 +66,12 @@ await Promise.all([
   }),
   esbuild.build({
     ...common,
+    entryPoints: [path.join(root, 'src', 'memory-widget.ts')],
+    outfile: path.join(outdir, 'memory.js'),
+    plugins: [rawCss]
+  }),
+  esbuild.build({
+    ...common,
     // Already a minified bundle upstream; keep it minified in dev too.
     minify: true,
     entryPoints: [path.join(root, 'src', 'graphviz-bundle.ts')],
@@ -76,7 +82,7 @@ await Promise.all([
 const size = async name => (await stat(path.join(outdir, name))).size;
 let over = false;
 // anywidget re-sends each widget ESM with every instance: each has its own budget.
-for (const name of ['widget.js', 'strides.js', 'broadcast.js']) {
+for (const name of ['widget.js', 'strides.js', 'broadcast.js', 'memory.js']) {
   const bytes = await size(name);
   console.log(`forgeviz/static/${name.padEnd(12)}${bytes} bytes${dev ? ' (dev)' : ''}`);
   if (!dev && bytes > MAX_WIDGET_BYTES) {
