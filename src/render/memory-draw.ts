@@ -183,8 +183,10 @@ export function computeFrame(inp: FrameInput, reuse?: Frame | null): Frame {
       continue;
     }
     const x = plotX(f, v);
-    f.cells.push({ x, label: x - lastX >= 26 ? `[${c.cell}]` : '', cell: c.cell });
-    if (x - lastX >= 26) {
+    const label = `[${c.cell}]`;
+    const room = x - lastX >= 7 * label.length + 6; // labels never overlap
+    f.cells.push({ x, label: room ? label : '', cell: c.cell });
+    if (room) {
       lastX = x;
     }
   }

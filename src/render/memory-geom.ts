@@ -200,8 +200,9 @@ export function hitBlock(r: BlockRects, x: number, y: number, slop = 0): number 
 }
 
 /**
- * The event of category ``cat`` nearest (in x) to ``u`` around index ``i``, at most ``maxDist``
- * x units away (ties: the earlier), or -1. Scans at most ``maxScan`` events each way.
+ * The event of category ``cat`` nearest (in x) to ``u`` around index ``i`` (the last event at or
+ * before ``u``), at most ``maxDist`` x units away, or -1. Ties go to the event nearest ``i`` in
+ * index, then to the earlier. Scans at most ``maxScan`` events each way.
  */
 export function nearestEventInBand(store: MemoryStore, mode: XMode, i: number, u: number, cat: number, maxDist: number, maxScan = 20_000): number {
   const n = store.n;
@@ -215,9 +216,10 @@ export function nearestEventInBand(store: MemoryStore, mode: XMode, i: number, u
     if (d > maxDist || d > bestD) {
       break;
     }
-    if (category[j] === cat && d <= bestD) {
-      best = j;
+    if (category[j] === cat) {
+      best = j; // the first found going back is the nearest (ties: the later event)
       bestD = d;
+      break;
     }
   }
   for (let j = start + 1, k = 0; j < n && k < maxScan; j++, k++) {

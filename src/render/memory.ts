@@ -149,8 +149,7 @@ export function createMemoryView(el: HTMLElement, opts: MemoryViewOptions): Memo
   const canvas = h(doc, 'canvas', { class: 'fv-mem-canvas', tabindex: 0, role: 'img', 'aria-label': 'Memory timeline' });
   const tooltip = h(doc, 'div', { class: 'fv-mem-tooltip', role: 'tooltip', hidden: true });
   const modeHint = h(doc, 'div', { class: 'fv-mem-hint' });
-  const exportHost = s(doc, 'svg', { class: 'fv-mem-export-host', width: 0, height: 0, 'aria-hidden': 'true' }) as SVGSVGElement;
-  const stage = h(doc, 'div', { class: 'fv-mem-stage' }, canvas, tooltip, exportHost);
+  const stage = h(doc, 'div', { class: 'fv-mem-stage' }, canvas, tooltip);
   const pinned = h(doc, 'div', { class: 'fv-mem-pinned', hidden: true, 'aria-live': 'polite' });
   const transcript = h(doc, 'details', { class: 'fv-transcript' });
   el.replaceChildren(warningStrip, toolbar, status, message, note, legend, stage, modeHint, pinned, transcript);
@@ -294,7 +293,7 @@ export function createMemoryView(el: HTMLElement, opts: MemoryViewOptions): Memo
       f.view === 'blocks'
         ? 'Each storage is a block from its allocation to its free, at a fixed offset (first fit). Hover for details, click to pin.'
         : f.view === 'area'
-          ? 'Live bytes stacked by category. Drag to pan, wheel or +/− to zoom; zoomed in far enough, each storage becomes a block.'
+          ? 'Live bytes stacked by category (each pixel shows the highest value in its slice). Drag to pan, wheel or +/− to zoom; zoomed in far enough, each storage becomes a block.'
           : 'No allocations recorded yet.';
     return f;
   }
@@ -837,6 +836,9 @@ export function createMemoryView(el: HTMLElement, opts: MemoryViewOptions): Memo
   canvas.addEventListener('keydown', onKey);
   const resize = win && 'ResizeObserver' in win ? new (win as unknown as { ResizeObserver: typeof ResizeObserver }).ResizeObserver(() => schedule()) : null;
   resize?.observe(stage);
+  // Lab's theme switch changes the --jp-* colours the canvas reads
+  const themeWatch = win && 'MutationObserver' in win && doc.body ? new (win as unknown as { MutationObserver: typeof MutationObserver }).MutationObserver(() => schedule()) : null;
+  themeWatch?.observe(doc.body, { attributes: true, attributeFilter: ['data-jp-theme-light', 'data-jp-theme-name', 'class'] });
 
   // ---- locate (for drivers) ---------------------------------------------------------------------
   function lastSlotOf(storage: number): number {
@@ -930,14 +932,11 @@ export function createMemoryView(el: HTMLElement, opts: MemoryViewOptions): Memo
     const { W } = size();
     const [x0, x1] = currentRange();
     const ef = computeFrame({ store, timeline, mode, x0, x1, W, H: CANVAS_HEIGHT, density: 1, zoomed: range !== null });
+    // every colour and font is an attribute already: serialised detached, no computed style is
+    // inlined, which keeps a blocks view of 2,000 rectangles small
     const g = frameToSvg(doc, ef, th, `${uid}-x`, title);
-    exportHost.appendChild(g);
-    try {
-      const h2 = ef.H + 24;
-      return { text: standaloneSvg(g, el, ef.W, h2, title), w: ef.W + 28, h: h2 + 28 };
-    } finally {
-      g.remove();
-    }
+    const h2 = ef.H + 24;
+    return { text: standaloneSvg(g, el, ef.W, h2, title), w: ef.W + 28, h: h2 + 28 };
   }
 
   function exportSVG(): string {
@@ -1039,6 +1038,7 @@ export function createMemoryView(el: HTMLElement, opts: MemoryViewOptions): Memo
         win?.cancelAnimationFrame?.(rafId);
       }
       resize?.disconnect();
+      themeWatch?.disconnect();
       canvas.removeEventListener('pointerdown', onDown);
       canvas.removeEventListener('pointermove', onMove);
       canvas.removeEventListener('pointerup', onUp);

@@ -463,6 +463,7 @@ describe('memory view', () => {
     const svg = view.exportSVG();
     const doc = new DOMParser().parseFromString(svg.replace(/^<\?xml[^>]*>\s*/, ''), 'image/svg+xml');
     const dataRects = doc.querySelectorAll('g[clip-path] rect');
+    expect(svg.length).toBeLessThan(200 * dataRects.length + 20_000); // attributes only, no inlined styles
     expect(dataRects.length).toBe(computeFrame({ store: view.store, timeline: null, mode: 'index', x0: f.x0, x1: f.x1, W: f.W, H: f.H, density: 1, zoomed: true }).blocks.n);
   });
 
