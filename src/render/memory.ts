@@ -7,7 +7,7 @@
 import { CATEGORIES, NO_ID, type MemoryTimeline, type StorageDetail } from '../model/wire';
 import { h, s } from './dom';
 import { cssVar, download, standaloneSvg, svgToPng } from './export';
-import { type EventColumns, eventX, MemoryStore, NCAT, upperBound, type XMode } from './memory-data';
+import { type EventColumns, eventX, MemoryStore, upperBound, type XMode } from './memory-data';
 import {
   canvasPatterns,
   columnAt,
@@ -163,7 +163,8 @@ export function createMemoryView(el: HTMLElement, opts: MemoryViewOptions): Memo
   let stale = true;
   let destroyed = false;
   let rafId: number | null = null;
-  let lastReplay = -Infinity;
+  /** when we asked for a replay that no reset has answered yet */
+  let replayAsked: number | null = null;
   let hoverHit: MemoryHit | null = null;
   let pinnedHit: MemoryHit | null = null;
   let patterns: { key: string; fills: (CanvasPattern | string)[] } | null = null;
@@ -961,6 +962,10 @@ export function createMemoryView(el: HTMLElement, opts: MemoryViewOptions): Memo
 
   // ---- public API ----------------------------------------------------------------------------------
   function setTimeline(t: MemoryTimeline) {
+    // more history merged away since we last looked: the event indices we hold are stale
+    if (timeline && store.n && (t.dropped ?? 0) > (timeline.dropped ?? 0)) {
+      askReplay();
+    }
     timeline = t;
     message.hidden = !t.message;
     message.textContent = t.message ?? '';
@@ -977,6 +982,7 @@ export function createMemoryView(el: HTMLElement, opts: MemoryViewOptions): Memo
   function appendEvents(startIndex: number, columns: EventColumns, reset: boolean) {
     const count = columns.time.length;
     if (reset) {
+      replayAsked = null;
       store.reset();
       details.clear();
       known.clear();
@@ -1007,12 +1013,13 @@ export function createMemoryView(el: HTMLElement, opts: MemoryViewOptions): Memo
     schedule();
   }
 
+  /** Ask for the whole history again, unless an earlier ask is still unanswered (for 10 s). */
   function askReplay() {
     const now = Date.now();
-    if (now - lastReplay < 2000) {
+    if (replayAsked !== null && now - replayAsked < 10_000) {
       return;
     }
-    lastReplay = now;
+    replayAsked = now;
     try {
       opts.requestReplay();
     } catch (err) {
@@ -1076,5 +1083,3 @@ export function createMemoryView(el: HTMLElement, opts: MemoryViewOptions): Memo
   (el as unknown as { forgevizMemory?: MemoryView }).forgevizMemory = api;
   return api;
 }
-
-export { NCAT };

@@ -300,7 +300,11 @@ describe('memory view', () => {
     view.appendEvents(900, sliceColumns(cols, 900, 1000), false); // a gap
     expect(view.store.n).toBe(700);
     expect(requestReplay).toHaveBeenCalledTimes(1);
-    view.appendEvents(700, sliceColumns(cols, 700, 1000), false);
+    view.appendEvents(950, sliceColumns(cols, 950, 1000), false); // still a gap: already asked
+    expect(requestReplay).toHaveBeenCalledTimes(1);
+    // the kernel replays everything (reset), then streams on
+    view.appendEvents(0, sliceColumns(cols, 0, 800), true);
+    view.appendEvents(800, sliceColumns(cols, 800, 1000), false);
     expect(view.store.n).toBe(1000);
     expect(el.getAttribute('data-fv-complete')).toBe('true');
     expect((el.querySelector('.fv-status') as HTMLElement).hidden).toBe(true);
@@ -308,6 +312,10 @@ describe('memory view', () => {
     whole.append(cols);
     expect(view.store.totalAt(999)).toBe(whole.totalAt(999));
     expect(view.store.peakBytes).toBe(whole.peakBytes);
+    // the kernel merged older history: indices shift, so ask for all of it again
+    requestReplay.mockClear();
+    view.setTimeline(timelineFor(1000, { dropped: 300 }));
+    expect(requestReplay).toHaveBeenCalledTimes(1);
     // reset: a new (downsampled) history replaces everything
     const fresh = columnsOf(randomEvents(50, 6));
     view.appendEvents(0, fresh, true);
