@@ -185,3 +185,38 @@ def test_cell_magic_sees_activations_and_m2_no_grad(nb):
     import gc
     gc.collect()
     assert by(kept)["activation"] == 0  # dropping the output frees the graph and its saved tensors
+
+
+def test_widget_streams_binary_columns_and_restreams_after_compaction():
+    from forgeviz.capture.session import get_session
+    from forgeviz.model.memory import EVENT_COLUMNS
+    from forgeviz.widgets.memory import MemoryWidget
+
+    tracker = MemoryTracker(max_events=64, seed=False)
+    view = MemoryWidget(tracker, get_session(), live=False)
+    sent = []
+    view.send = lambda content, buffers=None: sent.append((content, buffers))
+    keep = []
+    with tracker:
+        for i in range(20):
+            keep.append(torch.ones(i + 1))
+    view.refresh()
+    content, buffers = sent[-1]
+    assert content == {"type": "events", "start": 0, "count": tracker.count, "reset": False}
+    assert [len(b) for b in buffers] == [tracker.count * __import__("numpy").dtype(k).itemsize for _, k in EVENT_COLUMNS]
+    with tracker:
+        for i in range(100):
+            torch.ones(i + 1)
+    view.refresh()
+    assert tracker.dropped > 0 and sent[-1][0]["reset"] is True and sent[-1][0]["start"] == 0
+    replies = []
+    view.send = lambda content, buffers=None: replies.append(content)
+    view._handle_msg({"content": {"data": {"method": "custom", "content": {"type": "detail", "request_id": 1,
+                                                                           "storage": -4}}}, "buffers": []})
+    assert replies[-1]["type"] == "error" and "non-negative" in replies[-1]["message"]
+
+
+def test_parameters_are_parameters_from_the_moment_they_are_registered():
+    with forgeviz.memory_trace() as trace:
+        layer = torch.nn.Linear(300, 200)
+        assert trace.bytes_by_category()["parameter"] == sum(p.untyped_storage().nbytes() for p in layer.parameters())

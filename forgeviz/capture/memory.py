@@ -4,7 +4,7 @@ A TorchDispatchMode sees every op's outputs below autograd; each new storage get
 and a ``weakref.finalize`` that records its free exactly when torch releases it. Categories come
 from public hooks, never from names:
 
-- parameter: an ``nn.Parameter``'s storage (seeded, and from module forward pre-hooks);
+- parameter: an ``nn.Parameter``'s storage (seeded, registration hooks, module forward pre-hooks);
 - gradient: a parameter's ``.grad`` after a backward pass;
 - activation: tensors an autograd Node saved for backward (its ``_saved_*`` attributes, read
   right after the op, with the capture session's TorchFunctionMode);
@@ -123,10 +123,13 @@ class MemoryTracker:
             self._seed_existing()
         for p in self._live_params():
             self._watch_grad(p)
-        from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+        from torch.nn.modules.module import (
+            register_module_forward_hook, register_module_forward_pre_hook, register_module_parameter_registration_hook,
+        )
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
         self._handles += [register_module_forward_pre_hook(self._forward_pre),
+                          register_module_parameter_registration_hook(self._parameter_registered),
                           register_module_forward_hook(self._forward_post, always_call=True),
                           register_optimizer_step_post_hook(self._after_step)]
         self._mode = _AllocMode(self)
@@ -320,6 +323,16 @@ class MemoryTracker:
             self.fault(f"reading module parameters failed: {exc!r}")
         self._module_depth += 1
 
+    def _parameter_registered(self, module, name, param):
+        try:
+            if param is not None and not self._knows(param):
+                self._remember(param)
+                self._watch_grad(param)
+                self._recategorize(param, m.PARAMETER)
+        except Exception as exc:  # noqa: BLE001
+            self.fault(f"reading a new parameter failed: {exc!r}")
+        return None
+
     def _forward_post(self, module, args, output):
         self._module_depth = max(0, self._module_depth - 1)
 
@@ -426,9 +439,13 @@ class MemoryTracker:
             mark.index = mark.index - cut + len(keep_alloc)
 
     # --- reading ----------------------------------------------------------------------------
-    def columns(self, start: int = 0) -> dict[str, memoryview]:
-        """The event columns from ``start`` on, as little-endian buffers (no copy of the arrays)."""
-        return {name: memoryview(col)[start:] for name, col in self._columns.items()}
+    def columns(self, start: int = 0, end: Optional[int] = None) -> dict[str, bytes]:
+        """Events ``[start, end)`` of each column as little-endian bytes.
+
+        Copies: a memoryview would pin the arrays, and a free recorded meanwhile (a finalizer can
+        run at any allocation) could not append to them.
+        """
+        return {name: col[start:end].tobytes() for name, col in self._columns.items()}
 
     def timeline(self, device: str = "cpu", message: Optional[str] = None) -> m.MemoryTimeline:
         return m.MemoryTimeline(1, device, self.count, self.dropped, self.max_events, list(m.CATEGORIES),
@@ -503,5 +520,5 @@ def events_table(tracker: MemoryTracker) -> dict[str, Any]:
         import numpy as np
     except ImportError:  # pragma: no cover
         return {name: list(col) for name, col in tracker._columns.items()}
-    return {name: np.frombuffer(memoryview(col), dtype=kind).copy()
+    return {name: np.frombuffer(col[:].tobytes(), dtype=kind)
             for (name, kind), col in zip(m.EVENT_COLUMNS, tracker._columns.values())}

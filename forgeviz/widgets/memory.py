@@ -39,6 +39,7 @@ class MemoryWidget(anywidget.AnyWidget):
         self._session = session
         self._message = message
         self._sent = 0  # events already streamed to the browser
+        self._dropped_seen = tracker.dropped
         self._live = live
         self.on_msg(self._on_request)
         self.timeline = dataclasses.asdict(tracker.timeline(message=message))
@@ -67,14 +68,16 @@ class MemoryWidget(anywidget.AnyWidget):
             self.warnings = [*self.warnings, f"forgeviz could not update the timeline: {exc!r}"][-5:]
 
     def _stream(self, start: int, reset: bool) -> None:
-        count = self._tracker.count
-        if self._tracker.dropped and not reset and start > count:
-            start, reset = 0, True  # history was merged: send it again from the start
+        tracker = self._tracker
+        if tracker.dropped != self._dropped_seen:
+            start, reset = 0, True  # older history was merged and every index moved: send it all again
+        self._dropped_seen = tracker.dropped
+        count = tracker.count
         while start < count or reset:
             end = min(count, start + CHUNK_EVENTS)
-            cols = self._tracker.columns(start)
-            buffers = [bytes(cols[name][: end - start]) for name, _ in m.EVENT_COLUMNS]
-            self.send({"type": "events", "start": start, "count": end - start, "reset": reset}, buffers)
+            cols = tracker.columns(start, end)
+            self.send({"type": "events", "start": start, "count": end - start, "reset": reset},
+                      [cols[name] for name, _ in m.EVENT_COLUMNS])
             start, reset = end, False
         self._sent = count
 

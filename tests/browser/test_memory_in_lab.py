@@ -1,0 +1,55 @@
+"""End to end in real JupyterLab + Debian Chromium: the M3 cell on the live memory timeline, hovered."""
+
+from __future__ import annotations
+
+import pytest
+
+from labdriver import ARTIFACTS, LabNotebook, write_notebook
+
+pytestmark = pytest.mark.browser
+
+CELLS = [
+    "%load_ext forgeviz\nimport torch, forgeviz\ntorch.manual_seed(0)",
+    "model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.Tanh(), torch.nn.Linear(512, 10))",
+    # 2: M3 — losses kept as tensors keep their graphs (and saved activations) alive
+    "losses = []\nfor _ in range(10):\n    x = torch.randn(64, 512)\n"
+    "    losses.append(model(x).logsumexp(1).mean())",
+    # 3: which storage to hover: the biggest (then newest) activation, and the cell that made it
+    "from forgeviz.capture.session import get_session\n"
+    "rec = max((r for r in get_session().memory.records() if r.category == 3), key=lambda r: (r.nbytes, r.sid))\n"
+    "print(rec.sid, rec.cell)",
+    "forgeviz.memory()",  # 4
+]
+
+
+def test_m3_timeline_hover_names_cell_and_category(page, lab):
+    write_notebook(lab["root"] / "memory.ipynb", CELLS)
+    nb = LabNotebook(page, lab, "memory.ipynb")
+    for i in range(4):
+        nb.run_cell(i)
+    sid, cell = map(int, nb.output(3).text_content().split())
+    nb.run_cell(4)
+    out = nb.output(4)
+    root = out.locator(".fv-memory[data-fv-state=ready][data-fv-complete=true]")
+    root.wait_for()
+    assert int(root.get_attribute("data-fv-events")) > 0
+    present = out.locator('.fv-mem-legend-item[data-category="activation"]').get_attribute("data-present")
+    assert present == "true"
+    out.screenshot(path=str(ARTIFACTS / "memory-light.png"))
+
+    where = root.evaluate("(el, sid) => el.forgevizMemory.showStorage(sid)", sid)
+    assert where is not None, "the storage could not be brought into view"
+    page.mouse.move(where["clientX"], where["clientY"])
+    tooltip = out.locator(".fv-mem-tooltip")
+    page.wait_for_function(
+        "el => !el.hidden && el.textContent.includes('activation') && !el.querySelector('.fv-mem-tip-loading')",
+        arg=tooltip.element_handle())
+    summary = tooltip.locator(".fv-mem-tip-summary").text_content()
+    assert f"cell [{cell}]" in summary and "activation" in summary, summary
+    assert tooltip.get_attribute("data-storage") == str(sid)
+    out.screenshot(path=str(ARTIFACTS / "memory-hover.png"))
+
+    with page.expect_download() as download:
+        out.locator("button.fv-export-svg").click()
+    svg = open(download.value.path(), encoding="utf-8").read()
+    assert "<svg" in svg[:300]
