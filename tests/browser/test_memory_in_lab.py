@@ -19,6 +19,7 @@ CELLS = [
     "rec = max((r for r in get_session().memory.records() if r.category == 3), key=lambda r: (r.nbytes, r.sid))\n"
     "print(rec.sid, rec.cell)",
     "forgeviz.memory()",  # 4
+    "more = [torch.ones(256, 1024) for _ in range(4)]",  # 5: the live timeline above grows by itself
 ]
 
 
@@ -53,3 +54,8 @@ def test_m3_timeline_hover_names_cell_and_category(page, lab):
         out.locator("button.fv-export-svg").click()
     svg = open(download.value.path(), encoding="utf-8").read()
     assert "<svg" in svg[:300]
+
+    before = int(root.get_attribute("data-fv-events"))
+    nb.run_cell(5)
+    page.wait_for_function(f"el => Number(el.dataset.fvEvents) >= {before + 4} && el.dataset.fvComplete === 'true'",
+                           arg=root.element_handle())
