@@ -431,6 +431,16 @@ export function createGraphView(el: HTMLElement, opts: GraphViewOptions): GraphV
     }
   }
 
+  // A click on a memory block whose tensor a node saved selects that node here, if this graph has it.
+  const onHighlight = (event: Event) => {
+    const node = (event as CustomEvent<{ node?: number }>).detail?.node;
+    if (typeof node === 'number' && nodeEls.has(node)) {
+      void select(node);
+      nodeEls.get(node)?.scrollIntoView?.({ block: 'nearest', inline: 'nearest' });
+    }
+  };
+  doc.addEventListener('forgeviz:highlight-node', onHighlight);
+
   async function select(nodeId: number): Promise<void> {
     const token = ++selectToken;
     selected = nodeId;
@@ -624,6 +634,7 @@ export function createGraphView(el: HTMLElement, opts: GraphViewOptions): GraphV
       destroyed = true;
       generation++;
       selectToken++;
+      doc.removeEventListener('forgeviz:highlight-node', onHighlight);
       resizeObs?.disconnect();
       pz.destroy();
       svg.removeEventListener('click', onClick);

@@ -392,3 +392,20 @@ describe('export', () => {
     }
   });
 });
+
+describe('memory link', () => {
+  it('selects the node a memory block names, and ignores nodes it does not have', async () => {
+    const { view: v, opts } = make();
+    const g = s1Graph();
+    await v.setGraph(g);
+    const z = g.nodes.find(n => n.label === 'z')!;
+    document.dispatchEvent(new CustomEvent('forgeviz:highlight-node', { detail: { node: z.id } }));
+    document.dispatchEvent(new CustomEvent('forgeviz:highlight-node', { detail: { node: 987654 } }));
+    expect(vi.mocked(opts.requestDetail).mock.calls.map(c => c[0])).toEqual([z.id]);
+    expect(nodeEl(z.id).classList.contains('fv-selected')).toBe(true);
+    v.destroy();
+    view = null;
+    document.dispatchEvent(new CustomEvent('forgeviz:highlight-node', { detail: { node: z.id } }));
+    expect(vi.mocked(opts.requestDetail).mock.calls.length).toBe(1);
+  });
+});
