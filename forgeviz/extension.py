@@ -16,7 +16,7 @@ class _CellHooks:
     def pre_run_cell(self, info=None) -> None:
         self.session.modules.reset()
         memory = self.session.memory
-        if memory is not None:
+        if memory is not None and self.session.memory_enabled:
             try:
                 memory.mark_cell(0)  # its number is known for sure only after it ran
                 memory.start()
@@ -30,7 +30,7 @@ class _CellHooks:
         if session.memory is not None:
             session.memory.stop()
             count = getattr(result, "execution_count", None)
-            if session.memory.cells and count is not None:
+            if session.memory.cells and count is not None and session.memory.cells[-1].cell == 0:
                 session.memory.cells[-1].cell = count
         try:
             with untraced():
@@ -108,6 +108,7 @@ def unload(shell) -> None:
     if session.memory is not None:
         session.memory.close()
         session.memory = None
+    session.memory_enabled = session.explain = True  # a later %load_ext starts from the defaults
     shell.magics_manager.magics["line"].pop("fv", None)
     shell.magics_manager.magics["cell"].pop("fv", None)
     _hooks = None

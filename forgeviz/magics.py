@@ -5,9 +5,10 @@ from __future__ import annotations
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
-COMMANDS = ("graph", "strides", "broadcast", "matmul", "explain")
+COMMANDS = ("graph", "strides", "broadcast", "matmul", "explain", "memory")
 EXAMPLES = {"graph": "%fv graph loss", "strides": "%fv strides t t.T t[:, 1:3]",
-            "broadcast": "%fv broadcast a b", "matmul": "%fv matmul a b", "explain": "%fv explain off"}
+            "broadcast": "%fv broadcast a b", "matmul": "%fv matmul a b", "explain": "%fv explain off",
+            "memory": "%fv memory off"}
 
 
 def split_expressions(text: str) -> list[str]:
@@ -48,7 +49,8 @@ class ForgevizMagics(Magics):
         """``%fv graph loss [more ...]``: draw the autograd graph of the named tensors.
         ``%fv strides t t.T t[:, 1:3]``: draw how the tensors map onto their storage.
         ``%fv broadcast a b`` / ``%fv matmul a b``: animate the broadcasting (or matmul) rule.
-        ``%fv explain off`` / ``on``: draw (or not) the shapes of ops that fail with a shape error."""
+        ``%fv explain off`` / ``on``: draw (or not) the shapes of ops that fail with a shape error.
+        ``%fv memory off`` / ``on``: pause (or resume) the kernel's memory tracking, e.g. for speed."""
         from .api import broadcast, graph, strides
         from .capture.session import get_session
 
@@ -56,11 +58,14 @@ class ForgevizMagics(Magics):
         if command not in COMMANDS:
             raise UsageError(f"%fv: expected one of {', '.join(COMMANDS)}, got {command or 'nothing'!r}. "
                              "Examples: " + "; ".join(EXAMPLES.values()))
-        if command == "explain":
+        if command in ("explain", "memory"):
             choice = rest.strip()
             if choice not in ("on", "off"):
-                raise UsageError(f"%fv explain: expected 'on' or 'off', got {choice or 'nothing'!r}")
-            get_session().explain = choice == "on"
+                raise UsageError(f"%fv {command}: expected 'on' or 'off', got {choice or 'nothing'!r}")
+            if command == "explain":
+                get_session().explain = choice == "on"
+            else:
+                get_session().memory_enabled = choice == "on"  # the timeline shows the gap
             return None
         expressions = split_expressions(rest)
         if not expressions:

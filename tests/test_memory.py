@@ -220,3 +220,19 @@ def test_parameters_are_parameters_from_the_moment_they_are_registered():
     with forgeviz.memory_trace() as trace:
         layer = torch.nn.Linear(300, 200)
         assert trace.bytes_by_category()["parameter"] == sum(p.untyped_storage().nbytes() for p in layer.parameters())
+
+
+def test_memory_tracking_can_be_paused(nb):
+    tracker = nb.ok("forgeviz.memory()")._tracker
+    nb.ok("%fv memory off")
+    before = tracker.count
+    nb.ok("paused = torch.ones(1000)")
+    assert tracker.count == before and not tracker.active
+    nb.ok("%fv memory on")
+    nb.ok("resumed = torch.ones(1000)")
+    assert tracker.count > before
+    from IPython.core.error import UsageError
+    import pytest
+
+    with pytest.raises(UsageError, match="%fv memory: expected 'on' or 'off'"):
+        nb.shell.run_line_magic("fv", "memory sometimes")

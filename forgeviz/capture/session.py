@@ -108,6 +108,7 @@ class CaptureSession:
         self.after_backward: list[Callable[[], None]] = []
         self.explain = True  # %fv explain off turns shape-error diagrams off
         self.memory = None  # the kernel's MemoryTracker while %load_ext forgeviz is on
+        self.memory_enabled = True  # %fv memory off pauses the kernel's tracker
         self.traces: list = []  # every MemoryTracker recording now (the kernel's, memory_trace(), %%fv memory)
         # (id of the exception, what to draw): the last shape error an op raised, shapes only.
         self.last_error: Optional[tuple] = None
