@@ -54,6 +54,22 @@ def test_m3_timeline_hover_names_cell_and_category(page, lab):
         out.locator("button.fv-export-svg").click()
     svg = open(download.value.path(), encoding="utf-8").read()
     assert "<svg" in svg[:300]
+    with page.expect_download() as download:
+        out.locator("button.fv-export-png").click()
+    png = open(download.value.path(), "rb").read()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 2000
+
+    # Dark theme: the canvas and the export follow JupyterLab's variables.
+    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
+    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'")
+    page.wait_for_timeout(500)
+    out.scroll_into_view_if_needed()
+    out.screenshot(path=str(ARTIFACTS / "memory-dark.png"))
+    with page.expect_download() as download:
+        out.locator("button.fv-export-svg").click()
+    dark_svg = open(download.value.path(), encoding="utf-8").read()
+    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
+    assert dark_svg != svg
 
     before = int(root.get_attribute("data-fv-events"))
     nb.run_cell(5)
