@@ -104,6 +104,13 @@ def test_shape_error_in_a_cell_is_reraised_untouched_and_explained(nb, monkeypat
     # matmul too
     nb.run("torch.ones(3, 4) @ torch.ones(5, 6)")
     assert shown[-1].model.kind == "matmul" and shown[-1].model.conflict.sizes == [4, 5]
+    # nn.Linear's error is drawn as input @ weight.T
+    nb.run("torch.nn.Linear(5, 6)(torch.ones(4, 3))")
+    linear = shown[-1].model
+    assert linear.kind == "matmul" and [o.shape for o in linear.operands] == [[4, 3], [5, 6]]
+    assert [o.name for o in linear.operands][1] == "weight.T" and linear.conflict.sizes == [3, 5]
+    assert "mat1 and mat2 shapes cannot be multiplied (4x3 and 5x6)" == linear.torch_message
+    shown.pop()
     # other errors draw nothing; %fv explain off turns it off
     nb.run("torch.ones(3).view(5)")
     assert len(shown) == 3

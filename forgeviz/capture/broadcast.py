@@ -29,6 +29,7 @@ OP_SYMBOLS = {
     "pow": "broadcast", "__pow__": "broadcast", "eq": "broadcast", "__eq__": "broadcast", "lt": "broadcast",
     "gt": "broadcast", "le": "broadcast", "ge": "broadcast", "ne": "broadcast",
     "matmul": "@", "__matmul__": "@", "__rmatmul__": "@", "mm": "@", "bmm": "@", "mv": "@",
+    "linear": "@",  # F.linear(x, weight) is x @ weight.T: drawn that way
 }
 BROADCAST_ERROR = re.compile(r"must match the size of tensor|cannot be broadcast|Attempting to broadcast")
 MATMUL_ERROR = re.compile(r"cannot be multiplied|Expected size for first two dimensions|size mismatch|"
@@ -327,7 +328,12 @@ def describe_failed_op(func_name: str, args: Sequence[object], kwargs: dict, mes
     names = [n or default for n, default in zip(found, ["a", "b", "c"])]
     if len(set(names)) < len(names):  # e.g. x + x: keep torch's a, b
         names = ["a", "b", "c"][: len(names)]
-    return op, operands[:keep], message, names
+    operands = operands[:keep]
+    if func_name == "linear":  # the weight is (out, in): the product uses its transpose
+        (w_shape, w_dtype) = operands[1]
+        operands[1] = (w_shape[::-1] if len(w_shape) == 2 else w_shape, w_dtype)
+        names = [names[0] if found[0] else "input", "weight.T"]
+    return op, operands, message, names
 
 
 def plan_failed_op(record: tuple, source: Optional[str]) -> BroadcastPlan:
