@@ -11,6 +11,7 @@ import torch
 from .capture.names import NameIndex
 from .capture.session import CaptureSession, get_session
 from .capture.walk import is_node
+from .capture.source import names_by_identity
 from .capture.strides import accepts
 from .widgets.graph import GraphWidget
 from .widgets.strides import StridesWidget
@@ -79,9 +80,7 @@ def strides(*tensors, names: Optional[Sequence[str]] = None) -> StridesWidget:
             raise TypeError("forgeviz.strides() accepts torch.Tensor or numpy.ndarray arguments; "
                             f"got {type(value).__name__}: {value!r:.60}")
     if names is None:
-        frame = sys._getframe(1)
-        names = _names_for(tensors, frame.f_locals, frame.f_globals)
-        del frame
+        names = _caller_names(tensors, lambda k: f"tensor {k}")
     elif isinstance(names, str) or len(names) != len(tensors):
         raise ValueError(f"forgeviz.strides(names=...) expects a list of {len(tensors)} names, one per tensor; "
                          f"got {names!r:.80}")
@@ -109,10 +108,7 @@ def broadcast(*operands, op: str = "broadcast", names: Optional[Sequence[str]] =
         raise TypeError("forgeviz.broadcast() needs operands to broadcast, e.g. broadcast(a, b) or "
                         "broadcast((3, 1), (1, 3)); matmul (op='@') takes exactly two")
     if names is None:
-        frame = sys._getframe(1)
-        found = _names_for(operands, frame.f_locals, frame.f_globals)
-        del frame
-        names = [n if not n.startswith("tensor ") else "abcdefgh"[k] if k < 8 else n for k, n in enumerate(found)]
+        names = _caller_names(operands, lambda k: "abcdefgh"[k] if k < 8 else f"tensor {k}")
     elif isinstance(names, str) or len(names) != len(operands):
         raise ValueError(f"forgeviz.broadcast(names=...) expects a list of {len(operands)} names, one per operand; "
                          f"got {names!r:.80}")
@@ -120,14 +116,15 @@ def broadcast(*operands, op: str = "broadcast", names: Optional[Sequence[str]] =
     return BroadcastWidget(plan, get_session())
 
 
-def _names_for(values, *namespaces: Mapping[str, object]) -> list[str]:
-    """The variable that holds each value (first namespace first), else "tensor k"."""
-    by_id: dict[int, str] = {}
-    for namespace in namespaces:
-        for key, value in list(namespace.items()):
-            if not key.startswith("_") and accepts(value):
-                by_id.setdefault(id(value), key)
-    return [by_id.get(id(v), f"tensor {k}") for k, v in enumerate(values)]
+def _caller_names(values, fallback) -> list[str]:
+    """What the caller of the public function calls each value (its locals, then its globals),
+    else ``fallback(k)``. Frames are not kept."""
+    frame = sys._getframe(2)
+    try:
+        found = names_by_identity(values, frame.f_locals, frame.f_globals)
+    finally:
+        del frame
+    return [n if n is not None else fallback(k) for k, n in enumerate(found)]
 
 
 class MemoryTrace:
@@ -152,11 +149,11 @@ class MemoryTrace:
 
     @property
     def ops(self) -> list[str]:
-        return list(self.tracker._ops)
+        return self.tracker.ops
 
     @property
     def modules(self) -> list[str]:
-        return list(self.tracker._modules)
+        return self.tracker.modules
 
     @property
     def live_bytes(self) -> int:

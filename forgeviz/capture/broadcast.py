@@ -7,6 +7,7 @@ of small tensors.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Optional, Sequence
@@ -149,10 +150,10 @@ def plan_broadcast(values: Sequence[object], names: Sequence[str], op: str = "br
         if conflict is not None:
             conflict.fixes = _fixes(shapes, names, conflict.operands)
         result_dtype = None
-        if ok and len(metas) > 1 and op != "broadcast":
-            result_dtype = ELEMENTWISE_OPS[op](*metas[:2]).dtype if len(metas) == 2 else None
+        if ok and op != "broadcast" and len(metas) == 2:
+            result_dtype = ELEMENTWISE_OPS[op](*metas).dtype  # e.g. int / int is float
         elif ok:
-            result_dtype = torch.result_type(*metas[:2]) if len(metas) == 2 else metas[0].dtype
+            result_dtype = functools.reduce(torch.promote_types, (t.dtype for t in metas))
         small = (ok and all(t is not None and t.device.type != "meta" for t in tensors)
                  and all(t.numel() <= m.SMALL_NUMEL for t in tensors) and math.prod(result_shape) <= m.SMALL_NUMEL)
         expanded = torch.broadcast_tensors(*tensors) if small else None

@@ -28,7 +28,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from ..model import memory as m
-from .session import untraced
+from .session import get_session, untraced
 from .source import cell_number, source_line, user_location
 
 TYPECODES = {"float32": "f", "float64": "d", "uint32": "I", "uint16": "H", "uint8": "B"}
@@ -134,16 +134,12 @@ class MemoryTracker:
                           register_optimizer_step_post_hook(self._after_step)]
         self._mode = _AllocMode(self)
         self._mode.__enter__()
-        from .session import get_session
-
         get_session().traces.append(self)
 
     def stop(self) -> None:
         """Leave the mode and remove every hook. Finalizers stay, so frees are still recorded."""
         if self._mode is None:
             return
-        from .session import get_session
-
         traces = get_session().traces
         if self in traces:
             traces.remove(self)
@@ -170,6 +166,16 @@ class MemoryTracker:
             self._fault(message)
 
     # --- events ---------------------------------------------------------------------------
+    @property
+    def ops(self) -> list[str]:
+        """The op names the ``op`` column indexes."""
+        return list(self._ops)
+
+    @property
+    def modules(self) -> list[str]:
+        """The module paths the ``module`` column indexes."""
+        return list(self._modules)
+
     @property
     def count(self) -> int:
         return len(self._columns["time"])
@@ -449,7 +455,7 @@ class MemoryTracker:
 
     def timeline(self, device: str = "cpu", message: Optional[str] = None) -> m.MemoryTimeline:
         return m.MemoryTimeline(1, device, self.count, self.dropped, self.max_events, list(m.CATEGORIES),
-                                list(self._ops), list(self._modules), list(self.cells), self.peak_bytes,
+                                self.ops, self.modules, list(self.cells), self.peak_bytes,
                                 self.peak_time, self._live_bytes, self.baseline_bytes, message)
 
     def records(self) -> list[StorageRecord]:
@@ -466,7 +472,7 @@ class MemoryTracker:
 
     def _dead_record(self, sid: int) -> StorageRecord:
         c = self._columns
-        ops, modules = list(self._ops), list(self._modules)
+        ops, modules = self.ops, self.modules
         for i in range(self.count):
             if c["storage"][i] == sid:
                 op = ops[c["op"][i]] if c["op"][i] < len(ops) else None
@@ -487,8 +493,6 @@ _SAVED_NAMES: dict[type, list[str]] = {}  # Node type → its _saved_* attribute
 
 
 def _current_module() -> Optional[str]:
-    from .session import get_session
-
     try:
         current = get_session().modules.current()
     except Exception:  # noqa: BLE001
@@ -516,9 +520,9 @@ def live_storage_bytes() -> dict[int, int]:
 
 def events_table(tracker: MemoryTracker) -> dict[str, Any]:
     """The events as a columnar table: numpy arrays when numpy is present, else lists."""
+    columns = tracker.columns()
     try:
         import numpy as np
     except ImportError:  # pragma: no cover
-        return {name: list(col) for name, col in tracker._columns.items()}
-    return {name: np.frombuffer(col[:].tobytes(), dtype=kind)
-            for (name, kind), col in zip(m.EVENT_COLUMNS, tracker._columns.values())}
+        return {name: array.array(TYPECODES[kind], columns[name]).tolist() for name, kind in m.EVENT_COLUMNS}
+    return {name: np.frombuffer(columns[name], dtype=kind) for name, kind in m.EVENT_COLUMNS}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import linecache
 import os
 import sys
-from typing import Optional
+from typing import Mapping, Optional
 
 import torch
 
@@ -38,11 +38,27 @@ def user_location(depth: int = 2) -> tuple[Optional[str], Optional[int]]:
     return None, None
 
 
+def names_by_identity(values, *namespaces: Mapping[str, object]) -> list[Optional[str]]:
+    """The first public name bound to each value in the namespaces (searched in order), else None.
+
+    >>> a = object()
+    >>> names_by_identity([a, 3.5], {"_hidden": a, "a": a})
+    ['a', None]
+    """
+    wanted = {id(v) for v in values}
+    by_id: dict[int, str] = {}
+    for namespace in namespaces:
+        for key, value in list(namespace.items()):
+            if not key.startswith("_") and id(value) in wanted:
+                by_id.setdefault(id(value), key)
+    return [by_id.get(id(v)) for v in values]
+
+
 def user_names(values, depth: int = 2) -> list[Optional[str]]:
     """The variable names the nearest user frame gives these objects (None where it has none).
 
-    Reads that frame's globals, plus its locals only when it is a module-level frame (reading a
-    function's f_locals would pin its locals), and keeps nothing.
+    Reads that frame's globals only (reading a function's f_locals would pin its locals), and
+    keeps nothing.
     """
     frame = sys._getframe(depth)
     while frame is not None and not _user_file(frame.f_code.co_filename):
@@ -50,11 +66,7 @@ def user_names(values, depth: int = 2) -> list[Optional[str]]:
     if frame is None:
         return [None] * len(values)
     try:
-        by_id: dict[int, str] = {}
-        for key, value in list(frame.f_globals.items()):
-            if not key.startswith("_"):
-                by_id.setdefault(id(value), key)
-        return [by_id.get(id(v)) for v in values]
+        return names_by_identity(values, frame.f_globals)
     finally:
         del frame
 

@@ -6,7 +6,7 @@ These dataclasses are the ONE definition of the wire format for the graph view.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal, Optional, Union
 
 WIRE_VERSION = 1

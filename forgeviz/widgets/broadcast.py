@@ -7,19 +7,13 @@ import html
 import json
 import re
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
-import anywidget
 import traitlets
 
 from ..capture.session import CaptureSession
 from ..model.broadcast import BroadcastPlan
-from .graph import STATIC, RequestError, _MISSING_FRONTEND
-
-
-def _esm() -> Any:
-    path = STATIC / "broadcast.js"
-    return path if path.exists() else _MISSING_FRONTEND
+from .base import STATIC, RequestError, RequestWidget, esm
 
 
 # esbuild ends an ESM bundle with ``export{x as default, ...};``: the page binds that default export
@@ -67,19 +61,17 @@ globalThis.__forgevizBroadcast.render({{ model, el: document.getElementById('for
 """
 
 
-class BroadcastWidget(anywidget.AnyWidget):
+class BroadcastWidget(RequestWidget):
     """A step-by-step animation of broadcasting (or matmul). Create it with ``forgeviz.broadcast(a, b)``."""
 
-    _esm = _esm()
+    _esm = esm("broadcast.js")
     plan = traitlets.Dict().tag(sync=True)
     warnings = traitlets.List(traitlets.Unicode()).tag(sync=True)
 
     def __init__(self, plan: BroadcastPlan, session: CaptureSession) -> None:
-        super().__init__()
-        self._session = session
+        super().__init__(session)
         self._plan = plan
         self.plan = dataclasses.asdict(plan)
-        self.on_msg(self._on_request)
 
     @property
     def model(self) -> BroadcastPlan:
@@ -100,22 +92,10 @@ class BroadcastWidget(anywidget.AnyWidget):
             Path(path).write_text(page, encoding="utf-8")
         return page
 
-    def _on_request(self, _widget, content, buffers) -> None:
-        request_id = content.get("request_id") if isinstance(content, dict) else None
-        try:
-            if not isinstance(content, dict):
-                raise RequestError(f"expected a request object, got {type(content).__name__}")
-            if not isinstance(request_id, int) or isinstance(request_id, bool):
-                raise RequestError(f"expected an integer request_id, got {request_id!r}")
-            if content.get("type") != "html":
-                raise RequestError(f"unknown request type {content.get('type')!r}; expected 'html'")
-            theme = content.get("theme", "light")
-            if theme not in ("light", "dark"):
-                raise RequestError(f"expected theme 'light' or 'dark', got {theme!r}")
-            reply = {"type": "html", "request_id": request_id, "html": self.to_html(theme=theme)}
-        except RequestError as exc:
-            reply = {"type": "error", "request_id": request_id, "message": str(exc)}
-        except Exception as exc:  # noqa: BLE001
-            self._session.fault(f"answering {content!r:.80} failed: {exc!r}")
-            reply = {"type": "error", "request_id": request_id, "message": f"forgeviz failed: {exc!r}"}
-        self.send(reply)
+    def _answer(self, kind, request_id: int, content: dict) -> tuple[dict, None]:
+        if kind != "html":
+            raise RequestError(f"unknown request type {kind!r}; expected 'html'")
+        theme = content.get("theme", "light")
+        if theme not in ("light", "dark"):
+            raise RequestError(f"expected theme 'light' or 'dark', got {theme!r}")
+        return {"type": "html", "request_id": request_id, "html": self.to_html(theme=theme)}, None

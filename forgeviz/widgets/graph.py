@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import weakref
-from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional
 
-import anywidget
 import graphviz
 import torch
 import traitlets
@@ -17,46 +15,24 @@ from ..capture.session import CaptureSession, untraced
 from ..capture.walk import NO_HISTORY, LiveGraph, build_graph, node_detail, roots_of
 from ..export import to_digraph, to_dot
 from ..model.graph import Graph
-
-STATIC = Path(__file__).resolve().parents[1] / "static"
-_MISSING_FRONTEND = """
-export default { render({ el }) {
-  el.textContent = "forgeviz: the browser bundle is missing (forgeviz/static/widget.js). " +
-    "Install forgeviz with pip so its frontend is built.";
-} };
-"""
+from .base import STATIC, RequestError, RequestWidget, esm
 
 
-def _esm() -> Any:
-    path = STATIC / "widget.js"
-    return path if path.exists() else _MISSING_FRONTEND
 
-
-def _css() -> Any:
-    path = STATIC / "widget.css"
-    return path if path.exists() else ""
-
-
-class RequestError(ValueError):
-    """A browser request that does not fit the wire format."""
-
-
-class GraphWidget(anywidget.AnyWidget):
+class GraphWidget(RequestWidget):
     """A live autograd graph. Create it with ``forgeviz.graph(loss)``.
 
     It holds only weak references to the tensors it was given: once they are gone, it keeps its
     last snapshot and forgets the graph, so it never keeps your activations alive.
     """
 
-    _esm = _esm()
-    _css = _css()
+    _esm = esm("widget.js")
     graph = traitlets.Dict().tag(sync=True)
     warnings = traitlets.List(traitlets.Unicode()).tag(sync=True)
 
     def __init__(self, values: tuple, session: CaptureSession, names: NameIndex,
                  namespace: Optional[Mapping[str, object]] = None) -> None:
-        super().__init__()
-        self._session = session
+        super().__init__(session)
         self._names = names
         self._namespace = namespace
         self._tensor_refs: list[weakref.ref] = []
@@ -77,7 +53,6 @@ class GraphWidget(anywidget.AnyWidget):
         self._live = LiveGraph(Graph(1, [], [], [], [], "", self._message, 0))
         self.dirty = False
         self._faults_seen = session.fault_count
-        self.on_msg(self._on_request)
         self.refresh()
         session.widgets.add(self)
 
@@ -125,24 +100,7 @@ class GraphWidget(anywidget.AnyWidget):
         return to_digraph(self._live.graph)
 
     # --- requests from the browser --------------------------------------------------------
-    def _on_request(self, _widget, content, buffers) -> None:
-        request_id = content.get("request_id") if isinstance(content, dict) else None
-        try:
-            reply, reply_buffers = self._answer(content)
-        except RequestError as exc:
-            reply, reply_buffers = {"type": "error", "request_id": request_id, "message": str(exc)}, None
-        except Exception as exc:  # noqa: BLE001
-            self._session.fault(f"answering {content!r:.80} failed: {exc!r}")
-            reply, reply_buffers = {"type": "error", "request_id": request_id,
-                                    "message": f"forgeviz failed: {exc!r}"}, None
-        self.send(reply, reply_buffers)
-
-    def _answer(self, content) -> tuple[dict, Optional[list]]:
-        if not isinstance(content, dict):
-            raise RequestError(f"expected a request object, got {type(content).__name__}")
-        kind, request_id = content.get("type"), content.get("request_id")
-        if not isinstance(request_id, int) or isinstance(request_id, bool):
-            raise RequestError(f"expected an integer request_id, got {request_id!r}")
+    def _answer(self, kind, request_id: int, content: dict) -> tuple[dict, Optional[list]]:
         if kind == "inspect":
             nid = content.get("node")
             if not isinstance(nid, int) or isinstance(nid, bool):

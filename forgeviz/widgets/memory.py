@@ -7,41 +7,33 @@ messages; the JSON ``timeline`` trait holds only the small tables.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
+from typing import Optional
 
-import anywidget
 import traitlets
 
 from ..capture.memory import MemoryTracker
 from ..capture.session import CaptureSession
 from ..model import memory as m
-from .graph import STATIC, RequestError, _MISSING_FRONTEND
+from .base import RequestError, RequestWidget, esm
 
 CHUNK_EVENTS = 200_000  # events per message: 6 MB at most
 
 
-def _esm() -> Any:
-    path = STATIC / "memory.js"
-    return path if path.exists() else _MISSING_FRONTEND
-
-
-class MemoryWidget(anywidget.AnyWidget):
+class MemoryWidget(RequestWidget):
     """A live memory timeline. Create it with ``forgeviz.memory()`` or ``%%fv memory``."""
 
-    _esm = _esm()
+    _esm = esm("memory.js")
     timeline = traitlets.Dict().tag(sync=True)
     warnings = traitlets.List(traitlets.Unicode()).tag(sync=True)
 
     def __init__(self, tracker: MemoryTracker, session: CaptureSession, live: bool = True,
                  message: Optional[str] = None) -> None:
-        super().__init__()
+        super().__init__(session)
         self._tracker = tracker
-        self._session = session
         self._message = message
         self._sent = 0  # events already streamed to the browser
         self._dropped_seen = tracker.dropped
         self._live = live
-        self.on_msg(self._on_request)
         self.timeline = dataclasses.asdict(tracker.timeline(message=message))
         if live:
             session.widgets.add(self)
@@ -81,32 +73,20 @@ class MemoryWidget(anywidget.AnyWidget):
             start, reset = end, False
         self._sent = count
 
-    def _on_request(self, _widget, content, buffers) -> None:
-        request_id = content.get("request_id") if isinstance(content, dict) else None
-        try:
-            if not isinstance(content, dict):
-                raise RequestError(f"expected a request object, got {type(content).__name__}")
-            if not isinstance(request_id, int) or isinstance(request_id, bool):
-                raise RequestError(f"expected an integer request_id, got {request_id!r}")
-            kind = content.get("type")
-            if kind == "replay":
-                self.send({"type": "replay", "request_id": request_id, "count": self._tracker.count})
-                self._stream(0, reset=True)
-                return
-            if kind == "detail":
-                sid = content.get("storage")
-                if not isinstance(sid, int) or isinstance(sid, bool) or sid < 0:
-                    raise RequestError(f"expected a storage id (a non-negative integer), got {sid!r}")
-                try:
-                    detail = self._tracker.detail(sid)
-                except KeyError as exc:
-                    raise RequestError(str(exc.args[0])) from None
-                reply = {"type": "detail", "request_id": request_id, "detail": dataclasses.asdict(detail)}
-            else:
-                raise RequestError(f"unknown request type {kind!r}; expected 'replay' or 'detail'")
-        except RequestError as exc:
-            reply = {"type": "error", "request_id": request_id, "message": str(exc)}
-        except Exception as exc:  # noqa: BLE001
-            self._session.fault(f"answering {content!r:.80} failed: {exc!r}")
-            reply = {"type": "error", "request_id": request_id, "message": f"forgeviz failed: {exc!r}"}
-        self.send(reply)
+    def _answer(self, kind, request_id: int, content: dict) -> tuple[dict, None]:
+        if kind == "replay":  # the events follow the reply (see _after_reply)
+            return {"type": "replay", "request_id": request_id, "count": self._tracker.count}, None
+        if kind == "detail":
+            sid = content.get("storage")
+            if not isinstance(sid, int) or isinstance(sid, bool) or sid < 0:
+                raise RequestError(f"expected a storage id (a non-negative integer), got {sid!r}")
+            try:
+                detail = self._tracker.detail(sid)
+            except KeyError as exc:
+                raise RequestError(str(exc.args[0])) from None
+            return {"type": "detail", "request_id": request_id, "detail": dataclasses.asdict(detail)}, None
+        raise RequestError(f"unknown request type {kind!r}; expected 'replay' or 'detail'")
+
+    def _after_reply(self, kind) -> None:
+        if kind == "replay":
+            self._stream(0, reset=True)

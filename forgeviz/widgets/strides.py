@@ -4,21 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
-import anywidget
 import traitlets
 
 from ..capture.session import CaptureSession, untraced
 from ..capture.strides import Described, Frozen, describe, read_storage, read_window, try_layout
 from ..model import strides as m
 from ..model.strides import StrideLayout
-from .graph import STATIC, RequestError, _MISSING_FRONTEND
-
-
-def _esm() -> Any:
-    path = STATIC / "strides.js"
-    return path if path.exists() else _MISSING_FRONTEND
+from .base import RequestError, RequestWidget, esm
 
 
 def _int_list(value: object, what: str, length: Optional[int] = None) -> list[int]:
@@ -35,24 +29,22 @@ def _index(value: object, what: str, count: int) -> int:
     return value
 
 
-class StridesWidget(anywidget.AnyWidget):
+class StridesWidget(RequestWidget):
     """How tensors map onto their storage. Create it with ``forgeviz.strides(t, t.T)``.
 
     It keeps weak references only. Under ``%load_ext forgeviz`` it re-reads its tensors after
     every cell and redraws when their values or layout changed (writes through any view show).
     """
 
-    _esm = _esm()
+    _esm = esm("strides.js")
     layout = traitlets.Dict().tag(sync=True)
     warnings = traitlets.List(traitlets.Unicode()).tag(sync=True)
 
     def __init__(self, values: Sequence[object], names: Sequence[str], session: CaptureSession) -> None:
-        super().__init__()
-        self._session = session
+        super().__init__(session)
         self._described: Optional[Described] = None
         self._faults_seen = session.fault_count
         self._signature: object = None
-        self.on_msg(self._on_request)
         self._describe(values, names)
         session.widgets.add(self)
 
@@ -150,23 +142,7 @@ class StridesWidget(anywidget.AnyWidget):
             self.layout = dataclasses.asdict(self._described.layout)
 
     # --- requests from the browser --------------------------------------------------------
-    def _on_request(self, _widget, content, buffers) -> None:
-        request_id = content.get("request_id") if isinstance(content, dict) else None
-        try:
-            reply = self._answer(content)
-        except RequestError as exc:
-            reply = {"type": "error", "request_id": request_id, "message": str(exc)}
-        except Exception as exc:  # noqa: BLE001
-            self._session.fault(f"answering {content!r:.80} failed: {exc!r}")
-            reply = {"type": "error", "request_id": request_id, "message": f"forgeviz failed: {exc!r}"}
-        self.send(reply)
-
-    def _answer(self, content) -> dict:
-        if not isinstance(content, dict):
-            raise RequestError(f"expected a request object, got {type(content).__name__}")
-        kind, request_id = content.get("type"), content.get("request_id")
-        if not isinstance(request_id, int) or isinstance(request_id, bool):
-            raise RequestError(f"expected an integer request_id, got {request_id!r}")
+    def _answer(self, kind, request_id: int, content: dict) -> tuple[dict, None]:
         d = self._described
         if kind == "values":
             tid = _index(content.get("tensor"), "tensor", len(d.entries))
@@ -184,7 +160,7 @@ class StridesWidget(anywidget.AnyWidget):
                 raise RequestError(f"{layout.name} no longer exists in the kernel")
             window = read_window(t, start, size)
             entry.window = (tuple(window.start), tuple(window.size))
-            return {"type": "values", "request_id": request_id, "tensor": tid, "window": dataclasses.asdict(window)}
+            return {"type": "values", "request_id": request_id, "tensor": tid, "window": dataclasses.asdict(window)}, None
         if kind == "storage":
             sid = _index(content.get("strip"), "strip", len(d.layout.strips))
             strip = d.layout.strips[sid]
@@ -198,7 +174,7 @@ class StridesWidget(anywidget.AnyWidget):
                 raise RequestError(f"storage {sid} has no values to read (meta, or freed)")
             values = read_storage(storage, d.strip_dtypes[sid], strip.device, start, count)
             strip.window_start, strip.values = start, values
-            return {"type": "storage", "request_id": request_id, "strip": sid, "start": start, "values": values}
+            return {"type": "storage", "request_id": request_id, "strip": sid, "start": start, "values": values}, None
         if kind == "try":
             tid = _index(content.get("tensor"), "tensor", len(d.entries))
             layout = d.layout.tensors[tid]
@@ -209,5 +185,5 @@ class StridesWidget(anywidget.AnyWidget):
             if layout.stride is None:
                 raise RequestError(f"{layout.name} has no strides, so .{op} cannot be tried")
             verdict = try_layout(layout.shape, layout.stride, op, shape, layout.element_size)
-            return {"type": "try", "request_id": request_id, "tensor": tid, "verdict": dataclasses.asdict(verdict)}
+            return {"type": "try", "request_id": request_id, "tensor": tid, "verdict": dataclasses.asdict(verdict)}, None
         raise RequestError(f"unknown request type {kind!r}; expected 'values', 'storage' or 'try'")
