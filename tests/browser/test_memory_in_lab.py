@@ -38,13 +38,23 @@ def test_m3_timeline_hover_names_cell_and_category(page, lab):
     assert present == "true"
     out.screenshot(path=str(ARTIFACTS / "memory-light.png"))
 
+    out.scroll_into_view_if_needed()
     where = root.evaluate("(el, sid) => el.forgevizMemory.showStorage(sid)", sid)
     assert where is not None, "the storage could not be brought into view"
-    page.mouse.move(where["clientX"], where["clientY"])
     tooltip = out.locator(".fv-mem-tooltip")
-    page.wait_for_function(
-        "el => !el.hidden && el.textContent.includes('activation') && !el.querySelector('.fv-mem-tip-loading')",
-        arg=tooltip.element_handle())
+    for attempt in range(3):  # the page may still settle (scroll, late repaint): locate again and retry
+        page.mouse.move(where["clientX"], where["clientY"])
+        try:
+            page.wait_for_function(
+                "([el, sid]) => !el.hidden && el.dataset.storage === String(sid) && "
+                "!el.querySelector('.fv-mem-tip-loading')", arg=[tooltip.element_handle(), sid], timeout=10_000)
+            break
+        except Exception:
+            if attempt == 2:
+                out.screenshot(path=str(ARTIFACTS / "memory-failure.png"))
+                raise AssertionError(f"no tooltip for storage {sid} at {where}: {tooltip.text_content()!r}")
+            page.mouse.move(0, 0)
+            where = root.evaluate("(el, sid) => el.forgevizMemory.locate(sid)", sid) or where
     summary = tooltip.locator(".fv-mem-tip-summary").text_content()
     assert f"cell [{cell}]" in summary and "activation" in summary, summary
     assert tooltip.get_attribute("data-storage") == str(sid)
