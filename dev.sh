@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # forgeviz entry point, the two README commands:
 #   ./dev.sh lab    install what is missing, then open JupyterLab on examples/ with forgeviz ready
-#   ./dev.sh test   install what is missing (venv, torch, the project, Chromium), then run every test
+#   ./dev.sh test   install what is missing (venv, torch, the project, Chromium, g++), then run every test
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -25,15 +25,31 @@ ensure_python_env() {
   "$PY" -m pip install -q ".[$1]"
 }
 
-ensure_chromium() {
-  command -v chromium >/dev/null && return
-  log "installing Debian's chromium"
+apt_install() {
+  log "installing with apt: $*"
   as_root apt-get update -q
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@"
+}
+
+ensure_system_packages() {  # test: Chromium for the browser tests, g++ for the native memory tracker
+  local missing=()
+  command -v chromium >/dev/null || missing+=(chromium)
+  command -v g++ >/dev/null || command -v c++ >/dev/null || missing+=(g++)
+  [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
+}
+
+build_native_tracker() {
+  # Compiles forgeviz's CPU allocator ledger against the installed torch (~10 s, once per torch).
+  # Without a compiler forgeviz still works, with the slower dispatch-mode memory tracker.
+  "$PY" -m forgeviz.capture.native || log "the native memory tracker was not built; memory timelines use the dispatch-mode tracker"
 }
 
 cmd_lab() {
   ensure_python_env lab
+  if ! command -v g++ >/dev/null && ! command -v c++ >/dev/null; then
+    { [ "$(id -u)" = 0 ] || command -v sudo >/dev/null; } && apt_install g++ || true
+  fi
+  build_native_tracker
   local extra=()
   [ "$(id -u)" = 0 ] && extra+=(--allow-root)
   log "JupyterLab on examples/ (forgeviz: %load_ext forgeviz in any notebook)"
@@ -42,7 +58,8 @@ cmd_lab() {
 
 cmd_test() {
   ensure_python_env test
-  ensure_chromium
+  ensure_system_packages
+  "$PY" -m forgeviz.capture.native  # the tests exercise it: a build failure must be red
   local status=0
   log "TypeScript unit tests (vitest)"
   "$VENV/bin/jlpm" test || status=1

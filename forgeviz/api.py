@@ -208,10 +208,10 @@ def memory_trace(max_events: int = 1_000_000) -> Iterator[MemoryTrace]:
     >>> trace.bytes_by_category()["temporary"] >= 4 * 2**20
     True
     """
-    from .capture.memory import MemoryTracker
+    from .capture.memory import make_tracker
 
     session = get_session()
-    tracker = MemoryTracker(max_events, fault=session.fault)
+    tracker = make_tracker(max_events, fault=session.fault)
     tracker.start()
     session.enter()  # the TorchFunctionMode links saved activations to their autograd nodes
     try:

@@ -30,8 +30,8 @@ class _CellHooks:
         if session.memory is not None:
             session.memory.stop()
             count = getattr(result, "execution_count", None)
-            if session.memory.cells and count is not None and session.memory.cells[-1].cell == 0:
-                session.memory.cells[-1].cell = count
+            if count is not None:
+                session.memory.name_cell(count)
         try:
             with untraced():
                 names().scan(self.shell.user_ns)
@@ -82,11 +82,11 @@ def load(shell) -> None:
         return
     from .magics import ForgevizMagics
 
-    from .capture.memory import MemoryTracker
+    from .capture.memory import make_tracker
 
     session = get_session()
     session.install()
-    session.memory = MemoryTracker(fault=session.fault)  # seeded at the first cell it sees
+    session.memory = make_tracker(fault=session.fault)  # seeded at the first cell it sees
     _hooks = _CellHooks(shell)
     shell.events.register("pre_run_cell", _hooks.pre_run_cell)
     shell.events.register("post_run_cell", _hooks.post_run_cell)

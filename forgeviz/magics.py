@@ -84,7 +84,7 @@ class ForgevizMagics(Magics):
             raise UsageError(f"%%fv: expected 'memory', got {line.strip() or 'nothing'!r}. Example: %%fv memory")
         import linecache
 
-        from .capture.memory import MemoryTracker
+        from .capture.memory import make_tracker
         from .capture.session import get_session
         from .widgets.memory import MemoryWidget
 
@@ -94,7 +94,7 @@ class ForgevizMagics(Magics):
         count = current_cell() or self.shell.execution_count
         filename = f"<forgeviz %%fv memory cell [{count}]>"
         linecache.cache[filename] = (len(cell), None, cell.splitlines(True), filename)  # source lines for hover
-        tracker = MemoryTracker(fault=session.fault)
+        tracker = make_tracker(fault=session.fault)
         tracker.default_cell = count
         tracker.mark_cell(count)
         tracker.start()

@@ -88,8 +88,8 @@ def test_memory_example_tells_m1_m2_m3_m5_truthfully(shell):
     assert activation(m2_kept) >= 256 * 512 * 4 and activation(m2_no_grad) == 0
     # M3: each kept loss keeps its step's activations (tanh output 64x512 float32, and more)
     ns = shell.user_ns
-    kept_storages = {l.untyped_storage()._cdata for l in ns["kept"]}
-    assert len(kept_storages) == 20 and kept_storages <= set(live._tracker._live)
+    kept_storages = {l.untyped_storage().data_ptr() for l in ns["kept"]}
+    assert len(kept_storages) == 20 and kept_storages <= set(live._tracker.tracked_bytes())
     before = activation(live)
     assert all(isinstance(v, float) for v in ns["floats"])
     del ns["kept"]

@@ -5,11 +5,19 @@ from __future__ import annotations
 import gc
 import weakref
 
+import pytest
 import torch
 
 import forgeviz
-from forgeviz.capture.memory import MemoryTracker, live_storage_bytes
-from forgeviz.model.memory import ALLOC, CATEGORIES, FREE, category_series
+from forgeviz.capture.memory import live_storage_bytes, make_tracker
+from forgeviz.model.memory import ALLOC, CATEGORIES, FREE, GRADIENT, TEMPORARY, category_series
+
+
+@pytest.fixture(params=["native", "dispatch"])
+def backend(request, monkeypatch):
+    """Each test runs on both trackers: the native CPU ledger (the default) and the dispatch mode."""
+    monkeypatch.setenv("FORGEVIZ_MEMORY_BACKEND", request.param)
+    return request.param
 
 
 def mlp(width: int) -> torch.nn.Module:
@@ -17,7 +25,7 @@ def mlp(width: int) -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, 10))
 
 
-def test_tracked_bytes_equal_torchs_and_a_gc_walk():
+def test_tracked_bytes_equal_torchs_and_a_gc_walk(backend):
     model = mlp(128)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     with forgeviz.memory_trace() as trace:
@@ -31,10 +39,11 @@ def test_tracked_bytes_equal_torchs_and_a_gc_walk():
             gc.collect()
             records = {r.sid: r for r in trace.tracker.records()}
             live = live_storage_bytes()
-            tracked = {k: r.nbytes for k, r in trace.tracker._live.items()}
+            tracked = trace.tracker.tracked_bytes()
             assert tracked == live  # same storages, same nbytes as untyped_storage().nbytes()
             assert trace.live_bytes == sum(live.values())
         by_category = trace.bytes_by_category()
+        assert trace.tracker.backend == backend
     params = sum(p.untyped_storage().nbytes() for p in model.parameters())
     grads = sum(p.grad.untyped_storage().nbytes() for p in model.parameters())
     momentum = sum(s["momentum_buffer"].untyped_storage().nbytes() for s in opt.state.values())
@@ -45,7 +54,7 @@ def test_tracked_bytes_equal_torchs_and_a_gc_walk():
     assert records  # the tracker really saw storages
 
 
-def test_saved_activations_are_categorised_and_freed_by_backward():
+def test_saved_activations_are_categorised_and_freed_by_backward(backend):
     model = mlp(64)
     x = torch.randn(8, 64)
     with forgeviz.memory_trace() as trace:
@@ -74,7 +83,7 @@ def m3_loop(keep_graph: bool, steps: int = 6) -> list[int]:
     return live
 
 
-def test_m3_appending_the_loss_climbs_and_item_stays_flat():
+def test_m3_appending_the_loss_climbs_and_item_stays_flat(backend):
     climbing = m3_loop(keep_graph=True)
     flat = m3_loop(keep_graph=False)
     print("append(loss):", climbing, "append(loss.item()):", flat)
@@ -82,7 +91,7 @@ def test_m3_appending_the_loss_climbs_and_item_stays_flat():
     assert len(set(flat[1:])) == 1, flat
 
 
-def test_no_tensor_is_kept_alive_and_frees_are_recorded():
+def test_no_tensor_is_kept_alive_and_frees_are_recorded(backend):
     with forgeviz.memory_trace() as trace:
         t = torch.ones(256, 256)
         ref = weakref.ref(t.untyped_storage())
@@ -96,7 +105,7 @@ def test_no_tensor_is_kept_alive_and_frees_are_recorded():
     assert len(frees) == 1 and events["bytes"][frees[0]] == 256 * 256 * 4
 
 
-def test_in_place_updates_of_existing_tensors_are_not_new_memory():
+def test_in_place_updates_of_existing_tensors_are_not_new_memory(backend):
     w = torch.zeros(512, 512)
     with forgeviz.memory_trace() as trace:
         base = trace.live_bytes
@@ -106,8 +115,8 @@ def test_in_place_updates_of_existing_tensors_are_not_new_memory():
     assert trace.tracker.baseline_bytes >= w.untyped_storage().nbytes()
 
 
-def test_history_is_bounded_and_totals_stay_exact():
-    tracker = MemoryTracker(max_events=64, seed=False)
+def test_history_is_bounded_and_totals_stay_exact(backend):
+    tracker = make_tracker(max_events=64, seed=False, backend=backend)
     keep = []
     with tracker:
         for i in range(200):
@@ -116,13 +125,13 @@ def test_history_is_bounded_and_totals_stay_exact():
                 keep.append(t)
     # what stays: at most max_events, plus one alloc per storage still alive at the cut
     assert tracker.count <= 64 + len(tracker.records()) and tracker.dropped > 100
-    c = tracker._columns
+    c = tracker._column_arrays()
     _, series = category_series(c["time"], c["bytes"], c["storage"], c["action"], c["category"])
     final = sum(series[name][-1] for name in CATEGORIES)
     assert final == tracker.live_bytes()
 
 
-def test_events_are_columns_within_32_bytes_and_plotly_stacks_categories():
+def test_events_are_columns_within_32_bytes_and_plotly_stacks_categories(backend):
     with forgeviz.memory_trace() as trace:
         y = torch.ones(100) * 2
     events = trace.events
@@ -140,6 +149,7 @@ def test_load_ext_timeline_links_cells_and_nodes(nb):
     cell = nb.shell.execution_count - 1
     view = nb.ok("forgeviz.memory()")
     tracker = view._tracker
+    assert tracker.backend == "native"  # ./dev.sh builds it; the kernel's timeline uses it
     saved = [r for r in tracker.records() if r.category == 3]  # activation
     assert saved and all(r.cell == cell for r in saved)
     assert any(r.node_name and r.node_name.endswith("Backward0") for r in saved)
@@ -187,12 +197,12 @@ def test_cell_magic_sees_activations_and_m2_no_grad(nb):
     assert by(kept)["activation"] == 0  # dropping the output frees the graph and its saved tensors
 
 
-def test_widget_streams_binary_columns_and_restreams_after_compaction():
+def test_widget_streams_binary_columns_and_restreams_after_compaction(backend):
     from forgeviz.capture.session import get_session
     from forgeviz.model.memory import EVENT_COLUMNS
     from forgeviz.widgets.memory import MemoryWidget
 
-    tracker = MemoryTracker(max_events=64, seed=False)
+    tracker = make_tracker(max_events=64, seed=False, backend=backend)
     view = MemoryWidget(tracker, get_session(), live=False)
     sent = []
     view.send = lambda content, buffers=None: sent.append((content, buffers))
@@ -216,7 +226,7 @@ def test_widget_streams_binary_columns_and_restreams_after_compaction():
     assert replies[-1]["type"] == "error" and "non-negative" in replies[-1]["message"]
 
 
-def test_parameters_are_parameters_from_the_moment_they_are_registered():
+def test_parameters_are_parameters_from_the_moment_they_are_registered(backend):
     with forgeviz.memory_trace() as trace:
         layer = torch.nn.Linear(300, 200)
         assert trace.bytes_by_category()["parameter"] == sum(p.untyped_storage().nbytes() for p in layer.parameters())

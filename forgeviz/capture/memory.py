@@ -86,21 +86,24 @@ class MemoryTracker:
         self._fault = fault
         self.faults: list[str] = []
         self._columns = {name: array.array(TYPECODES[kind]) for name, kind in m.EVENT_COLUMNS}
-        self._live: dict[int, StorageRecord] = {}  # StorageImpl address → record
+        self._live: dict[int, StorageRecord] = {}  # storage data pointer → record
         self._finalizers: dict[int, weakref.finalize] = {}
         self._next_sid = 0
         self._ops: dict[str, int] = {}
         self._modules: dict[str, int] = {}
         self.cells: list[m.CellMark] = []
-        self.dropped = 0
-        self.peak_bytes = 0
-        self.peak_time = 0.0
+        self._dropped = 0
+        self._peak_bytes = 0
+        self._peak_time = 0.0
         self.baseline_bytes = 0
         self._live_bytes = 0
         self._t0 = time.perf_counter()
         self._mode: Optional[_AllocMode] = None
+        self._recording = False
         self._handles: list = []
         self._params: dict[int, weakref.ref] = {}  # id → Parameter (a WeakSet would compare tensors)
+        self._modules_seen: dict[int, weakref.ref] = {}  # id → module whose parameters were read
+        self._states_seen: dict[int, tuple] = {}  # id → (weakref, data_ptr) of categorised optimizer state
         self._module_depth = 0
         self._seed = seed
         self.listeners: list[Callable[[int], None]] = []  # called with the first new event index
@@ -116,10 +119,11 @@ class MemoryTracker:
 
     def start(self) -> None:
         """Seed with the storages that exist now, install the hooks, enter the dispatch mode."""
-        if self._mode is not None:
+        if self._recording:
             return
         self._handles = []
-        if self._seed and not self._columns["time"]:
+        if self._seed:
+            self._seed = False  # once: what exists at the first start is the baseline
             self._seed_existing()
         for p in self._live_params():
             self._watch_grad(p)
@@ -132,19 +136,19 @@ class MemoryTracker:
                           register_module_parameter_registration_hook(self._parameter_registered),
                           register_module_forward_hook(self._forward_post, always_call=True),
                           register_optimizer_step_post_hook(self._after_step)]
-        self._mode = _AllocMode(self)
-        self._mode.__enter__()
+        self._begin()
+        self._recording = True
         get_session().traces.append(self)
 
     def stop(self) -> None:
-        """Leave the mode and remove every hook. Finalizers stay, so frees are still recorded."""
-        if self._mode is None:
+        """Stop recording and remove every hook. Frees of what was recorded are still recorded."""
+        if not self._recording:
             return
         traces = get_session().traces
         if self in traces:
             traces.remove(self)
-        self._mode.__exit__(None, None, None)
-        self._mode = None
+        self._recording = False
+        self._end()
         for handle in self._handles:
             handle.remove()
         self._handles = []
@@ -156,9 +160,22 @@ class MemoryTracker:
             fin.detach()
         self._finalizers.clear()
 
+    def _begin(self) -> None:
+        """Start seeing new storages: here, a TorchDispatchMode sees every op's outputs."""
+        self._mode = _AllocMode(self)
+        self._mode.__enter__()
+
+    def _end(self) -> None:
+        if self._mode is not None:
+            mode, self._mode = self._mode, None
+            mode.__exit__(None, None, None)
+
     @property
     def active(self) -> bool:
-        return self._mode is not None
+        return self._recording
+
+    backend = "dispatch"
+    wants_sites = False  # sees each op itself; the native tracker needs after_op/set_site
 
     def fault(self, message: str) -> None:
         self.faults.append(message)
@@ -179,6 +196,19 @@ class MemoryTracker:
     @property
     def count(self) -> int:
         return len(self._columns["time"])
+
+    @property
+    def dropped(self) -> int:
+        """Events merged away so far to stay within ``max_events``."""
+        return self._dropped
+
+    @property
+    def peak_bytes(self) -> int:
+        return self._peak_bytes
+
+    @property
+    def peak_time(self) -> float:
+        return self._peak_time
 
     def live_bytes(self) -> int:
         return self._live_bytes
@@ -205,14 +235,14 @@ class MemoryTracker:
         c["line"].append(min(rec.line or 0, m.NO_SMALL))
         c["action"].append(action)
         c["category"].append(rec.category)
-        if action == m.ALLOC and self._live_bytes > self.peak_bytes:
-            self.peak_bytes, self.peak_time = self._live_bytes, c["time"][-1]
+        if action == m.ALLOC and self._live_bytes > self._peak_bytes:
+            self._peak_bytes, self._peak_time = self._live_bytes, c["time"][-1]
         if self.count > self.max_events:
             self._compact()
 
     def _track(self, storage, category: int, op: Optional[str], shape: tuple, dtype: torch.dtype,
                where: Optional[tuple] = None, when: Optional[float] = None) -> Optional[StorageRecord]:
-        key = storage._cdata
+        key = storage.data_ptr()
         if key in self._live:
             return None
         nbytes = storage.nbytes()
@@ -237,18 +267,36 @@ class MemoryTracker:
         self._emit(m.FREE, rec)
         self._notify()
 
+    def _lookup(self, key: int) -> Optional[StorageRecord]:
+        """The live record at data pointer ``key``, if tracked."""
+        return self._live.get(key)
+
+    def _relabel(self, key: int, rec: StorageRecord, category: Optional[int], node: Optional[int] = None,
+                 node_name: Optional[str] = None) -> None:
+        """Give a live storage a new category and/or the autograd node that saved it."""
+        if node is not None and rec.node is None:
+            rec.node, rec.node_name = node, node_name
+        if category is not None and rec.category != category:
+            rec.category = category
+            self._emit(m.RECATEGORIZE, rec)
+
+    def _note_tensor(self, rec: StorageRecord, tensor: torch.Tensor) -> None:
+        """What a hook learnt of a storage's tensor (its shape and dtype)."""
+
     def _recategorize(self, tensor: torch.Tensor, category: int, only_from: tuple = ()) -> None:
         if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.strided or tensor.device.type == "meta":
             return
         storage = tensor.untyped_storage()
-        rec = self._live.get(storage._cdata)
+        key = storage.data_ptr()
+        rec = self._lookup(key)
         if rec is None:
-            rec = self._track(storage, category, None, tuple(tensor.shape), tensor.dtype)
+            if storage.nbytes():
+                self._track(storage, category, None, tuple(tensor.shape), tensor.dtype)
             return
+        self._note_tensor(rec, tensor)
         if rec.category == category or (only_from and rec.category not in only_from):
             return
-        rec.category = category
-        self._emit(m.RECATEGORIZE, rec)
+        self._relabel(key, rec, category)
 
     def _notify(self) -> None:
         for listener in list(self.listeners):
@@ -271,7 +319,7 @@ class MemoryTracker:
             if t.layout != torch.strided or t.device.type == "meta":
                 continue
             storage = t.untyped_storage()
-            if storage._cdata in self._live or storage.nbytes() == 0:
+            if storage.data_ptr() in self._live or storage.nbytes() == 0:
                 continue
             with untraced():
                 if where is None:
@@ -304,24 +352,25 @@ class MemoryTracker:
             for t in (value if isinstance(value, (tuple, list)) else (value,)):
                 if not isinstance(t, torch.Tensor) or t.layout != torch.strided or t.device.type == "meta":
                     continue
-                rec = self._live.get(t.untyped_storage()._cdata)
+                key = t.untyped_storage().data_ptr()
+                rec = self._lookup(key)
                 if rec is None or rec.category not in (m.TEMPORARY, m.OTHER, m.ACTIVATION):
                     continue
                 if nid is None:
                     nid = node_id(grad_fn)
-                if rec.node is None:
-                    rec.node, rec.node_name = nid, grad_fn.name()
-                if rec.category != m.ACTIVATION:
-                    rec.category = m.ACTIVATION
-                    self._emit(m.RECATEGORIZE, rec)
+                self._note_tensor(rec, t)
+                self._relabel(key, rec, m.ACTIVATION, nid, grad_fn.name())
 
     def _forward_pre(self, module, args):
         try:
-            for p in module.parameters(recurse=False):
-                if not self._knows(p):
-                    self._remember(p)
-                    self._watch_grad(p)
-                    self._recategorize(p, m.PARAMETER)
+            seen = self._modules_seen.get(id(module))
+            if seen is None or seen() is not module:  # later parameters come through _parameter_registered
+                for p in module.parameters(recurse=False):
+                    if not self._knows(p):
+                        self._remember(p)
+                        self._watch_grad(p)
+                        self._recategorize(p, m.PARAMETER)
+                self._modules_seen[id(module)] = weakref.ref(module)
             if self._module_depth == 0:
                 for a in tree_flatten(args)[0]:
                     self._recategorize(a, m.INPUT, only_from=(m.TEMPORARY, m.OTHER))
@@ -366,10 +415,16 @@ class MemoryTracker:
 
     def _after_step(self, optimizer, args, kwargs) -> None:
         try:
+            seen = self._states_seen
             for state in optimizer.state.values():
                 for value in state.values():
                     if isinstance(value, torch.Tensor) and value.numel() > 1:
+                        # Most state is updated in place, step after step: categorise it once.
+                        known = seen.get(id(value))
+                        if known is not None and known[0]() is value and known[1] == value.data_ptr():
+                            continue
                         self._recategorize(value, m.OPTIMIZER_STATE)
+                        seen[id(value)] = (weakref.ref(value), value.data_ptr())
             self._notify()
         except Exception as exc:  # noqa: BLE001
             self.fault(f"reading optimizer state failed: {exc!r}")
@@ -438,7 +493,7 @@ class MemoryTracker:
             new["time"][-1] = cut_time
         for name in new:
             new[name].extend(c[name][cut:])
-        self.dropped += cut - len(keep_alloc)
+        self._dropped += cut - len(keep_alloc)
         self._columns = new
         self.cells = [mark for mark in self.cells if mark.time >= cut_time]
         for mark in self.cells:
@@ -456,13 +511,33 @@ class MemoryTracker:
     def timeline(self, device: str = "cpu", message: Optional[str] = None) -> m.MemoryTimeline:
         return m.MemoryTimeline(1, device, self.count, self.dropped, self.max_events, list(m.CATEGORIES),
                                 self.ops, self.modules, list(self.cells), self.peak_bytes,
-                                self.peak_time, self._live_bytes, self.baseline_bytes, message)
+                                self.peak_time, self.live_bytes(), self.baseline_bytes, message)
 
     def records(self) -> list[StorageRecord]:
+        """What is known of every live tracked storage."""
         return list(self._live.values())
 
+    def tracked_bytes(self) -> dict[int, int]:
+        """Every live tracked storage: data pointer → nbytes (compare with :func:`live_storage_bytes`)."""
+        return {key: rec.nbytes for key, rec in self._live.items()}
+
+    # --- where ops come from (the native tracker needs to be told; this one sees each op) --------
+    def after_op(self, out, where: tuple) -> None:
+        """An op called from Python at ``where`` (filename, line) returned ``out``."""
+
+    def set_site(self, where: Optional[tuple]) -> None:
+        """Python code at ``where`` is about to run ops Python does not see (a backward pass)."""
+
+    def publish(self, count: int) -> None:
+        """The first ``count`` events were sent to a view (the native ledger then never rewrites them)."""
+
+    def name_cell(self, cell: int) -> None:
+        """The cell last marked with 0 turned out to be ``cell`` (known once it ran)."""
+        if self.cells and self.cells[-1].cell == 0:
+            self.cells[-1].cell = cell
+
     def detail(self, sid: int) -> m.StorageDetail:
-        rec = next((r for r in self._live.values() if r.sid == sid), None)
+        rec = next((r for r in self.records() if r.sid == sid), None)
         alive = rec is not None
         if rec is None:
             rec = self._dead_record(sid)
@@ -470,10 +545,14 @@ class MemoryTracker:
                                rec.module, rec.cell, rec.line, source_line(rec.filename, rec.line), rec.node,
                                rec.node_name, None, alive)
 
+    def _column_arrays(self) -> dict:
+        """The event columns as arrays (the tracker's own, not copies: read, never change)."""
+        return self._columns
+
     def _dead_record(self, sid: int) -> StorageRecord:
-        c = self._columns
+        c = self._column_arrays()
         ops, modules = self.ops, self.modules
-        for i in range(self.count):
+        for i in range(len(c["storage"])):
             if c["storage"][i] == sid:
                 op = ops[c["op"][i]] if c["op"][i] < len(ops) else None
                 module = modules[c["module"][i]] if c["module"][i] < len(modules) else None
@@ -504,7 +583,7 @@ def _current_module() -> Optional[str]:
 
 
 def live_storage_bytes() -> dict[int, int]:
-    """Every live strided storage reachable from a gc walk: StorageImpl address → nbytes."""
+    """Every live strided storage reachable from a gc walk: data pointer → nbytes."""
     out: dict[int, int] = {}
     for obj in _gc_objects():
         if isinstance(obj, torch.Tensor) and obj.layout == torch.strided and obj.device.type != "meta" \
@@ -514,7 +593,7 @@ def live_storage_bytes() -> dict[int, int]:
             except (RuntimeError, NotImplementedError):
                 continue
             if storage.nbytes():
-                out[storage._cdata] = storage.nbytes()
+                out[storage.data_ptr()] = storage.nbytes()
     return out
 
 
@@ -526,3 +605,37 @@ def events_table(tracker: MemoryTracker) -> dict[str, Any]:
     except ImportError:  # pragma: no cover
         return {name: array.array(TYPECODES[kind], columns[name]).tolist() for name, kind in m.EVENT_COLUMNS}
     return {name: np.frombuffer(columns[name], dtype=kind) for name, kind in m.EVENT_COLUMNS}
+
+
+def make_tracker(max_events: int = 1_000_000, fault: Optional[Callable[[str], None]] = None, seed: bool = True,
+                 backend: Optional[str] = None) -> MemoryTracker:
+    """The fastest tracker that works here: the native CPU ledger, else the dispatch-mode one.
+
+    ``backend`` (or ``$FORGEVIZ_MEMORY_BACKEND``) is ``"native"``, ``"dispatch"`` or ``"auto"``.
+    Under "auto", a native ledger that cannot load is reported once through ``fault`` and the
+    dispatch-mode tracker is used instead.
+
+    >>> make_tracker(backend="dispatch").backend
+    'dispatch'
+    """
+    import os
+
+    backend = backend or os.environ.get("FORGEVIZ_MEMORY_BACKEND") or "auto"
+    if backend not in ("auto", "native", "dispatch"):
+        raise ValueError(f"memory backend: expected 'auto', 'native' or 'dispatch', got {backend!r}")
+    if backend != "dispatch":
+        from .memory_native import NativeMemoryTracker
+
+        try:
+            return NativeMemoryTracker(max_events, fault, seed)
+        except RuntimeError as exc:
+            if backend == "native":
+                raise
+            if fault is not None and not _told_fallback:
+                _told_fallback.append(str(exc))
+                fault(f"the native memory tracker is unavailable ({exc}); using the dispatch-mode tracker, "
+                      "which costs more per op")
+    return MemoryTracker(max_events, fault, seed)
+
+
+_told_fallback: list[str] = []

@@ -9,6 +9,7 @@ from typing import Callable, Optional
 import torch
 from torch.overrides import TorchFunctionMode
 
+from . import native
 from .grads import BackwardRecorder, GradStore
 from .modules import ModuleStack
 from .source import user_location
@@ -73,12 +74,17 @@ class _TagMode(TorchFunctionMode):
         except RuntimeError as exc:
             session.note_error(func, args, kwargs, exc)
             raise  # the user's exception, unchanged
-        if session.traces and isinstance(out, torch.Tensor) and out.grad_fn is not None:
+        if session.traces:
+            where = None
             for tracker in session.traces:
                 try:
-                    tracker.claim_saved(out.grad_fn)
+                    if tracker.wants_sites:  # the native ledger saw the allocation, not the line
+                        where = where or user_location(2)
+                        tracker.after_op(out, where)
+                    if isinstance(out, torch.Tensor) and out.grad_fn is not None:
+                        tracker.claim_saved(out.grad_fn)
                 except Exception as exc:  # noqa: BLE001
-                    session.fault(f"linking saved memory to its node failed: {exc!r}")
+                    session.fault(f"linking memory to its op and node failed: {exc!r}")
         try:
             session.tag(func, out)
         except Exception as exc:  # noqa: BLE001 - a forgeviz fault never breaks the user's op
@@ -191,9 +197,14 @@ class CaptureSession:
             handles = self.recorder.arm(_roots_of_backward(func, args, kwargs))
         except Exception as exc:  # noqa: BLE001
             self.fault(f"arming gradient hooks failed: {exc!r}")
+        sites = [t for t in self.traces if t.wants_sites]
+        for tracker in sites:  # the backward's allocations happen in C++, on behalf of this line
+            tracker.set_site(user_location(3))
         try:
             return func(*args, **kwargs)
         finally:
+            for tracker in sites:
+                tracker.set_site(None)
             BackwardRecorder.disarm(handles)
             for callback in list(self.after_backward):
                 try:
@@ -214,12 +225,27 @@ class CaptureSession:
         return list(dict.fromkeys(new))
 
 
-def untraced():
-    """A context in which forgeviz's own torch calls reach no TorchFunctionMode (ours included).
+class untraced:
+    """A context in which forgeviz's own torch calls reach no TorchFunctionMode (ours included),
+    and their CPU allocations are not recorded as the user's memory.
 
     Views use it while they walk graphs inside a capturing cell.
     """
-    return torch._C.DisableTorchFunction()
+
+    __slots__ = ("_off", "_lib")
+
+    def __enter__(self) -> "untraced":
+        self._off = torch._C.DisableTorchFunction()
+        self._off.__enter__()
+        self._lib = native.loaded()
+        if self._lib is not None:
+            self._lib.fv_pause(1)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._lib is not None:
+            self._lib.fv_pause(-1)
+        self._off.__exit__(*exc)
 
 
 _session: Optional[CaptureSession] = None

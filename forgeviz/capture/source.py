@@ -73,16 +73,18 @@ def user_names(values, depth: int = 2) -> list[Optional[str]]:
 
 def cell_number(filename: Optional[str]) -> Optional[int]:
     """The execution count of the IPython cell compiled under ``filename``, if any."""
-    if filename is None:
+    if filename is None or _get_ipython is None:
         return None
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover - IPython ships with the dependencies
-        return None
-    shell = get_ipython()
+    shell = _get_ipython()
     if shell is None:
         return None
     return getattr(shell.compile, "_filename_map", {}).get(filename)
+
+
+try:  # imported once: cell_number runs at every module call the memory timeline sees
+    from IPython import get_ipython as _get_ipython
+except ImportError:  # pragma: no cover - IPython ships with the dependencies
+    _get_ipython = None
 
 
 def current_cell() -> Optional[int]:

@@ -47,8 +47,11 @@ def summarize(t: torch.Tensor | None, *, histogram: bool = True) -> TensorSummar
     """
     if t is None:
         return None
-    # Our own reductions must not reach a TorchFunctionMode (ours or the user's) nor autograd.
-    with torch._C.DisableTorchFunction(), torch.no_grad():
+    # Our own reductions must not reach a TorchFunctionMode (ours or the user's), autograd, nor the
+    # memory timeline.
+    from .session import untraced
+
+    with untraced(), torch.no_grad():
         return _summarize(t.detach(), histogram)
 
 

@@ -72,6 +72,7 @@ class MemoryWidget(RequestWidget):
                       [cols[name] for name, _ in m.EVENT_COLUMNS])
             start, reset = end, False
         self._sent = count
+        tracker.publish(count)
 
     def _answer(self, kind, request_id: int, content: dict) -> tuple[dict, None]:
         if kind == "replay":  # the events follow the reply (see _after_reply)

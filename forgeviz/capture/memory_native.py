@@ -1,0 +1,340 @@
+"""The memory tracker on the native CPU ledger: the same events and categories, a fraction of the cost.
+
+``native/cpu_ledger.cpp`` sees every CPU allocation and free at c10's allocator and keeps the
+event columns itself. Python adds what only Python knows, at coarse points, never per event:
+
+- where: the cell, line and module of each module call, optimizer step and backward pass (hooks),
+  and, when forgeviz's TorchFunctionMode runs (every notebook cell), of each op called from Python;
+- categories: the same public hooks as the dispatch-mode tracker (parameters, gradients,
+  optimizer state, inputs, saved activations);
+- shape and dtype, for storages a hook or an op's output named.
+
+It sees CPU storages only; the dispatch-mode tracker (``MemoryTracker``) sees every device.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import weakref
+from typing import Callable, Optional
+
+import torch
+
+from ..model import memory as m
+from . import native
+from .memory import MemoryTracker, StorageRecord, _current_module
+from .source import cell_number, source_line, user_location
+
+_MASKS: dict[tuple, int] = {}  # only_from categories → the ledger's bit mask
+_ITEMSIZE = {"float32": 4, "float64": 8, "uint32": 4, "uint16": 2, "uint8": 1}
+
+
+class NativeMemoryTracker(MemoryTracker):
+    """A :class:`MemoryTracker` whose events come from the native CPU allocator ledger.
+
+    Raises ``RuntimeError`` (saying why) when the ledger cannot be built or loaded.
+
+    >>> tracker = NativeMemoryTracker()  # doctest: +SKIP
+    >>> with tracker:  # doctest: +SKIP
+    ...     x = torch.ones(1024, 1024)
+    >>> tracker.live_bytes() - tracker.baseline_bytes == x.untyped_storage().nbytes()  # doctest: +SKIP
+    True
+    """
+
+    backend = "native"
+    wants_sites = True
+
+    def __init__(self, max_events: int = 1_000_000, fault: Optional[Callable[[str], None]] = None,
+                 seed: bool = True) -> None:
+        super().__init__(max_events, fault, seed)
+        lib = self._lib = native.load()
+        self._t0n = lib.fv_now()
+        self._h = lib.fv_ledger_new(max_events, self._t0n)
+        # The ledger goes when the tracker does (its storages' frees then find no ledger to tell).
+        weakref.finalize(self, lib.fv_ledger_delete, self._h)
+        self._shapes: dict[int, tuple[tuple, str]] = {}  # storage id → (shape, dtype) where known
+        self._node_names: dict[int, str] = {}
+        self._files: dict[tuple[int, int], str] = {}  # (cell, line) → filename, to show the source
+        self._cuts_seen = 0
+        self._sites: list[tuple[int, int, int]] = []  # (cell, module, line) to restore after a call
+        self._site = (0, m.NO_SMALL, 0)
+        self._cell = 0
+        self._op_names: list[str] = []
+
+    # --- recording ------------------------------------------------------------------------
+    def _begin(self) -> None:
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+        self._handles.append(register_optimizer_step_pre_hook(self._step_pre))
+        self._sites.clear()
+        self._site = (self._cell, m.NO_SMALL, 0)
+        self._lib.fv_set_context(*self._site)  # the context is global: another tracker may have moved it
+        self._lib.fv_ledger_recording(self._h, 1)
+
+    def _end(self) -> None:
+        self._lib.fv_ledger_recording(self._h, 0)
+        self._sync_grads()
+
+    # Gradients: one pass over the parameters after a backward or before a step, instead of a
+    # Python hook per parameter per backward (the ledger dates the category from the allocation).
+    def _watch_grad(self, p: torch.Tensor) -> None:
+        pass
+
+    def _sync_grads(self) -> None:
+        try:
+            for p in self._live_params():
+                if p.grad is not None:
+                    self._recategorize(p.grad, m.GRADIENT)
+        except Exception as exc:  # noqa: BLE001
+            self.fault(f"recording gradients failed: {exc!r}")
+
+    def publish(self, count: int) -> None:
+        self._lib.fv_publish(self._h, count)
+
+    def _set_site(self, site: tuple[int, int, int]) -> None:
+        if site != self._site:
+            self._site = site
+            self._lib.fv_set_context(*site)
+
+    def _where(self, where: Optional[tuple], module: Optional[str]) -> tuple[int, int, int]:
+        filename, line = where if where is not None else (None, None)
+        cell = cell_number(filename) or self._cell
+        if filename and line:
+            self._files[(cell, min(line, m.NO_SMALL))] = filename
+        return cell, self._index(self._modules, module), min(line or 0, m.NO_SMALL)
+
+    def _push_site(self, where: Optional[tuple], module: Optional[str]) -> None:
+        self._sites.append(self._site)
+        self._set_site(self._where(where, module))
+
+    def _pop_site(self) -> None:
+        self._set_site(self._sites.pop() if self._sites else (self._cell, m.NO_SMALL, 0))
+
+    def _forward_pre(self, module, args):
+        outermost = self._module_depth == 0
+        super()._forward_pre(module, args)
+        try:
+            if outermost:  # model(x): its line stands for the whole forward (after_op refines it)
+                self._push_site(user_location(2), _current_module())
+            else:
+                self._sites.append(self._site)
+                self._set_site((self._site[0], self._index(self._modules, _current_module()), self._site[2]))
+        except Exception as exc:  # noqa: BLE001
+            self.fault(f"reading a module call's line failed: {exc!r}")
+
+    def _forward_post(self, module, args, output):
+        super()._forward_post(module, args, output)
+        self._pop_site()
+
+    def _step_pre(self, optimizer, args, kwargs) -> None:
+        self._sync_grads()
+        try:
+            self._push_site(user_location(2), None)
+        except Exception as exc:  # noqa: BLE001
+            self.fault(f"reading an optimizer step's line failed: {exc!r}")
+
+    def _after_step(self, optimizer, args, kwargs) -> None:
+        self._pop_site()
+        super()._after_step(optimizer, args, kwargs)
+
+    def set_site(self, where: Optional[tuple]) -> None:
+        if where is None:  # a backward pass ended: its gradients are in .grad now
+            self._pop_site()
+            self._sync_grads()
+        else:
+            self._push_site(where, _current_module())
+
+    def after_op(self, out, where: tuple) -> None:
+        """Name the storages ``out`` just got: the op's line in the cell, their shape and dtype."""
+        filename, line = where
+        outputs = out if isinstance(out, (tuple, list)) else (out,)
+        cell = module = None
+        for t in outputs:
+            if not isinstance(t, torch.Tensor) or t.layout != torch.strided or t.device.type != "cpu":
+                continue
+            if cell is None:
+                cell, module, line16 = self._where(where, _current_module())
+            storage = t.untyped_storage()
+            sid = self._lib.fv_annotate(self._h, storage.data_ptr(), float(t.numel() * t.element_size()),
+                                        cell, line16, module)
+            if sid >= 0 and sid not in self._shapes:
+                self._shapes[sid] = (tuple(t.shape), str(t.dtype).removeprefix("torch."))
+
+    def mark_cell(self, cell: int) -> None:
+        self._sync_cuts()
+        self._cell = cell or (self.default_cell or 0)
+        self.cells.append(m.CellMark(cell, self._lib.fv_now() - self._t0n, self.count))
+        self._set_site((self._cell, m.NO_SMALL, 0))
+
+    def name_cell(self, cell: int) -> None:
+        if self.cells and self.cells[-1].cell == 0:
+            self._lib.fv_patch_cell(self._h, self.cells[-1].index, 0, cell)
+            self._files.update({(cell, line): f for (c, line), f in list(self._files.items()) if c == 0})
+        super().name_cell(cell)
+        if self._cell == 0:
+            self._cell = cell
+
+    # --- the ledger -------------------------------------------------------------------------
+    def _stats(self) -> tuple[list[float], int]:
+        out = (ctypes.c_double * 5)()
+        compactions = self._lib.fv_stats(self._h, out)
+        return list(out), compactions
+
+    @property
+    def count(self) -> int:
+        return int(self._stats()[0][0])
+
+    @property
+    def dropped(self) -> int:
+        return int(self._stats()[0][1])
+
+    def live_bytes(self) -> int:
+        return int(self._stats()[0][2])
+
+    @property
+    def peak_bytes(self) -> int:
+        return int(self._stats()[0][3])
+
+    @property
+    def peak_time(self) -> float:
+        return self._stats()[0][4]
+
+    @property
+    def ops(self) -> list[str]:
+        """The op names the ``op`` column indexes (the ledger's table only grows)."""
+        for i in range(len(self._op_names), self._lib.fv_op_count()):
+            name = self._lib.fv_op_name(i)
+            self._op_names.append(name.decode().removeprefix("aten::") if name else "?")
+        return self._op_names
+
+    def _sync_cuts(self) -> None:
+        """Move cell marks as the ledger merged older history (it compacts on its own)."""
+        _, compactions = self._stats()
+        while self._cuts_seen < compactions:
+            cut = (ctypes.c_double * 3)()
+            self._lib.fv_cut(self._h, self._cuts_seen, cut)
+            index, kept, cut_time = int(cut[0]), int(cut[1]), cut[2]
+            self.cells = [mark for mark in self.cells if mark.time >= cut_time]
+            for mark in self.cells:
+                mark.index = max(0, mark.index - index + kept)
+            self._cuts_seen += 1
+        if len(self._shapes) > 2 * self.max_events:  # forget shapes of storages merged away
+            alive = set(memoryview(self.columns()["storage"]).cast("I"))
+            self._shapes = {sid: v for sid, v in self._shapes.items() if sid in alive}
+
+    def _track(self, storage, category: int, op: Optional[str], shape: tuple, dtype: torch.dtype,
+               where: Optional[tuple] = None, when: Optional[float] = None) -> Optional[StorageRecord]:
+        key = storage.data_ptr()
+        nbytes = storage.nbytes()
+        if where is None:
+            where = user_location(4)
+        cell, module, line = self._where(where, _current_module()) if where != (None, None) else (0, m.NO_SMALL, 0)
+        sid = self._lib.fv_track(self._h, key, float(nbytes), category, op.encode() if op else None, module, cell,
+                                 line, -1.0 if when is None else when)
+        if sid < 0:
+            return None
+        dtype_name = str(dtype).removeprefix("torch.")
+        self._shapes[sid] = (tuple(shape), dtype_name)
+        # Not the allocator's (it existed before, or came from numpy): Python reports its free.
+        self._finalizers[key] = weakref.finalize(storage, self._freed, key, sid)
+        return StorageRecord(sid, nbytes, dtype_name, tuple(shape), category, op, None, cell or None, line or None,
+                             where[0])
+
+    def _freed(self, key: int, sid: int) -> None:
+        fin = self._finalizers.get(key)
+        if fin is not None and not fin.alive:
+            del self._finalizers[key]
+        if self._lib.fv_untrack(self._h, key, sid):
+            self._notify()
+
+    def _record(self, r: native.FvRecord) -> StorageRecord:
+        shape, dtype = self._shapes.get(r.sid, ((), "?"))
+        ops, modules = self.ops, list(self._modules)
+        cell, line = r.cell or None, r.line or None
+        return StorageRecord(
+            r.sid, int(r.bytes), dtype, shape, r.category, ops[r.op] if r.op < len(ops) else None,
+            modules[r.module] if r.module < len(modules) else None, cell, line,
+            self._files.get((r.cell, r.line)), None if r.node == m.NO_ID else r.node, self._node_names.get(r.node))
+
+    def _lookup(self, key: int) -> Optional[StorageRecord]:
+        r = native.FvRecord()
+        return self._record(r) if self._lib.fv_lookup(self._h, key, ctypes.byref(r)) else None
+
+    def _relabel(self, key: int, rec: StorageRecord, category: Optional[int], node: Optional[int] = None,
+                 node_name: Optional[str] = None) -> None:
+        if node is not None and node_name:
+            self._node_names[node & 0xFFFFFFFF] = node_name
+        self._lib.fv_recategorize(self._h, key, rec.category if category is None else category,
+                                  m.NO_ID if node is None else node & 0xFFFFFFFF, 0)
+
+    def _recategorize(self, tensor: torch.Tensor, category: int, only_from: tuple = ()) -> None:
+        # The hooks' hot path (every gradient and optimizer state, every step): one call, no record.
+        if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.strided or tensor.device.type != "cpu":
+            return super()._recategorize(tensor, category, only_from)
+        storage = tensor.untyped_storage()
+        mask = _MASKS.get(only_from)
+        if mask is None:
+            mask = _MASKS[only_from] = sum(1 << c for c in only_from)
+        sid = self._lib.fv_recategorize(self._h, storage.data_ptr(), category, m.NO_ID, mask)
+        if sid < 0:
+            if storage.nbytes():
+                self._track(storage, category, None, tuple(tensor.shape), tensor.dtype)
+        elif sid not in self._shapes:
+            self._shapes[sid] = (tuple(tensor.shape), str(tensor.dtype).removeprefix("torch."))
+
+    def _note_tensor(self, rec: StorageRecord, tensor: torch.Tensor) -> None:
+        if rec.sid not in self._shapes:
+            self._shapes[rec.sid] = (tuple(tensor.shape), str(tensor.dtype).removeprefix("torch."))
+
+    def _live_records(self) -> tuple[list[int], list[StorageRecord]]:
+        cap = 256
+        while True:
+            ptrs, recs = (ctypes.c_uint64 * cap)(), (native.FvRecord * cap)()
+            n = self._lib.fv_live(self._h, ptrs, recs, cap)
+            if n <= cap:
+                return list(ptrs[:n]), [self._record(recs[i]) for i in range(n)]
+            cap = n + 256  # more appeared between the two calls: ask again
+
+    def records(self) -> list[StorageRecord]:
+        self._sync_grads()
+        return self._live_records()[1]
+
+    def tracked_bytes(self) -> dict[int, int]:
+        self._sync_grads()
+        ptrs, recs = self._live_records()
+        return {key: rec.nbytes for key, rec in zip(ptrs, recs)}
+
+    def columns(self, start: int = 0, end: Optional[int] = None) -> dict[str, bytes]:
+        count = self.count
+        end = count if end is None else max(start, min(end, count))
+        n = max(0, end - start)
+        buffers = [ctypes.create_string_buffer(max(1, n * _ITEMSIZE[kind])) for _, kind in m.EVENT_COLUMNS]
+        pointers = (ctypes.c_void_p * len(buffers))(*[ctypes.addressof(b) for b in buffers])
+        got = self._lib.fv_copy(self._h, start, start + n, pointers)
+        return {name: buf.raw[:got * _ITEMSIZE[kind]] for (name, kind), buf in zip(m.EVENT_COLUMNS, buffers)}
+
+    def _column_arrays(self) -> dict:
+        import array
+
+        from .memory import TYPECODES
+
+        out = {}
+        for (name, kind), raw in zip(m.EVENT_COLUMNS, self.columns().values()):
+            out[name] = array.array(TYPECODES[kind])
+            out[name].frombytes(raw)
+        return out
+
+    def timeline(self, device: str = "cpu", message: Optional[str] = None) -> m.MemoryTimeline:
+        self._sync_grads()
+        self._sync_cuts()
+        return super().timeline(device, message)
+
+    def detail(self, sid: int) -> m.StorageDetail:
+        detail = super().detail(sid)
+        if detail.source is None and detail.cell and detail.line:
+            detail.source = source_line(self._files.get((detail.cell, detail.line)), detail.line)
+        return detail
+
+    def _emit(self, action: int, rec: StorageRecord, when: Optional[float] = None) -> None:
+        raise AssertionError("the native ledger emits its own events")  # every caller is overridden here
+

@@ -1,0 +1,165 @@
+"""The native CPU allocation ledger: compiled once per torch build, loaded with ctypes.
+
+``cpu_ledger.cpp`` wraps c10's CPU allocator, so tracking costs a hash insert per allocation
+instead of a Python call per op. It needs a C++ compiler and torch's headers (in every torch
+wheel); without them forgeviz falls back to the Python dispatch-mode tracker, and says so.
+
+Build it ahead of time (``./dev.sh`` does) with ``python -m forgeviz.capture.native``.
+
+>>> lib = load()  # doctest: +SKIP
+>>> lib.fv_abi_version()  # doctest: +SKIP
+1
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+SOURCE = Path(__file__).with_name("cpu_ledger.cpp")
+ABI_VERSION = 1
+
+
+class FvRecord(ctypes.Structure):
+    """Mirror of ``FvRecord`` in cpu_ledger.cpp."""
+
+    _fields_ = [("sid", ctypes.c_uint32), ("node", ctypes.c_uint32), ("bytes", ctypes.c_double),
+                ("op", ctypes.c_uint16), ("module", ctypes.c_uint16), ("cell", ctypes.c_uint16),
+                ("line", ctypes.c_uint16), ("category", ctypes.c_uint8), ("pad", ctypes.c_uint8 * 7)]
+
+
+_lock = threading.Lock()
+_lib: Optional[ctypes.CDLL] = None
+_error: Optional[str] = None
+
+
+def cache_dir() -> Path:
+    """Where builds live: ``$FORGEVIZ_CACHE`` or ``~/.cache/forgeviz``, one folder per torch build."""
+    base = os.environ.get("FORGEVIZ_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "forgeviz")
+    return Path(base) / "native"
+
+
+def _torch_lib_dir() -> str:
+    return os.path.join(os.path.dirname(torch.__file__), "lib")
+
+
+def library_path() -> Path:
+    """The shared library for this source and this torch build (it may not exist yet)."""
+    key = hashlib.sha256()
+    key.update(SOURCE.read_bytes())
+    key.update(f"{torch.__version__}|{_torch_lib_dir()}|{sys.platform}".encode())
+    return cache_dir() / f"cpu_ledger-{key.hexdigest()[:16]}.so"
+
+
+def compiler() -> Optional[str]:
+    return os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
+
+
+def build(verbose: bool = False) -> Path:
+    """Compile ``cpu_ledger.cpp`` against the installed torch (about 4 s). Returns the library path.
+
+    Raises ``RuntimeError`` saying what is missing (a compiler, torch's headers) and what the
+    compiler printed.
+    """
+    target = library_path()
+    if target.exists():
+        return target
+    cxx = compiler()
+    if cxx is None:
+        raise RuntimeError("forgeviz's native memory tracker needs a C++ compiler (g++), and none was found on "
+                           "PATH; install one (apt-get install g++) or set $CXX")
+    from torch.utils.cpp_extension import include_paths
+
+    includes = include_paths()
+    if not any(os.path.exists(os.path.join(p, "c10", "core", "CPUAllocator.h")) for p in includes):
+        raise RuntimeError(f"torch's C++ headers were not found (looked in {includes})")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    libdir = _torch_lib_dir()
+    abi = int(bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)))
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        out = Path(tmp) / target.name
+        cmd = [cxx, "-O2", "-shared", "-fPIC", "-std=c++20", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+               *[f"-I{p}" for p in includes], str(SOURCE), f"-L{libdir}", "-lc10", "-ltorch_cpu",
+               f"-Wl,-rpath,{libdir}", "-o", str(out)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"compiling forgeviz's native memory tracker failed ({cxx} exit {done.returncode}):\n"
+                               f"{done.stderr[-3000:]}")
+        if verbose:
+            print(" ".join(cmd), file=sys.stderr)
+        os.replace(out, target)  # atomic: two kernels building at once both end with a whole file
+    return target
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    c = ctypes
+    vp, i64, u64, dbl, i32, u32 = c.c_void_p, c.c_int64, c.c_uint64, c.c_double, c.c_int, c.c_uint32
+    sigs = {
+        "fv_abi_version": (i32, []), "fv_now": (dbl, []), "fv_install": (i32, []),
+        "fv_ledger_new": (vp, [i64, dbl]), "fv_ledger_delete": (None, [vp]),
+        "fv_ledger_recording": (None, [vp, i32]), "fv_set_context": (None, [u32, u32, u32]), "fv_pause": (None, [i32]), "fv_record_ops": (None, [i32]),
+        "fv_track": (i64, [vp, u64, dbl, i32, c.c_char_p, i32, i32, i32, dbl]),
+        "fv_untrack": (i32, [vp, u64, i64]), "fv_recategorize": (i64, [vp, u64, i32, u32, u32]),
+        "fv_annotate": (i64, [vp, u64, dbl, i32, i32, i32]), "fv_lookup": (i32, [vp, u64, c.POINTER(FvRecord)]),
+        "fv_live": (i64, [vp, c.POINTER(u64), c.POINTER(FvRecord), i64]),
+        "fv_stats": (i64, [vp, c.POINTER(dbl)]), "fv_cut": (None, [vp, i64, c.POINTER(dbl)]),
+        "fv_publish": (None, [vp, i64]), "fv_copy": (i64, [vp, i64, i64, c.POINTER(vp)]), "fv_patch_cell": (None, [vp, i64, i32, i32]),
+        "fv_op_count": (i32, []), "fv_op_name": (c.c_char_p, [i32]),
+    }
+    for name, (restype, argtypes) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = restype, argtypes
+
+
+def load(build_if_missing: bool = True) -> ctypes.CDLL:
+    """The loaded library with its allocator installed; builds it first if needed.
+
+    Raises ``RuntimeError`` (with the reason) when it cannot be built or installed; the reason is
+    remembered, so a kernel tries once.
+    """
+    global _lib, _error
+    with _lock:
+        if _lib is not None:
+            return _lib
+        if _error is not None:
+            raise RuntimeError(_error)
+        try:
+            path = library_path()
+            if not path.exists():
+                if not build_if_missing:
+                    raise RuntimeError(f"the native memory tracker is not built for torch {torch.__version__}; "
+                                       "run: python -m forgeviz.capture.native")
+                path = build()
+            lib = ctypes.CDLL(str(path))
+            _declare(lib)
+            if lib.fv_abi_version() != ABI_VERSION:
+                raise RuntimeError(f"{path} is ABI {lib.fv_abi_version()}, expected {ABI_VERSION}")
+            if not lib.fv_install():
+                raise RuntimeError("torch's CPU allocator is not one forgeviz can wrap (is another tool wrapping it?)")
+        except (OSError, RuntimeError) as exc:
+            _error = str(exc)
+            raise RuntimeError(_error) from None
+        _lib = lib
+        return lib
+
+
+def loaded() -> Optional[ctypes.CDLL]:
+    """The library if this process loaded it, else None (never builds or loads)."""
+    return _lib
+
+
+def unavailable_reason() -> Optional[str]:
+    """Why the native tracker could not load in this process, or None (not tried, or loaded)."""
+    return _error
+

@@ -1,0 +1,502 @@
+// forgeviz's native CPU allocation ledger.
+//
+// Why C++: a TorchDispatchMode costs ~10 us per op in Python, which doubles a small training step.
+// This wraps c10's CPU allocator instead, so an allocation costs a hash insert and a few appends.
+// The ledger keeps the same columns as forgeviz/model/memory.py EVENT_COLUMNS, so Python copies
+// them out in bulk. Loaded with ctypes: no Python headers, no pybind11; forgeviz/capture/native.py
+// compiles it once per torch build (c10 and torch_cpu are the only libraries it links).
+#include <ATen/record_function.h>
+#include <c10/core/CPUAllocator.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace {
+
+constexpr uint8_t kAlloc = 0, kFree = 1, kRecategorize = 2;  // model/memory.py ACTIONS
+constexpr uint8_t kTemporary = 5;                              // model/memory.py TEMPORARY
+constexpr uint32_t kNoId = 0xFFFFFFFF;
+constexpr uint16_t kNoSmall = 0xFFFF;
+
+double now_s() {
+  // steady_clock is CLOCK_MONOTONIC on Linux, the clock of Python's time.perf_counter().
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+struct Live {
+  uint32_t sid;
+  uint32_t node;
+  double bytes;
+  uint16_t op, module, cell, line;
+  uint8_t category;
+};
+
+}  // namespace
+
+extern "C" {
+// What Python reads of one storage (ctypes mirrors this layout).
+struct FvRecord {
+  uint32_t sid;
+  uint32_t node;
+  double bytes;
+  uint16_t op, module, cell, line;
+  uint8_t category;
+  uint8_t pad[7];
+};
+}
+
+namespace {
+
+struct Ledger {
+  std::vector<float> time;
+  std::vector<double> bytes;
+  std::vector<uint32_t> storage, node;
+  std::vector<uint16_t> op, module, cell, line;
+  std::vector<uint8_t> action, category;
+  std::unordered_map<uint64_t, Live> live;  // data pointer -> what is alive there
+  std::vector<double> cuts;                 // (cut, kept, cut time) per compaction
+  uint32_t next_sid = 0;
+  double t0 = 0;
+  int64_t max_events = 1000000;
+  int64_t dropped = 0;
+  double live_bytes = 0, peak_bytes = 0, peak_time = 0;
+  bool recording = false;
+  size_t published = 0;  // events before this index were sent somewhere: never rewrite them
+
+  size_t count() const { return time.size(); }
+
+  void emit(uint8_t act, const Live& r, float t) {
+    time.push_back(t);
+    bytes.push_back(r.bytes);
+    storage.push_back(r.sid);
+    node.push_back(r.node);
+    op.push_back(r.op);
+    module.push_back(r.module);
+    cell.push_back(r.cell);
+    line.push_back(r.line);
+    action.push_back(act);
+    category.push_back(r.category);
+    if (act == kAlloc && live_bytes > peak_bytes) {
+      peak_bytes = live_bytes;
+      peak_time = t;
+    }
+    if (static_cast<int64_t>(count()) > max_events) compact();
+  }
+
+  // Merge the older half: storages alloc'd and freed there vanish; the ones still alive are
+  // re-emitted as allocs at the cut, so live totals stay exact (same rule as the Python ledger).
+  void compact() {
+    const size_t cut = count() / 2;
+    const float cut_time = time[cut];
+    std::unordered_set<uint32_t> freed;
+    for (size_t i = 0; i < cut; ++i)
+      if (action[i] == kFree) freed.insert(storage[i]);
+    std::unordered_map<uint32_t, size_t> last;
+    for (size_t i = 0; i < cut; ++i)
+      if (!freed.count(storage[i])) last[storage[i]] = i;
+    std::vector<size_t> keep;
+    keep.reserve(last.size());
+    for (auto& kv : last) keep.push_back(kv.second);
+    std::sort(keep.begin(), keep.end());
+    Ledger next;
+    auto move_tail = [&](auto& dst, auto& src) {
+      dst.reserve(keep.size() + src.size() - cut);
+      for (size_t i : keep) dst.push_back(src[i]);
+      dst.insert(dst.end(), src.begin() + cut, src.end());
+    };
+    move_tail(next.time, time);
+    move_tail(next.bytes, bytes);
+    move_tail(next.storage, storage);
+    move_tail(next.node, node);
+    move_tail(next.op, op);
+    move_tail(next.module, module);
+    move_tail(next.cell, cell);
+    move_tail(next.line, line);
+    move_tail(next.action, action);
+    move_tail(next.category, category);
+    for (size_t k = 0; k < keep.size(); ++k) {
+      next.action[k] = kAlloc;
+      next.time[k] = cut_time;
+    }
+    time.swap(next.time);
+    bytes.swap(next.bytes);
+    storage.swap(next.storage);
+    node.swap(next.node);
+    op.swap(next.op);
+    module.swap(next.module);
+    cell.swap(next.cell);
+    line.swap(next.line);
+    action.swap(next.action);
+    category.swap(next.category);
+    dropped += static_cast<int64_t>(cut - keep.size());
+    published = 0;  // every index moved: readers start over
+    cuts.push_back(static_cast<double>(cut));
+    cuts.push_back(static_cast<double>(keep.size()));
+    cuts.push_back(cut_time);
+  }
+};
+
+std::mutex g_mutex;  // guards every ledger, the op table and the ledger list
+std::vector<Ledger*> g_ledgers;
+std::atomic<int> g_live_ledgers{0};  // frees are looked up only while a ledger exists
+std::atomic<int> g_recording{0};     // allocations are recorded only while one records
+c10::Allocator* g_inner = nullptr;
+c10::DeleterFnPtr g_inner_deleter = nullptr;
+
+// Where the Python side says the program is: set at cell starts, module calls and steps.
+std::atomic<uint32_t> g_cell{0}, g_module{kNoSmall}, g_line{0};
+
+// The innermost dispatcher op on this thread, pushed by a RecordFunction callback.
+thread_local const char* t_ops[64];
+thread_local int t_depth = 0;
+thread_local int t_paused = 0;  // forgeviz's own work on this thread (untraced()) is not the user's memory
+at::CallbackHandle g_op_callback = 0;
+std::unordered_map<std::string, uint16_t> g_op_ids;
+std::deque<std::string> g_op_names;  // a deque: c_str() pointers stay valid as it grows
+
+uint16_t intern_op(const char* name) {  // g_mutex held
+  if (name == nullptr) return kNoSmall;
+  auto it = g_op_ids.find(name);
+  if (it != g_op_ids.end()) return it->second;
+  if (g_op_names.size() >= kNoSmall - 1) return kNoSmall;
+  uint16_t id = static_cast<uint16_t>(g_op_names.size());
+  g_op_names.emplace_back(name);
+  g_op_ids.emplace(g_op_names.back(), id);
+  return id;
+}
+
+void note_alloc(void* ptr, size_t nbytes) {
+  const double t = now_s();
+  const char* op = t_depth > 0 && t_depth <= 64 ? t_ops[t_depth - 1] : nullptr;
+  std::lock_guard<std::mutex> guard(g_mutex);
+  const uint16_t op_id = intern_op(op);
+  for (Ledger* ledger : g_ledgers) {
+    if (!ledger->recording) continue;
+    Live r{ledger->next_sid++, kNoId, static_cast<double>(nbytes), op_id,
+           static_cast<uint16_t>(g_module.load(std::memory_order_relaxed)),
+           static_cast<uint16_t>(g_cell.load(std::memory_order_relaxed)),
+           static_cast<uint16_t>(g_line.load(std::memory_order_relaxed)), kTemporary};
+    ledger->live[reinterpret_cast<uint64_t>(ptr)] = r;
+    ledger->live_bytes += r.bytes;
+    ledger->emit(kAlloc, r, static_cast<float>(t - ledger->t0));
+  }
+}
+
+void note_free(void* ptr) {
+  const double t = now_s();
+  std::lock_guard<std::mutex> guard(g_mutex);
+  for (Ledger* ledger : g_ledgers) {
+    auto it = ledger->live.find(reinterpret_cast<uint64_t>(ptr));
+    if (it == ledger->live.end()) continue;
+    Live r = it->second;
+    ledger->live.erase(it);
+    ledger->live_bytes -= r.bytes;
+    ledger->emit(kFree, r, static_cast<float>(t - ledger->t0));
+  }
+}
+
+void traced_free(void* ptr) {
+  if (g_live_ledgers.load(std::memory_order_relaxed) > 0) note_free(ptr);
+  g_inner_deleter(ptr);
+}
+
+class TracingAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    c10::DataPtr inner = g_inner->allocate(nbytes);
+    // Wrap only what we can free exactly like the inner allocator would: data == context.
+    if (inner.get() != inner.get_context() || inner.get_deleter() != g_inner_deleter) return inner;
+    void* ptr = inner.release_context();
+    if (nbytes > 0 && t_paused == 0 && g_recording.load(std::memory_order_relaxed) > 0) note_alloc(ptr, nbytes);
+    return {ptr, ptr, &traced_free, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &traced_free; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    g_inner->copy_data(dest, src, count);
+  }
+};
+
+TracingAllocator g_tracing;
+
+std::unique_ptr<at::ObserverContext> op_enter(const at::RecordFunction& fn) {
+  if (t_depth < 64) t_ops[t_depth] = fn.name();
+  ++t_depth;
+  return nullptr;
+}
+
+void op_exit(const at::RecordFunction&, at::ObserverContext*) {
+  if (t_depth > 0) --t_depth;
+}
+
+bool g_op_names_wanted = true;  // fv_record_ops(0) turns the per-op RecordFunction callback off
+
+void update_op_callback() {  // g_mutex held
+  bool want = g_recording.load() > 0 && g_op_names_wanted;
+  if (want && g_op_callback == 0) {
+    g_op_callback = at::addGlobalCallback(
+        at::RecordFunctionCallback(op_enter, op_exit).needsInputs(false).scopes({at::RecordScope::FUNCTION}));
+  } else if (!want && g_op_callback != 0) {
+    at::removeCallback(g_op_callback);
+    g_op_callback = 0;
+  }
+}
+
+Ledger* as_ledger(void* handle) { return static_cast<Ledger*>(handle); }
+
+}  // namespace
+
+extern "C" {
+
+int fv_abi_version() { return 1; }
+
+double fv_now() { return now_s(); }
+
+// Put the tracing allocator in front of c10's CPU allocator (once; it stays for the process:
+// storages it made keep its deleter). Returns 1 when installed, 0 when the CPU allocator is not
+// one it can wrap.
+int fv_install() {
+  std::lock_guard<std::mutex> guard(g_mutex);
+  if (g_inner != nullptr) return 1;
+  c10::Allocator* current = c10::GetCPUAllocator();
+  if (current == nullptr || current->raw_deleter() == nullptr) return 0;
+  g_inner = current;
+  g_inner_deleter = current->raw_deleter();
+  c10::SetCPUAllocator(&g_tracing, /*priority=*/200);
+  return c10::GetCPUAllocator() == &g_tracing ? 1 : 0;
+}
+
+void* fv_ledger_new(int64_t max_events, double t0) {
+  auto* ledger = new Ledger();
+  ledger->max_events = max_events;
+  ledger->t0 = t0;
+  std::lock_guard<std::mutex> guard(g_mutex);
+  g_ledgers.push_back(ledger);
+  g_live_ledgers.fetch_add(1);
+  return ledger;
+}
+
+void fv_ledger_delete(void* handle) {
+  std::lock_guard<std::mutex> guard(g_mutex);
+  Ledger* ledger = as_ledger(handle);
+  auto it = std::find(g_ledgers.begin(), g_ledgers.end(), ledger);
+  if (it == g_ledgers.end()) return;
+  g_ledgers.erase(it);
+  g_live_ledgers.fetch_sub(1);
+  if (ledger->recording) g_recording.fetch_sub(1);
+  update_op_callback();
+  delete ledger;
+}
+
+void fv_ledger_recording(void* handle, int on) {
+  std::lock_guard<std::mutex> guard(g_mutex);
+  Ledger* ledger = as_ledger(handle);
+  if (static_cast<bool>(on) == ledger->recording) return;
+  ledger->recording = on;
+  g_recording.fetch_add(on ? 1 : -1);
+  update_op_callback();
+}
+
+// Whether allocations carry the dispatcher op that made them (a RecordFunction callback per op).
+void fv_record_ops(int on) {
+  std::lock_guard<std::mutex> guard(g_mutex);
+  g_op_names_wanted = on != 0;
+  update_op_callback();
+}
+
+void fv_pause(int delta) { t_paused += delta; }
+
+void fv_set_context(uint32_t cell, uint32_t module, uint32_t line) {
+  g_cell.store(cell, std::memory_order_relaxed);
+  g_module.store(module, std::memory_order_relaxed);
+  g_line.store(line, std::memory_order_relaxed);
+}
+
+// A storage the allocator did not report (it existed before, or came from elsewhere): Python
+// tracks it and reports its free. Returns its storage id, or -1 when it is already tracked.
+int64_t fv_track(void* handle, uint64_t ptr, double nbytes, int category, const char* op, int module, int cell,
+                 int line, double when) {
+  std::lock_guard<std::mutex> guard(g_mutex);
+  Ledger* ledger = as_ledger(handle);
+  if (ledger->live.count(ptr)) return -1;
+  Live r{ledger->next_sid++, kNoId, nbytes, intern_op(op), static_cast<uint16_t>(module),
+         static_cast<uint16_t>(cell), static_cast<uint16_t>(line), static_cast<uint8_t>(category)};
+  ledger->live[ptr] = r;
+  ledger->live_bytes += nbytes;
+  ledger->emit(kAlloc, r, static_cast<float>(when < 0 ? now_s() - ledger->t0 : when));
+  return r.sid;
+}
+
+// The free of a storage Python tracked (a weakref.finalize fired). 1 if it was live.
+int fv_untrack(void* handle, uint64_t ptr, int64_t sid) {
+  std::lock_guard<std::mutex> guard(g_mutex);
+  Ledger* ledger = as_ledger(handle);
+  auto it = ledger->live.find(ptr);
+  if (it == ledger->live.end() || it->second.sid != static_cast<uint32_t>(sid)) return 0;
+  Live r = it->second;
+  ledger->live.erase(it);
+  ledger->live_bytes -= r.bytes;
+  ledger->emit(kFree, r, static_cast<float>(now_s() - ledger->t0));
+  return 1;
+}
+
+// Give a live storage a category (and the autograd node that saved it). only_from is a bit mask
+// of the categories it may change from (0: any). A hook learns a category late (a gradient at the
+// end of backward, optimizer state after the step) though it held from the allocation on: when
+// that allocation is recent and unpublished, its events are rewritten; else a recategorize event
+// marks the change now. Returns its storage id, or -1 when not tracked.
+int64_t fv_recategorize(void* handle, uint64_t ptr, int category, uint32_t node, uint32_t only_from) {
+  std::lock_guard<std::mutex> guard(g_mutex);
+  Ledger* ledger = as_ledger(handle);
+  auto it = ledger->live.find(ptr);
+  if (it == ledger->live.end()) return -1;
+  Live& r = it->second;
+  if (node != kNoId && r.node == kNoId) r.node = node;
+  if (r.category == category || (only_from != 0 && !(only_from & (1u << r.category)))) return r.sid;
+  r.category = static_cast<uint8_t>(category);
+  const size_t n = ledger->count();
+  const size_t floor = std::max(ledger->published, n > (1u << 16) ? n - (1u << 16) : size_t{0});
+  for (size_t i = n; i > floor; --i) {
+    if (ledger->storage[i - 1] != r.sid) continue;
+    if (ledger->action[i - 1] == kAlloc) {
+      for (size_t j = i - 1; j < n; ++j)
+        if (ledger->storage[j] == r.sid) ledger->category[j] = r.category;
+      return r.sid;
+    }
+  }
+  ledger->emit(kRecategorize, r, static_cast<float>(now_s() - ledger->t0));
+  return r.sid;
+}
+
+// Events before `count` were sent to a view: later category changes must not rewrite them.
+void fv_publish(void* handle, int64_t count) {
+  std::lock_guard<std::mutex> guard(g_mutex);
+  Ledger* ledger = as_ledger(handle);
+  ledger->published = std::max(ledger->published, static_cast<size_t>(std::max<int64_t>(0, count)));
+}
+
+// Name where a fresh storage came from, once Python knows (right after the op that made it, whose
+// output holds `logical_bytes`): a record with no line yet, and its alloc event, get the cell, line
+// and module. Returns its storage id when its alloc is recent and its size fits, else -1.
+int64_t fv_annotate(void* handle, uint64_t ptr, double logical_bytes, int cell, int line, int module) {
+  std::lock_guard<std::mutex> guard(g_mutex);
+  Ledger* ledger = as_ledger(handle);
+  auto it = ledger->live.find(ptr);
+  if (it == ledger->live.end() || it->second.bytes != logical_bytes) return -1;
+  Live& r = it->second;
+  // The alloc is among the last few events (the op just returned); look back a bounded way.
+  const size_t n = ledger->count();
+  for (size_t k = 0; k < n && k < 4096; ++k) {
+    const size_t i = n - 1 - k;
+    if (ledger->storage[i] != r.sid || ledger->action[i] != kAlloc) continue;
+    if (r.line == 0 && line != 0) {
+      r.cell = ledger->cell[i] = static_cast<uint16_t>(cell);
+      r.line = ledger->line[i] = static_cast<uint16_t>(line);
+      if (module != kNoSmall) r.module = ledger->module[i] = static_cast<uint16_t>(module);
+    }
+    return r.sid;
+  }
+  return -1;
+}
+
+int fv_lookup(void* handle, uint64_t ptr, FvRecord* out) {
+  std::lock_guard<std::mutex> guard(g_mutex);
+  Ledger* ledger = as_ledger(handle);
+  auto it = ledger->live.find(ptr);
+  if (it == ledger->live.end()) return 0;
+  const Live& r = it->second;
+  *out = FvRecord{r.sid, r.node, r.bytes, r.op, r.module, r.cell, r.line, r.category, {0}};
+  return 1;
+}
+
+// Every live storage: ptrs[i] and records[i]; returns how many there are (fills at most cap).
+int64_t fv_live(void* handle, uint64_t* ptrs, FvRecord* records, int64_t cap) {
+  std::lock_guard<std::mutex> guard(g_mutex);
+  Ledger* ledger = as_ledger(handle);
+  int64_t i = 0;
+  for (auto& kv : ledger->live) {
+    if (i < cap) {
+      const Live& r = kv.second;
+      ptrs[i] = kv.first;
+      records[i] = FvRecord{r.sid, r.node, r.bytes, r.op, r.module, r.cell, r.line, r.category, {0}};
+    }
+    ++i;
+  }
+  return i;
+}
+
+// stats[0..4] = count, dropped, live bytes, peak bytes, peak time; returns compactions so far.
+int64_t fv_stats(void* handle, double* stats) {
+  std::lock_guard<std::mutex> guard(g_mutex);
+  Ledger* ledger = as_ledger(handle);
+  stats[0] = static_cast<double>(ledger->count());
+  stats[1] = static_cast<double>(ledger->dropped);
+  stats[2] = ledger->live_bytes;
+  stats[3] = ledger->peak_bytes;
+  stats[4] = ledger->peak_time;
+  return static_cast<int64_t>(ledger->cuts.size() / 3);
+}
+
+// Compaction k: (cut index, allocs kept, time of the cut).
+void fv_cut(void* handle, int64_t k, double* out) {
+  std::lock_guard<std::mutex> guard(g_mutex);
+  Ledger* ledger = as_ledger(handle);
+  for (int j = 0; j < 3; ++j) out[j] = ledger->cuts[3 * k + j];
+}
+
+// Copy events [start, end) of all ten columns (EVENT_COLUMNS order) into outs[0..9], under one
+// lock so a compaction cannot fall between two columns. Returns how many events were copied.
+int64_t fv_copy(void* handle, int64_t start, int64_t end, void* const* outs) {
+  std::lock_guard<std::mutex> guard(g_mutex);
+  Ledger* ledger = as_ledger(handle);
+  const int64_t n = static_cast<int64_t>(ledger->count());
+  start = std::max<int64_t>(0, std::min(start, n));
+  end = std::max(start, std::min(end, n));
+  int column = 0;
+  auto copy = [&](auto& v) {
+    const size_t size = static_cast<size_t>(end - start) * sizeof(v[0]);
+    if (size > 0) std::memcpy(outs[column], v.data() + start, size);
+    ++column;
+  };
+  copy(ledger->time);
+  copy(ledger->bytes);
+  copy(ledger->storage);
+  copy(ledger->node);
+  copy(ledger->op);
+  copy(ledger->module);
+  copy(ledger->cell);
+  copy(ledger->line);
+  copy(ledger->action);
+  copy(ledger->category);
+  return end - start;
+}
+
+// Set the cell column of events [start, count) from `from` to `to` (a cell's number, known late).
+void fv_patch_cell(void* handle, int64_t start, int from, int to) {
+  std::lock_guard<std::mutex> guard(g_mutex);
+  Ledger* ledger = as_ledger(handle);
+  for (size_t i = static_cast<size_t>(std::max<int64_t>(0, start)); i < ledger->count(); ++i)
+    if (ledger->cell[i] == from) ledger->cell[i] = static_cast<uint16_t>(to);
+  for (auto& kv : ledger->live)
+    if (kv.second.cell == from) kv.second.cell = static_cast<uint16_t>(to);
+}
+
+int fv_op_count() {
+  std::lock_guard<std::mutex> guard(g_mutex);
+  return static_cast<int>(g_op_names.size());
+}
+
+const char* fv_op_name(int id) {
+  std::lock_guard<std::mutex> guard(g_mutex);
+  return id >= 0 && id < static_cast<int>(g_op_names.size()) ? g_op_names[id].c_str() : nullptr;
+}
+
+}  // extern "C"

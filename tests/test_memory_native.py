@@ -1,0 +1,127 @@
+"""The native CPU ledger: what only an allocator-level tracker sees, and how it degrades."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+import torch
+
+import forgeviz
+from forgeviz.capture.memory import make_tracker
+from forgeviz.model.memory import ALLOC, FREE, GRADIENT, OTHER
+
+
+def ops_of(trace) -> set[str]:
+    """The op names this trace's events name (the ops table is shared by every trace)."""
+    return {trace.ops[i] for i in set(trace.events["op"].tolist()) if i < len(trace.ops)}
+
+
+@pytest.fixture(autouse=True)
+def native_backend(monkeypatch):
+    monkeypatch.setenv("FORGEVIZ_MEMORY_BACKEND", "native")
+
+
+def test_the_allocator_sees_intermediates_that_no_python_name_holds():
+    x = torch.randn(1 << 20)
+    nbytes = x.untyped_storage().nbytes()
+    with forgeviz.memory_trace() as trace:
+        base = trace.live_bytes
+        total = (x * 2 + 1).sum()  # x * 2 and (x * 2) + 1 are each 4 MiB, alive together for a moment
+    assert trace.tracker.backend == "native"
+    events = trace.events
+    allocs = {int(events["storage"][i]) for i in range(len(events["time"]))
+              if events["action"][i] == ALLOC and events["bytes"][i] == nbytes and events["category"][i] != OTHER}
+    freed = {int(events["storage"][i]) for i in range(len(events["time"])) if events["action"][i] == FREE}
+    assert len(allocs) == 2 and allocs <= freed  # both intermediates came and went (x itself was seeded)
+    assert trace.peak_bytes >= base + 2 * nbytes
+    assert trace.live_bytes == base + total.untyped_storage().nbytes()
+    assert {"mul", "add"} <= ops_of(trace)  # the dispatcher op that allocated each
+
+
+def test_gradients_are_gradients_from_their_allocation_on():
+    model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    opt = torch.optim.Adam(model.parameters())
+    with forgeviz.memory_trace() as trace:
+        for _ in range(3):
+            loss = model(torch.randn(8, 32)).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        by_category = trace.bytes_by_category()
+    grads = sum(p.grad.untyped_storage().nbytes() for p in model.parameters())
+    assert by_category["gradient"] == grads
+    events = trace.events
+    grad_sids = {int(events["storage"][i]) for i in range(len(events["time"])) if events["category"][i] == GRADIENT}
+    assert len(grad_sids) == 3 * 4  # four .grad tensors per step (set_to_none frees the old ones)
+    for i in range(len(events["time"])):
+        if int(events["storage"][i]) in grad_sids:
+            assert events["category"][i] == GRADIENT  # never a temporary first: the hook only learnt it late
+
+
+def test_forgeviz_own_work_is_not_the_users_memory():
+    x = torch.randn(64, 64, requires_grad=True)
+    with forgeviz.memory_trace() as trace:
+        (x.tanh() * 3).sum().backward()  # forgeviz summarises each gradient (aminmax, histc) meanwhile
+    assert "tanh" in ops_of(trace) and not {"aminmax", "histc", "linalg_vector_norm"} & ops_of(trace)
+
+
+def test_allocations_on_other_threads_are_recorded():
+    kept = []
+    with forgeviz.memory_trace() as trace:
+        base = trace.live_bytes
+        worker = threading.Thread(target=lambda: kept.append(torch.ones(1000, 10)))
+        worker.start()
+        worker.join()
+        assert trace.live_bytes == base + kept[0].untyped_storage().nbytes()
+    kept.clear()
+    gc.collect()
+    assert trace.live_bytes == base
+
+
+def test_cell_marks_follow_the_ledgers_compaction():
+    tracker = make_tracker(max_events=64, seed=False, backend="native")
+    keep = []
+    with tracker:
+        for cell in range(1, 21):
+            tracker.mark_cell(cell)
+            for i in range(5):
+                t = torch.ones(10 + i)
+                if i == 0:
+                    keep.append(t)
+    marks = tracker.timeline().cells
+    assert tracker.dropped > 0 and len(marks) >= 2 and marks[-1].cell == 20  # older marks merged away
+    times = tracker._column_arrays()["time"]
+    for mark in marks:
+        assert 0 <= mark.index <= tracker.count and times[mark.index] >= mark.time - 1e-6
+
+
+def test_without_a_compiler_it_falls_back_and_says_why(tmp_path):
+    script = (
+        "import json\n"
+        "from forgeviz.capture.memory import make_tracker\n"
+        "told = []\n"
+        "t = make_tracker(fault=told.append, backend='auto')\n"
+        "try:\n"
+        "    make_tracker(backend='native')\n"
+        "except RuntimeError as exc:\n"
+        "    print(json.dumps([t.backend, told[0], 'raised: ' + str(exc)]))\n"
+    )
+    env = dict(os.environ, FORGEVIZ_CACHE=str(tmp_path), CXX="/bin/false")
+    env.pop("FORGEVIZ_MEMORY_BACKEND", None)
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    backend, told, raised = json.loads(out.stdout.splitlines()[-1])
+    assert backend == "dispatch"
+    assert "native memory tracker is unavailable" in told and "/bin/false" in told
+    assert raised.startswith("raised: compiling forgeviz's native memory tracker failed")
+
+
+def test_bad_backend_names_say_what_is_expected():
+    with pytest.raises(ValueError, match="expected 'auto', 'native' or 'dispatch', got 'gpu'"):
+        make_tracker(backend="gpu")
