@@ -130,8 +130,10 @@ def _caller_names(values, fallback) -> list[str]:
 class MemoryTrace:
     """Allocation events recorded by :func:`memory_trace`: columns, a plotly figure, live bytes."""
 
-    def __init__(self, tracker) -> None:
+    def __init__(self, tracker, cuda_history=None) -> None:
         self.tracker = tracker
+        self._cuda_history = cuda_history
+        self.cuda = None  # the CudaTrace, read when the block ends (memory_trace(device="cuda"))
 
     def widget(self):
         """The timeline of this trace as a widget (a snapshot; the trace is not live)."""
@@ -174,9 +176,12 @@ class MemoryTrace:
         return out
 
     def to_plotly(self, title: str = "forgeviz memory timeline"):
-        """A plotly figure of live bytes stacked by category over time."""
-        from .export import timeline_figure
+        """A plotly figure of live bytes stacked by category over time (for a CUDA trace: allocated
+        by category, reserved, segment frees and OOMs)."""
+        from .export import cuda_timeline_figure, timeline_figure
 
+        if self.cuda is not None:
+            return cuda_timeline_figure(self.cuda, title)
         return timeline_figure(self.events, title)
 
 
@@ -196,11 +201,13 @@ def memory():
 
 
 @contextlib.contextmanager
-def memory_trace(max_events: int = 1_000_000) -> Iterator[MemoryTrace]:
-    """Record storage allocations and frees inside a ``with`` block (CPU and any device).
+def memory_trace(max_events: int = 1_000_000, device: str = "cpu") -> Iterator[MemoryTrace]:
+    """Record storage allocations and frees inside a ``with`` block.
 
     Storages that already exist are seeded first, so in-place updates are not new memory.
-    Older history is merged once there are more than ``max_events`` events.
+    Older history is merged once there are more than ``max_events`` events. ``device="cuda"``
+    (or ``"cuda:1"``) also records that GPU's caching-allocator history; ``trace.cuda`` then holds
+    allocated vs reserved bytes, segments, what ``empty_cache()`` released and any OOM.
 
     >>> import torch, forgeviz
     >>> with forgeviz.memory_trace() as trace:
@@ -210,15 +217,32 @@ def memory_trace(max_events: int = 1_000_000) -> Iterator[MemoryTrace]:
     """
     from .capture.memory import make_tracker
 
+    history = None
+    if device != "cpu":
+        if not isinstance(device, str) or not (device == "cuda" or device.startswith("cuda:")):
+            raise ValueError(f"memory_trace(device=...): expected 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+        from .capture.cuda_memory import CudaHistory
+
+        index = int(device.split(":")[1]) if ":" in device else None
+        history = CudaHistory(index, max_events)  # raises, saying so, without a CUDA device
     session = get_session()
     tracker = make_tracker(max_events, fault=session.fault)
+    trace = MemoryTrace(tracker, history)
+    if history is not None:
+        history._known = lambda: tracker.known_storages("cuda")
+        history.start()
     tracker.start()
     session.enter()  # the TorchFunctionMode links saved activations to their autograd nodes
     try:
-        yield MemoryTrace(tracker)
+        yield trace
     finally:
         session.exit()
         tracker.stop()
+        if history is not None:
+            try:
+                trace.cuda = history.trace()
+            finally:
+                history.stop()
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import graphviz
 
+from .model.broadcast import format_bytes
 from .model.graph import Graph, Node, shape_text
 
 _GRAPH_ATTRS = {
@@ -95,6 +96,35 @@ def to_dot(graph: Graph) -> str:
     True
     """
     return to_digraph(graph).source
+
+
+def cuda_timeline_figure(trace, title: str = "forgeviz CUDA memory timeline"):
+    """A plotly figure of a :class:`~forgeviz.capture.cuda_memory.CudaTrace`: allocated bytes stacked by
+    category, the reserved bytes over them, what ``empty_cache()`` released, and each OOM."""
+    fig = timeline_figure(trace.columns, title)
+    fig.add_trace(_scatter(trace.times, trace.reserved, "reserved (cached by the allocator)", "#000000", "dash"))
+    if trace.released:
+        when, size = zip(*trace.released)
+        fig.add_trace(_markers(when, [trace.reserved[trace.times.index(t)] for t in when],
+                               [f"segment freed: {format_bytes(s)}" for s in size], "segment freed", "triangle-down"))
+    if trace.ooms:
+        fig.add_trace(_markers([o.time for o in trace.ooms], [o.reserved for o in trace.ooms],
+                               [f"OOM asking {format_bytes(o.requested)}; CUDA had {format_bytes(o.device_free)} free"
+                                for o in trace.ooms], "OOM", "x"))
+    return fig
+
+
+def _scatter(x, y, name, color, dash):
+    import plotly.graph_objects as go
+
+    return go.Scatter(x=x, y=y, name=name, mode="lines", line={"color": color, "dash": dash, "width": 1.5})
+
+
+def _markers(x, y, text, name, symbol):
+    import plotly.graph_objects as go
+
+    return go.Scatter(x=list(x), y=list(y), text=text, name=name, mode="markers",
+                      marker={"symbol": symbol, "size": 11, "color": "#D55E00"}, hoverinfo="text")
 
 
 def timeline_figure(columns, title: str = "forgeviz memory timeline"):

@@ -125,3 +125,18 @@ def test_without_a_compiler_it_falls_back_and_says_why(tmp_path):
 def test_bad_backend_names_say_what_is_expected():
     with pytest.raises(ValueError, match="expected 'auto', 'native' or 'dispatch', got 'gpu'"):
         make_tracker(backend="gpu")
+
+
+def test_forked_children_allocate_freely_and_the_parent_keeps_its_ledger():
+    # A DataLoader worker is a fork of a process whose allocator forgeviz wraps.
+    with forgeviz.memory_trace() as trace:
+        before = trace.tracker.count
+        pid = os.fork()
+        if pid == 0:  # the child: allocate and free through the wrapped allocator, then leave at once
+            ok = all(torch.ones(1000 + i).sum().item() == 1000 + i for i in range(100))
+            os._exit(0 if ok else 3)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert trace.tracker.count == before  # nothing the child did reached the parent's ledger
+        kept = torch.ones(10)
+        assert trace.live_bytes >= kept.untyped_storage().nbytes()

@@ -517,6 +517,21 @@ class MemoryTracker:
         """What is known of every live tracked storage."""
         return list(self._live.values())
 
+    def known_storages(self, device_type: str) -> dict[int, int]:
+        """Data pointer → category of the parameters, gradients and optimizer state the hooks know,
+        on one device type (how a CUDA allocator history gets its categories)."""
+        out: dict[int, int] = {}
+        for ref, _ in list(self._states_seen.values()):
+            state = ref()
+            if state is not None and state.device.type == device_type:
+                out[state.untyped_storage().data_ptr()] = m.OPTIMIZER_STATE
+        for p in self._live_params():
+            if p.device.type == device_type:
+                out[p.untyped_storage().data_ptr()] = m.PARAMETER
+                if p.grad is not None:
+                    out[p.grad.untyped_storage().data_ptr()] = m.GRADIENT
+        return out
+
     def tracked_bytes(self) -> dict[int, int]:
         """Every live tracked storage: data pointer → nbytes (compare with :func:`live_storage_bytes`)."""
         return {key: rec.nbytes for key, rec in self._live.items()}

@@ -270,7 +270,7 @@ class NativeMemoryTracker(MemoryTracker):
     def _recategorize(self, tensor: torch.Tensor, category: int, only_from: tuple = ()) -> None:
         # The hooks' hot path (every gradient and optimizer state, every step): one call, no record.
         if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.strided or tensor.device.type != "cpu":
-            return super()._recategorize(tensor, category, only_from)
+            return  # this ledger is CPU memory; CUDA memory has the allocator's own history
         storage = tensor.untyped_storage()
         mask = _MASKS.get(only_from)
         if mask is None:

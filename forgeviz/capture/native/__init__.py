@@ -141,7 +141,8 @@ def load(build_if_missing: bool = True) -> ctypes.CDLL:
                     raise RuntimeError(f"the native memory tracker is not built for torch {torch.__version__}; "
                                        "run: python -m forgeviz.capture.native")
                 path = build()
-            lib = ctypes.CDLL(str(path))
+            # PyDLL keeps the GIL across calls (they are short and never wait on Python): cheaper.
+            lib = ctypes.PyDLL(str(path))
             _declare(lib)
             if lib.fv_abi_version() != ABI_VERSION:
                 raise RuntimeError(f"{path} is ABI {lib.fv_abi_version()}, expected {ABI_VERSION}")

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <pthread.h>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -145,8 +146,15 @@ struct Ledger {
   }
 };
 
-std::mutex g_mutex;  // guards every ledger, the op table and the ledger list
-std::vector<Ledger*> g_ledgers;
+struct Shared {
+  std::mutex mutex;  // guards every ledger, the op table and the ledger list
+  std::vector<Ledger*> ledgers;
+  std::unordered_map<std::string, uint16_t> op_ids;
+  std::deque<std::string> op_names;  // a deque: c_str() pointers stay valid as it grows
+};
+// Heap-allocated and never destroyed: torch frees tensors during static destruction at exit, after
+// this library's own statics would be gone. Replaced in a forked child (see after_fork_in_child).
+Shared* g = new Shared();
 std::atomic<int> g_live_ledgers{0};  // frees are looked up only while a ledger exists
 std::atomic<int> g_recording{0};     // allocations are recorded only while one records
 c10::Allocator* g_inner = nullptr;
@@ -160,26 +168,24 @@ thread_local const char* t_ops[64];
 thread_local int t_depth = 0;
 thread_local int t_paused = 0;  // forgeviz's own work on this thread (untraced()) is not the user's memory
 at::CallbackHandle g_op_callback = 0;
-std::unordered_map<std::string, uint16_t> g_op_ids;
-std::deque<std::string> g_op_names;  // a deque: c_str() pointers stay valid as it grows
 
-uint16_t intern_op(const char* name) {  // g_mutex held
+uint16_t intern_op(const char* name) {  // g->mutex held
   if (name == nullptr) return kNoSmall;
-  auto it = g_op_ids.find(name);
-  if (it != g_op_ids.end()) return it->second;
-  if (g_op_names.size() >= kNoSmall - 1) return kNoSmall;
-  uint16_t id = static_cast<uint16_t>(g_op_names.size());
-  g_op_names.emplace_back(name);
-  g_op_ids.emplace(g_op_names.back(), id);
+  auto it = g->op_ids.find(name);
+  if (it != g->op_ids.end()) return it->second;
+  if (g->op_names.size() >= kNoSmall - 1) return kNoSmall;
+  uint16_t id = static_cast<uint16_t>(g->op_names.size());
+  g->op_names.emplace_back(name);
+  g->op_ids.emplace(g->op_names.back(), id);
   return id;
 }
 
 void note_alloc(void* ptr, size_t nbytes) {
   const double t = now_s();
   const char* op = t_depth > 0 && t_depth <= 64 ? t_ops[t_depth - 1] : nullptr;
-  std::lock_guard<std::mutex> guard(g_mutex);
+  std::lock_guard<std::mutex> guard(g->mutex);
   const uint16_t op_id = intern_op(op);
-  for (Ledger* ledger : g_ledgers) {
+  for (Ledger* ledger : g->ledgers) {
     if (!ledger->recording) continue;
     Live r{ledger->next_sid++, kNoId, static_cast<double>(nbytes), op_id,
            static_cast<uint16_t>(g_module.load(std::memory_order_relaxed)),
@@ -193,8 +199,8 @@ void note_alloc(void* ptr, size_t nbytes) {
 
 void note_free(void* ptr) {
   const double t = now_s();
-  std::lock_guard<std::mutex> guard(g_mutex);
-  for (Ledger* ledger : g_ledgers) {
+  std::lock_guard<std::mutex> guard(g->mutex);
+  for (Ledger* ledger : g->ledgers) {
     auto it = ledger->live.find(reinterpret_cast<uint64_t>(ptr));
     if (it == ledger->live.end()) continue;
     Live r = it->second;
@@ -225,7 +231,15 @@ class TracingAllocator final : public c10::Allocator {
   }
 };
 
-TracingAllocator g_tracing;
+TracingAllocator* g_tracing = new TracingAllocator();  // never destroyed: c10 keeps pointing at it
+
+// A child forked while another thread held the lock would deadlock on it: start it afresh, with
+// no ledger (the parent's trackers are the parent's).
+void after_fork_in_child() {
+  g = new Shared();
+  g_live_ledgers.store(0);
+  g_recording.store(0);
+}
 
 std::unique_ptr<at::ObserverContext> op_enter(const at::RecordFunction& fn) {
   if (t_depth < 64) t_ops[t_depth] = fn.name();
@@ -237,10 +251,10 @@ void op_exit(const at::RecordFunction&, at::ObserverContext*) {
   if (t_depth > 0) --t_depth;
 }
 
-bool g_op_names_wanted = true;  // fv_record_ops(0) turns the per-op RecordFunction callback off
+bool g_want_op_names = true;  // fv_record_ops(0) turns the per-op RecordFunction callback off
 
-void update_op_callback() {  // g_mutex held
-  bool want = g_recording.load() > 0 && g_op_names_wanted;
+void update_op_callback() {  // g->mutex held
+  bool want = g_recording.load() > 0 && g_want_op_names;
   if (want && g_op_callback == 0) {
     g_op_callback = at::addGlobalCallback(
         at::RecordFunctionCallback(op_enter, op_exit).needsInputs(false).scopes({at::RecordScope::FUNCTION}));
@@ -264,32 +278,33 @@ double fv_now() { return now_s(); }
 // storages it made keep its deleter). Returns 1 when installed, 0 when the CPU allocator is not
 // one it can wrap.
 int fv_install() {
-  std::lock_guard<std::mutex> guard(g_mutex);
+  std::lock_guard<std::mutex> guard(g->mutex);
   if (g_inner != nullptr) return 1;
   c10::Allocator* current = c10::GetCPUAllocator();
   if (current == nullptr || current->raw_deleter() == nullptr) return 0;
   g_inner = current;
   g_inner_deleter = current->raw_deleter();
-  c10::SetCPUAllocator(&g_tracing, /*priority=*/200);
-  return c10::GetCPUAllocator() == &g_tracing ? 1 : 0;
+  pthread_atfork(nullptr, nullptr, after_fork_in_child);
+  c10::SetCPUAllocator(g_tracing, /*priority=*/200);
+  return c10::GetCPUAllocator() == g_tracing ? 1 : 0;
 }
 
 void* fv_ledger_new(int64_t max_events, double t0) {
   auto* ledger = new Ledger();
   ledger->max_events = max_events;
   ledger->t0 = t0;
-  std::lock_guard<std::mutex> guard(g_mutex);
-  g_ledgers.push_back(ledger);
+  std::lock_guard<std::mutex> guard(g->mutex);
+  g->ledgers.push_back(ledger);
   g_live_ledgers.fetch_add(1);
   return ledger;
 }
 
 void fv_ledger_delete(void* handle) {
-  std::lock_guard<std::mutex> guard(g_mutex);
+  std::lock_guard<std::mutex> guard(g->mutex);
   Ledger* ledger = as_ledger(handle);
-  auto it = std::find(g_ledgers.begin(), g_ledgers.end(), ledger);
-  if (it == g_ledgers.end()) return;
-  g_ledgers.erase(it);
+  auto it = std::find(g->ledgers.begin(), g->ledgers.end(), ledger);
+  if (it == g->ledgers.end()) return;
+  g->ledgers.erase(it);
   g_live_ledgers.fetch_sub(1);
   if (ledger->recording) g_recording.fetch_sub(1);
   update_op_callback();
@@ -297,7 +312,7 @@ void fv_ledger_delete(void* handle) {
 }
 
 void fv_ledger_recording(void* handle, int on) {
-  std::lock_guard<std::mutex> guard(g_mutex);
+  std::lock_guard<std::mutex> guard(g->mutex);
   Ledger* ledger = as_ledger(handle);
   if (static_cast<bool>(on) == ledger->recording) return;
   ledger->recording = on;
@@ -307,8 +322,8 @@ void fv_ledger_recording(void* handle, int on) {
 
 // Whether allocations carry the dispatcher op that made them (a RecordFunction callback per op).
 void fv_record_ops(int on) {
-  std::lock_guard<std::mutex> guard(g_mutex);
-  g_op_names_wanted = on != 0;
+  std::lock_guard<std::mutex> guard(g->mutex);
+  g_want_op_names = on != 0;
   update_op_callback();
 }
 
@@ -324,7 +339,7 @@ void fv_set_context(uint32_t cell, uint32_t module, uint32_t line) {
 // tracks it and reports its free. Returns its storage id, or -1 when it is already tracked.
 int64_t fv_track(void* handle, uint64_t ptr, double nbytes, int category, const char* op, int module, int cell,
                  int line, double when) {
-  std::lock_guard<std::mutex> guard(g_mutex);
+  std::lock_guard<std::mutex> guard(g->mutex);
   Ledger* ledger = as_ledger(handle);
   if (ledger->live.count(ptr)) return -1;
   Live r{ledger->next_sid++, kNoId, nbytes, intern_op(op), static_cast<uint16_t>(module),
@@ -337,7 +352,7 @@ int64_t fv_track(void* handle, uint64_t ptr, double nbytes, int category, const 
 
 // The free of a storage Python tracked (a weakref.finalize fired). 1 if it was live.
 int fv_untrack(void* handle, uint64_t ptr, int64_t sid) {
-  std::lock_guard<std::mutex> guard(g_mutex);
+  std::lock_guard<std::mutex> guard(g->mutex);
   Ledger* ledger = as_ledger(handle);
   auto it = ledger->live.find(ptr);
   if (it == ledger->live.end() || it->second.sid != static_cast<uint32_t>(sid)) return 0;
@@ -354,7 +369,7 @@ int fv_untrack(void* handle, uint64_t ptr, int64_t sid) {
 // that allocation is recent and unpublished, its events are rewritten; else a recategorize event
 // marks the change now. Returns its storage id, or -1 when not tracked.
 int64_t fv_recategorize(void* handle, uint64_t ptr, int category, uint32_t node, uint32_t only_from) {
-  std::lock_guard<std::mutex> guard(g_mutex);
+  std::lock_guard<std::mutex> guard(g->mutex);
   Ledger* ledger = as_ledger(handle);
   auto it = ledger->live.find(ptr);
   if (it == ledger->live.end()) return -1;
@@ -378,7 +393,7 @@ int64_t fv_recategorize(void* handle, uint64_t ptr, int category, uint32_t node,
 
 // Events before `count` were sent to a view: later category changes must not rewrite them.
 void fv_publish(void* handle, int64_t count) {
-  std::lock_guard<std::mutex> guard(g_mutex);
+  std::lock_guard<std::mutex> guard(g->mutex);
   Ledger* ledger = as_ledger(handle);
   ledger->published = std::max(ledger->published, static_cast<size_t>(std::max<int64_t>(0, count)));
 }
@@ -387,7 +402,7 @@ void fv_publish(void* handle, int64_t count) {
 // output holds `logical_bytes`): a record with no line yet, and its alloc event, get the cell, line
 // and module. Returns its storage id when its alloc is recent and its size fits, else -1.
 int64_t fv_annotate(void* handle, uint64_t ptr, double logical_bytes, int cell, int line, int module) {
-  std::lock_guard<std::mutex> guard(g_mutex);
+  std::lock_guard<std::mutex> guard(g->mutex);
   Ledger* ledger = as_ledger(handle);
   auto it = ledger->live.find(ptr);
   if (it == ledger->live.end() || it->second.bytes != logical_bytes) return -1;
@@ -408,7 +423,7 @@ int64_t fv_annotate(void* handle, uint64_t ptr, double logical_bytes, int cell, 
 }
 
 int fv_lookup(void* handle, uint64_t ptr, FvRecord* out) {
-  std::lock_guard<std::mutex> guard(g_mutex);
+  std::lock_guard<std::mutex> guard(g->mutex);
   Ledger* ledger = as_ledger(handle);
   auto it = ledger->live.find(ptr);
   if (it == ledger->live.end()) return 0;
@@ -419,7 +434,7 @@ int fv_lookup(void* handle, uint64_t ptr, FvRecord* out) {
 
 // Every live storage: ptrs[i] and records[i]; returns how many there are (fills at most cap).
 int64_t fv_live(void* handle, uint64_t* ptrs, FvRecord* records, int64_t cap) {
-  std::lock_guard<std::mutex> guard(g_mutex);
+  std::lock_guard<std::mutex> guard(g->mutex);
   Ledger* ledger = as_ledger(handle);
   int64_t i = 0;
   for (auto& kv : ledger->live) {
@@ -435,7 +450,7 @@ int64_t fv_live(void* handle, uint64_t* ptrs, FvRecord* records, int64_t cap) {
 
 // stats[0..4] = count, dropped, live bytes, peak bytes, peak time; returns compactions so far.
 int64_t fv_stats(void* handle, double* stats) {
-  std::lock_guard<std::mutex> guard(g_mutex);
+  std::lock_guard<std::mutex> guard(g->mutex);
   Ledger* ledger = as_ledger(handle);
   stats[0] = static_cast<double>(ledger->count());
   stats[1] = static_cast<double>(ledger->dropped);
@@ -447,7 +462,7 @@ int64_t fv_stats(void* handle, double* stats) {
 
 // Compaction k: (cut index, allocs kept, time of the cut).
 void fv_cut(void* handle, int64_t k, double* out) {
-  std::lock_guard<std::mutex> guard(g_mutex);
+  std::lock_guard<std::mutex> guard(g->mutex);
   Ledger* ledger = as_ledger(handle);
   for (int j = 0; j < 3; ++j) out[j] = ledger->cuts[3 * k + j];
 }
@@ -455,7 +470,7 @@ void fv_cut(void* handle, int64_t k, double* out) {
 // Copy events [start, end) of all ten columns (EVENT_COLUMNS order) into outs[0..9], under one
 // lock so a compaction cannot fall between two columns. Returns how many events were copied.
 int64_t fv_copy(void* handle, int64_t start, int64_t end, void* const* outs) {
-  std::lock_guard<std::mutex> guard(g_mutex);
+  std::lock_guard<std::mutex> guard(g->mutex);
   Ledger* ledger = as_ledger(handle);
   const int64_t n = static_cast<int64_t>(ledger->count());
   start = std::max<int64_t>(0, std::min(start, n));
@@ -481,7 +496,7 @@ int64_t fv_copy(void* handle, int64_t start, int64_t end, void* const* outs) {
 
 // Set the cell column of events [start, count) from `from` to `to` (a cell's number, known late).
 void fv_patch_cell(void* handle, int64_t start, int from, int to) {
-  std::lock_guard<std::mutex> guard(g_mutex);
+  std::lock_guard<std::mutex> guard(g->mutex);
   Ledger* ledger = as_ledger(handle);
   for (size_t i = static_cast<size_t>(std::max<int64_t>(0, start)); i < ledger->count(); ++i)
     if (ledger->cell[i] == from) ledger->cell[i] = static_cast<uint16_t>(to);
@@ -490,13 +505,13 @@ void fv_patch_cell(void* handle, int64_t start, int from, int to) {
 }
 
 int fv_op_count() {
-  std::lock_guard<std::mutex> guard(g_mutex);
-  return static_cast<int>(g_op_names.size());
+  std::lock_guard<std::mutex> guard(g->mutex);
+  return static_cast<int>(g->op_names.size());
 }
 
 const char* fv_op_name(int id) {
-  std::lock_guard<std::mutex> guard(g_mutex);
-  return id >= 0 && id < static_cast<int>(g_op_names.size()) ? g_op_names[id].c_str() : nullptr;
+  std::lock_guard<std::mutex> guard(g->mutex);
+  return id >= 0 && id < static_cast<int>(g->op_names.size()) ? g->op_names[id].c_str() : nullptr;
 }
 
 }  // extern "C"

@@ -1,0 +1,274 @@
+"""CUDA memory from the caching allocator's own history: allocated vs reserved, segments, OOMs.
+
+With ``torch.cuda.memory._record_memory_history`` on, the allocator logs every action it takes; a
+snapshot (``torch.cuda.memory._snapshot()``) returns that log (``device_traces``) and the segments as
+they are now. forgeviz reads both and guesses nothing:
+
+- allocated: ``alloc`` / ``free_completed`` entries; reserved: ``segment_alloc`` / ``segment_free``
+  (and ``segment_map`` / ``segment_unmap`` with expandable segments);
+- what ``empty_cache()`` released: the segment frees it caused;
+- the state at an OOM: the ``oom`` entry (requested bytes, what CUDA still had free), plus a snapshot
+  taken by an OOM observer at that moment;
+- the cell: ``_set_memory_metadata`` stamps each entry with the running cell (``user_metadata``).
+
+The history starts mid-way (blocks allocated before it have no entry), so the series are anchored at
+the end, where the snapshot's segments give the exact allocated and reserved bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from ..model import memory as m
+from .source import cell_number
+
+CELL_METADATA = "forgeviz cell {}"
+_CELL_RE = re.compile(r"forgeviz cell (\d+)")
+
+
+@dataclass
+class CudaSegment:
+    """One cudaMalloc'd segment, and how its blocks use it."""
+
+    address: int
+    total_size: int
+    allocated_size: int
+    segment_type: str  # "small" or "large"
+    stream: int
+    blocks: int
+    free_blocks: int
+    largest_free: int  # the biggest single allocation this segment could still serve
+
+    @property
+    def fragmentation(self) -> float:
+        """1 - largest free block / free bytes: 0 when the free memory is one block."""
+        free = self.total_size - self.allocated_size
+        return 0.0 if free <= 0 else 1.0 - self.largest_free / free
+
+
+@dataclass
+class CudaOom:
+    """An allocation the caching allocator could not serve."""
+
+    time: float
+    requested: int
+    device_free: int  # what CUDA itself still reported free
+    allocated: int  # allocated and reserved bytes at that moment, from the history
+    reserved: int
+    cell: Optional[int]
+
+
+@dataclass
+class CudaTrace:
+    """A CUDA history as forgeviz's event columns, plus what only CUDA has (reserved, segments, OOMs)."""
+
+    device: int
+    columns: dict[str, list]  # EVENT_COLUMNS names → values, one entry per alloc/free
+    times: list[float] = field(default_factory=list)  # seconds since the first entry, one per entry
+    allocated: list[int] = field(default_factory=list)  # bytes allocated after each entry
+    reserved: list[int] = field(default_factory=list)  # bytes reserved after each entry
+    segments: list[CudaSegment] = field(default_factory=list)  # at the snapshot
+    ooms: list[CudaOom] = field(default_factory=list)
+    released: list[tuple[float, int]] = field(default_factory=list)  # (time, bytes) of each segment_free
+    files: dict[tuple[int, int], str] = field(default_factory=dict)  # (cell, line) → filename
+
+    @property
+    def peak_allocated(self) -> int:
+        return max(self.allocated, default=0)
+
+    @property
+    def peak_reserved(self) -> int:
+        return max(self.reserved, default=0)
+
+    @property
+    def reserved_unused(self) -> int:
+        """Cached by the allocator but holding no tensor: what ``empty_cache()`` could give back."""
+        return sum(s.total_size - s.allocated_size for s in self.segments)
+
+
+def parse_snapshot(snapshot: dict, device: int = 0, categories: Optional[dict[int, int]] = None) -> CudaTrace:
+    """Read a ``torch.cuda.memory._snapshot()`` dict into a :class:`CudaTrace`.
+
+    ``categories`` maps block addresses (a tensor's ``untyped_storage().data_ptr()``) to a category
+    index, for the storages forgeviz's hooks know now (parameters, gradients, optimizer state); it
+    names the allocation still live at that address at the end. Any other allocation is a temporary.
+
+    >>> trace = parse_snapshot({"segments": [], "device_traces": [[]]})
+    >>> trace.peak_allocated, trace.reserved_unused
+    (0, 0)
+    """
+    if not isinstance(snapshot, dict) or "segments" not in snapshot or "device_traces" not in snapshot:
+        got = sorted(snapshot) if isinstance(snapshot, dict) else type(snapshot).__name__
+        raise ValueError(f"expected a torch.cuda.memory._snapshot() dict with 'segments' and 'device_traces', "
+                         f"got {got}")
+    traces = snapshot["device_traces"]
+    if not 0 <= device < len(traces):
+        raise ValueError(f"device {device}: the snapshot has traces for devices 0..{len(traces) - 1}")
+    categories = categories or {}
+    segments = [_segment(s) for s in snapshot["segments"] if s.get("device", device) == device]
+    entries = traces[device]
+
+    # Anchor: the segments are the state at the end; walk the deltas back to the state at the start.
+    end_allocated = sum(s.allocated_size for s in segments)
+    end_reserved = sum(s.total_size for s in segments)
+    d_alloc = d_reserved = 0
+    for e in entries:
+        d_alloc += _alloc_delta(e)
+        d_reserved += _reserved_delta(e)
+    allocated, reserved = end_allocated - d_alloc, end_reserved - d_reserved
+
+    t0 = entries[0].get("time_us", 0) if entries else 0
+    cols: dict[str, list] = {name: [] for name, _ in m.EVENT_COLUMNS}
+    out = CudaTrace(device, cols, segments=segments)
+    live: dict[int, tuple[int, int, int, int]] = {}  # addr → (sid, category, cell, line)
+    alloc_index: dict[int, int] = {}  # sid → index of its alloc event
+    next_sid = 0
+    cell = None
+    for e in entries:
+        action = e.get("action")
+        when = (e.get("time_us", t0) - t0) / 1e6
+        cell = _cell_of(e.get("user_metadata")) or cell
+        allocated += _alloc_delta(e)
+        reserved += _reserved_delta(e)
+        if action == "alloc":
+            line_cell, line = _user_frame(e.get("frames") or [], out.files)
+            rec = (next_sid, m.TEMPORARY, line_cell or cell or 0, line)
+            next_sid += 1
+            live[e["addr"]] = rec
+            _append(cols, when, e["size"], rec, m.ALLOC)
+            alloc_index[rec[0]] = len(cols["time"]) - 1
+        elif action == "free_completed" and e.get("addr") in live:
+            _append(cols, when, e["size"], live.pop(e["addr"]), m.FREE)
+        elif action == "segment_free":
+            out.released.append((when, e["size"]))
+        elif action == "oom":
+            out.ooms.append(CudaOom(when, e.get("size", 0), e.get("device_free", 0), allocated, reserved, cell))
+        out.times.append(when)
+        out.allocated.append(allocated)
+        out.reserved.append(reserved)
+    for addr, (sid, _, _, _) in live.items():  # still live at the snapshot: the hooks' categories hold
+        if addr in categories:
+            cols["category"][alloc_index[sid]] = categories[addr]
+    return out
+
+
+def _segment(s: dict) -> CudaSegment:
+    free = [b["size"] for b in s.get("blocks", []) if b.get("state") == "inactive"]
+    return CudaSegment(s["address"], s["total_size"], s.get("allocated_size", 0), s.get("segment_type", "?"),
+                       s.get("stream", 0), len(s.get("blocks", [])), len(free), max(free, default=0))
+
+
+def _alloc_delta(e: dict) -> int:
+    action = e.get("action")
+    return e.get("size", 0) if action == "alloc" else -e.get("size", 0) if action == "free_completed" else 0
+
+
+def _reserved_delta(e: dict) -> int:
+    action = e.get("action")
+    if action in ("segment_alloc", "segment_map"):
+        return e.get("size", 0)
+    if action in ("segment_free", "segment_unmap"):
+        return -e.get("size", 0)
+    return 0
+
+
+def _cell_of(metadata: Any) -> Optional[int]:
+    if not metadata:
+        return None
+    match = _CELL_RE.search(str(metadata))
+    return int(match.group(1)) if match else None
+
+
+def _user_frame(frames: list, files: dict) -> tuple[Optional[int], int]:
+    """(cell, line) of the first frame in a notebook cell (frames are innermost first)."""
+    for frame in frames:
+        cell = cell_number(frame.get("filename"))
+        if cell is not None:
+            line = min(int(frame.get("line", 0)), m.NO_SMALL)
+            files[(cell, line)] = frame["filename"]
+            return cell, line
+    return None, 0
+
+
+def _append(cols: dict, when: float, size: int, rec: tuple, action: int) -> None:
+    sid, category, cell, line = rec
+    for name, value in (("time", when), ("bytes", float(size)), ("storage", sid), ("node", m.NO_ID),
+                        ("op", m.NO_SMALL), ("module", m.NO_SMALL), ("cell", min(cell, m.NO_SMALL)),
+                        ("line", line), ("action", action), ("category", category)):
+        cols[name].append(value)
+
+
+class CudaHistory:
+    """Records one CUDA device's allocator history, and snapshots it on demand and at an OOM.
+
+    Raises ``RuntimeError`` saying so when torch has no CUDA device.
+
+    >>> history = CudaHistory()  # doctest: +SKIP
+    >>> history.start(); x = torch.ones(1024, device="cuda"); history.stop()  # doctest: +SKIP
+    >>> history.trace().peak_allocated >= 4096  # doctest: +SKIP
+    True
+    """
+
+    def __init__(self, device: Optional[int] = None, max_entries: int = 1_000_000,
+                 known: Optional[Callable[[], dict[int, int]]] = None) -> None:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RuntimeError("CUDA memory history needs a CUDA device, and torch.cuda.is_available() is False "
+                               f"(torch {torch.__version__}); CPU memory is tracked without it")
+        self.device = torch.cuda.current_device() if device is None else device
+        self.max_entries = max_entries
+        self._known = known or (lambda: {})
+        self.oom_snapshots: list[dict] = []
+        self._recording = False
+        self._observer_attached = False
+
+    def start(self) -> None:
+        import torch
+
+        torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="python",
+                                                 max_entries=self.max_entries, device=self.device)
+        if not self._observer_attached:
+            torch._C._cuda_attach_out_of_memory_observer(self._on_oom)
+            self._observer_attached = True
+        self._recording = True
+
+    def stop(self) -> None:
+        import torch
+
+        if self._recording:
+            torch.cuda.memory._record_memory_history(enabled=None, device=self.device)
+            self._recording = False
+
+    def mark_cell(self, cell: int) -> None:
+        """Stamp the entries that follow with the cell (``_set_memory_metadata``)."""
+        import torch
+
+        torch.cuda.memory._set_memory_metadata(CELL_METADATA.format(cell))
+
+    def _on_oom(self, device, alloc, device_allocated, device_free) -> None:
+        # Runs inside the failing allocation: keep the state, raise nothing (torch raises the OOM).
+        try:
+            import torch
+
+            self.oom_snapshots.append(torch.cuda.memory._snapshot(device))
+        except Exception:  # noqa: BLE001 - the user's OutOfMemoryError is what they must see
+            pass
+
+    def trace(self) -> CudaTrace:
+        """Snapshot now and read it, with the categories forgeviz's hooks know."""
+        import torch
+
+        return parse_snapshot(torch.cuda.memory._snapshot(self.device), self.device, self._known())
+
+    @staticmethod
+    def peak(device: Optional[int] = None, reset: bool = False) -> int:
+        """``torch.cuda.max_memory_allocated``; ``reset=True`` starts a new peak from now."""
+        import torch
+
+        value = torch.cuda.max_memory_allocated(device)
+        if reset:
+            torch.cuda.reset_peak_memory_stats(device)
+        return value

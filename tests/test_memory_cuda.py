@@ -1,0 +1,144 @@
+"""CUDA memory: the caching allocator's history read into allocated vs reserved, segments, OOMs.
+
+No GPU has been lent to this project yet, so the parser is checked against a snapshot written by hand
+to torch's documented schema (``torch.cuda.memory._snapshot`` docstring: segments, blocks and
+device_traces entries). It is labelled synthetic: it is not a recording. The tests marked ``cuda``
+record real histories on a GPU and are skipped, saying so, without one.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import forgeviz
+from forgeviz.capture.cuda_memory import parse_snapshot
+from forgeviz.model.memory import ALLOC, FREE, GRADIENT, PARAMETER, TEMPORARY
+
+MiB = 2**20
+A = 0x7F00_0000_0000  # a 20 MiB segment that existed before the history began
+B = 0x7F00_4000_0000  # a 2 MiB segment made and released (empty_cache) inside it
+
+
+def synthetic_snapshot() -> dict:
+    """SYNTHETIC, by hand, to the documented schema: not recorded on a GPU."""
+    def entry(action, addr, size, t, **extra):
+        return {"action": action, "addr": addr, "size": size, "stream": 0, "time_us": t, "frames": [], **extra}
+
+    trace = [
+        entry("free_requested", A + 16 * MiB, 1 * MiB, 1_000),  # a block from before the history
+        entry("free_completed", A + 16 * MiB, 1 * MiB, 1_000),
+        entry("alloc", A, 8 * MiB, 2_000, user_metadata="forgeviz cell 3"),  # a parameter
+        entry("alloc", A + 8 * MiB, 4 * MiB, 3_000, user_metadata="forgeviz cell 3"),  # a temporary
+        entry("alloc", A + 12 * MiB, 4 * MiB, 4_000, user_metadata="forgeviz cell 4"),  # its gradient
+        entry("free_requested", A + 8 * MiB, 4 * MiB, 5_000, user_metadata="forgeviz cell 4"),
+        entry("free_completed", A + 8 * MiB, 4 * MiB, 5_000, user_metadata="forgeviz cell 4"),
+        entry("segment_alloc", B, 2 * MiB, 6_000, user_metadata="forgeviz cell 5"),
+        entry("alloc", B, 512, 6_000, user_metadata="forgeviz cell 5"),
+        entry("free_completed", B, 512, 7_000, user_metadata="forgeviz cell 5"),
+        entry("segment_free", B, 2 * MiB, 8_000, user_metadata="forgeviz cell 5"),  # empty_cache()
+        {"action": "oom", "size": 64 * 2**30, "device_free": 2**30, "stream": 0, "time_us": 9_000, "frames": [],
+         "user_metadata": "forgeviz cell 6"},
+    ]
+    segment_a = {
+        "device": 0, "address": A, "total_size": 20 * MiB, "stream": 0, "segment_type": "large",
+        "segment_pool_id": (0, 0), "allocated_size": 12 * MiB, "active_size": 12 * MiB,
+        "blocks": [
+            {"size": 8 * MiB, "requested_size": 8 * MiB, "address": A, "state": "active_allocated", "frames": []},
+            {"size": 4 * MiB, "requested_size": 4 * MiB, "address": A + 8 * MiB, "state": "inactive", "frames": []},
+            {"size": 4 * MiB, "requested_size": 4 * MiB, "address": A + 12 * MiB, "state": "active_allocated",
+             "frames": []},
+            {"size": 4 * MiB, "requested_size": 4 * MiB, "address": A + 16 * MiB, "state": "inactive", "frames": []},
+        ],
+    }
+    return {"segments": [segment_a], "device_traces": [trace], "allocator_settings": {}}
+
+
+def test_a_history_reads_as_allocated_and_reserved_anchored_at_the_snapshot():
+    trace = parse_snapshot(synthetic_snapshot(), 0, {A: PARAMETER, A + 12 * MiB: GRADIENT})
+    # the end equals the segments; the start is walked back from it: only the old 1 MiB block
+    assert trace.allocated[-1] == 12 * MiB and trace.reserved[-1] == 20 * MiB
+    assert trace.allocated[:2] == [1 * MiB, 0] and trace.peak_allocated == 16 * MiB
+    assert trace.peak_reserved == 22 * MiB and trace.released == [(0.007, 2 * MiB)]
+    assert trace.reserved_unused == 8 * MiB  # what empty_cache() could still give back
+    (segment,) = trace.segments
+    assert (segment.free_blocks, segment.largest_free, segment.fragmentation) == (2, 4 * MiB, 0.5)
+    (oom,) = trace.ooms
+    assert (oom.requested, oom.device_free, oom.allocated, oom.reserved, oom.cell) == (
+        64 * 2**30, 2**30, 12 * MiB, 20 * MiB, 6)
+
+
+def test_history_allocations_become_forgeviz_events_with_category_and_cell():
+    cols = parse_snapshot(synthetic_snapshot(), 0, {A: PARAMETER, A + 12 * MiB: GRADIENT}).columns
+    allocs = [(cols["bytes"][i], cols["category"][i], cols["cell"][i]) for i in range(len(cols["time"]))
+              if cols["action"][i] == ALLOC]
+    assert allocs == [(8 * MiB, PARAMETER, 3), (4 * MiB, TEMPORARY, 3), (4 * MiB, GRADIENT, 4), (512, TEMPORARY, 5)]
+    frees = [cols["bytes"][i] for i in range(len(cols["time"])) if cols["action"][i] == FREE]
+    assert frees == [4 * MiB, 512]  # the pre-history block's free has no alloc to pair with
+
+
+def test_the_plotly_figure_shows_reserved_releases_and_the_oom():
+    fig = forgeviz.api.MemoryTrace(None)
+    fig.cuda = parse_snapshot(synthetic_snapshot())
+    names = [t.name for t in fig.to_plotly().data]
+    assert names[-3:] == ["reserved (cached by the allocator)", "segment freed", "OOM"]
+
+
+def test_bad_snapshots_and_devices_say_what_was_expected():
+    with pytest.raises(ValueError, match="expected a torch.cuda.memory._snapshot\\(\\) dict .* got \\['segments'\\]"):
+        parse_snapshot({"segments": []})
+    with pytest.raises(ValueError, match="device 2: the snapshot has traces for devices 0..0"):
+        parse_snapshot(synthetic_snapshot(), device=2)
+    with pytest.raises(ValueError, match="expected 'cpu', 'cuda' or 'cuda:N', got 'tpu'"):
+        with forgeviz.memory_trace(device="tpu"):
+            pass
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message given on a machine without CUDA")
+def test_cuda_trace_without_a_gpu_says_so():
+    with pytest.raises(RuntimeError, match="needs a CUDA device, and torch.cuda.is_available\\(\\) is False"):
+        with forgeviz.memory_trace(device="cuda"):
+            pass
+
+
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA-only: no CUDA GPU on this machine")
+
+
+@pytest.mark.cuda
+@needs_gpu
+def test_real_history_matches_torchs_counters():
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10)).cuda()
+    opt = torch.optim.Adam(model.parameters())
+    with forgeviz.memory_trace(device="cuda") as trace:
+        for _ in range(3):
+            loss = model(torch.randn(256, 1024, device="cuda")).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        scratch = torch.empty(64 * MiB, dtype=torch.uint8, device="cuda")
+        del scratch
+        torch.cuda.empty_cache()
+        torch.cuda.synchronize()
+    cuda = trace.cuda
+    assert cuda.allocated[-1] == torch.cuda.memory_allocated() and cuda.reserved[-1] == torch.cuda.memory_reserved()
+    assert cuda.peak_allocated <= torch.cuda.max_memory_allocated() and cuda.released
+    # the last step's gradients were allocated inside the history and are alive: named by the hooks
+    grads = sum(p.grad.untyped_storage().nbytes() for p in model.parameters())
+    cols = cuda.columns
+    assert grads == sum(cols["bytes"][i] for i in range(len(cols["time"]))
+                        if cols["action"][i] == ALLOC and cols["category"][i] == GRADIENT)
+
+
+@pytest.mark.cuda
+@needs_gpu
+def test_an_oom_is_the_users_error_and_its_state_is_kept():
+    from forgeviz.capture.cuda_memory import CudaHistory
+
+    history = CudaHistory()
+    history.start()
+    try:
+        with pytest.raises(torch.OutOfMemoryError):
+            torch.empty(1 << 50, dtype=torch.uint8, device="cuda")
+    finally:
+        history.stop()
+    assert history.oom_snapshots and parse_snapshot(history.oom_snapshots[-1], history.device).ooms
