@@ -68,7 +68,7 @@ class NativeMemoryTracker(MemoryTracker):
         self._handles.append(register_optimizer_step_pre_hook(self._step_pre))
         self._sites.clear()
         self._site = (self._cell, m.NO_SMALL, 0)
-        self._lib.fv_set_context(*self._site)  # the context is global: another tracker may have moved it
+        self._lib.fv_set_context(self._h, *self._site)
         self._lib.fv_ledger_recording(self._h, 1)
 
     def _end(self) -> None:
@@ -94,7 +94,7 @@ class NativeMemoryTracker(MemoryTracker):
     def _set_site(self, site: tuple[int, int, int]) -> None:
         if site != self._site:
             self._site = site
-            self._lib.fv_set_context(*site)
+            self._lib.fv_set_context(self._h, *site)
 
     def _where(self, where: Optional[tuple], module: Optional[str]) -> tuple[int, int, int]:
         filename, line = where if where is not None else (None, None)

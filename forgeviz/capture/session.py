@@ -74,8 +74,8 @@ class _TagMode(TorchFunctionMode):
         except RuntimeError as exc:
             session.note_error(func, args, kwargs, exc)
             raise  # the user's exception, unchanged
+        where = None  # the op's line: found once, for the memory timeline and the graph
         if session.traces:
-            where = None
             for tracker in session.traces:
                 try:
                     if tracker.wants_sites:  # the native ledger saw the allocation, not the line
@@ -86,7 +86,7 @@ class _TagMode(TorchFunctionMode):
                 except Exception as exc:  # noqa: BLE001
                     session.fault(f"linking memory to its op and node failed: {exc!r}")
         try:
-            session.tag(func, out)
+            session.tag(func, out, where)
         except Exception as exc:  # noqa: BLE001 - a forgeviz fault never breaks the user's op
             session.fault(f"tagging {getattr(func, '__name__', func)} failed: {exc!r}")
         return out
@@ -156,15 +156,15 @@ class CaptureSession:
         return self._depth > 0
 
     # --- capture ---------------------------------------------------------------------------
-    def tag(self, func, out) -> None:
+    def tag(self, func, out, where: Optional[tuple] = None) -> None:
         if isinstance(out, torch.Tensor):
-            self._tag_tensor(func, out)
+            self._tag_tensor(func, out, where)
         elif isinstance(out, (tuple, list)):
             for item in out:
                 if isinstance(item, torch.Tensor):
-                    self._tag_tensor(func, item)
+                    self._tag_tensor(func, item, where)
 
-    def _tag_tensor(self, func, tensor: torch.Tensor) -> None:
+    def _tag_tensor(self, func, tensor: torch.Tensor, where: Optional[tuple] = None) -> None:
         grad_fn = tensor.grad_fn
         if grad_fn is None:
             return
@@ -172,7 +172,7 @@ class CaptureSession:
         if "fv_op" in meta:
             return
         op, qualname = _op_name(func)
-        filename, line = user_location(3)
+        filename, line = where or user_location(4)
         meta["fv_op"] = (op, qualname, filename, line, self.modules.current())
 
     def note_error(self, func, args, kwargs, exc: RuntimeError) -> None:

@@ -108,7 +108,7 @@ def _declare(lib: ctypes.CDLL) -> None:
     sigs = {
         "fv_abi_version": (i32, []), "fv_now": (dbl, []), "fv_install": (i32, []),
         "fv_ledger_new": (vp, [i64, dbl]), "fv_ledger_delete": (None, [vp]),
-        "fv_ledger_recording": (None, [vp, i32]), "fv_set_context": (None, [u32, u32, u32]), "fv_pause": (None, [i32]), "fv_record_ops": (None, [i32]),
+        "fv_ledger_recording": (None, [vp, i32]), "fv_set_context": (None, [vp, u32, u32, u32]), "fv_pause": (None, [i32]), "fv_record_ops": (None, [i32]),
         "fv_track": (i64, [vp, u64, dbl, i32, c.c_char_p, i32, i32, i32, dbl]),
         "fv_untrack": (i32, [vp, u64, i64]), "fv_recategorize": (i64, [vp, u64, i32, u32, u32]),
         "fv_annotate": (i64, [vp, u64, dbl, i32, i32, i32]), "fv_lookup": (i32, [vp, u64, c.POINTER(FvRecord)]),

@@ -71,6 +71,8 @@ struct Ledger {
   int64_t dropped = 0;
   double live_bytes = 0, peak_bytes = 0, peak_time = 0;
   bool recording = false;
+  // Where its Python side says the program is (cell starts, module calls, steps, backward passes).
+  uint16_t at_cell = 0, at_module = kNoSmall, at_line = 0;
   size_t published = 0;  // events before this index were sent somewhere: never rewrite them
 
   size_t count() const { return time.size(); }
@@ -160,9 +162,6 @@ std::atomic<int> g_recording{0};     // allocations are recorded only while one 
 c10::Allocator* g_inner = nullptr;
 c10::DeleterFnPtr g_inner_deleter = nullptr;
 
-// Where the Python side says the program is: set at cell starts, module calls and steps.
-std::atomic<uint32_t> g_cell{0}, g_module{kNoSmall}, g_line{0};
-
 // The innermost dispatcher op on this thread, pushed by a RecordFunction callback.
 thread_local const char* t_ops[64];
 thread_local int t_depth = 0;
@@ -188,9 +187,7 @@ void note_alloc(void* ptr, size_t nbytes) {
   for (Ledger* ledger : g->ledgers) {
     if (!ledger->recording) continue;
     Live r{ledger->next_sid++, kNoId, static_cast<double>(nbytes), op_id,
-           static_cast<uint16_t>(g_module.load(std::memory_order_relaxed)),
-           static_cast<uint16_t>(g_cell.load(std::memory_order_relaxed)),
-           static_cast<uint16_t>(g_line.load(std::memory_order_relaxed)), kTemporary};
+           ledger->at_module, ledger->at_cell, ledger->at_line, kTemporary};
     ledger->live[reinterpret_cast<uint64_t>(ptr)] = r;
     ledger->live_bytes += r.bytes;
     ledger->emit(kAlloc, r, static_cast<float>(t - ledger->t0));
@@ -329,10 +326,12 @@ void fv_record_ops(int on) {
 
 void fv_pause(int delta) { t_paused += delta; }
 
-void fv_set_context(uint32_t cell, uint32_t module, uint32_t line) {
-  g_cell.store(cell, std::memory_order_relaxed);
-  g_module.store(module, std::memory_order_relaxed);
-  g_line.store(line, std::memory_order_relaxed);
+void fv_set_context(void* handle, uint32_t cell, uint32_t module, uint32_t line) {
+  std::lock_guard<std::mutex> guard(g->mutex);
+  Ledger* ledger = as_ledger(handle);
+  ledger->at_cell = static_cast<uint16_t>(cell);
+  ledger->at_module = static_cast<uint16_t>(module);
+  ledger->at_line = static_cast<uint16_t>(line);
 }
 
 // A storage the allocator did not report (it existed before, or came from elsewhere): Python
