@@ -140,3 +140,23 @@ def test_forked_children_allocate_freely_and_the_parent_keeps_its_ledger():
         assert trace.tracker.count == before  # nothing the child did reached the parent's ledger
         kept = torch.ones(10)
         assert trace.live_bytes >= kept.untyped_storage().nbytes()
+
+
+def test_remembered_shapes_stay_bounded_and_live_storages_keep_theirs(monkeypatch):
+    from forgeviz.capture import memory_native
+
+    monkeypatch.setattr(memory_native, "_MAX_SHAPES", 40)
+    keep = []
+    with forgeviz.memory_trace() as trace:
+        for i in range(300):
+            t = torch.ones(i + 1) * 2  # ones and mul: two fresh storages, their shapes learnt from the op
+            if i % 50 == 0:
+                keep.append(t)
+    tracker = trace.tracker
+    tracker.timeline()
+    live = {r.sid: r for r in tracker.records()}
+    assert len(tracker._shapes) <= 40 // 2 + len(live) + 1
+    mine = [r for r in live.values() if r.nbytes in {t.untyped_storage().nbytes() for t in keep}]
+    assert sorted(r.shape for r in mine) == sorted((t.numel(),) for t in keep)
+    detail = tracker.detail(mine[0].sid)  # found by id in the ledger, not by walking every record
+    assert detail.alive and detail.shape == list(mine[0].shape) and detail.bytes == mine[0].nbytes

@@ -552,13 +552,16 @@ class MemoryTracker:
             self.cells[-1].cell = cell
 
     def detail(self, sid: int) -> m.StorageDetail:
-        rec = next((r for r in self.records() if r.sid == sid), None)
+        rec = self._live_record(sid)
         alive = rec is not None
         if rec is None:
             rec = self._dead_record(sid)
         return m.StorageDetail(rec.sid, rec.nbytes, rec.dtype, list(rec.shape), m.CATEGORIES[rec.category], rec.op,
                                rec.module, rec.cell, rec.line, source_line(rec.filename, rec.line), rec.node,
                                rec.node_name, None, alive)
+
+    def _live_record(self, sid: int) -> Optional[StorageRecord]:
+        return next((r for r in self._live.values() if r.sid == sid), None)
 
     def _column_arrays(self) -> dict:
         """The event columns as arrays (the tracker's own, not copies: read, never change)."""

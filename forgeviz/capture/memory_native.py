@@ -25,6 +25,7 @@ from . import native
 from .memory import MemoryTracker, StorageRecord, _current_module
 from .source import cell_number, source_line, user_location
 
+_MAX_SHAPES = 200_000  # shapes remembered for hovering freed storages (live ones are always kept)
 _MASKS: dict[tuple, int] = {}  # only_from categories → the ledger's bit mask
 _ITEMSIZE = {"float32": 4, "float64": 8, "uint32": 4, "uint16": 2, "uint8": 1}
 
@@ -218,9 +219,10 @@ class NativeMemoryTracker(MemoryTracker):
             for mark in self.cells:
                 mark.index = max(0, mark.index - index + kept)
             self._cuts_seen += 1
-        if len(self._shapes) > 2 * self.max_events:  # forget shapes of storages merged away
-            alive = set(memoryview(self.columns()["storage"]).cast("I"))
-            self._shapes = {sid: v for sid, v in self._shapes.items() if sid in alive}
+        if len(self._shapes) > _MAX_SHAPES:  # keep the live storages' shapes and the most recent ones
+            live = {rec.sid for rec in self._live_records()[1]}
+            newest = max(self._shapes) - _MAX_SHAPES // 2
+            self._shapes = {sid: v for sid, v in self._shapes.items() if sid in live or sid >= newest}
 
     def _track(self, storage, category: int, op: Optional[str], shape: tuple, dtype: torch.dtype,
                where: Optional[tuple] = None, when: Optional[float] = None) -> Optional[StorageRecord]:
@@ -328,6 +330,10 @@ class NativeMemoryTracker(MemoryTracker):
         self._sync_grads()
         self._sync_cuts()
         return super().timeline(device, message)
+
+    def _live_record(self, sid: int) -> Optional[StorageRecord]:
+        r = native.FvRecord()
+        return self._record(r) if self._lib.fv_find(self._h, sid & 0xFFFFFFFF, ctypes.byref(r)) else None
 
     def detail(self, sid: int) -> m.StorageDetail:
         detail = super().detail(sid)

@@ -431,6 +431,18 @@ int fv_lookup(void* handle, uint64_t ptr, FvRecord* out) {
   return 1;
 }
 
+// The live storage with id `sid` (a hover asks for one): 1 and its record, or 0 when it is gone.
+int fv_find(void* handle, uint32_t sid, FvRecord* out) {
+  std::lock_guard<std::mutex> guard(g->mutex);
+  for (auto& kv : as_ledger(handle)->live) {
+    const Live& r = kv.second;
+    if (r.sid != sid) continue;
+    *out = FvRecord{r.sid, r.node, r.bytes, r.op, r.module, r.cell, r.line, r.category, {0}};
+    return 1;
+  }
+  return 0;
+}
+
 // Every live storage: ptrs[i] and records[i]; returns how many there are (fills at most cap).
 int64_t fv_live(void* handle, uint64_t* ptrs, FvRecord* records, int64_t cap) {
   std::lock_guard<std::mutex> guard(g->mutex);
