@@ -147,7 +147,6 @@ class NativeMemoryTracker(MemoryTracker):
 
     def after_op(self, out, where: tuple) -> None:
         """Name the storages ``out`` just got: the op's line in the cell, their shape and dtype."""
-        filename, line = where
         outputs = out if isinstance(out, (tuple, list)) else (out,)
         cell = module = None
         for t in outputs:
@@ -160,6 +159,10 @@ class NativeMemoryTracker(MemoryTracker):
                                         cell, line16, module)
             if sid >= 0 and sid not in self._shapes:
                 self._shapes[sid] = (tuple(t.shape), str(t.dtype).removeprefix("torch."))
+
+    def allocated_since(self) -> bool:
+        """Whether anything was allocated since the last call (a view or an in-place op: no)."""
+        return self._lib.fv_take_fresh(self._h) > 0
 
     def mark_cell(self, cell: int) -> None:
         self._sync_cuts()

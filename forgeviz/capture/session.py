@@ -78,7 +78,7 @@ class _TagMode(TorchFunctionMode):
         if session.traces:
             for tracker in session.traces:
                 try:
-                    if tracker.wants_sites:  # the native ledger saw the allocation, not the line
+                    if tracker.wants_sites and tracker.allocated_since():  # the ledger saw it, not its line
                         where = where or user_location(2)
                         tracker.after_op(out, where)
                     if isinstance(out, torch.Tensor) and out.grad_fn is not None:

@@ -73,6 +73,7 @@ struct Ledger {
   bool recording = false;
   // Where its Python side says the program is (cell starts, module calls, steps, backward passes).
   uint16_t at_cell = 0, at_module = kNoSmall, at_line = 0;
+  int64_t fresh = 0;  // allocations since Python last asked (most ops are views or in place: none)
   size_t published = 0;  // events before this index were sent somewhere: never rewrite them
 
   size_t count() const { return time.size(); }
@@ -190,6 +191,7 @@ void note_alloc(void* ptr, size_t nbytes) {
            ledger->at_module, ledger->at_cell, ledger->at_line, kTemporary};
     ledger->live[reinterpret_cast<uint64_t>(ptr)] = r;
     ledger->live_bytes += r.bytes;
+    ++ledger->fresh;
     ledger->emit(kAlloc, r, static_cast<float>(t - ledger->t0));
   }
 }
@@ -395,6 +397,15 @@ void fv_publish(void* handle, int64_t count) {
   std::lock_guard<std::mutex> guard(g->mutex);
   Ledger* ledger = as_ledger(handle);
   ledger->published = std::max(ledger->published, static_cast<size_t>(std::max<int64_t>(0, count)));
+}
+
+// How many allocations were recorded since the last call (and start counting again).
+int64_t fv_take_fresh(void* handle) {
+  std::lock_guard<std::mutex> guard(g->mutex);
+  Ledger* ledger = as_ledger(handle);
+  const int64_t fresh = ledger->fresh;
+  ledger->fresh = 0;
+  return fresh;
 }
 
 // Name where a fresh storage came from, once Python knows (right after the op that made it, whose
