@@ -130,9 +130,8 @@ def _caller_names(values, fallback) -> list[str]:
 class MemoryTrace:
     """Allocation events recorded by :func:`memory_trace`: columns, a plotly figure, live bytes."""
 
-    def __init__(self, tracker, cuda_history=None) -> None:
+    def __init__(self, tracker) -> None:
         self.tracker = tracker
-        self._cuda_history = cuda_history
         self.cuda = None  # the CudaTrace, read when the block ends (memory_trace(device="cuda"))
 
     def widget(self):
@@ -217,19 +216,15 @@ def memory_trace(max_events: int = 1_000_000, device: str = "cpu") -> Iterator[M
     """
     from .capture.memory import make_tracker
 
-    history = None
-    if device != "cpu":
-        if not isinstance(device, str) or not (device == "cuda" or device.startswith("cuda:")):
-            raise ValueError(f"memory_trace(device=...): expected 'cpu', 'cuda' or 'cuda:N', got {device!r}")
-        from .capture.cuda_memory import CudaHistory
+    from .capture.cuda_memory import CudaHistory, check_cuda_device
 
-        index = int(device.split(":")[1]) if ":" in device else None
-        history = CudaHistory(index, max_events)  # raises, saying so, without a CUDA device
+    index = check_cuda_device(device)  # None for "cpu"; raises, saying what is expected or missing
     session = get_session()
     tracker = make_tracker(max_events, fault=session.fault)
-    trace = MemoryTrace(tracker, history)
-    if history is not None:
-        history._known = lambda: tracker.known_storages("cuda")
+    trace = MemoryTrace(tracker)
+    history = None
+    if device != "cpu":
+        history = CudaHistory(index, max_events, known=lambda: tracker.known_storages("cuda"))
         history.start()
     tracker.start()
     session.enter()  # the TorchFunctionMode links saved activations to their autograd nodes

@@ -160,3 +160,14 @@ def test_remembered_shapes_stay_bounded_and_live_storages_keep_theirs(monkeypatc
     assert sorted(r.shape for r in mine) == sorted((t.numel(),) for t in keep)
     detail = tracker.detail(mine[0].sid)  # found by id in the ledger, not by walking every record
     assert detail.alive and detail.shape == list(mine[0].shape) and detail.bytes == mine[0].nbytes
+
+
+def test_a_freed_storage_is_still_described_from_the_history():
+    with forgeviz.memory_trace() as trace:
+        gone = torch.ones(123, 4)
+        sid = next(r.sid for r in trace.tracker.records() if r.nbytes == 123 * 4 * 4)
+        del gone
+    detail = trace.tracker.detail(sid)
+    assert not detail.alive and detail.bytes == 123 * 4 * 4 and detail.shape == [123, 4] and detail.op == "ones"
+    with pytest.raises(KeyError, match="no storage 4000000000 in this timeline"):
+        trace.tracker.detail(4_000_000_000)

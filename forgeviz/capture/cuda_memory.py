@@ -200,6 +200,25 @@ def _append(cols: dict, when: float, size: int, rec: tuple, action: int) -> None
         cols[name].append(value)
 
 
+def check_cuda_device(device: str) -> Optional[int]:
+    """The CUDA device index ``device`` names (None for "cpu" or the current device), or a ValueError
+    saying what is expected, or a RuntimeError when torch has no CUDA device.
+
+    >>> check_cuda_device("cpu") is None
+    True
+    """
+    if device == "cpu":
+        return None
+    if not isinstance(device, str) or not re.fullmatch(r"cuda(:\d+)?", device):
+        raise ValueError(f"memory_trace(device=...): expected 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("CUDA memory history needs a CUDA device, and torch.cuda.is_available() is False "
+                           f"(torch {torch.__version__}); CPU memory is tracked without it")
+    return int(device.split(":")[1]) if ":" in device else None
+
+
 class CudaHistory:
     """Records one CUDA device's allocator history, and snapshots it on demand and at an OOM.
 
@@ -215,9 +234,7 @@ class CudaHistory:
                  known: Optional[Callable[[], dict[int, int]]] = None) -> None:
         import torch
 
-        if not torch.cuda.is_available():
-            raise RuntimeError("CUDA memory history needs a CUDA device, and torch.cuda.is_available() is False "
-                               f"(torch {torch.__version__}); CPU memory is tracked without it")
+        check_cuda_device("cuda")
         self.device = torch.cuda.current_device() if device is None else device
         self.max_entries = max_entries
         self._known = known or (lambda: {})

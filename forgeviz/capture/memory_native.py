@@ -336,7 +336,13 @@ class NativeMemoryTracker(MemoryTracker):
 
     def _live_record(self, sid: int) -> Optional[StorageRecord]:
         r = native.FvRecord()
-        return self._record(r) if self._lib.fv_find(self._h, sid & 0xFFFFFFFF, ctypes.byref(r)) else None
+        return self._record(r) if self._lib.fv_find(self._h, sid & 0xFFFFFFFF, ctypes.byref(r)) == 1 else None
+
+    def _dead_record(self, sid: int) -> StorageRecord:
+        r = native.FvRecord()
+        if self._lib.fv_find(self._h, sid & 0xFFFFFFFF, ctypes.byref(r)) == 0:
+            raise KeyError(f"no storage {sid} in this timeline")
+        return self._record(r)
 
     def detail(self, sid: int) -> m.StorageDetail:
         detail = super().detail(sid)

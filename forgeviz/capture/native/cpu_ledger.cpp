@@ -163,7 +163,7 @@ std::atomic<int> g_recording{0};     // allocations are recorded only while one 
 c10::Allocator* g_inner = nullptr;
 c10::DeleterFnPtr g_inner_deleter = nullptr;
 
-// The innermost dispatcher op on this thread, pushed by a RecordFunction callback.
+// The dispatcher ops running on this thread, pushed by a RecordFunction callback.
 thread_local const char* t_ops[64];
 thread_local int t_depth = 0;
 thread_local int t_paused = 0;  // forgeviz's own work on this thread (untraced()) is not the user's memory
@@ -182,7 +182,9 @@ uint16_t intern_op(const char* name) {  // g->mutex held
 
 void note_alloc(void* ptr, size_t nbytes) {
   const double t = now_s();
-  const char* op = t_depth > 0 && t_depth <= 64 ? t_ops[t_depth - 1] : nullptr;
+  // The outermost dispatcher op: the one the program called (ones, linear), not the kernel's
+  // helper that happened to allocate (empty, addmm).
+  const char* op = t_depth > 0 ? t_ops[0] : nullptr;
   std::lock_guard<std::mutex> guard(g->mutex);
   const uint16_t op_id = intern_op(op);
   for (Ledger* ledger : g->ledgers) {
@@ -442,14 +444,23 @@ int fv_lookup(void* handle, uint64_t ptr, FvRecord* out) {
   return 1;
 }
 
-// The live storage with id `sid` (a hover asks for one): 1 and its record, or 0 when it is gone.
+// The storage with id `sid` (a hover asks for one): 1 and its record while it is alive, 2 and what
+// its last event says once it was freed, 0 when the history no longer has it.
 int fv_find(void* handle, uint32_t sid, FvRecord* out) {
   std::lock_guard<std::mutex> guard(g->mutex);
-  for (auto& kv : as_ledger(handle)->live) {
+  Ledger* ledger = as_ledger(handle);
+  for (auto& kv : ledger->live) {
     const Live& r = kv.second;
     if (r.sid != sid) continue;
     *out = FvRecord{r.sid, r.node, r.bytes, r.op, r.module, r.cell, r.line, r.category, {0}};
     return 1;
+  }
+  for (size_t i = ledger->count(); i > 0; --i) {
+    if (ledger->storage[i - 1] != sid) continue;
+    const size_t k = i - 1;
+    *out = FvRecord{sid, ledger->node[k], ledger->bytes[k], ledger->op[k], ledger->module[k], ledger->cell[k],
+                    ledger->line[k], ledger->category[k], {0}};
+    return 2;
   }
   return 0;
 }
