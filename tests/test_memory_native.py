@@ -171,3 +171,18 @@ def test_a_freed_storage_is_still_described_from_the_history():
     assert not detail.alive and detail.bytes == 123 * 4 * 4 and detail.shape == [123, 4] and detail.op == "ones"
     with pytest.raises(KeyError, match="no storage 4000000000 in this timeline"):
         trace.tracker.detail(4_000_000_000)
+
+
+def test_backward_allocations_name_the_backward_or_with_aten_ops_the_dispatcher_op(monkeypatch):
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+
+    def run():
+        with forgeviz.memory_trace() as trace:
+            model(torch.randn(4, 16)).sum().backward()
+        return ops_of(trace)
+
+    plain = run()
+    assert {"linear", "relu", "sum", "backward"} <= plain and "threshold_backward" not in plain
+    monkeypatch.setenv("FORGEVIZ_MEMORY_OPS", "aten")  # a RecordFunction callback names every op
+    aten = run()
+    assert {"linear", "relu", "ReluBackward0", "AddmmBackward0"} <= aten and "backward" not in aten  # the Nodes

@@ -537,8 +537,8 @@ class MemoryTracker:
         return {key: rec.nbytes for key, rec in self._live.items()}
 
     # --- where ops come from (the native tracker needs to be told; this one sees each op) --------
-    def after_op(self, out, where: tuple) -> None:
-        """An op called from Python at ``where`` (filename, line) returned ``out``."""
+    def after_op(self, out, where: tuple, op: Optional[str] = None) -> None:
+        """The op ``op``, called from Python at ``where`` (filename, line), returned ``out``."""
 
     def set_site(self, where: Optional[tuple]) -> None:
         """Python code at ``where`` is about to run ops Python does not see (a backward pass)."""

@@ -15,6 +15,7 @@ It sees CPU storages only; the dispatch-mode tracker (``MemoryTracker``) sees ev
 from __future__ import annotations
 
 import ctypes
+import os
 import weakref
 from typing import Callable, Optional
 
@@ -57,10 +58,14 @@ class NativeMemoryTracker(MemoryTracker):
         self._node_names: dict[int, str] = {}
         self._files: dict[tuple[int, int], str] = {}  # (cell, line) → filename, to show the source
         self._cuts_seen = 0
-        self._sites: list[tuple[int, int, int]] = []  # (cell, module, line) to restore after a call
-        self._site = (0, m.NO_SMALL, 0)
+        self._sites: list[tuple] = []  # (cell, module, line, op) to restore after a call
+        self._site = (0, m.NO_SMALL, 0, m.NO_SMALL)
         self._cell = 0
         self._op_names: list[str] = []
+        self._op_ids: dict[str, int] = {}
+        # Op names come from Python (after_op); FORGEVIZ_MEMORY_OPS=aten names the dispatcher op
+        # instead (aten::mm inside backward too), for a RecordFunction callback on every op.
+        lib.fv_record_ops(int(os.environ.get("FORGEVIZ_MEMORY_OPS") == "aten"))
 
     # --- recording ------------------------------------------------------------------------
     def _begin(self) -> None:
@@ -68,7 +73,7 @@ class NativeMemoryTracker(MemoryTracker):
 
         self._handles.append(register_optimizer_step_pre_hook(self._step_pre))
         self._sites.clear()
-        self._site = (self._cell, m.NO_SMALL, 0)
+        self._site = (self._cell, m.NO_SMALL, 0, m.NO_SMALL)
         self._lib.fv_set_context(self._h, *self._site)
         self._lib.fv_ledger_recording(self._h, 1)
 
@@ -92,7 +97,7 @@ class NativeMemoryTracker(MemoryTracker):
     def publish(self, count: int) -> None:
         self._lib.fv_publish(self._h, count)
 
-    def _set_site(self, site: tuple[int, int, int]) -> None:
+    def _set_site(self, site: tuple[int, int, int, int]) -> None:
         if site != self._site:
             self._site = site
             self._lib.fv_set_context(self._h, *site)
@@ -104,12 +109,20 @@ class NativeMemoryTracker(MemoryTracker):
             self._files[(cell, min(line, m.NO_SMALL))] = filename
         return cell, self._index(self._modules, module), min(line or 0, m.NO_SMALL)
 
-    def _push_site(self, where: Optional[tuple], module: Optional[str]) -> None:
+    def _op_id(self, name: Optional[str]) -> int:
+        if name is None:
+            return m.NO_SMALL
+        op = self._op_ids.get(name)
+        if op is None:
+            op = self._op_ids[name] = self._lib.fv_intern(name.encode())
+        return op
+
+    def _push_site(self, where: Optional[tuple], module: Optional[str], op: Optional[str] = None) -> None:
         self._sites.append(self._site)
-        self._set_site(self._where(where, module))
+        self._set_site((*self._where(where, module), self._op_id(op)))
 
     def _pop_site(self) -> None:
-        self._set_site(self._sites.pop() if self._sites else (self._cell, m.NO_SMALL, 0))
+        self._set_site(self._sites.pop() if self._sites else (self._cell, m.NO_SMALL, 0, m.NO_SMALL))
 
     def _forward_pre(self, module, args):
         outermost = self._module_depth == 0
@@ -119,7 +132,8 @@ class NativeMemoryTracker(MemoryTracker):
                 self._push_site(user_location(2), _current_module())
             else:
                 self._sites.append(self._site)
-                self._set_site((self._site[0], self._index(self._modules, _current_module()), self._site[2]))
+                cell, _, line, op = self._site
+                self._set_site((cell, self._index(self._modules, _current_module()), line, op))
         except Exception as exc:  # noqa: BLE001
             self.fault(f"reading a module call's line failed: {exc!r}")
 
@@ -142,33 +156,29 @@ class NativeMemoryTracker(MemoryTracker):
         if where is None:  # a backward pass ended: its gradients are in .grad now
             self._pop_site()
             self._sync_grads()
-        else:
-            self._push_site(where, _current_module())
+        else:  # autograd runs in C++, unseen by Python: its allocations are this line's backward
+            self._push_site(where, _current_module(), "backward")
 
-    def after_op(self, out, where: tuple) -> None:
-        """Name the storages ``out`` just got: the op's line in the cell, their shape and dtype."""
-        outputs = out if isinstance(out, (tuple, list)) else (out,)
-        cell = module = None
-        for t in outputs:
-            if not isinstance(t, torch.Tensor) or t.layout != torch.strided or t.device.type != "cpu":
-                continue
-            if cell is None:
-                cell, module, line16 = self._where(where, _current_module())
-            storage = t.untyped_storage()
-            sid = self._lib.fv_annotate(self._h, storage.data_ptr(), float(t.numel() * t.element_size()),
-                                        cell, line16, module)
-            if sid >= 0 and sid not in self._shapes:
-                self._shapes[sid] = (tuple(t.shape), str(t.dtype).removeprefix("torch."))
+    def after_op(self, out, where: tuple, op: Optional[str] = None) -> None:
+        """Name what the op ``op`` called at ``where`` just allocated (its outputs and intermediates):
+        the op, the line in the cell, and the outputs' shape and dtype."""
+        cell, module, line = self._where(where, _current_module())
+        self._lib.fv_name_fresh(self._h, self._op_id(op), cell, line, module)
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor) and t.layout == torch.strided and t.device.type == "cpu":
+                sid = self._lib.fv_sid_of(self._h, t.untyped_storage().data_ptr(), float(t.numel() * t.element_size()))
+                if sid >= 0 and sid not in self._shapes:
+                    self._shapes[sid] = (tuple(t.shape), str(t.dtype).removeprefix("torch."))
 
     def allocated_since(self) -> bool:
-        """Whether anything was allocated since the last call (a view or an in-place op: no)."""
-        return self._lib.fv_take_fresh(self._h) > 0
+        """Whether anything was allocated since the last after_op (a view or an in-place op: no)."""
+        return self._lib.fv_fresh(self._h) > 0
 
     def mark_cell(self, cell: int) -> None:
         self._sync_cuts()
         self._cell = cell or (self.default_cell or 0)
         self.cells.append(m.CellMark(cell, self._lib.fv_now() - self._t0n, self.count))
-        self._set_site((self._cell, m.NO_SMALL, 0))
+        self._set_site((self._cell, m.NO_SMALL, 0, m.NO_SMALL))
 
     def name_cell(self, cell: int) -> None:
         if self.cells and self.cells[-1].cell == 0:
@@ -208,7 +218,9 @@ class NativeMemoryTracker(MemoryTracker):
         """The op names the ``op`` column indexes (the ledger's table only grows)."""
         for i in range(len(self._op_names), self._lib.fv_op_count()):
             name = self._lib.fv_op_name(i)
-            self._op_names.append(name.decode().removeprefix("aten::") if name else "?")
+            # "autograd::engine::evaluate_function: MmBackward0" is the autograd Node running
+            self._op_names.append(name.decode().removeprefix("aten::").removeprefix(
+                "autograd::engine::evaluate_function: ") if name else "?")
         return self._op_names
 
     def _sync_cuts(self) -> None:

@@ -80,7 +80,7 @@ class _TagMode(TorchFunctionMode):
                 try:
                     if tracker.wants_sites and tracker.allocated_since():  # the ledger saw it, not its line
                         where = where or user_location(2)
-                        tracker.after_op(out, where)
+                        tracker.after_op(out, where, _op_name(func)[0])
                     if isinstance(out, torch.Tensor) and out.grad_fn is not None:
                         tracker.claim_saved(out.grad_fn)
                 except Exception as exc:  # noqa: BLE001

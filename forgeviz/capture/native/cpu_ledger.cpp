@@ -72,8 +72,9 @@ struct Ledger {
   double live_bytes = 0, peak_bytes = 0, peak_time = 0;
   bool recording = false;
   // Where its Python side says the program is (cell starts, module calls, steps, backward passes).
-  uint16_t at_cell = 0, at_module = kNoSmall, at_line = 0;
-  int64_t fresh = 0;  // allocations since Python last asked (most ops are views or in place: none)
+  uint16_t at_cell = 0, at_module = kNoSmall, at_line = 0, at_op = kNoSmall;
+  // Storages allocated since Python last named them (most ops are views or in place: none).
+  std::vector<uint64_t> fresh;
   size_t published = 0;  // events before this index were sent somewhere: never rewrite them
 
   size_t count() const { return time.size(); }
@@ -189,11 +190,11 @@ void note_alloc(void* ptr, size_t nbytes) {
   const uint16_t op_id = intern_op(op);
   for (Ledger* ledger : g->ledgers) {
     if (!ledger->recording) continue;
-    Live r{ledger->next_sid++, kNoId, static_cast<double>(nbytes), op_id,
+    Live r{ledger->next_sid++, kNoId, static_cast<double>(nbytes), op_id != kNoSmall ? op_id : ledger->at_op,
            ledger->at_module, ledger->at_cell, ledger->at_line, kTemporary};
     ledger->live[reinterpret_cast<uint64_t>(ptr)] = r;
     ledger->live_bytes += r.bytes;
-    ++ledger->fresh;
+    if (ledger->fresh.size() < 4096) ledger->fresh.push_back(reinterpret_cast<uint64_t>(ptr));
     ledger->emit(kAlloc, r, static_cast<float>(t - ledger->t0));
   }
 }
@@ -252,7 +253,9 @@ void op_exit(const at::RecordFunction&, at::ObserverContext*) {
   if (t_depth > 0) --t_depth;
 }
 
-bool g_want_op_names = true;  // fv_record_ops(0) turns the per-op RecordFunction callback off
+// Off by default: Python names each op it sees (fv_name_fresh) for less than the ~0.3 us per op a
+// RecordFunction callback costs; on, allocations carry the dispatcher op (aten::mm in backward too).
+bool g_want_op_names = false;
 
 void update_op_callback() {  // g->mutex held
   bool want = g_recording.load() > 0 && g_want_op_names;
@@ -330,9 +333,15 @@ void fv_record_ops(int on) {
 
 void fv_pause(int delta) { t_paused += delta; }
 
-void fv_set_context(void* handle, uint32_t cell, uint32_t module, uint32_t line) {
+int fv_intern(const char* name) {
+  std::lock_guard<std::mutex> guard(g->mutex);
+  return intern_op(name);
+}
+
+void fv_set_context(void* handle, uint32_t cell, uint32_t module, uint32_t line, uint32_t op) {
   std::lock_guard<std::mutex> guard(g->mutex);
   Ledger* ledger = as_ledger(handle);
+  ledger->at_op = static_cast<uint16_t>(op);
   ledger->at_cell = static_cast<uint16_t>(cell);
   ledger->at_module = static_cast<uint16_t>(module);
   ledger->at_line = static_cast<uint16_t>(line);
@@ -401,37 +410,52 @@ void fv_publish(void* handle, int64_t count) {
   ledger->published = std::max(ledger->published, static_cast<size_t>(std::max<int64_t>(0, count)));
 }
 
-// How many allocations were recorded since the last call (and start counting again).
-int64_t fv_take_fresh(void* handle) {
+// How many storages were allocated since Python last named them.
+int64_t fv_fresh(void* handle) {
   std::lock_guard<std::mutex> guard(g->mutex);
-  Ledger* ledger = as_ledger(handle);
-  const int64_t fresh = ledger->fresh;
-  ledger->fresh = 0;
-  return fresh;
+  return static_cast<int64_t>(as_ledger(handle)->fresh.size());
 }
 
-// Name where a fresh storage came from, once Python knows (right after the op that made it, whose
-// output holds `logical_bytes`): a record with no line yet, and its alloc event, get the cell, line
-// and module. Returns its storage id when its alloc is recent and its size fits, else -1.
-int64_t fv_annotate(void* handle, uint64_t ptr, double logical_bytes, int cell, int line, int module) {
+// Name the storages allocated since the last call, the op Python just saw return having made them
+// (its outputs and its intermediates): what they do not know yet of op, cell, line and module is
+// set on their live record and on their alloc event. Returns how many were still alive.
+int64_t fv_name_fresh(void* handle, int op, int cell, int line, int module) {
+  std::lock_guard<std::mutex> guard(g->mutex);
+  Ledger* ledger = as_ledger(handle);
+  int64_t named = 0;
+  const size_t n = ledger->count();
+  for (uint64_t ptr : ledger->fresh) {
+    auto it = ledger->live.find(ptr);
+    if (it == ledger->live.end()) continue;
+    Live& r = it->second;
+    if (r.op == kNoSmall) r.op = static_cast<uint16_t>(op);
+    if (r.line == 0 && line != 0) {
+      r.cell = static_cast<uint16_t>(cell);
+      r.line = static_cast<uint16_t>(line);
+    }
+    if (r.module == kNoSmall) r.module = static_cast<uint16_t>(module);
+    for (size_t k = 0; k < n && k < 8192; ++k) {  // its alloc is among the last events
+      const size_t i = n - 1 - k;
+      if (ledger->storage[i] != r.sid || ledger->action[i] != kAlloc) continue;
+      ledger->op[i] = r.op;
+      ledger->cell[i] = r.cell;
+      ledger->line[i] = r.line;
+      ledger->module[i] = r.module;
+      break;
+    }
+    ++named;
+  }
+  ledger->fresh.clear();
+  return named;
+}
+
+// The storage id of a live storage at `ptr` holding exactly `logical_bytes` (an op's output, whose
+// shape Python then remembers), else -1.
+int64_t fv_sid_of(void* handle, uint64_t ptr, double logical_bytes) {
   std::lock_guard<std::mutex> guard(g->mutex);
   Ledger* ledger = as_ledger(handle);
   auto it = ledger->live.find(ptr);
-  if (it == ledger->live.end() || it->second.bytes != logical_bytes) return -1;
-  Live& r = it->second;
-  // The alloc is among the last few events (the op just returned); look back a bounded way.
-  const size_t n = ledger->count();
-  for (size_t k = 0; k < n && k < 4096; ++k) {
-    const size_t i = n - 1 - k;
-    if (ledger->storage[i] != r.sid || ledger->action[i] != kAlloc) continue;
-    if (r.line == 0 && line != 0) {
-      r.cell = ledger->cell[i] = static_cast<uint16_t>(cell);
-      r.line = ledger->line[i] = static_cast<uint16_t>(line);
-      if (module != kNoSmall) r.module = ledger->module[i] = static_cast<uint16_t>(module);
-    }
-    return r.sid;
-  }
-  return -1;
+  return it == ledger->live.end() || it->second.bytes != logical_bytes ? -1 : it->second.sid;
 }
 
 int fv_lookup(void* handle, uint64_t ptr, FvRecord* out) {
