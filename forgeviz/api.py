@@ -220,6 +220,8 @@ def memory_trace(max_events: int = 1_000_000, device: str = "cpu") -> Iterator[M
 
     index = check_cuda_device(device)  # None for "cpu"; raises, saying what is expected or missing
     session = get_session()
+    was_installed = session.installed
+    session.install()  # module paths for each op (and the memory tracker rides on the same hooks)
     tracker = make_tracker(max_events, fault=session.fault)
     trace = MemoryTrace(tracker)
     history = None
@@ -233,6 +235,8 @@ def memory_trace(max_events: int = 1_000_000, device: str = "cpu") -> Iterator[M
     finally:
         session.exit()
         tracker.stop()
+        if not was_installed:
+            session.uninstall()
         if history is not None:
             try:
                 trace.cuda = history.trace()

@@ -127,15 +127,12 @@ class MemoryTracker:
             self._seed_existing()
         for p in self._live_params():
             self._watch_grad(p)
-        from torch.nn.modules.module import (
-            register_module_forward_hook, register_module_forward_pre_hook, register_module_parameter_registration_hook,
-        )
+        from torch.nn.modules.module import register_module_parameter_registration_hook
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
-        self._handles += [register_module_forward_pre_hook(self._forward_pre),
-                          register_module_parameter_registration_hook(self._parameter_registered),
-                          register_module_forward_hook(self._forward_post, always_call=True),
+        self._handles += [register_module_parameter_registration_hook(self._parameter_registered),
                           register_optimizer_step_post_hook(self._after_step)]
+        self._handles += self._module_hooks()
         self._begin()
         self._recording = True
         get_session().traces.append(self)
@@ -159,6 +156,13 @@ class MemoryTracker:
         for fin in self._finalizers.values():
             fin.detach()
         self._finalizers.clear()
+
+    def _module_hooks(self) -> list:
+        """Global module forward hooks: parameters, inputs and the module depth."""
+        from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+
+        return [register_module_forward_pre_hook(self._forward_pre),
+                register_module_forward_hook(self._forward_post, always_call=True)]
 
     def _begin(self) -> None:
         """Start seeing new storages: here, a TorchDispatchMode sees every op's outputs."""
@@ -352,14 +356,18 @@ class MemoryTracker:
             for t in (value if isinstance(value, (tuple, list)) else (value,)):
                 if not isinstance(t, torch.Tensor) or t.layout != torch.strided or t.device.type == "meta":
                     continue
-                key = t.untyped_storage().data_ptr()
-                rec = self._lookup(key)
-                if rec is None or rec.category not in (m.TEMPORARY, m.OTHER, m.ACTIVATION):
-                    continue
                 if nid is None:
                     nid = node_id(grad_fn)
-                self._note_tensor(rec, t)
-                self._relabel(key, rec, m.ACTIVATION, nid, grad_fn.name())
+                self._claim(t, nid, grad_fn)
+
+    def _claim(self, t: torch.Tensor, nid: int, grad_fn) -> None:
+        """``grad_fn`` (node ``nid``) saved ``t``: a temporary's storage is that node's activation."""
+        key = t.untyped_storage().data_ptr()
+        rec = self._lookup(key)
+        if rec is None or rec.category not in _CLAIMABLE:
+            return
+        self._note_tensor(rec, t)
+        self._relabel(key, rec, m.ACTIVATION, nid, grad_fn.name())
 
     def _forward_pre(self, module, args):
         try:
@@ -587,6 +595,7 @@ def _gc_objects() -> list:
 
 
 _SAVED_NAMES: dict[type, list[str]] = {}  # Node type → its _saved_* attribute names
+_CLAIMABLE = (m.TEMPORARY, m.OTHER, m.ACTIVATION)  # what a saved tensor's storage may have been
 
 
 def _current_module() -> Optional[str]:

@@ -20,12 +20,26 @@ import weakref
 from typing import Callable, Optional
 
 import torch
+from torch.utils._pytree import tree_flatten
 
 from ..model import memory as m
 from . import native
 from .memory import MemoryTracker, StorageRecord, _current_module
+from .session import get_session
 from .source import cell_number, source_line, user_location
 
+class _Unlisten:
+    """A hook handle that takes a tracker off the module stack's root listeners."""
+
+    def __init__(self, listeners: list, tracker) -> None:
+        self.listeners, self.tracker = listeners, tracker
+
+    def remove(self) -> None:
+        if self.tracker in self.listeners:
+            self.listeners.remove(self.tracker)
+
+
+_CLAIM_MASK = sum(1 << c for c in (m.TEMPORARY, m.OTHER, m.ACTIVATION))
 _MAX_SHAPES = 200_000  # shapes remembered for hovering freed storages (live ones are always kept)
 _MASKS: dict[tuple, int] = {}  # only_from categories → the ledger's bit mask
 _ITEMSIZE = {"float32": 4, "float64": 8, "uint32": 4, "uint16": 2, "uint8": 1}
@@ -123,6 +137,34 @@ class NativeMemoryTracker(MemoryTracker):
 
     def _pop_site(self) -> None:
         self._set_site(self._sites.pop() if self._sites else (self._cell, m.NO_SMALL, 0, m.NO_SMALL))
+
+    def _module_hooks(self) -> list:
+        # When forgeviz's module stack runs (every notebook cell, memory_trace), ride on its hooks:
+        # told once per outermost call instead of two more Python hooks on every module call.
+        modules = get_session().modules
+        if not modules.installed:
+            return super()._module_hooks()
+        modules.root_listeners.append(self)
+        return [_Unlisten(modules.root_listeners, self)]
+
+    def root_call(self, module, args) -> None:
+        """An outermost module call starts: its parameters, its inputs, and its line."""
+        try:
+            seen = self._modules_seen.get(id(module))
+            if seen is None or seen() is not module:  # later parameters come through _parameter_registered
+                for p in module.parameters():
+                    if not self._knows(p):
+                        self._remember(p)
+                        self._recategorize(p, m.PARAMETER)
+                self._modules_seen[id(module)] = weakref.ref(module)
+            for a in tree_flatten(args)[0]:
+                self._recategorize(a, m.INPUT, only_from=(m.TEMPORARY, m.OTHER))
+            self._push_site(user_location(2), _current_module())
+        except Exception as exc:  # noqa: BLE001 - runs inside the user's model call
+            self.fault(f"reading a module call failed: {exc!r}")
+
+    def root_return(self, module) -> None:
+        self._pop_site()
 
     def _forward_pre(self, module, args):
         outermost = self._module_depth == 0
@@ -298,6 +340,18 @@ class NativeMemoryTracker(MemoryTracker):
                 self._track(storage, category, None, tuple(tensor.shape), tensor.dtype)
         elif sid not in self._shapes:
             self._shapes[sid] = (tuple(tensor.shape), str(tensor.dtype).removeprefix("torch."))
+
+    def _claim(self, t: torch.Tensor, nid: int, grad_fn) -> None:
+        # Every forward op with a grad_fn comes here: one call into the ledger, no record built.
+        if t.device.type != "cpu":
+            return
+        node = nid & 0xFFFFFFFF
+        sid = self._lib.fv_recategorize(self._h, t.untyped_storage().data_ptr(), m.ACTIVATION, node, _CLAIM_MASK)
+        if sid >= 0:
+            if node not in self._node_names:
+                self._node_names[node] = grad_fn.name()
+            if sid not in self._shapes:
+                self._shapes[sid] = (tuple(t.shape), str(t.dtype).removeprefix("torch."))
 
     def _note_tensor(self, rec: StorageRecord, tensor: torch.Tensor) -> None:
         if rec.sid not in self._shapes:

@@ -25,6 +25,13 @@ class ModuleStack:
         self.parameters = ParameterIndex()  # parameters of every root seen in a forward
         self._roots: dict[int, weakref.ref] = {}  # id(root module) -> weakref, for types and names
         self._root: Optional[torch.nn.Module] = None
+        # Told when an outermost module call starts (root_call(module, args)) and ends
+        # (root_return(module)): the memory timeline rides on these hooks instead of adding its own.
+        self.root_listeners: list = []
+
+    @property
+    def installed(self) -> bool:
+        return bool(self._handles)
 
     def install(self) -> None:
         self._handles = [
@@ -92,6 +99,9 @@ class ModuleStack:
             self._paths_of(module)
             path = ""
         self._stack.append((id(module), root_id, root_type, path, type(module).__name__))
+        if len(self._stack) == 1:
+            for listener in list(self.root_listeners):
+                listener.root_call(module, args)
 
     def _post(self, module: torch.nn.Module, args, output) -> None:
         # Pop down to this module: an exception may have skipped inner posts.
@@ -100,3 +110,5 @@ class ModuleStack:
                 break
         if not self._stack:
             self._root = None
+            for listener in list(self.root_listeners):
+                listener.root_return(module)

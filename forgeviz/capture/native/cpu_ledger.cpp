@@ -386,8 +386,9 @@ int64_t fv_recategorize(void* handle, uint64_t ptr, int category, uint32_t node,
   auto it = ledger->live.find(ptr);
   if (it == ledger->live.end()) return -1;
   Live& r = it->second;
+  if (only_from != 0 && !(only_from & (1u << r.category))) return r.sid;  // e.g. a parameter a node saved
   if (node != kNoId && r.node == kNoId) r.node = node;
-  if (r.category == category || (only_from != 0 && !(only_from & (1u << r.category)))) return r.sid;
+  if (r.category == category) return r.sid;
   r.category = static_cast<uint8_t>(category);
   const size_t n = ledger->count();
   const size_t floor = std::max(ledger->published, n > (1u << 16) ? n - (1u << 16) : size_t{0});
