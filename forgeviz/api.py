@@ -135,9 +135,14 @@ class MemoryTrace:
         self.cuda = None  # the CudaTrace, read when the block ends (memory_trace(device="cuda"))
 
     def widget(self):
-        """The timeline of this trace as a widget (a snapshot; the trace is not live)."""
+        """The timeline of this trace as a widget (a snapshot; the trace is not live). For a CUDA
+        trace: the allocator's history, with reserved bytes, segments and OOMs."""
         from .widgets.memory import MemoryWidget
 
+        if self.cuda is not None:
+            from .capture.cuda_memory import CudaTimelineSource
+
+            return MemoryWidget(CudaTimelineSource(self.cuda), get_session(), live=False)
         return MemoryWidget(self.tracker, get_session(), live=False)
 
     @property

@@ -142,3 +142,29 @@ def test_an_oom_is_the_users_error_and_its_state_is_kept():
     finally:
         history.stop()
     assert history.oom_snapshots and parse_snapshot(history.oom_snapshots[-1], history.device).ooms
+
+
+def test_a_cuda_trace_is_served_to_the_timeline_view_with_reserved_segments_and_ooms():
+    from forgeviz.capture.cuda_memory import CudaTimelineSource
+    from forgeviz.capture.session import get_session
+    from forgeviz.model.memory import EVENT_COLUMNS
+    from forgeviz.widgets.memory import MemoryWidget
+
+    source = CudaTimelineSource(parse_snapshot(synthetic_snapshot(), 0, {A: PARAMETER, A + 12 * MiB: GRADIENT}))
+    view = MemoryWidget(source, get_session(), live=False)
+    cuda = view.timeline["cuda"]
+    # reserved as a step series at its changes: 20 MiB, 22 MiB (segment B), 20 MiB (empty_cache)
+    assert cuda["reserved_bytes"] == [20 * MiB, 22 * MiB, 20 * MiB] and cuda["peak_reserved"] == 22 * MiB
+    assert cuda["reserved_unused"] == 8 * MiB and cuda["released"] == [[0.007, 2 * MiB]]
+    assert cuda["segments"] == [{"address": hex(A), "total": 20 * MiB, "allocated": 12 * MiB, "largest_free": 4 * MiB,
+                                 "fragmentation": 0.5, "segment_type": "large"}]
+    assert cuda["ooms"][0]["requested"] == 64 * 2**30 and cuda["ooms"][0]["cell"] == 6
+    assert view.timeline["device"] == "cuda:0" and view.timeline["peak_bytes"] == 16 * MiB
+    assert [c["cell"] for c in view.timeline["cells"]] == [3, 4, 5, 6]  # cell 6 only hit the OOM
+    sent = []
+    view.send = lambda content, buffers=None: sent.append((content, buffers))
+    view.refresh()
+    content, buffers = sent[-1]
+    assert content["count"] == 6 and len(buffers) == len(EVENT_COLUMNS)
+    detail = source.detail(1)  # the temporary at A + 8 MiB, freed in cell 4
+    assert (detail.bytes, detail.category, detail.alive, detail.cell) == (4 * MiB, "temporary", False, 3)

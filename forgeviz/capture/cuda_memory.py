@@ -17,12 +17,14 @@ the end, where the snapshot's segments give the exact allocated and reserved byt
 
 from __future__ import annotations
 
+import array
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ..model import memory as m
-from .source import cell_number
+from .memory import TYPECODES
+from .source import cell_number, source_line
 
 CELL_METADATA = "forgeviz cell {}"
 _CELL_RE = re.compile(r"forgeviz cell (\d+)")
@@ -73,6 +75,7 @@ class CudaTrace:
     ooms: list[CudaOom] = field(default_factory=list)
     released: list[tuple[float, int]] = field(default_factory=list)  # (time, bytes) of each segment_free
     files: dict[tuple[int, int], str] = field(default_factory=dict)  # (cell, line) → filename
+    cells: list[tuple[int, float, int]] = field(default_factory=list)  # (cell, time, first event index)
 
     @property
     def peak_allocated(self) -> int:
@@ -130,6 +133,8 @@ def parse_snapshot(snapshot: dict, device: int = 0, categories: Optional[dict[in
         action = e.get("action")
         when = (e.get("time_us", t0) - t0) / 1e6
         cell = _cell_of(e.get("user_metadata")) or cell
+        if cell is not None and (not out.cells or out.cells[-1][0] != cell):
+            out.cells.append((cell, when, len(cols["time"])))
         allocated += _alloc_delta(e)
         reserved += _reserved_delta(e)
         if action == "alloc":
@@ -289,3 +294,71 @@ class CudaHistory:
         if reset:
             torch.cuda.reset_peak_memory_stats(device)
         return value
+
+
+class CudaTimelineSource:
+    """A parsed CUDA history, served to the memory timeline view like a tracker serves CPU events.
+
+    >>> source = CudaTimelineSource(parse_snapshot({"segments": [], "device_traces": [[]]}))
+    >>> source.count, source.timeline().cuda.peak_reserved
+    (0, 0)
+    """
+
+    MAX_RESERVED_POINTS = 4000
+    dropped = 0
+
+    def __init__(self, trace: CudaTrace) -> None:
+        self.trace = trace
+        self._arrays = {name: array.array(TYPECODES[kind], trace.columns[name]) for name, kind in m.EVENT_COLUMNS}
+
+    @property
+    def count(self) -> int:
+        return len(self.trace.columns["time"])
+
+    def columns(self, start: int = 0, end: Optional[int] = None) -> dict[str, bytes]:
+        return {name: col[start:end].tobytes() for name, col in self._arrays.items()}
+
+    def publish(self, count: int) -> None:
+        """Nothing to do: a parsed history never changes."""
+
+    def timeline(self, device: str = "cuda", message: Optional[str] = None) -> m.MemoryTimeline:
+        t = self.trace
+        peak_index = max(range(len(t.allocated)), key=t.allocated.__getitem__, default=-1)
+        times, reserved = self._reserved_steps()
+        state = m.CudaState(
+            t.device, times, reserved, t.peak_reserved, t.reserved_unused, [[w, b] for w, b in t.released],
+            [m.CudaOomMark(o.time, o.requested, o.device_free, o.allocated, o.reserved, o.cell) for o in t.ooms],
+            [m.CudaSegmentSummary(hex(s.address), s.total_size, s.allocated_size, s.largest_free,
+                                  round(s.fragmentation, 4), s.segment_type) for s in t.segments])
+        cells = [m.CellMark(cell, when, index) for cell, when, index in t.cells]
+        return m.MemoryTimeline(
+            1, f"cuda:{t.device}", self.count, 0, self.count, list(m.CATEGORIES), [], [], cells,
+            t.peak_allocated, t.times[peak_index] if peak_index >= 0 else 0.0,
+            t.allocated[-1] if t.allocated else 0, t.allocated[0] if t.allocated else 0, message, state)
+
+    def _reserved_steps(self) -> tuple[list[float], list[int]]:
+        """Reserved bytes where they change (segment events are rare), thinned to the cap by keeping
+        each bucket's largest value, so the peak is never lost."""
+        t = self.trace
+        times, values = [], []
+        for when, value in zip(t.times, t.reserved):
+            if not values or value != values[-1]:
+                times.append(when)
+                values.append(value)
+        if len(values) > self.MAX_RESERVED_POINTS:
+            step = -(-len(values) // self.MAX_RESERVED_POINTS)
+            buckets = [range(i, min(i + step, len(values))) for i in range(0, len(values), step)]
+            picks = [max(b, key=values.__getitem__) for b in buckets]
+            times, values = [times[i] for i in picks], [values[i] for i in picks]
+        return times, values
+
+    def detail(self, sid: int) -> m.StorageDetail:
+        cols = self.trace.columns
+        for i in range(self.count - 1, -1, -1):
+            if cols["storage"][i] == sid:
+                alive = cols["action"][i] != m.FREE
+                cell, line = cols["cell"][i] or None, cols["line"][i] or None
+                filename = self.trace.files.get((cols["cell"][i], cols["line"][i]))
+                return m.StorageDetail(sid, int(cols["bytes"][i]), "?", [], m.CATEGORIES[cols["category"][i]], None,
+                                       None, cell, line, source_line(filename, line), None, None, None, alive)
+        raise KeyError(f"no storage {sid} in this CUDA history")

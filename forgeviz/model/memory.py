@@ -67,6 +67,44 @@ class StorageDetail:
 
 
 @dataclass
+class CudaOomMark:
+    """An allocation the CUDA caching allocator could not serve, and the state at that moment."""
+
+    time: float
+    requested: int
+    device_free: int  # what CUDA itself still reported free
+    allocated: int
+    reserved: int
+    cell: Optional[int]
+
+
+@dataclass
+class CudaSegmentSummary:
+    """One cudaMalloc'd segment at the snapshot: how much of it tensors use, and how scattered the rest is."""
+
+    address: str  # hex
+    total: int
+    allocated: int
+    largest_free: int
+    fragmentation: float  # 1 - largest free block / free bytes
+    segment_type: str
+
+
+@dataclass
+class CudaState:
+    """What only the CUDA allocator knows: reserved bytes over time, releases, OOMs, segments."""
+
+    device: int
+    reserved_time: list[float]  # a step series: reserved_bytes[i] holds from reserved_time[i] on
+    reserved_bytes: list[int]
+    peak_reserved: int
+    reserved_unused: int  # cached but holding no tensor: what empty_cache() could give back
+    released: list[list[float]]  # [time, bytes] of each segment the allocator returned to CUDA
+    ooms: list[CudaOomMark]
+    segments: list[CudaSegmentSummary]
+
+
+@dataclass
 class MemoryTimeline:
     """The JSON half of a timeline; the events themselves travel as binary columns."""
 
@@ -84,6 +122,7 @@ class MemoryTimeline:
     live_bytes: int
     baseline_bytes: int  # bytes that already existed when tracking started (seeded)
     message: Optional[str]
+    cuda: Optional[CudaState] = None  # a CUDA allocator history's own view, when the timeline is one
 
 
 @dataclass
@@ -104,7 +143,8 @@ class DetailReply:
     detail: StorageDetail
 
 
-WIRE_TYPES = [CellMark, StorageDetail, MemoryTimeline, DetailRequest, DetailReply]
+WIRE_TYPES = [CellMark, StorageDetail, CudaOomMark, CudaSegmentSummary, CudaState, MemoryTimeline, DetailRequest,
+              DetailReply]
 # Constants the TypeScript side gets verbatim.
 TS_CONSTANTS = ["ACTIONS", "CATEGORIES", "EVENT_COLUMNS", "BYTES_PER_EVENT", "NO_ID", "NO_SMALL"]
 

@@ -446,6 +446,38 @@ export interface StorageDetail {
   alive: boolean;
 }
 
+/** An allocation the CUDA caching allocator could not serve, and the state at that moment. */
+export interface CudaOomMark {
+  time: number;
+  requested: number;
+  device_free: number;
+  allocated: number;
+  reserved: number;
+  cell: number | null;
+}
+
+/** One cudaMalloc'd segment at the snapshot: how much of it tensors use, and how scattered the rest is. */
+export interface CudaSegmentSummary {
+  address: string;
+  total: number;
+  allocated: number;
+  largest_free: number;
+  fragmentation: number;
+  segment_type: string;
+}
+
+/** What only the CUDA allocator knows: reserved bytes over time, releases, OOMs, segments. */
+export interface CudaState {
+  device: number;
+  reserved_time: number[];
+  reserved_bytes: number[];
+  peak_reserved: number;
+  reserved_unused: number;
+  released: number[][];
+  ooms: CudaOomMark[];
+  segments: CudaSegmentSummary[];
+}
+
 /** The JSON half of a timeline; the events themselves travel as binary columns. */
 export interface MemoryTimeline {
   version: number;
@@ -462,6 +494,7 @@ export interface MemoryTimeline {
   live_bytes: number;
   baseline_bytes: number;
   message: string | null;
+  cuda: CudaState | null;
 }
 
 /** Asks what one storage is: shape, dtype, category, op, cell and line. */
