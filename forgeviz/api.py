@@ -204,6 +204,31 @@ def memory():
     return MemoryWidget(session.memory, session, live=True)
 
 
+def cuda_snapshot(snapshot, device: int = 0):
+    """Draw a CUDA allocator snapshot on the memory timeline: allocated by category, reserved, the
+    segments and their fragmentation, what ``empty_cache()`` released, and any OOM.
+
+    ``snapshot`` is the dict ``torch.cuda.memory._snapshot()`` returns, or the path of a pickle that
+    ``torch.cuda.memory._dump_snapshot(path)`` wrote (taken with ``_record_memory_history`` on).
+    Unlike PyTorch's memory_viz page, it needs no network and stays in the notebook.
+
+    >>> view = cuda_snapshot({"segments": [], "device_traces": [[]]})
+    >>> view.model.cuda.peak_reserved
+    0
+    """
+    import os
+    import pickle
+
+    from .capture.cuda_memory import CudaTimelineSource, parse_snapshot
+    from .widgets.memory import MemoryWidget
+
+    if isinstance(snapshot, (str, os.PathLike)):
+        with open(snapshot, "rb") as f:  # the user's own file, written by torch's _dump_snapshot
+            snapshot = pickle.load(f)
+    source = CudaTimelineSource(parse_snapshot(snapshot, device))
+    return MemoryWidget(source, get_session(), live=False)
+
+
 @contextlib.contextmanager
 def memory_trace(max_events: int = 1_000_000, device: str = "cpu") -> Iterator[MemoryTrace]:
     """Record storage allocations and frees inside a ``with`` block.

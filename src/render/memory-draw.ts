@@ -3,8 +3,9 @@
  * blocks, ticks, marks), then painted on a canvas or written as SVG. Every cost here follows
  * pixels (columns, visible blocks), never the number of events.
  */
-import { CATEGORIES, NO_ID, type MemoryTimeline } from '../model/wire';
+import { CATEGORIES, type CudaState, NO_ID, type MemoryTimeline } from '../model/wire';
 import { r2, s } from './dom';
+import { type CudaOverlay, cudaLastTime, cudaOverlay, cudaOverlaySvg, paintCudaOverlay, reservedMaxIn } from './memory-cuda';
 import {
   columnBounds,
   type Envelope,
@@ -64,6 +65,8 @@ export interface Frame {
   yTicks: { y: number; label: string }[];
   cells: { x: number; label: string; cell: number }[];
   peak: { x: number; y: number; label: string; index: number } | null;
+  /** a CUDA history's reserved bytes, segment releases and OOMs (area view only) */
+  cuda: CudaOverlay | null;
   /** first and last state index the frame covers */
   lo: number;
   hi: number;
@@ -95,17 +98,19 @@ export function valueAtX(f: Pick<Frame, 'left' | 'right' | 'x0' | 'x1'>, px: num
   return f.x0 + ((px - f.left) / (f.right - f.left || 1)) * (f.x1 - f.x0);
 }
 
-/** The full x range of the data in ``mode``. */
-export function fullRange(store: MemoryStore, mode: XMode): [number, number] {
+/** The full x range of the data in ``mode`` (with a CUDA history: up to its last entry, often an OOM). */
+export function fullRange(store: MemoryStore, mode: XMode, cuda?: CudaState | null): [number, number] {
   const n = store.n;
   if (!n) {
     return [0, 1];
   }
+  const last = cuda ? cudaLastTime(cuda) : -Infinity;
   if (mode === 'index') {
-    return [0, Math.max(1, n - 1)];
+    // a CUDA entry after the last event lands one index past it
+    return [0, Math.max(1, last > store.cols.time[n - 1] ? n : n - 1)];
   }
   const t0 = store.cols.time[0];
-  const t1 = store.cols.time[n - 1];
+  const t1 = Math.max(store.cols.time[n - 1], last);
   return t1 > t0 ? [t0, t1] : [t0, t0 + 1e-3];
 }
 
@@ -139,6 +144,7 @@ export function computeFrame(inp: FrameInput, reuse?: Frame | null): Frame {
     yTicks: [],
     cells: [],
     peak: null,
+    cuda: null,
     lo,
     hi
   };
@@ -160,7 +166,12 @@ export function computeFrame(inp: FrameInput, reuse?: Frame | null): Frame {
           max = topBand[k];
         }
       }
-      f.yMax = niceByteMax(max);
+      const cuda = inp.timeline?.cuda;
+      // the reserved line sits above the allocated area: the axis reaches it
+      f.yMax = niceByteMax(cuda ? Math.max(max, reservedMaxIn(cuda, store, mode, inp.x0, inp.x1)) : max);
+      if (cuda) {
+        f.cuda = cudaOverlay(cuda, store, mode, f);
+      }
       if (store.peakIndex >= 0) {
         const px = eventX(store, mode, store.peakIndex);
         if (px >= inp.x0 && px <= inp.x1) {
@@ -516,6 +527,9 @@ export function paintCanvas(ctx: CanvasRenderingContext2D, f: Frame, theme: Them
     ctx.strokeText(p.label, lx, Math.max(p.y - 9, f.top + 11));
     ctx.fillText(p.label, lx, Math.max(p.y - 9, f.top + 11));
   }
+  if (f.cuda) {
+    paintCudaOverlay(ctx, f.cuda, theme.fg);
+  }
   // hover
   if (st.hoverX !== null && f.view === 'area') {
     ctx.strokeStyle = theme.fg;
@@ -651,6 +665,9 @@ export function frameToSvg(doc: Document, f: Frame, theme: Theme, prefix: string
     g.appendChild(
       s(doc, 'text', { x: r2(p.x), y: r2(Math.max(p.y - 10, f.top + 10)), 'text-anchor': 'middle', 'font-weight': 'bold', fill: theme.fg, stroke: theme.bg, 'stroke-width': 3, 'paint-order': 'stroke' }, p.label)
     );
+  }
+  if (f.cuda) {
+    g.appendChild(cudaOverlaySvg(doc, f.cuda, theme.fg));
   }
   // legend
   let x = f.left;

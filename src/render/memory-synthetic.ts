@@ -187,7 +187,8 @@ export function buildSynthetic(n: number, seed = 1, layers = 12): SyntheticTrace
     peak_time: peakTime,
     live_bytes: live,
     baseline_bytes: baseline,
-    message: null
+    message: null,
+    cuda: null
   };
   return { columns: cols, timeline };
 }

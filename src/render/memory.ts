@@ -6,6 +6,7 @@
  */
 import { CATEGORIES, NO_ID, type MemoryTimeline, type StorageDetail } from '../model/wire';
 import { h, s } from './dom';
+import { cudaPanel } from './memory-cuda';
 import { cssVar, download, standaloneSvg, svgToPng } from './export';
 import { type EventColumns, eventX, MemoryStore, upperBound, type XMode } from './memory-data';
 import {
@@ -152,7 +153,8 @@ export function createMemoryView(el: HTMLElement, opts: MemoryViewOptions): Memo
   const stage = h(doc, 'div', { class: 'fv-mem-stage' }, canvas, tooltip);
   const pinned = h(doc, 'div', { class: 'fv-mem-pinned', hidden: true, 'aria-live': 'polite' });
   const transcript = h(doc, 'details', { class: 'fv-transcript' });
-  el.replaceChildren(warningStrip, toolbar, status, message, note, legend, stage, modeHint, pinned, transcript);
+  const cudaBox = h(doc, 'div', { class: 'fv-mem-cuda-box', hidden: true });
+  el.replaceChildren(warningStrip, toolbar, status, message, note, legend, stage, modeHint, cudaBox, pinned, transcript);
 
   // ---- state ----------------------------------------------------------------------------------
   const store = new MemoryStore();
@@ -204,7 +206,7 @@ export function createMemoryView(el: HTMLElement, opts: MemoryViewOptions): Memo
   }
 
   function currentRange(): [number, number] {
-    return range ?? fullRange(store, mode);
+    return range ?? fullRange(store, mode, timeline?.cuda);
   }
 
   function frame(): Frame {
@@ -290,11 +292,20 @@ export function createMemoryView(el: HTMLElement, opts: MemoryViewOptions): Memo
       canvas.removeAttribute('data-fv-peak-x');
       canvas.removeAttribute('data-fv-peak-y');
     }
+    // a CUDA history: how many reserved steps and OOM marks this frame draws (for tests and tools)
+    canvas.setAttribute('data-fv-reserved-steps', String(f.cuda ? f.cuda.xs.length / 2 : 0));
+    canvas.setAttribute('data-fv-ooms', String(f.cuda ? f.cuda.marks.filter(m => m.kind === 'oom').length : 0));
+    const oom = f.cuda?.marks.find(m => m.kind === 'oom');
+    if (oom) {
+      canvas.setAttribute('data-fv-oom-x', oom.x.toFixed(1));
+      canvas.setAttribute('data-fv-oom-y', oom.y.toFixed(1));
+    }
     modeHint.textContent =
       f.view === 'blocks'
         ? 'Each storage is a block from its allocation to its free, at a fixed offset (first fit). Hover for details, click to pin.'
         : f.view === 'area'
-          ? 'Live bytes stacked by category (each pixel shows the highest value in its slice). Drag to pan, wheel or +/− to zoom; zoomed in far enough, each storage becomes a block.'
+          ? 'Live bytes stacked by category (each pixel shows the highest value in its slice). Drag to pan, wheel or +/− to zoom; zoomed in far enough, each storage becomes a block.' +
+            (f.cuda ? ' The dashed line is what the CUDA caching allocator reserved; ▽ marks a segment it returned, ✕ an OOM.' : '')
           : 'No allocations recorded yet.';
     return f;
   }
@@ -342,7 +353,8 @@ export function createMemoryView(el: HTMLElement, opts: MemoryViewOptions): Memo
     }
     const live = store.totalAt(n - 1);
     summary.textContent = n
-      ? `peak ${bytesLabel(store.peakBytes)} · live ${bytesLabel(live)} · ${n.toLocaleString('en-US')} event${n === 1 ? '' : 's'}`
+      ? `peak ${bytesLabel(store.peakBytes)} · live ${bytesLabel(live)} · ${n.toLocaleString('en-US')} event${n === 1 ? '' : 's'}` +
+        (timeline?.cuda ? ` · reserved peak ${bytesLabel(timeline.cuda.peak_reserved)}` : '')
       : 'no events yet';
     canvas.setAttribute(
       'aria-label',
@@ -667,7 +679,7 @@ export function createMemoryView(el: HTMLElement, opts: MemoryViewOptions): Memo
 
   // ---- zoom and pan -----------------------------------------------------------------------------
   function setRangeClamped(x0: number, x1: number) {
-    const [f0, f1] = fullRange(store, mode);
+    const [f0, f1] = fullRange(store, mode, timeline?.cuda);
     const full = f1 - f0;
     const minSpan = mode === 'index' ? MIN_INDEX_SPAN : Math.max(1e-6, full * 1e-9);
     let span = Math.max(minSpan, x1 - x0);
@@ -967,6 +979,8 @@ export function createMemoryView(el: HTMLElement, opts: MemoryViewOptions): Memo
       askReplay();
     }
     timeline = t;
+    cudaBox.hidden = !t.cuda;
+    cudaBox.replaceChildren(...(t.cuda ? [cudaPanel(doc, t.cuda)] : []));
     message.hidden = !t.message;
     message.textContent = t.message ?? '';
     note.hidden = !t.dropped;

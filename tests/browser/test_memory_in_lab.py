@@ -85,3 +85,35 @@ def test_m3_timeline_hover_names_cell_and_category(page, lab):
     nb.run_cell(5)
     page.wait_for_function(f"el => Number(el.dataset.fvEvents) >= {before + 4} && el.dataset.fvComplete === 'true'",
                            arg=root.element_handle())
+
+
+def test_a_cuda_snapshot_shows_reserved_segments_and_the_oom(page, lab):
+    # A hand-written snapshot (no GPU has been lent yet), saved the way torch's _dump_snapshot does.
+    import pickle
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from cuda_fixtures import synthetic_snapshot
+
+    (lab["root"] / "snapshot.pickle").write_bytes(pickle.dumps(synthetic_snapshot()))
+    write_notebook(lab["root"] / "cuda.ipynb", ["import forgeviz\nforgeviz.cuda_snapshot('snapshot.pickle')"])
+    nb = LabNotebook(page, lab, "cuda.ipynb")
+    nb.run_cell(0)
+    out = nb.output(0)
+    root = out.locator(".fv-memory[data-fv-state=ready][data-fv-complete=true]")
+    root.wait_for()
+    canvas = out.locator("canvas.fv-mem-canvas")
+    page.wait_for_function("el => el.dataset.fvReservedSteps === '3' && el.dataset.fvOoms === '1'",
+                           arg=canvas.element_handle(), timeout=10_000)
+    cells = out.locator(".fv-mem-segments tbody td").all_text_contents()
+    assert cells == ["0x7f0000000000", "large", "20.0 MiB", "12.0 MiB", "8.0 MiB", "4.0 MiB", "50%"]
+    assert "asked 64.0 GiB, CUDA had 1.0 GiB free" in out.locator(".fv-mem-ooms").text_content()
+    assert "reserved peak 22.0 MiB" in out.locator(".fv-mem-summary").text_content()
+    # the OOM mark is drawn where the canvas says: its pixels are the OOM colour, not the background
+    x, y = float(canvas.get_attribute("data-fv-oom-x")), float(canvas.get_attribute("data-fv-oom-y"))
+    rgb = canvas.evaluate("(c, [x, y]) => { const r = window.devicePixelRatio || 1; "
+                          "return Array.from(c.getContext('2d').getImageData(Math.round(x * r), Math.round(y * r), 1, 1).data) }",
+                          [x, y])
+    assert rgb[:3] == [0xD5, 0x5E, 0x00], rgb
+    out.screenshot(path=str(ARTIFACTS / "memory-cuda-light.png"))

@@ -134,7 +134,8 @@ export function timelineFor(n: number, extra: Partial<MemoryTimeline> = {}): Mem
     live_bytes: 0,
     baseline_bytes: 0,
     message: null,
-    ...extra
+    ...extra,
+    cuda: extra.cuda ?? null
   };
 }
 
