@@ -189,11 +189,14 @@ class MemoryTrace:
         return timeline_figure(self.events, title)
 
 
-def memory():
+def memory(device: str = "cpu"):
     """The live memory timeline of this kernel since ``%load_ext forgeviz``.
 
-    Outside IPython use ``with forgeviz.memory_trace() as trace:`` instead.
+    ``device="cuda"`` (or ``"cuda:N"``) shows that GPU's caching-allocator history instead, recorded
+    from the first such call on (reserved vs allocated, segments, releases, OOMs), updated after
+    every cell. Outside IPython use ``with forgeviz.memory_trace() as trace:`` instead.
     """
+    from .capture.cuda_memory import CudaHistory, LiveCudaSource, check_cuda_device
     from .widgets.memory import MemoryWidget
 
     session = get_session()
@@ -201,7 +204,25 @@ def memory():
         raise RuntimeError("forgeviz.memory() shows the kernel's timeline since %load_ext forgeviz, which is not "
                            "loaded. Run %load_ext forgeviz first, or record a block with "
                            "`with forgeviz.memory_trace() as trace:` (or a cell with %%fv memory).")
-    return MemoryWidget(session.memory, session, live=True)
+    index = check_cuda_device(device)
+    if device == "cpu":
+        return MemoryWidget(session.memory, session, live=True)
+    history = session.cuda_history
+    if history is None or (index is not None and history.device != index):
+        if history is not None:
+            history.stop()
+        tracker = session.memory
+        history = session.cuda_history = CudaHistory(index, known=lambda: tracker.known_storages("cuda"))
+        history.start()
+        history.mark_cell(_running_cell())
+    return MemoryWidget(LiveCudaSource(history), session, live=True)
+
+
+def _running_cell() -> int:
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    return getattr(shell, "execution_count", 0) or 0
 
 
 def cuda_snapshot(snapshot, device: int = 0):

@@ -22,6 +22,11 @@ class _CellHooks:
                 memory.start()
             except Exception as exc:  # noqa: BLE001
                 self.session.fault(f"starting memory tracking failed: {exc!r}")
+        if self.session.cuda_history is not None:
+            try:  # the number this cell will get, stamped on the CUDA allocator's entries
+                self.session.cuda_history.mark_cell(self.shell.execution_count)
+            except Exception as exc:  # noqa: BLE001
+                self.session.fault(f"marking the cell in the CUDA history failed: {exc!r}")
         self.session.enter()
 
     def post_run_cell(self, result=None) -> None:
@@ -108,6 +113,9 @@ def unload(shell) -> None:
     if session.memory is not None:
         session.memory.close()
         session.memory = None
+    if session.cuda_history is not None:
+        session.cuda_history.stop()
+        session.cuda_history = None
     session.memory_enabled = session.explain = True  # a later %load_ext starts from the defaults
     shell.magics_manager.magics["line"].pop("fv", None)
     shell.magics_manager.magics["cell"].pop("fv", None)

@@ -132,3 +132,41 @@ def test_a_cuda_trace_is_served_to_the_timeline_view_with_reserved_segments_and_
     assert content["count"] == 6 and len(buffers) == len(EVENT_COLUMNS)
     detail = source.detail(1)  # the temporary at A + 8 MiB, freed in cell 4
     assert (detail.bytes, detail.category, detail.alive, detail.cell) == (4 * MiB, "temporary", False, 3)
+
+
+REAL = __import__("pathlib").Path(__file__).parent / "fixtures" / "cuda_snapshot.pickle"
+
+
+@pytest.mark.skipif(not REAL.exists(), reason="no real CUDA snapshot recorded yet: on a GPU, run "
+                    "tests/benchmarks/bench_cuda_memory.py --record")
+def test_a_real_recorded_snapshot_parses_consistently():
+    import pickle
+
+    snapshot = pickle.loads(REAL.read_bytes())
+    trace = parse_snapshot(snapshot)
+    segments = [s for s in snapshot["segments"] if s.get("device", 0) == 0]
+    assert trace.allocated[-1] == sum(s["allocated_size"] for s in segments)
+    assert trace.reserved[-1] == sum(s["total_size"] for s in segments)
+    assert min(trace.allocated) >= 0 and min(trace.reserved) >= 0  # the walk back from the end never goes negative
+    assert all(a <= r for a, r in zip(trace.allocated, trace.reserved))  # tensors live inside reserved segments
+    assert trace.released and trace.ooms  # the recording freed a segment (empty_cache) and caught an OOM
+    assert {cell for cell, _, _ in trace.cells} >= {2, 3, 4}
+
+
+def test_the_kernels_cuda_timeline_needs_a_gpu_and_says_so(nb):
+    with pytest.raises(ValueError, match="expected 'cpu', 'cuda' or 'cuda:N', got 'gpu'"):
+        nb.shell.user_ns["forgeviz"].memory(device="gpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="needs a CUDA device"):
+            nb.shell.user_ns["forgeviz"].memory(device="cuda")
+
+
+@pytest.mark.cuda
+@needs_gpu
+def test_the_kernels_cuda_timeline_follows_cells(nb):
+    view = nb.ok("forgeviz.memory(device='cuda')")
+    nb.ok("big = torch.empty(256 * 2**20, dtype=torch.uint8, device='cuda')")
+    cell = nb.shell.execution_count - 1
+    timeline = view.timeline
+    assert timeline["device"].startswith("cuda") and timeline["cuda"]["peak_reserved"] >= 256 * MiB
+    assert cell in [c["cell"] for c in timeline["cells"]]

@@ -362,3 +362,24 @@ class CudaTimelineSource:
                 return m.StorageDetail(sid, int(cols["bytes"][i]), "?", [], m.CATEGORIES[cols["category"][i]], None,
                                        None, cell, line, source_line(filename, line), None, None, None, alive)
         raise KeyError(f"no storage {sid} in this CUDA history")
+
+
+class LiveCudaSource(CudaTimelineSource):
+    """The kernel's CUDA history, snapshotted again each time the view refreshes (after each cell).
+
+    Every refresh re-reads the whole history (the allocator's ring buffer may have dropped its
+    oldest entries), so the view is told to start over: ``dropped`` moves on each new snapshot.
+    """
+
+    def __init__(self, history: CudaHistory) -> None:
+        self.history = history
+        self.dropped = 0
+        super().__init__(history.trace())
+
+    def timeline(self, device: str = "cuda", message: Optional[str] = None) -> m.MemoryTimeline:
+        trace = self.history.trace()
+        if trace.columns != self.trace.columns or trace.reserved != self.trace.reserved:
+            self.trace = trace
+            self._arrays = {name: array.array(TYPECODES[kind], trace.columns[name]) for name, kind in m.EVENT_COLUMNS}
+            self.dropped += 1
+        return super().timeline(device, message)

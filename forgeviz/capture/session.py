@@ -116,6 +116,7 @@ class CaptureSession:
         self.memory = None  # the kernel's MemoryTracker while %load_ext forgeviz is on
         self.memory_enabled = True  # %fv memory off pauses the kernel's tracker
         self.traces: list = []  # every MemoryTracker recording now (the kernel's, memory_trace(), %%fv memory)
+        self.cuda_history = None  # the kernel's CudaHistory, once forgeviz.memory(device="cuda") asked for it
         # (id of the exception, what to draw): the last shape error an op raised, shapes only.
         self.last_error: Optional[tuple] = None
 
