@@ -28,6 +28,7 @@ from .memory import MemoryTracker, StorageRecord, _current_module
 from .session import get_session
 from .source import cell_number, source_line, user_location
 
+
 class _Unlisten:
     """A hook handle that takes a tracker off the module stack's root listeners."""
 
@@ -209,8 +210,8 @@ class NativeMemoryTracker(MemoryTracker):
         for t in out if isinstance(out, (tuple, list)) else (out,):
             if isinstance(t, torch.Tensor) and t.layout == torch.strided and t.device.type == "cpu":
                 sid = self._lib.fv_sid_of(self._h, t.untyped_storage().data_ptr(), float(t.numel() * t.element_size()))
-                if sid >= 0 and sid not in self._shapes:
-                    self._shapes[sid] = (tuple(t.shape), str(t.dtype).removeprefix("torch."))
+                if sid >= 0:
+                    self._remember_shape(sid, t)
 
     def allocated_since(self) -> bool:
         """Whether anything was allocated since the last after_op (a view or an in-place op: no)."""
@@ -338,8 +339,8 @@ class NativeMemoryTracker(MemoryTracker):
         if sid < 0:
             if storage.nbytes():
                 self._track(storage, category, None, tuple(tensor.shape), tensor.dtype)
-        elif sid not in self._shapes:
-            self._shapes[sid] = (tuple(tensor.shape), str(tensor.dtype).removeprefix("torch."))
+        else:
+            self._remember_shape(sid, tensor)
 
     def _claim(self, t: torch.Tensor, nid: int, grad_fn) -> None:
         # Every forward op with a grad_fn comes here: one call into the ledger, no record built.
@@ -350,12 +351,15 @@ class NativeMemoryTracker(MemoryTracker):
         if sid >= 0:
             if node not in self._node_names:
                 self._node_names[node] = grad_fn.name()
-            if sid not in self._shapes:
-                self._shapes[sid] = (tuple(t.shape), str(t.dtype).removeprefix("torch."))
+            self._remember_shape(sid, t)
 
     def _note_tensor(self, rec: StorageRecord, tensor: torch.Tensor) -> None:
-        if rec.sid not in self._shapes:
-            self._shapes[rec.sid] = (tuple(tensor.shape), str(tensor.dtype).removeprefix("torch."))
+        self._remember_shape(rec.sid, tensor)
+
+    def _remember_shape(self, sid: int, tensor: torch.Tensor) -> None:
+        """The first tensor seen on a storage names its shape and dtype (the ledger knows bytes only)."""
+        if sid not in self._shapes:
+            self._shapes[sid] = (tuple(tensor.shape), str(tensor.dtype).removeprefix("torch."))
 
     def _live_records(self) -> tuple[list[int], list[StorageRecord]]:
         cap = 256
