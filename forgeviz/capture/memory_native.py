@@ -40,6 +40,13 @@ class _Unlisten:
             self.listeners.remove(self.tracker)
 
 
+def _dtype_name(dtype: torch.dtype, names: dict = {}) -> str:  # noqa: B006 - a cache on purpose
+    name = names.get(dtype)
+    if name is None:
+        name = names[dtype] = str(dtype).removeprefix("torch.")
+    return name
+
+
 _CLAIM_MASK = sum(1 << c for c in (m.TEMPORARY, m.OTHER, m.ACTIVATION))
 _MAX_SHAPES = 200_000  # shapes remembered for hovering freed storages (live ones are always kept)
 _MASKS: dict[tuple, int] = {}  # only_from categories → the ledger's bit mask
@@ -78,6 +85,7 @@ class NativeMemoryTracker(MemoryTracker):
         self._cell = 0
         self._op_names: list[str] = []
         self._op_ids: dict[str, int] = {}
+        self._where_cache: dict[tuple, tuple[int, int, int]] = {}
         # Op names come from Python (after_op); FORGEVIZ_MEMORY_OPS=aten names the dispatcher op
         # instead (aten::mm inside backward too), for a RecordFunction callback on every op.
         lib.fv_record_ops(int(os.environ.get("FORGEVIZ_MEMORY_OPS") == "aten"))
@@ -118,6 +126,16 @@ class NativeMemoryTracker(MemoryTracker):
             self._lib.fv_set_context(self._h, *site)
 
     def _where(self, where: Optional[tuple], module: Optional[str]) -> tuple[int, int, int]:
+        # Called for every allocating op: the same few lines recur, step after step.
+        key = (where, module, self._cell)
+        found = self._where_cache.get(key)
+        if found is None:
+            if len(self._where_cache) > 100_000:
+                self._where_cache.clear()
+            found = self._where_cache[key] = self._locate(where, module)
+        return found
+
+    def _locate(self, where: Optional[tuple], module: Optional[str]) -> tuple[int, int, int]:
         filename, line = where if where is not None else (None, None)
         cell = cell_number(filename) or self._cell
         if filename and line:
@@ -206,12 +224,20 @@ class NativeMemoryTracker(MemoryTracker):
         """Name what the op ``op`` called at ``where`` just allocated (its outputs and intermediates):
         the op, the line in the cell, and the outputs' shape and dtype."""
         cell, module, line = self._where(where, _current_module())
-        self._lib.fv_name_fresh(self._h, self._op_id(op), cell, line, module)
-        for t in out if isinstance(out, (tuple, list)) else (out,):
-            if isinstance(t, torch.Tensor) and t.layout == torch.strided and t.device.type == "cpu":
-                sid = self._lib.fv_sid_of(self._h, t.untyped_storage().data_ptr(), float(t.numel() * t.element_size()))
-                if sid >= 0:
-                    self._remember_shape(sid, t)
+        outputs = [t for t in (out if isinstance(out, (tuple, list)) else (out,))
+                   if isinstance(t, torch.Tensor) and t.layout == torch.strided]
+        # The first output rides along with the naming call (most ops have one); a CUDA or meta
+        # output's pointer is simply not in this CPU ledger.
+        first = outputs[0] if outputs else None
+        sid = self._lib.fv_name_fresh(self._h, self._op_id(op), cell, line, module,
+                                      first.untyped_storage().data_ptr() if first is not None else 0,
+                                      float(first.numel() * first.element_size()) if first is not None else 0.0)
+        if sid >= 0:
+            self._remember_shape(sid, first)
+        for t in outputs[1:]:
+            sid = self._lib.fv_sid_of(self._h, t.untyped_storage().data_ptr(), float(t.numel() * t.element_size()))
+            if sid >= 0:
+                self._remember_shape(sid, t)
 
     def allocated_since(self) -> bool:
         """Whether anything was allocated since the last after_op (a view or an in-place op: no)."""
@@ -359,7 +385,7 @@ class NativeMemoryTracker(MemoryTracker):
     def _remember_shape(self, sid: int, tensor: torch.Tensor) -> None:
         """The first tensor seen on a storage names its shape and dtype (the ledger knows bytes only)."""
         if sid not in self._shapes:
-            self._shapes[sid] = (tuple(tensor.shape), str(tensor.dtype).removeprefix("torch."))
+            self._shapes[sid] = (tuple(tensor.shape), _dtype_name(tensor.dtype))
 
     def _live_records(self) -> tuple[list[int], list[StorageRecord]]:
         cap = 256

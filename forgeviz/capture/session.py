@@ -21,6 +21,22 @@ _BACKWARD_FUNCS = {torch.Tensor.backward, torch.autograd.backward, torch.autogra
 
 def _op_name(func) -> tuple[str, str]:
     """(short op name, qualified name): ``Tensor.__rmul__`` → ``("mul", "torch.Tensor.__rmul__")``."""
+    try:
+        return _OP_NAMES[func]
+    except (KeyError, TypeError):  # TypeError: an unhashable callable
+        pass
+    names = _name_op(func)
+    try:
+        _OP_NAMES[func] = names
+    except TypeError:
+        pass
+    return names
+
+
+_OP_NAMES: dict = {}  # torch function → its names (every op the TorchFunctionMode sees asks)
+
+
+def _name_op(func) -> tuple[str, str]:
     name = getattr(func, "__name__", None) or str(func)
     qual = getattr(func, "__qualname__", name)
     module = getattr(func, "__module__", None) or "torch"

@@ -419,11 +419,11 @@ int64_t fv_fresh(void* handle) {
 
 // Name the storages allocated since the last call, the op Python just saw return having made them
 // (its outputs and its intermediates): what they do not know yet of op, cell, line and module is
-// set on their live record and on their alloc event. Returns how many were still alive.
-int64_t fv_name_fresh(void* handle, int op, int cell, int line, int module) {
+// set on their live record and on their alloc event. Also returns the storage id of the op's output
+// at `out_ptr` when that holds exactly `out_bytes` (whose shape Python then remembers), else -1.
+int64_t fv_name_fresh(void* handle, int op, int cell, int line, int module, uint64_t out_ptr, double out_bytes) {
   std::lock_guard<std::mutex> guard(g->mutex);
   Ledger* ledger = as_ledger(handle);
-  int64_t named = 0;
   const size_t n = ledger->count();
   for (uint64_t ptr : ledger->fresh) {
     auto it = ledger->live.find(ptr);
@@ -444,10 +444,10 @@ int64_t fv_name_fresh(void* handle, int op, int cell, int line, int module) {
       ledger->module[i] = r.module;
       break;
     }
-    ++named;
   }
   ledger->fresh.clear();
-  return named;
+  auto out = out_ptr ? ledger->live.find(out_ptr) : ledger->live.end();
+  return out == ledger->live.end() || out->second.bytes != out_bytes ? -1 : out->second.sid;
 }
 
 // The storage id of a live storage at `ptr` holding exactly `logical_bytes` (an op's output, whose
