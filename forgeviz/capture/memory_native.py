@@ -74,6 +74,7 @@ class NativeMemoryTracker(MemoryTracker):
         lib = self._lib = native.load()
         self._t0n = lib.fv_now()
         self._h = lib.fv_ledger_new(max_events, self._t0n)
+        self._fresh = ctypes.c_int64.from_address(lib.fv_fresh_address(self._h))  # the ledger's counter
         # The ledger goes when the tracker does (its storages' frees then find no ledger to tell).
         weakref.finalize(self, lib.fv_ledger_delete, self._h)
         self._shapes: dict[int, tuple[tuple, str]] = {}  # storage id → (shape, dtype) where known
@@ -241,7 +242,7 @@ class NativeMemoryTracker(MemoryTracker):
 
     def allocated_since(self) -> bool:
         """Whether anything was allocated since the last after_op (a view or an in-place op: no)."""
-        return self._lib.fv_fresh(self._h) > 0
+        return self._fresh.value > 0
 
     def mark_cell(self, cell: int) -> None:
         self._sync_cuts()

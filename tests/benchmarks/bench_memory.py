@@ -6,6 +6,7 @@ medians reported as ratios to "off", measured in one run on one machine.
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
@@ -13,7 +14,7 @@ import torch
 
 import forgeviz
 
-ROUNDS = 9
+ROUNDS = int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", "9"))
 STEPS = 10
 
 

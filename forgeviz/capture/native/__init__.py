@@ -111,7 +111,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "fv_ledger_recording": (None, [vp, i32]), "fv_set_context": (None, [vp, u32, u32, u32, u32]), "fv_intern": (i32, [c.c_char_p]), "fv_pause": (None, [i32]), "fv_record_ops": (None, [i32]),
         "fv_track": (i64, [vp, u64, dbl, i32, c.c_char_p, i32, i32, i32, dbl]),
         "fv_untrack": (i32, [vp, u64, i64]), "fv_recategorize": (i64, [vp, u64, i32, u32, u32]),
-        "fv_fresh": (i64, [vp]), "fv_name_fresh": (i64, [vp, i32, i32, i32, i32, u64, dbl]),
+        "fv_fresh_address": (vp, [vp]), "fv_name_fresh": (i64, [vp, i32, i32, i32, i32, u64, dbl]),
         "fv_sid_of": (i64, [vp, u64, dbl]), "fv_find": (i32, [vp, u32, c.POINTER(FvRecord)]), "fv_lookup": (i32, [vp, u64, c.POINTER(FvRecord)]),
         "fv_live": (i64, [vp, c.POINTER(u64), c.POINTER(FvRecord), i64]),
         "fv_stats": (i64, [vp, c.POINTER(dbl)]), "fv_cut": (None, [vp, i64, c.POINTER(dbl)]),

@@ -75,6 +75,9 @@ struct Ledger {
   uint16_t at_cell = 0, at_module = kNoSmall, at_line = 0, at_op = kNoSmall;
   // Storages allocated since Python last named them (most ops are views or in place: none).
   std::vector<uint64_t> fresh;
+  // fresh.size(), where Python reads it directly (fv_fresh_address): the TorchFunctionMode asks after
+  // every op, and a memory read is cheaper than a call. An aligned 8-byte word: reads never tear.
+  alignas(8) volatile int64_t fresh_count = 0;
   size_t published = 0;  // events before this index were sent somewhere: never rewrite them
 
   size_t count() const { return time.size(); }
@@ -195,6 +198,7 @@ void note_alloc(void* ptr, size_t nbytes) {
     ledger->live[reinterpret_cast<uint64_t>(ptr)] = r;
     ledger->live_bytes += r.bytes;
     if (ledger->fresh.size() < 4096) ledger->fresh.push_back(reinterpret_cast<uint64_t>(ptr));
+    ledger->fresh_count = static_cast<int64_t>(ledger->fresh.size());
     ledger->emit(kAlloc, r, static_cast<float>(t - ledger->t0));
   }
 }
@@ -411,11 +415,8 @@ void fv_publish(void* handle, int64_t count) {
   ledger->published = std::max(ledger->published, static_cast<size_t>(std::max<int64_t>(0, count)));
 }
 
-// How many storages were allocated since Python last named them.
-int64_t fv_fresh(void* handle) {
-  std::lock_guard<std::mutex> guard(g->mutex);
-  return static_cast<int64_t>(as_ledger(handle)->fresh.size());
-}
+// Where the count of storages allocated since Python last named them lives (read, never written).
+const volatile int64_t* fv_fresh_address(void* handle) { return &as_ledger(handle)->fresh_count; }
 
 // Name the storages allocated since the last call, the op Python just saw return having made them
 // (its outputs and its intermediates): what they do not know yet of op, cell, line and module is
@@ -446,6 +447,7 @@ int64_t fv_name_fresh(void* handle, int op, int cell, int line, int module, uint
     }
   }
   ledger->fresh.clear();
+  ledger->fresh_count = 0;
   auto out = out_ptr ? ledger->live.find(out_ptr) : ledger->live.end();
   return out == ledger->live.end() || out->second.bytes != out_bytes ? -1 : out->second.sid;
 }
