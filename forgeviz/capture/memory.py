@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import array
 import gc
+import itertools
 import time
 import warnings
 import weakref
@@ -588,10 +589,15 @@ class MemoryTracker:
 
 
 def _gc_objects() -> list:
-    """gc.get_objects(), quietly: isinstance on some lazily deprecated torch names warns."""
+    """The tensors and optimizers among gc.get_objects(), quietly (isinstance on some lazily
+    deprecated torch names warns). Decided once per type, and filtered at C speed: an isinstance
+    per object cost ~80 ms on a kernel with torch loaded."""
+    wanted = (torch.Tensor, torch.optim.Optimizer)
+    objects = gc.get_objects()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return [o for o in gc.get_objects() if isinstance(o, (torch.Tensor, torch.optim.Optimizer))]
+        keep = {t for t in set(map(type, objects)) if issubclass(t, wanted)}
+    return list(itertools.compress(objects, map(keep.__contains__, map(type, objects))))
 
 
 _SAVED_NAMES: dict[type, list[str]] = {}  # Node type → its _saved_* attribute names
