@@ -186,3 +186,15 @@ def test_backward_allocations_name_the_backward_or_with_aten_ops_the_dispatcher_
     monkeypatch.setenv("FORGEVIZ_MEMORY_OPS", "aten")  # a RecordFunction callback names every op
     aten = run()
     assert {"linear", "relu", "ReluBackward0", "AddmmBackward0"} <= aten and "backward" not in aten  # the Nodes
+
+
+def test_outputs_the_ledger_does_not_hold_are_named_without_a_fault():
+    from forgeviz.capture.session import get_session
+
+    faults = len(get_session().faults)
+    with forgeviz.memory_trace() as trace:
+        torch.eye(3).to_sparse()  # its output has no strided storage; its intermediates are named
+        torch.ones(4)[None]  # a view of a storage the op just made
+    assert get_session().faults[faults:] == []
+    assert 0xFFFFFFFF not in trace.tracker._shapes  # "not found" is -1, never an unsigned storage id
+    assert "to_sparse" in ops_of(trace)

@@ -449,7 +449,7 @@ int64_t fv_name_fresh(void* handle, int op, int cell, int line, int module, uint
   ledger->fresh.clear();
   ledger->fresh_count = 0;
   auto out = out_ptr ? ledger->live.find(out_ptr) : ledger->live.end();
-  return out == ledger->live.end() || out->second.bytes != out_bytes ? -1 : out->second.sid;
+  return out == ledger->live.end() || out->second.bytes != out_bytes ? -1 : static_cast<int64_t>(out->second.sid);
 }
 
 // The storage id of a live storage at `ptr` holding exactly `logical_bytes` (an op's output, whose
@@ -458,7 +458,7 @@ int64_t fv_sid_of(void* handle, uint64_t ptr, double logical_bytes) {
   std::lock_guard<std::mutex> guard(g->mutex);
   Ledger* ledger = as_ledger(handle);
   auto it = ledger->live.find(ptr);
-  return it == ledger->live.end() || it->second.bytes != logical_bytes ? -1 : it->second.sid;
+  return it == ledger->live.end() || it->second.bytes != logical_bytes ? -1 : static_cast<int64_t>(it->second.sid);
 }
 
 int fv_lookup(void* handle, uint64_t ptr, FvRecord* out) {
