@@ -40,13 +40,23 @@ class Notebook:
 
 
 @pytest.fixture
-def nb(ipython):
-    """A notebook with ``%load_ext forgeviz`` run and torch imported; unloaded afterwards."""
+def nb(ipython, request):
+    """A notebook with ``%load_ext forgeviz`` run and torch imported; unloaded afterwards.
+
+    A fault inside forgeviz is never raised into a cell, so this checks none was logged either
+    (tests that inject one on purpose are marked ``faults_expected``).
+    """
+    from forgeviz.capture.session import get_session
+
+    faults = len(get_session().faults)
     notebook = Notebook(ipython)
     notebook.ok("%load_ext forgeviz")
     notebook.ok("import torch, forgeviz")
     yield notebook
+    new = get_session().faults[faults:]
     reset_shell(ipython)
+    if new and request.node.get_closest_marker("faults_expected") is None:
+        pytest.fail(f"forgeviz logged faults during the test: {new}")
 
 
 @pytest.fixture

@@ -122,6 +122,7 @@ def test_shape_error_in_a_cell_is_reraised_untouched_and_explained(nb, monkeypat
         nb.shell.run_line_magic("fv", "explain maybe")
 
 
+@pytest.mark.faults_expected
 def test_a_fault_while_explaining_leaves_the_users_error_intact(nb, monkeypatch):
     import forgeviz.capture.broadcast as capture_broadcast
 

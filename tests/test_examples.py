@@ -13,8 +13,13 @@ from scenarios import ROOT, reset_shell
 
 @pytest.fixture
 def shell(ipython):
+    from forgeviz.capture.session import get_session
+
+    faults = len(get_session().faults)
     yield ipython
+    new = get_session().faults[faults:]
     reset_shell(ipython)
+    assert not new, f"forgeviz logged faults while the example ran: {new}"
 
 
 def run_notebook(shell, name: str) -> list:

@@ -86,6 +86,7 @@ def test_capture_context_manager_cleans_up():
     assert dict(nn_module._global_forward_pre_hooks) == before
 
 
+@pytest.mark.faults_expected
 def test_a_fault_inside_forgeviz_never_breaks_the_users_backward(nb, monkeypatch):
     def broken(*args, **kwargs):
         raise ValueError("simulated forgeviz bug")

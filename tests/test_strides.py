@@ -246,6 +246,7 @@ def test_v3_live_link_redraws_every_view_after_a_write(nb):
     assert clone.facts[0].key == "freed" and after.strips[clone.strip].copy  # ...and, a temporary, is gone
 
 
+@pytest.mark.faults_expected
 def test_magic_errors_and_fault_isolation(nb, monkeypatch):
     with pytest.raises(UsageError, match="name at least one tensor"):
         nb.shell.run_line_magic("fv", "strides")
