@@ -198,3 +198,17 @@ def test_outputs_the_ledger_does_not_hold_are_named_without_a_fault():
     assert get_session().faults[faults:] == []
     assert 0xFFFFFFFF not in trace.tracker._shapes  # "not found" is -1, never an unsigned storage id
     assert "to_sparse" in ops_of(trace)
+
+
+def test_a_rebuild_replaces_the_older_build_for_the_same_torch(tmp_path, monkeypatch):
+    from forgeviz.capture import native
+
+    monkeypatch.setenv("FORGEVIZ_CACHE", str(tmp_path))
+    stale = native.library_path().with_name(f"cpu_ledger-{native._torch_key()}-0000000000.so")
+    other_torch = native.library_path().with_name("cpu_ledger-ffffffffff-0000000000.so")
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"an older source's build")
+    other_torch.write_bytes(b"another torch's build")
+    built = native.build()
+    assert built.exists() and built == native.library_path()
+    assert not stale.exists() and other_torch.exists()

@@ -54,12 +54,14 @@ def _torch_lib_dir() -> str:
     return os.path.join(os.path.dirname(torch.__file__), "lib")
 
 
+def _torch_key() -> str:
+    return hashlib.sha256(f"{torch.__version__}|{_torch_lib_dir()}|{sys.platform}".encode()).hexdigest()[:10]
+
+
 def library_path() -> Path:
     """The shared library for this source and this torch build (it may not exist yet)."""
-    key = hashlib.sha256()
-    key.update(SOURCE.read_bytes())
-    key.update(f"{torch.__version__}|{_torch_lib_dir()}|{sys.platform}".encode())
-    return cache_dir() / f"cpu_ledger-{key.hexdigest()[:16]}.so"
+    source = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:10]
+    return cache_dir() / f"cpu_ledger-{_torch_key()}-{source}.so"
 
 
 def compiler() -> Optional[str]:
@@ -99,6 +101,9 @@ def build(verbose: bool = False) -> Path:
         if verbose:
             print(" ".join(cmd), file=sys.stderr)
         os.replace(out, target)  # atomic: two kernels building at once both end with a whole file
+    for old in target.parent.glob(f"cpu_ledger-{_torch_key()}-*.so"):  # older sources, same torch
+        if old != target:
+            old.unlink(missing_ok=True)  # a process that loaded it keeps its mapping
     return target
 
 
