@@ -308,6 +308,9 @@ class CudaTimelineSource:
     dropped = 0
 
     def __init__(self, trace: CudaTrace) -> None:
+        self._use(trace)
+
+    def _use(self, trace: CudaTrace) -> None:
         self.trace = trace
         self._arrays = {name: array.array(TYPECODES[kind], trace.columns[name]) for name, kind in m.EVENT_COLUMNS}
 
@@ -379,7 +382,6 @@ class LiveCudaSource(CudaTimelineSource):
     def timeline(self, device: str = "cuda", message: Optional[str] = None) -> m.MemoryTimeline:
         trace = self.history.trace()
         if trace.columns != self.trace.columns or trace.reserved != self.trace.reserved:
-            self.trace = trace
-            self._arrays = {name: array.array(TYPECODES[kind], trace.columns[name]) for name, kind in m.EVENT_COLUMNS}
+            self._use(trace)
             self.dropped += 1
         return super().timeline(device, message)

@@ -107,7 +107,6 @@ class MemoryTracker:
         self._states_seen: dict[int, tuple] = {}  # id → (weakref, data_ptr) of categorised optimizer state
         self._module_depth = 0
         self._seed = seed
-        self.listeners: list[Callable[[int], None]] = []  # called with the first new event index
         self.default_cell: Optional[int] = None  # the cell of code that IPython did not compile itself
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -270,7 +269,6 @@ class MemoryTracker:
         self._finalizers.pop(key, None)
         self._live_bytes -= rec.nbytes
         self._emit(m.FREE, rec)
-        self._notify()
 
     def _lookup(self, key: int) -> Optional[StorageRecord]:
         """The live record at data pointer ``key``, if tracked."""
@@ -302,13 +300,6 @@ class MemoryTracker:
         if rec.category == category or (only_from and rec.category not in only_from):
             return
         self._relabel(key, rec, category)
-
-    def _notify(self) -> None:
-        for listener in list(self.listeners):
-            try:
-                listener(self.count)
-            except Exception as exc:  # noqa: BLE001
-                self.fault(f"a memory listener failed: {exc!r}")
 
     # --- hooks ----------------------------------------------------------------------------
     def saw_outputs(self, func, out) -> None:
@@ -372,27 +363,37 @@ class MemoryTracker:
 
     def _forward_pre(self, module, args):
         try:
-            seen = self._modules_seen.get(id(module))
-            if seen is None or seen() is not module:  # later parameters come through _parameter_registered
-                for p in module.parameters(recurse=False):
-                    if not self._knows(p):
-                        self._remember(p)
-                        self._watch_grad(p)
-                        self._recategorize(p, m.PARAMETER)
-                self._modules_seen[id(module)] = weakref.ref(module)
+            self._adopt_module(module, recurse=False)
             if self._module_depth == 0:
-                for a in tree_flatten(args)[0]:
-                    self._recategorize(a, m.INPUT, only_from=(m.TEMPORARY, m.OTHER))
+                self._adopt_inputs(args)
         except Exception as exc:  # noqa: BLE001
             self.fault(f"reading module parameters failed: {exc!r}")
         self._module_depth += 1
 
+    def _adopt_module(self, module, recurse: bool) -> None:
+        """A module's parameters are parameters, read once per module (later ones come through
+        _parameter_registered)."""
+        seen = self._modules_seen.get(id(module))
+        if seen is None or seen() is not module:
+            for p in module.parameters(recurse=recurse):
+                self._adopt_parameter(p)
+            self._modules_seen[id(module)] = weakref.ref(module)
+
+    def _adopt_parameter(self, p: torch.Tensor) -> None:
+        if not self._knows(p):
+            self._remember(p)
+            self._watch_grad(p)
+            self._recategorize(p, m.PARAMETER)
+
+    def _adopt_inputs(self, args) -> None:
+        """Tensors passed to an outermost module call are its inputs (unless already something more)."""
+        for a in tree_flatten(args)[0]:
+            self._recategorize(a, m.INPUT, only_from=(m.TEMPORARY, m.OTHER))
+
     def _parameter_registered(self, module, name, param):
         try:
-            if param is not None and not self._knows(param):
-                self._remember(param)
-                self._watch_grad(param)
-                self._recategorize(param, m.PARAMETER)
+            if param is not None:
+                self._adopt_parameter(param)
         except Exception as exc:  # noqa: BLE001
             self.fault(f"reading a new parameter failed: {exc!r}")
         return None
@@ -434,16 +435,17 @@ class MemoryTracker:
                             continue
                         self._recategorize(value, m.OPTIMIZER_STATE)
                         seen[id(value)] = (weakref.ref(value), value.data_ptr())
-            self._notify()
         except Exception as exc:  # noqa: BLE001
             self.fault(f"reading optimizer state failed: {exc!r}")
 
-    def after_backward(self) -> None:
-        """Parameters' ``.grad`` are gradients (called once a backward pass finished)."""
-        for p in self._live_params():
-            if p.grad is not None:
-                self._recategorize(p.grad, m.GRADIENT)
-        self._notify()
+    def _sync_grads(self) -> None:
+        """Parameters' ``.grad`` are gradients (read all at once, where a hook per parameter costs)."""
+        try:
+            for p in self._live_params():
+                if p.grad is not None:
+                    self._recategorize(p.grad, m.GRADIENT)
+        except Exception as exc:  # noqa: BLE001
+            self.fault(f"recording gradients failed: {exc!r}")
 
     def mark_cell(self, cell: int) -> None:
         self.cells.append(m.CellMark(cell, time.perf_counter() - self._t0, self.count))

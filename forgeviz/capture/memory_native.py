@@ -20,7 +20,6 @@ import weakref
 from typing import Callable, Optional
 
 import torch
-from torch.utils._pytree import tree_flatten
 
 from ..model import memory as m
 from . import native
@@ -110,14 +109,6 @@ class NativeMemoryTracker(MemoryTracker):
     def _watch_grad(self, p: torch.Tensor) -> None:
         pass
 
-    def _sync_grads(self) -> None:
-        try:
-            for p in self._live_params():
-                if p.grad is not None:
-                    self._recategorize(p.grad, m.GRADIENT)
-        except Exception as exc:  # noqa: BLE001
-            self.fault(f"recording gradients failed: {exc!r}")
-
     def publish(self, count: int) -> None:
         self._lib.fv_publish(self._h, count)
 
@@ -170,15 +161,8 @@ class NativeMemoryTracker(MemoryTracker):
     def root_call(self, module, args) -> None:
         """An outermost module call starts: its parameters, its inputs, and its line."""
         try:
-            seen = self._modules_seen.get(id(module))
-            if seen is None or seen() is not module:  # later parameters come through _parameter_registered
-                for p in module.parameters():
-                    if not self._knows(p):
-                        self._remember(p)
-                        self._recategorize(p, m.PARAMETER)
-                self._modules_seen[id(module)] = weakref.ref(module)
-            for a in tree_flatten(args)[0]:
-                self._recategorize(a, m.INPUT, only_from=(m.TEMPORARY, m.OTHER))
+            self._adopt_module(module, recurse=True)
+            self._adopt_inputs(args)
             self._push_site(user_location(2), _current_module())
         except Exception as exc:  # noqa: BLE001 - runs inside the user's model call
             self.fault(f"reading a module call failed: {exc!r}")
@@ -331,8 +315,7 @@ class NativeMemoryTracker(MemoryTracker):
         fin = self._finalizers.get(key)
         if fin is not None and not fin.alive:
             del self._finalizers[key]
-        if self._lib.fv_untrack(self._h, key, sid):
-            self._notify()
+        self._lib.fv_untrack(self._h, key, sid)
 
     def _record(self, r: native.FvRecord) -> StorageRecord:
         shape, dtype = self._shapes.get(r.sid, ((), "?"))
