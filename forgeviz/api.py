@@ -280,11 +280,17 @@ def memory_trace(max_events: int = 1_000_000, device: str = "cpu") -> Iterator[M
         history = CudaHistory(index, max_events, known=lambda: tracker.known_storages("cuda"))
         history.start()
     tracker.start()
+    # Outside a capturing cell, only memory is asked for: no gradient summaries (the graph's job,
+    # and several times the cost of a small model's backward).
+    record_grads = session.record_grads
+    if not session.capturing:
+        session.record_grads = False
     session.enter()  # the TorchFunctionMode links saved activations to their autograd nodes
     try:
         yield trace
     finally:
         session.exit()
+        session.record_grads = record_grads
         tracker.stop()
         if not was_installed:
             session.uninstall()
@@ -310,6 +316,7 @@ def capture() -> Iterator[CaptureSession]:
     session = get_session()
     was_installed = session.installed
     session.install()
+    record_grads, session.record_grads = session.record_grads, True  # even inside a memory_trace()
     session.enter()
     refresh_now = _refresh_after_backward
     if refresh_now not in session.after_backward:
@@ -318,6 +325,7 @@ def capture() -> Iterator[CaptureSession]:
         yield session
     finally:
         session.exit()
+        session.record_grads = record_grads
         if not session.capturing and refresh_now in session.after_backward:
             session.after_backward.remove(refresh_now)
         if not was_installed:

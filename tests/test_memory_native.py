@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import forgeviz
+from forgeviz.capture.grads import node_id
 from forgeviz.capture.memory import make_tracker
 from forgeviz.model.memory import ALLOC, FREE, GRADIENT, OTHER
 
@@ -66,9 +67,51 @@ def test_gradients_are_gradients_from_their_allocation_on():
 
 def test_forgeviz_own_work_is_not_the_users_memory():
     x = torch.randn(64, 64, requires_grad=True)
-    with forgeviz.memory_trace() as trace:
-        (x.tanh() * 3).sum().backward()  # forgeviz summarises each gradient (aminmax, histc) meanwhile
+    with forgeviz.memory_trace() as trace, forgeviz.capture() as session:
+        y = x.tanh()
+        (y * 3).sum().backward()  # forgeviz summarises each gradient (aminmax, histc) meanwhile
+    assert session.store.get(node_id(y.grad_fn)) is not None  # capture() inside memory_trace() records grads
     assert "tanh" in ops_of(trace) and not {"aminmax", "histc", "linalg_vector_norm"} & ops_of(trace)
+
+
+def test_memory_trace_alone_records_no_gradient_summaries():
+    from forgeviz.capture.session import get_session
+
+    x = torch.randn(64, 64, requires_grad=True)
+    with forgeviz.memory_trace() as trace:
+        y = x.tanh()
+        (y * 3).sum().backward()
+    assert get_session().store.get(node_id(y.grad_fn)) is None and get_session().record_grads  # restored
+    assert trace.bytes_by_category()["gradient"] == 0  # x is no parameter: its grad is just memory
+    assert torch.allclose(x.grad, 3 * (1 - y.detach() ** 2), atol=1e-6)  # the backward itself is untouched
+
+
+def test_an_optimizer_step_names_what_it_allocates_by_the_step_and_its_line():
+    model = torch.nn.Linear(16, 16)
+    opt = torch.optim.Adam(model.parameters())
+    with forgeviz.memory_trace() as trace:
+        model(torch.randn(4, 16)).square().mean().backward()
+        opt.step(); step_line = sys._getframe().f_lineno  # noqa: E702 - the step's own line
+        after = torch.ones(5) * 3  # named by its own op again once the step is over
+    tracker = trace.tracker
+    states = [v for state in opt.state.values() for v in state.values() if v.numel() > 1]
+    assert len(states) == 4  # exp_avg and exp_avg_sq of weight and bias
+    for state in states:
+        rec = tracker._lookup(state.untyped_storage().data_ptr())
+        assert (rec.op, rec.line, tracker.detail(rec.sid).category) == ("Adam.step", step_line, "optimizer state")
+    assert tracker._lookup(after.untyped_storage().data_ptr()).op == "mul"
+    assert sum(s.untyped_storage().nbytes() for s in states) == trace.bytes_by_category()["optimizer state"]
+
+
+def test_an_op_that_leaves_nothing_new_alive_costs_no_naming_call():
+    x = torch.zeros(10)
+    with forgeviz.memory_trace() as trace:
+        tracker = trace.tracker
+        named, name = [], tracker.after_op
+        tracker.after_op = lambda out, where, op=None: (named.append(op), name(out, where, op))
+        x.add_(1)  # wraps 1 in a scalar tensor, which the op frees before it returns
+        y = x + 1
+    assert named == ["add"] and tracker._lookup(y.untyped_storage().data_ptr()).op == "add"
 
 
 def test_allocations_on_other_threads_are_recorded():
@@ -160,6 +203,24 @@ def test_remembered_shapes_stay_bounded_and_live_storages_keep_theirs(monkeypatc
     assert [r.shape for r in mine] == [(t.numel(),) for t in keep]
     detail = tracker.detail(mine[0].sid)  # found by id in the ledger, not by walking every record
     assert detail.alive and detail.shape == list(mine[0].shape) and detail.bytes == mine[0].nbytes
+
+
+def test_node_names_stay_bounded_in_a_long_loop_and_live_activations_keep_theirs(monkeypatch):
+    from forgeviz.capture import memory_native
+
+    monkeypatch.setattr(memory_native, "_MAX_SHAPES", 40)
+    h = torch.ones(8, requires_grad=True)
+    keep = []
+    with forgeviz.memory_trace() as trace:
+        for i in range(300):
+            u = (h * (i + 1)).exp()  # a new ExpBackward0 each time, saving its result u
+            if i % 50 == 0:
+                keep.append(u)
+        tracker = trace.tracker
+        assert len(tracker._node_names) <= 2 * 40 + 1  # bounded while nobody reads the trace
+    for u in keep:
+        rec = tracker._lookup(u.untyped_storage().data_ptr())
+        assert (memory_native.m.CATEGORIES[rec.category], rec.node_name) == ("activation", "ExpBackward0")
 
 
 def test_a_freed_storage_is_still_described_from_the_history():

@@ -16,6 +16,7 @@ from public hooks, never from names:
 from __future__ import annotations
 
 import array
+import functools
 import gc
 import itertools
 import time
@@ -29,6 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from ..model import memory as m
+from .grads import node_id
 from .session import get_session, untraced
 from .source import cell_number, source_line, user_location
 
@@ -130,8 +132,8 @@ class MemoryTracker:
         from torch.nn.modules.module import register_module_parameter_registration_hook
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
-        self._handles += [register_module_parameter_registration_hook(self._parameter_registered),
-                          register_optimizer_step_post_hook(self._after_step)]
+        self._handles += [register_module_parameter_registration_hook(quiet(self._parameter_registered)),
+                          register_optimizer_step_post_hook(quiet(self._after_step))]
         self._handles += self._module_hooks()
         self._begin()
         self._recording = True
@@ -161,8 +163,8 @@ class MemoryTracker:
         """Global module forward hooks: parameters, inputs and the module depth."""
         from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
-        return [register_module_forward_pre_hook(self._forward_pre),
-                register_module_forward_hook(self._forward_post, always_call=True)]
+        return [register_module_forward_pre_hook(quiet(self._forward_pre)),
+                register_module_forward_hook(quiet(self._forward_post), always_call=True)]
 
     def _begin(self) -> None:
         """Start seeing new storages: here, a TorchDispatchMode sees every op's outputs."""
@@ -334,11 +336,9 @@ class MemoryTracker:
             return
         names = _SAVED_NAMES.get(type(grad_fn))
         if names is None:
-            names = _SAVED_NAMES[type(grad_fn)] = [a for a in dir(grad_fn) if a.startswith("_saved_")]
+            names = _SAVED_NAMES[type(grad_fn)] = _tensor_slots(grad_fn)
         if not names:
             return
-        from .grads import node_id
-
         nid = None
         for name in names:
             try:
@@ -387,7 +387,9 @@ class MemoryTracker:
 
     def _adopt_inputs(self, args) -> None:
         """Tensors passed to an outermost module call are its inputs (unless already something more)."""
-        for a in tree_flatten(args)[0]:
+        if not all(isinstance(a, torch.Tensor) for a in args):  # model(x): no pytree walk needed
+            args = tree_flatten(args)[0]
+        for a in args:
             self._recategorize(a, m.INPUT, only_from=(m.TEMPORARY, m.OTHER))
 
     def _parameter_registered(self, module, name, param):
@@ -604,6 +606,39 @@ def _gc_objects() -> list:
 
 _SAVED_NAMES: dict[type, list[str]] = {}  # Node type → its _saved_* attribute names
 _CLAIMABLE = (m.TEMPORARY, m.OTHER, m.ACTIVATION)  # what a saved tensor's storage may have been
+
+
+def _tensor_slots(grad_fn) -> list[str]:
+    """The ``_saved_*`` attributes of this Node type that can hold tensors: not its saved sizes,
+    strides and scalars (AddmmBackward0 saves 8 things, 2 of them tensors), which cost a read each."""
+    names = []
+    for name in dir(grad_fn):
+        if not name.startswith("_saved_"):
+            continue
+        try:
+            value = getattr(grad_fn, name)
+        except RuntimeError:  # freed already: keep it, its type is unknown
+            names.append(name)
+            continue
+        items = value if isinstance(value, (tuple, list)) else (value,)
+        if any(isinstance(t, torch.Tensor) for t in items) or value is None or not items:
+            names.append(name)  # tensors, an optional tensor, or an empty tensor list
+    return names
+
+
+def quiet(hook: Callable) -> Callable:
+    """``hook`` with its own tensor reads (``p.grad``, ``.untyped_storage()``) hidden from every
+    TorchFunctionMode: hooks run outside forgeviz's mode handler, where each read would otherwise
+    cost a trip through ``__torch_function__`` (a third of a small model's ops, before this).
+
+    >>> quiet(lambda t: t.shape)(torch.ones(2))
+    torch.Size([2])
+    """
+    @functools.wraps(hook)
+    def run(*args, **kwargs):
+        with torch._C.DisableTorchFunction():
+            return hook(*args, **kwargs)
+    return run
 
 
 def _current_module() -> Optional[str]:

@@ -23,7 +23,7 @@ import torch
 
 from ..model import memory as m
 from . import native
-from .memory import MemoryTracker, StorageRecord, _current_module
+from .memory import MemoryTracker, StorageRecord, _current_module, quiet
 from .session import get_session
 from .source import cell_number, source_line, user_location
 
@@ -86,6 +86,8 @@ class NativeMemoryTracker(MemoryTracker):
         self._op_names: list[str] = []
         self._op_ids: dict[str, int] = {}
         self._where_cache: dict[tuple, tuple[int, int, int]] = {}
+        self._grads_synced = False  # since the last optimizer step, by a backward's end
+        self._packed: dict[tuple, int] = {}  # (where, module, cell, op) → the ledger's packed site
         # Op names come from Python (after_op); FORGEVIZ_MEMORY_OPS=aten names the dispatcher op
         # instead (aten::mm inside backward too), for a RecordFunction callback on every op.
         lib.fv_record_ops(int(os.environ.get("FORGEVIZ_MEMORY_OPS") == "aten"))
@@ -94,7 +96,7 @@ class NativeMemoryTracker(MemoryTracker):
     def _begin(self) -> None:
         from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-        self._handles.append(register_optimizer_step_pre_hook(self._step_pre))
+        self._handles.append(register_optimizer_step_pre_hook(quiet(self._step_pre)))
         self._sites.clear()
         self._site = (self._cell, m.NO_SMALL, 0, m.NO_SMALL)
         self._lib.fv_set_context(self._h, *self._site)
@@ -102,6 +104,7 @@ class NativeMemoryTracker(MemoryTracker):
 
     def _end(self) -> None:
         self._lib.fv_ledger_recording(self._h, 0)
+        self.wants_sites = True  # a step that raised never ran its post hook
         self._sync_grads()
 
     # Gradients: one pass over the parameters after a backward or before a step, instead of a
@@ -188,36 +191,55 @@ class NativeMemoryTracker(MemoryTracker):
         self._pop_site()
 
     def _step_pre(self, optimizer, args, kwargs) -> None:
-        self._sync_grads()
+        if not self._grads_synced:  # a backward forgeviz's mode did not see (else it synced then)
+            self._sync_grads()
+        self._grads_synced = False
         try:
-            self._push_site(user_location(2), None)
+            # A step runs dozens of small ops per parameter: the step's line and "Adam.step" name
+            # what they allocate, instead of naming each op (most of a small model's step time).
+            self._push_site(user_location(2), None, f"{type(optimizer).__name__}.step")
+            self._lib.fv_forget_fresh(self._h)
+            self.wants_sites = False
         except Exception as exc:  # noqa: BLE001
             self.fault(f"reading an optimizer step's line failed: {exc!r}")
 
     def _after_step(self, optimizer, args, kwargs) -> None:
-        self._pop_site()
+        if not self.wants_sites:
+            self._lib.fv_forget_fresh(self._h)
+            self.wants_sites = True
+            self._pop_site()
         super()._after_step(optimizer, args, kwargs)
 
     def set_site(self, where: Optional[tuple]) -> None:
         if where is None:  # a backward pass ended: its gradients are in .grad now
             self._pop_site()
             self._sync_grads()
+            self._grads_synced = True
         else:  # autograd runs in C++, unseen by Python: its allocations are this line's backward
             self._push_site(where, _current_module(), "backward")
 
     def after_op(self, out, where: tuple, op: Optional[str] = None) -> None:
         """Name what the op ``op`` called at ``where`` just allocated (its outputs and intermediates):
         the op, the line in the cell, and the outputs' shape and dtype."""
-        cell, module, line = self._where(where, _current_module())
-        outputs = [t for t in (out if isinstance(out, (tuple, list)) else (out,))
-                   if isinstance(t, torch.Tensor) and t.layout == torch.strided]
-        # The first output rides along with the naming call (most ops have one); a CUDA or meta
-        # output's pointer is simply not in this CPU ledger.
+        module = _current_module()
+        key = (where, module, self._cell, op)
+        site = self._packed.get(key)
+        if site is None:  # the same few lines and ops recur, step after step
+            if len(self._packed) > 100_000:
+                self._packed.clear()
+            cell, module_id, line = self._where(where, module)
+            site = self._packed[key] = (self._op_id(op) | (cell & 0xFFFF) << 16 | (line & 0xFFFF) << 32
+                                        | (module_id & 0xFFFF) << 48)
+        if isinstance(out, torch.Tensor):  # most ops: one output, which rides along with the naming call
+            outputs = (out,) if out.layout == torch.strided else ()
+        else:
+            outputs = [t for t in (out if isinstance(out, (tuple, list)) else ())
+                       if isinstance(t, torch.Tensor) and t.layout == torch.strided]
+        # A CUDA or meta output's pointer is simply not in this CPU ledger.
         first = outputs[0] if outputs else None
-        sid = self._lib.fv_name_fresh(self._h, self._op_id(op), cell, line, module,
-                                      first.untyped_storage().data_ptr() if first is not None else 0,
+        sid = self._lib.fv_name_fresh(self._h, site, first.untyped_storage().data_ptr() if first is not None else 0,
                                       float(first.numel() * first.element_size()) if first is not None else 0.0)
-        if sid >= 0:
+        if sid >= 0 and sid not in self._shapes:
             self._remember_shape(sid, first)
         for t in outputs[1:]:
             sid = self._lib.fv_sid_of(self._h, t.untyped_storage().data_ptr(), float(t.numel() * t.element_size()))
@@ -232,6 +254,8 @@ class NativeMemoryTracker(MemoryTracker):
         self._sync_cuts()
         self._cell = cell or (self.default_cell or 0)
         self.cells.append(m.CellMark(cell, self._lib.fv_now() - self._t0n, self.count))
+        self.wants_sites = True  # a step that raised in the last cell never ran its post hook
+        self._sites.clear()
         self._set_site((self._cell, m.NO_SMALL, 0, m.NO_SMALL))
 
     def name_cell(self, cell: int) -> None:
@@ -288,10 +312,19 @@ class NativeMemoryTracker(MemoryTracker):
             for mark in self.cells:
                 mark.index = max(0, mark.index - index + kept)
             self._cuts_seen += 1
-        if len(self._shapes) > _MAX_SHAPES:  # keep the live storages' shapes and the most recent ones
-            live = {rec.sid for rec in self._live_records()[1]}
-            newest = max(self._shapes) - _MAX_SHAPES // 2
+        self._forget_old_names()
+
+    def _forget_old_names(self) -> None:
+        """Keep the shapes and Node names of live storages and the most recent ones: a training run
+        makes new storages and Nodes every step, and hovering a long-freed one may say less."""
+        if len(self._shapes) > _MAX_SHAPES or len(self._node_names) > _MAX_SHAPES:
+            records = self._live_records()[1]
+            live = {rec.sid for rec in records}
+            newest = max(self._shapes, default=0) - _MAX_SHAPES // 2
             self._shapes = {sid: v for sid, v in self._shapes.items() if sid in live or sid >= newest}
+            live = {rec.node for rec in records}
+            newest = max(self._node_names, default=0) - _MAX_SHAPES // 2
+            self._node_names = {n: v for n, v in self._node_names.items() if n in live or n >= newest}
 
     def _track(self, storage, category: int, op: Optional[str], shape: tuple, dtype: torch.dtype,
                where: Optional[tuple] = None, when: Optional[float] = None) -> Optional[StorageRecord]:
@@ -361,6 +394,8 @@ class NativeMemoryTracker(MemoryTracker):
         if sid >= 0:
             if node not in self._node_names:
                 self._node_names[node] = grad_fn.name()
+                if len(self._node_names) > 2 * _MAX_SHAPES:  # a long loop that nobody reads meanwhile
+                    self._forget_old_names()
             self._remember_shape(sid, t)
 
     def _note_tensor(self, rec: StorageRecord, tensor: torch.Tensor) -> None:
@@ -370,6 +405,8 @@ class NativeMemoryTracker(MemoryTracker):
         """The first tensor seen on a storage names its shape and dtype (the ledger knows bytes only)."""
         if sid not in self._shapes:
             self._shapes[sid] = (tuple(tensor.shape), _dtype_name(tensor.dtype))
+            if len(self._shapes) > 2 * _MAX_SHAPES:
+                self._forget_old_names()
 
     def _live_records(self) -> tuple[list[int], list[StorageRecord]]:
         cap = 256

@@ -99,9 +99,10 @@ class ModuleStack:
             self._paths_of(module)
             path = ""
         self._stack.append((id(module), root_id, root_type, path, type(module).__name__))
-        if len(self._stack) == 1:
-            for listener in list(self.root_listeners):
-                listener.root_call(module, args)
+        if len(self._stack) == 1 and self.root_listeners:
+            with torch._C.DisableTorchFunction():  # their tensor reads are not the user's ops
+                for listener in list(self.root_listeners):
+                    listener.root_call(module, args)
 
     def _post(self, module: torch.nn.Module, args, output) -> None:
         # Pop down to this module: an exception may have skipped inner posts.

@@ -81,7 +81,7 @@ class _TagMode(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         session = self.session
-        if func in _BACKWARD_FUNCS and session.record_grads:
+        if func in _BACKWARD_FUNCS and (session.record_grads or session.traces):
             return session.run_backward(func, args, kwargs)
         # A TorchFunctionMode puts this frame in the traceback of any error an op raises: the line
         # below says so to the reader of that traceback.
@@ -211,7 +211,8 @@ class CaptureSession:
         """Run the user's backward with Node hooks armed; their exception propagates untouched."""
         handles = []
         try:
-            handles = self.recorder.arm(_roots_of_backward(func, args, kwargs))
+            if self.record_grads:  # memory_trace() alone wants the backward's line, not its gradients
+                handles = self.recorder.arm(_roots_of_backward(func, args, kwargs))
         except Exception as exc:  # noqa: BLE001
             self.fault(f"arming gradient hooks failed: {exc!r}")
         sites = [t for t in self.traces if t.wants_sites]

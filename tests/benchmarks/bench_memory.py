@@ -58,6 +58,7 @@ def case(width: int, batch: int) -> dict[str, float]:
         return run
 
     session = get_session()
+    session.uninstall()
 
     def notebook(memory: bool):
         # What a notebook cell runs under %load_ext forgeviz: graph capture always, memory on or off.
@@ -70,14 +71,29 @@ def case(width: int, batch: int) -> dict[str, float]:
             session.exit()
             if memory:
                 trackers["native"].stop()
+            session.uninstall()  # every arm starts from the same state
         return run
+
+    def trace_block():
+        # What `with forgeviz.memory_trace():` runs per step (its seeding is timed on its own below):
+        # the module stack, the tracker, and the TorchFunctionMode without gradient summaries.
+        session.install()
+        trackers["native"].start()
+        session.record_grads = False
+        session.enter()
+        loop(model, opt, x, y)
+        session.exit()
+        session.record_grads = True
+        trackers["native"].stop()
+        session.uninstall()
 
     def profiler():
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True):
             loop(model, opt, x, y)
 
     variants = {"off": off, "native tracker": tracked("native"), "dispatch-mode tracker": tracked("dispatch"),
-                "torch.profiler(profile_memory)": profiler, "cell, memory off": notebook(False),
+                "torch.profiler(profile_memory)": profiler, "memory_trace() block": trace_block,
+                "cell, memory off": notebook(False),
                 "cell, memory on": notebook(True)}
     times = {name: [] for name in variants}
     for _ in range(ROUNDS):
@@ -94,7 +110,7 @@ def case(width: int, batch: int) -> dict[str, float]:
     base = statistics.median(times["off"])
     ratios = {name: statistics.median(t) / base for name, t in times.items()}
     # The memory timeline's own cost inside a notebook cell, where graph capture runs anyway.
-    ratios["memory in a cell (on / off)"] = ratios.pop("cell, memory on") / ratios.pop("cell, memory off")
+    ratios["memory in a cell (on / off)"] = ratios["cell, memory on"] / ratios["cell, memory off"]
     return ratios | {"off_ms_per_step": base / STEPS * 1e3, "seed_ms": seed_ms,
                      "trace_ms": statistics.median(entries) * 1e3}
 

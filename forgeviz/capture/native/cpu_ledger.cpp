@@ -213,6 +213,18 @@ void note_free(void* ptr) {
     ledger->live.erase(it);
     ledger->live_bytes -= r.bytes;
     ledger->emit(kFree, r, static_cast<float>(t - ledger->t0));
+    // Freed before Python could name it (a wrapped scalar, an op's scratch buffer): it keeps the
+    // site's names, and an op that leaves nothing alive costs Python no naming call.
+    // Only the newest few are looked at: a long backward can leave thousands unnamed, and a count
+    // too high merely costs one naming call.
+    auto& fresh = ledger->fresh;
+    for (size_t i = fresh.size(), seen = 0; i-- > 0 && seen++ < 64;) {
+      if (fresh[i] != reinterpret_cast<uint64_t>(ptr)) continue;
+      fresh[i] = fresh.back();
+      fresh.pop_back();
+      ledger->fresh_count = static_cast<int64_t>(fresh.size());
+      break;
+    }
   }
 }
 
@@ -422,7 +434,11 @@ const volatile int64_t* fv_fresh_address(void* handle) { return &as_ledger(handl
 // (its outputs and its intermediates): what they do not know yet of op, cell, line and module is
 // set on their live record and on their alloc event. Also returns the storage id of the op's output
 // at `out_ptr` when that holds exactly `out_bytes` (whose shape Python then remembers), else -1.
-int64_t fv_name_fresh(void* handle, int op, int cell, int line, int module, uint64_t out_ptr, double out_bytes) {
+// `site` packs op | cell << 16 | line << 32 | module << 48: one argument instead of four is a third
+// of the call's cost from ctypes, and this runs after every allocating op.
+int64_t fv_name_fresh(void* handle, uint64_t site, uint64_t out_ptr, double out_bytes) {
+  const uint16_t op = site & 0xFFFF, cell = (site >> 16) & 0xFFFF, line = (site >> 32) & 0xFFFF,
+                 module = (site >> 48) & 0xFFFF;
   std::lock_guard<std::mutex> guard(g->mutex);
   Ledger* ledger = as_ledger(handle);
   const size_t n = ledger->count();
@@ -430,12 +446,12 @@ int64_t fv_name_fresh(void* handle, int op, int cell, int line, int module, uint
     auto it = ledger->live.find(ptr);
     if (it == ledger->live.end()) continue;
     Live& r = it->second;
-    if (r.op == kNoSmall) r.op = static_cast<uint16_t>(op);
+    if (r.op == kNoSmall) r.op = op;
     if (r.line == 0 && line != 0) {
-      r.cell = static_cast<uint16_t>(cell);
-      r.line = static_cast<uint16_t>(line);
+      r.cell = cell;
+      r.line = line;
     }
-    if (r.module == kNoSmall) r.module = static_cast<uint16_t>(module);
+    if (r.module == kNoSmall) r.module = module;
     for (size_t k = 0; k < n && k < 8192; ++k) {  // its alloc is among the last events
       const size_t i = n - 1 - k;
       if (ledger->storage[i] != r.sid || ledger->action[i] != kAlloc) continue;
@@ -450,6 +466,15 @@ int64_t fv_name_fresh(void* handle, int op, int cell, int line, int module, uint
   ledger->fresh_count = 0;
   auto out = out_ptr ? ledger->live.find(out_ptr) : ledger->live.end();
   return out == ledger->live.end() || out->second.bytes != out_bytes ? -1 : static_cast<int64_t>(out->second.sid);
+}
+
+// Forget the storages allocated since Python last named them: inside an optimizer step, the
+// step's own site (its line, "Adam.step") already names them, and Python skips naming each op.
+void fv_forget_fresh(void* handle) {
+  std::lock_guard<std::mutex> guard(g->mutex);
+  Ledger* ledger = as_ledger(handle);
+  ledger->fresh.clear();
+  ledger->fresh_count = 0;
 }
 
 // The storage id of a live storage at `ptr` holding exactly `logical_bytes` (an op's output, whose
