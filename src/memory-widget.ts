@@ -6,22 +6,23 @@
  * Custom messages:
  * - kernel → view ``{type: 'events', start, count, reset}`` with one little-endian buffer per
  *   EVENT_COLUMNS column (no request_id): append (or, with ``reset``, start over);
- * - view → kernel ``{type: 'replay', request_id}`` once on render (and after a gap); the kernel
+ * - view → kernel ``{type: 'replay', request_id, view}`` once on render (and after a gap); the kernel
  *   answers ``{type: 'replay', request_id, count}`` and streams the history as ``events``;
+ * - view → kernel ``{type: 'gone', request_id, view}`` when the view is removed: a timeline no view
+ *   draws any more is not streamed to (until a view asks for a replay again);
  * - view → kernel ``{type: 'detail', request_id, storage}`` → DetailReply (or an ErrorReply).
  *
- * Also exports the renderer and the synthetic trace builder, for benchmark pages.
+ * Also exports the renderer and the column codec, for benchmark pages.
  */
 import type { AnyModel, RenderProps } from '@anywidget/types';
 import css from '../style/memory.css?raw';
 import type { MemoryTimeline } from './model/wire';
 import { decodeColumns, encodeColumns } from './render/memory-data';
 import { createMemoryView } from './render/memory';
-import { buildSynthetic } from './render/memory-synthetic';
 import { createTransport } from './transport';
 import { VERSION } from './version';
 
-export { buildSynthetic, createMemoryView, decodeColumns, encodeColumns };
+export { createMemoryView, decodeColumns, encodeColumns };
 
 const STYLE_ID = 'forgeviz-memory-style';
 /** Looking a storage up can take the kernel a moment when it walks the history. */
@@ -73,6 +74,8 @@ export function render({ model, el }: Pick<RenderProps<Traits>, 'model' | 'el'> 
   const canSend = typeof m.send === 'function';
   const transport = canSend ? createTransport(model as unknown as AnyModel) : null;
   let replayId = -1;
+  /** which of the model's views this is, so the kernel can tell when none is left */
+  const viewId = 1 + Math.floor(Math.random() * 2 ** 31);
   /** warnings of this view's own (events it could not read) */
   let own: string[] = [];
   const requestReplay = () => {
@@ -80,7 +83,7 @@ export function render({ model, el }: Pick<RenderProps<Traits>, 'model' | 'el'> 
       return;
     }
     replayId = 1 + Math.floor(Math.random() * 2 ** 31);
-    m.send!({ type: 'replay', request_id: replayId });
+    m.send!({ type: 'replay', request_id: replayId, view: viewId });
   };
   const view = createMemoryView(el, {
     async requestDetail(storage) {
@@ -135,6 +138,11 @@ export function render({ model, el }: Pick<RenderProps<Traits>, 'model' | 'el'> 
     m.off?.('change:warnings', onWarnings);
     transport?.dispose();
     view.destroy();
+    try {
+      m.send?.({ type: 'gone', request_id: replayId, view: viewId });
+    } catch {
+      // the kernel is gone already
+    }
   };
 }
 

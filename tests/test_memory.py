@@ -161,6 +161,35 @@ def test_load_ext_timeline_links_cells_and_nodes(nb):
     assert [c.cell for c in view.model.cells][-4:] == [cell - 1, cell, cell + 1, cell + 2]  # ...memory(), graph()
 
 
+def _message(widget, content: dict) -> None:
+    widget._handle_msg({"content": {"data": {"method": "custom", "content": content}}, "buffers": []})
+
+
+def test_a_live_timeline_streams_only_while_a_view_draws_it(nb):
+    view = nb.ok("forgeviz.memory()")
+    sent = []
+    view.send = lambda content, buffers=None: sent.append(content)
+    nb.ok("a = torch.ones(1000)")
+    assert sent == []  # no view has asked for it yet (or its output was cleared): nothing is sent
+    _message(view, {"type": "replay", "request_id": 1, "view": 11})
+    tracker = view._tracker
+    assert sent[0] == {"type": "replay", "request_id": 1, "count": tracker.count}
+    assert sum(m["count"] for m in sent if m["type"] == "events") == tracker.count  # the whole history
+    assert view.timeline["count"] == tracker.count
+    nb.ok("b = torch.ones(2000)")
+    increments = [m for m in sent if m["type"] == "events"]
+    assert increments[-1]["start"] + increments[-1]["count"] == tracker.count  # each cell's events follow
+    _message(view, {"type": "replay", "request_id": 2, "view": 12})  # a second view of the same widget
+    _message(view, {"type": "gone", "request_id": 3, "view": 11})
+    assert sent[-1] == {"type": "gone", "request_id": 3}
+    nb.ok("c = torch.ones(3000)")
+    assert sent[-1]["type"] == "events"  # view 12 still draws it
+    _message(view, {"type": "gone", "request_id": 4, "view": 12})
+    quiet = len(sent)
+    nb.ok("d = torch.ones(4000)")
+    assert len(sent) == quiet  # no view left: nothing more is streamed
+
+
 def test_memory_cell_magic_and_errors(nb):
     view = nb.ok("%%fv memory\nbig = torch.ones(1024, 1024)\nsmall = big[:2].clone()")
     cell = nb.shell.execution_count - 1

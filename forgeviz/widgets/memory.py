@@ -34,13 +34,18 @@ class MemoryWidget(RequestWidget):
         self._sent = 0  # events already streamed to the browser
         self._dropped_seen = tracker.dropped
         self._live = live
+        # The browser views drawing this widget, by the ids their replay requests carry (None: a view
+        # that sent none). A view's cleanup says "gone" when its output is cleared or its cell re-run.
+        self._views: set = set()
         self.timeline = dataclasses.asdict(tracker.timeline(message=message))
         if live:
             session.widgets.add(self)
 
     @property
     def dirty(self) -> bool:
-        return self._live
+        # A timeline no view draws any more is not streamed to after each cell (ten re-runs of
+        # forgeviz.memory() must not mean ten streams): a view that appears asks for a replay.
+        return self._live and bool(self._views)
 
     @dirty.setter
     def dirty(self, _value: bool) -> None:
@@ -51,7 +56,10 @@ class MemoryWidget(RequestWidget):
         return self._tracker.timeline(message=self._message)
 
     def refresh(self) -> None:
-        """Send the tables and the events recorded since the last refresh."""
+        """Send the tables and the events recorded since the last refresh (to a live timeline, only
+        while a view draws it)."""
+        if self._live and not self._views:
+            return
         try:
             self.timeline = dataclasses.asdict(self._tracker.timeline(message=self._message))
             self._stream(self._sent, reset=False)
@@ -75,7 +83,16 @@ class MemoryWidget(RequestWidget):
         tracker.publish(count)
 
     def _answer(self, kind, request_id: int, content: dict) -> tuple[dict, None]:
-        if kind == "replay":  # the events follow the reply (see _after_reply)
+        if kind in ("replay", "gone"):
+            view = content.get("view")
+            view = view if isinstance(view, int) and not isinstance(view, bool) else None
+            if kind == "gone":
+                self._views.discard(view)
+                return {"type": "gone", "request_id": request_id}, None
+            self._views.add(view)
+            # the tables too: they were not refreshed while no view was drawing
+            self.timeline = dataclasses.asdict(self._tracker.timeline(message=self._message))
+            # the events follow the reply (see _after_reply)
             return {"type": "replay", "request_id": request_id, "count": self._tracker.count}, None
         if kind == "detail":
             sid = content.get("storage")
@@ -86,7 +103,7 @@ class MemoryWidget(RequestWidget):
             except KeyError as exc:
                 raise RequestError(str(exc.args[0])) from None
             return {"type": "detail", "request_id": request_id, "detail": dataclasses.asdict(detail)}, None
-        raise RequestError(f"unknown request type {kind!r}; expected 'replay' or 'detail'")
+        raise RequestError(f"unknown request type {kind!r}; expected 'replay', 'gone' or 'detail'")
 
     def _after_reply(self, kind) -> None:
         if kind == "replay":

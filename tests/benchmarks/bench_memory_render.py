@@ -1,8 +1,9 @@
 """Memory timeline rendering: 1M synthetic events in headless Chromium (Debian's), first paint and frames.
 
 Run after installing: ``.venv/bin/python tests/benchmarks/bench_memory_render.py``. The page loads the
-same ``memory.js`` the widget uses, from a local file, builds 1,000,000 events with its synthetic
-generator (a small MLP loop), feeds them as encoded little-endian column buffers, and measures:
+same ``memory.js`` the widget uses, from a local file, builds 1,000,000 events with the synthetic
+generator (a small MLP loop; bundled here with esbuild, since the widget does not ship it), feeds them as
+encoded little-endian column buffers, and measures:
 first paint (decode + totals + the first frame), then 120 animation frames of panning and zooming.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import subprocess
 import threading
 import sys
 import tempfile
@@ -24,8 +26,9 @@ from labdriver import ARTIFACTS, launch_chromium  # noqa: E402
 PAGE = """<!doctype html><html><body><div id="fv" style="width:1000px"></div>
 <script type="module">
 import * as mem from './memory.js';
+import { buildSynthetic } from './synthetic.js';
 const N = %d;
-const trace = mem.buildSynthetic(N, 1);
+const trace = buildSynthetic(N, 1);
 const buffers = mem.encodeColumns(trace.columns);
 const el = document.getElementById('fv');
 const t0 = performance.now();
@@ -65,6 +68,9 @@ def main(n: int = 1_000_000) -> None:
         raise SystemExit("build the frontend first (./dev.sh test or jlpm build:esm:prod)")
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
         (Path(tmp) / "memory.js").write_bytes(static.read_bytes())
+        subprocess.run([str(ROOT / "node_modules" / ".bin" / "esbuild"), str(ROOT / "src" / "render" / "memory-synthetic.ts"),
+                        "--bundle", "--format=esm", f"--outfile={Path(tmp) / 'synthetic.js'}", "--log-level=warning"],
+                       check=True)
         (Path(tmp) / "index.html").write_text(PAGE % n)
         # module scripts do not load from file:// pages: serve the folder on localhost
         handler = functools.partial(_QuietHandler, directory=tmp)

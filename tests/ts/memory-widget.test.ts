@@ -46,7 +46,7 @@ describe('memory anywidget adapter', () => {
     expect(document.querySelectorAll('style#forgeviz-memory-style')).toHaveLength(1);
     expect(document.getElementById('forgeviz-memory-style')!.textContent).toContain('.fv-memory');
     const replay = model.sent.filter(m => m.type === 'replay');
-    expect(replay).toEqual([{ type: 'replay', request_id: expect.any(Number) }]);
+    expect(replay).toEqual([{ type: 'replay', request_id: expect.any(Number), view: expect.any(Number) }]);
     expect(el.getAttribute('data-fv-state')).toBe('loading');
     // the stream starts before the reply
     model.reply({ type: 'events', start: 0, count: 250, reset: true }, packed(encodeColumns(cols, 0, 250)));
@@ -86,6 +86,9 @@ describe('memory anywidget adapter', () => {
     await view.hover(px(0), py(2 * 2 ** 20));
     await vi.waitFor(() => expect(tip.querySelector('.fv-mem-tip-error')!.textContent).toContain('no storage 1 in this timeline'));
     cleanup();
+    // the kernel is told this view is gone, under the id its replay request carried
+    const [replay] = model.sent.filter(m => m.type === 'replay');
+    expect(model.sent.at(-1)).toEqual({ type: 'gone', request_id: expect.any(Number), view: replay.view });
     expect(model.listenerCount('msg:custom')).toBe(0);
     expect(model.listenerCount('change:timeline')).toBe(0);
     expect(model.listenerCount('change:warnings')).toBe(0);
@@ -118,7 +121,8 @@ describe.skipIf(!existsSync(built))('forgeviz/static/memory.js (after jlpm build
     expect(statSync(built).size).toBeLessThanOrEqual(60 * 1024);
     const src = readFileSync(built, 'utf8');
     expect(src).toMatch(/export\s*\{[^}]*as default/);
-    expect(src).toMatch(/export\s*\{[^}]*buildSynthetic/);
+    expect(src).toMatch(/export\s*\{[^}]*createMemoryView/);
+    expect(src).not.toMatch(/export\s*\{[^}]*buildSynthetic/); // benchmark pages bundle it themselves
     expect(src).not.toContain('WebAssembly.instantiate');
     expect(src).not.toMatch(/https?:\/\/(cdn|unpkg|esm\.sh|jsdelivr)/);
     expect(src).not.toMatch(/plotly|d3-/i);
