@@ -20,6 +20,9 @@ CELLS = [
     "print(rec.sid, rec.cell)",
     "forgeviz.memory()",  # 4
     "more = [torch.ones(256, 1024) for _ in range(4)]",  # 5: the live timeline above grows by itself
+    # 6: after cell 4 ran again, its first timeline has no view left (and is streamed nothing)
+    "from forgeviz.widgets.memory import MemoryWidget\n"
+    "print(sorted(len(w._views) for w in get_session().widgets if isinstance(w, MemoryWidget)))",
 ]
 
 
@@ -85,6 +88,12 @@ def test_m3_timeline_hover_names_cell_and_category(page, lab):
     nb.run_cell(5)
     page.wait_for_function(f"el => Number(el.dataset.fvEvents) >= {before + 4} && el.dataset.fvComplete === 'true'",
                            arg=root.element_handle())
+
+    # Running cell 4 again replaces its output: the old view tells the kernel it is gone.
+    nb.run_cell(4)
+    nb.output(4).locator(".fv-memory[data-fv-state=ready][data-fv-complete=true]").wait_for()
+    nb.run_cell(6)
+    assert nb.output(6).text_content().strip() == "[0, 1]"
 
 
 def test_a_cuda_snapshot_shows_reserved_segments_and_the_oom(page, lab):
