@@ -41,6 +41,8 @@ def case(width: int, batch: int) -> dict[str, float]:
     from forgeviz.capture.memory_native import NativeMemoryTracker
     from forgeviz.capture.session import get_session
 
+    session = get_session()
+    session.uninstall()  # every arm starts from the same state
     trackers = {}
     for name, cls in [("native", NativeMemoryTracker), ("dispatch", MemoryTracker)]:
         # seeded once (a gc walk), like %load_ext does; then per-step cost only
@@ -51,14 +53,15 @@ def case(width: int, batch: int) -> dict[str, float]:
         seed_ms = (time.perf_counter() - start) * 1e3
 
     def tracked(name):
+        # The tracker with forgeviz's module stack (as memory_trace() and the kernel run it) but no
+        # TorchFunctionMode: what tracking costs without naming each op, the floor of both.
         def run():
+            session.install()
             trackers[name].start()
             loop(model, opt, x, y)
             trackers[name].stop()
+            session.uninstall()
         return run
-
-    session = get_session()
-    session.uninstall()
 
     def notebook(memory: bool):
         # What a notebook cell runs under %load_ext forgeviz: graph capture always, memory on or off.
@@ -91,7 +94,7 @@ def case(width: int, batch: int) -> dict[str, float]:
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True):
             loop(model, opt, x, y)
 
-    variants = {"off": off, "native tracker": tracked("native"), "dispatch-mode tracker": tracked("dispatch"),
+    variants = {"off": off, "native ledger, no op naming": tracked("native"), "dispatch-mode tracker": tracked("dispatch"),
                 "torch.profiler(profile_memory)": profiler, "memory_trace() block": trace_block,
                 "cell, memory off": notebook(False),
                 "cell, memory on": notebook(True)}
