@@ -290,3 +290,84 @@ def test_autograd_grad_is_recorded_like_backward(nb):
     store = get_session().store
     mul = store.get(by_label(nb["g"].model, "z").id).records[-1]
     assert [s.values for s in mul.grad_inputs] == [[48.0], [32.0]]
+
+
+class _Seen(torch.overrides.TorchFunctionMode):
+    """A user's own TorchFunctionMode: it records what reaches it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.names.append(getattr(func, "__name__", str(func)))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.fixture
+def ops_seen(monkeypatch):
+    """The names of the torch functions that reach forgeviz's own mode."""
+    from forgeviz.capture import session as capture_session
+
+    seen: list[str] = []
+    handle = capture_session._TagMode.__torch_function__
+
+    def spy(self, func, types, args=(), kwargs=None):
+        seen.append(getattr(func, "__name__", str(func)))
+        return handle(self, func, types, args, kwargs)
+
+    monkeypatch.setattr(capture_session._TagMode, "__torch_function__", spy)
+    return seen
+
+
+def test_an_optimizer_step_runs_outside_forgevizs_mode_and_the_mode_comes_back(ops_seen):
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.Adam(model.parameters())
+    stack = torch._C._len_torch_function_stack()
+    with forgeviz.capture():
+        loss = model(torch.randn(3, 4)).sum()
+        loss.backward()
+        before = len(ops_seen)
+        opt.step()  # dozens of no_grad ops per parameter: nothing for the graph
+        during = ops_seen[before:]
+        y = (torch.ones(2, requires_grad=True) * 2).sum()
+    assert "linear" in ops_seen[:before] and not {"lerp_", "addcdiv_", "sqrt"} & set(during)
+    assert ops_seen[-2:] == ["mul", "sum"] and y.grad_fn.metadata["fv_op"][0] == "sum"  # watched again
+    assert torch._C._len_torch_function_stack() == stack
+
+
+def test_a_step_that_raises_leaves_the_mode_stack_as_it_was(ops_seen):
+    class Failing(torch.optim.SGD):
+        def step(self, closure=None):
+            raise ValueError("the user's own error")
+
+    opt = Failing(torch.nn.Linear(2, 2).parameters(), lr=0.1)
+    stack = torch._C._len_torch_function_stack()
+    with pytest.raises(ValueError, match="the user's own error"):
+        with forgeviz.capture():
+            opt.step()
+    assert torch._C._len_torch_function_stack() == stack and not get_session().capturing
+    with forgeviz.capture():  # and the next block is watched as before
+        (torch.ones(2, requires_grad=True) * 3).sum()
+    assert ops_seen[-2:] == ["mul", "sum"]
+
+
+def test_a_step_with_a_closure_and_a_users_mode_on_top_keep_everything_watched(ops_seen):
+    model = torch.nn.Linear(4, 1)
+    x, target = torch.randn(8, 4), torch.randn(8, 1)
+    lbfgs = torch.optim.LBFGS(model.parameters(), max_iter=2)
+
+    def closure():
+        lbfgs.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), target)
+        loss.backward()
+        return loss
+
+    with forgeviz.capture():
+        before = len(ops_seen)
+        lbfgs.step(closure)  # its forward and backward are the user's graph
+        assert "linear" in ops_seen[before:] and "mse_loss" in ops_seen[before:]
+        sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        with _Seen() as users:  # a mode the user entered above ours: never taken off the stack
+            sgd.step()
+    assert "add_" in users.names or "mul_" in users.names

@@ -124,6 +124,9 @@ class CaptureSession:
         self.installed = False
         self._mode: Optional[_TagMode] = None
         self._depth = 0  # nested enter() calls (capture() inside a capturing cell)
+        self._step_handles: list = []
+        self._step_depth = 0  # optimizer steps running (one may call another's)
+        self._stepped_aside = 0  # the mode stack's length before an optimizer step took our mode off
         self.faults: list[str] = []
         self.fault_count = 0  # total ever, so views can tell which faults are new to them
         self.widgets: "weakref.WeakSet" = weakref.WeakSet()
@@ -139,7 +142,11 @@ class CaptureSession:
     # --- lifecycle -------------------------------------------------------------------------
     def install(self) -> None:
         if not self.installed:
+            from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
             self.modules.install()
+            self._step_handles = [register_optimizer_step_pre_hook(self._step_begins),
+                                  register_optimizer_step_post_hook(self._step_ends)]
             self.installed = True
 
     def uninstall(self) -> None:
@@ -147,11 +154,52 @@ class CaptureSession:
             self.exit()
         if self.installed:
             self.modules.uninstall()
+            for handle in self._step_handles:
+                handle.remove()
+            self._step_handles = []
             self.installed = False
+
+    # An optimizer step runs dozens of small ops per parameter under no_grad: nothing for the graph,
+    # and the memory timeline names what it allocates by the step itself. Our mode steps aside for it
+    # (two thirds of a TorchFunctionMode's cost in a small training loop), but only from the top of
+    # the mode stack (a mode the user entered above ours stays), and not for a step given a closure
+    # (LBFGS), whose forward and backward are the user's graph.
+    def _step_begins(self, optimizer, args, kwargs) -> None:
+        self._step_depth += 1
+        # args: (optimizer, *the step's own): a closure is the first of its own
+        if self._step_depth != 1 or self._mode is None or len(args) > 1 or kwargs.get("closure") is not None:
+            return
+        try:
+            if self._mode_on_top():
+                self._stepped_aside = torch._C._len_torch_function_stack()
+                torch._C._pop_torch_function_stack()
+        except Exception as exc:  # noqa: BLE001 - the step runs under the mode then, as before
+            self.fault(f"stepping aside for an optimizer step failed: {exc!r}")
+
+    def _mode_on_top(self) -> bool:
+        size = torch._C._len_torch_function_stack()
+        return bool(size) and torch._C._get_function_stack_at(size - 1) is self._mode
+
+    def _step_ends(self, optimizer, args, kwargs) -> None:
+        self._step_depth = max(0, self._step_depth - 1)
+        if self._step_depth == 0:
+            self._step_back()
+
+    def _step_back(self) -> None:
+        """Put our mode back on top of the stack after a step (or, when a step raised, at exit)."""
+        size, self._stepped_aside = self._stepped_aside, 0
+        if not size or self._mode is None:
+            return
+        if torch._C._len_torch_function_stack() == size - 1:
+            torch._C._push_on_torch_function_stack(self._mode)
+        else:  # the step left a mode of its own on the stack: ours stays off rather than above it
+            self.fault("an optimizer step changed the TorchFunctionMode stack; forgeviz stops watching ops "
+                       "until the cell ends")
 
     def enter(self) -> None:
         """Start tagging ops on this thread (IPython's pre_run_cell, or capture())."""
         if self._depth == 0:
+            self._step_depth = self._stepped_aside = 0
             self._mode = _TagMode(self)
             self._mode.__enter__()
         self._depth += 1
@@ -161,6 +209,13 @@ class CaptureSession:
             return
         self._depth -= 1
         if self._depth == 0 and self._mode is not None:
+            self._step_depth = 0
+            if self._stepped_aside:  # a step raised before its post hook could put our mode back
+                self._step_back()
+                if not self._mode_on_top():
+                    self._mode = None  # it never came back: there is nothing of ours to pop
+                    self.modules.reset()
+                    return
             mode, self._mode = self._mode, None
             self.modules.reset()
             try:
