@@ -371,3 +371,27 @@ def test_a_step_with_a_closure_and_a_users_mode_on_top_keep_everything_watched(o
         with _Seen() as users:  # a mode the user entered above ours: never taken off the stack
             sgd.step()
     assert "add_" in users.names or "mul_" in users.names
+
+
+def test_a_step_that_leaves_its_own_mode_on_the_stack_keeps_it_there(ops_seen):
+    from forgeviz.capture.session import get_session
+
+    left = _Seen()
+
+    class Leaky(torch.optim.SGD):
+        def step(self, closure=None):
+            left.__enter__()  # a step that enters a mode and never leaves it
+
+    opt = Leaky(torch.nn.Linear(2, 2).parameters(), lr=0.1)
+    stack = torch._C._len_torch_function_stack()
+    faults = get_session().fault_count
+    try:
+        with forgeviz.capture():
+            opt.step()
+            assert torch._C._get_function_stack_at(torch._C._len_torch_function_stack() - 1) is left
+        # forgeviz's mode stayed off (not pushed above the step's) and leaving took nothing of the step's
+        assert torch._C._len_torch_function_stack() == stack + 1
+        assert "changed the TorchFunctionMode stack" in get_session().faults[-1] and get_session().fault_count > faults
+    finally:
+        left.__exit__(None, None, None)
+    assert torch._C._len_torch_function_stack() == stack

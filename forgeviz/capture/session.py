@@ -212,12 +212,11 @@ class CaptureSession:
             self._step_depth = 0
             if self._stepped_aside:  # a step raised before its post hook could put our mode back
                 self._step_back()
-                if not self._mode_on_top():
-                    self._mode = None  # it never came back: there is nothing of ours to pop
-                    self.modules.reset()
-                    return
             mode, self._mode = self._mode, None
             self.modules.reset()
+            stack = torch._C._len_torch_function_stack()
+            if not any(torch._C._get_function_stack_at(i) is mode for i in range(stack)):
+                return  # a step took it off and could not put it back: nothing of ours to pop
             try:
                 mode.__exit__(None, None, None)
             except Exception as exc:  # noqa: BLE001 - e.g. the user's cell left its own mode on top
