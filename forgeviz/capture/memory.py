@@ -289,7 +289,7 @@ class MemoryTracker:
         """What a hook learnt of a storage's tensor (its shape and dtype)."""
 
     def _recategorize(self, tensor: torch.Tensor, category: int, only_from: tuple = ()) -> None:
-        if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.strided or tensor.device.type == "meta":
+        if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.strided or tensor.is_meta:
             return
         storage = tensor.untyped_storage()
         key = storage.data_ptr()
@@ -314,7 +314,7 @@ class MemoryTracker:
             return
         where = None
         for t in outputs:
-            if t.layout != torch.strided or t.device.type == "meta":
+            if t.layout != torch.strided or t.is_meta:
                 continue
             storage = t.untyped_storage()
             if storage.data_ptr() in self._live or storage.nbytes() == 0:
@@ -346,7 +346,7 @@ class MemoryTracker:
             except RuntimeError:  # already freed
                 continue
             for t in (value if isinstance(value, (tuple, list)) else (value,)):
-                if not isinstance(t, torch.Tensor) or t.layout != torch.strided or t.device.type == "meta":
+                if not isinstance(t, torch.Tensor) or t.layout != torch.strided or t.is_meta:
                     continue
                 if nid is None:
                     nid = node_id(grad_fn)
