@@ -199,8 +199,11 @@ export function createMemoryView(el: HTMLElement, opts: MemoryViewOptions): Memo
     };
   }
 
+  /** the stage's last measured width: a hidden stage (Lab re-laying out, e.g. on a theme switch) measures 0 */
+  let lastWidth = 0;
   function size(): { W: number; dpr: number } {
-    const W = Math.max(240, Math.floor(stage.clientWidth || el.clientWidth || 800));
+    lastWidth = stage.clientWidth || el.clientWidth || lastWidth;
+    const W = Math.max(240, Math.floor(lastWidth || 800));
     const dpr = Math.min(3, Math.max(1, win?.devicePixelRatio || 1));
     return { W, dpr };
   }
@@ -210,8 +213,8 @@ export function createMemoryView(el: HTMLElement, opts: MemoryViewOptions): Memo
   }
 
   function frame(): Frame {
-    if (stale || !frameCache) {
-      const { W, dpr } = size();
+    const { W, dpr } = size();
+    if (stale || !frameCache || frameCache.W !== W) {
       const [x0, x1] = currentRange();
       frameCache = computeFrame(
         { store, timeline, mode, x0, x1, W, H: CANVAS_HEIGHT, density: Math.min(2, dpr), zoomed: range !== null },

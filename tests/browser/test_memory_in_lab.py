@@ -78,6 +78,10 @@ def test_m3_timeline_hover_names_cell_and_category(page, lab):
     page.wait_for_timeout(500)
     out.scroll_into_view_if_needed()
     out.screenshot(path=str(ARTIFACTS / "memory-dark.png"))
+    # Lab hides the output for a moment while it switches themes: the canvas keeps the stage's width
+    stage_px, canvas_px = root.evaluate("el => [el.querySelector('.fv-mem-stage').clientWidth, "
+                                        "parseFloat(el.querySelector('canvas.fv-mem-canvas').style.width)]")
+    assert canvas_px == stage_px, (canvas_px, stage_px)
     with page.expect_download() as download:
         out.locator("button.fv-export-svg").click()
     dark_svg = open(download.value.path(), encoding="utf-8").read()

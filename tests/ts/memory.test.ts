@@ -494,6 +494,21 @@ describe('memory view', () => {
   });
 });
 
+describe('layout', () => {
+  it('keeps its last width while the stage is hidden, instead of falling back to 800 px', () => {
+    const { el, view } = mountTrace(randomEvents(200, 3));
+    const stage = el.querySelector('.fv-mem-stage') as HTMLElement;
+    let width = 966;
+    Object.defineProperty(stage, 'clientWidth', { get: () => width });
+    expect(view.draw().W).toBe(966);
+    width = 0; // hidden for a moment: a redraw now must not shrink the canvas
+    expect(view.draw().W).toBe(966);
+    expect((el.querySelector('canvas') as HTMLCanvasElement).style.width).toBe('966px');
+    width = 700;
+    expect(view.draw().W).toBe(700);
+  });
+});
+
 describe('semantics', () => {
   it('live bytes per category follow recategorizations and frees', () => {
     const { events } = smallTrace();
