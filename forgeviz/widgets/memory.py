@@ -37,15 +37,13 @@ class MemoryWidget(RequestWidget):
         # The browser views drawing this widget, by the ids their replay requests carry (None: a view
         # that sent none). A view's cleanup says "gone" when its output is cleared or its cell re-run.
         self._views: set = set()
-        self.timeline = dataclasses.asdict(tracker.timeline(message=message))
+        self.timeline = dataclasses.asdict(self.model)
         if live:
             session.widgets.add(self)
 
     @property
     def dirty(self) -> bool:
-        # A timeline no view draws any more is not streamed to after each cell (ten re-runs of
-        # forgeviz.memory() must not mean ten streams): a view that appears asks for a replay.
-        return self._live and bool(self._views)
+        return self._live
 
     @dirty.setter
     def dirty(self, _value: bool) -> None:
@@ -58,10 +56,12 @@ class MemoryWidget(RequestWidget):
     def refresh(self) -> None:
         """Send the tables and the events recorded since the last refresh (to a live timeline, only
         while a view draws it)."""
+        # A timeline no view draws any more is sent nothing (ten re-runs of forgeviz.memory() must not
+        # mean ten streams after every cell): a view that appears asks for a replay.
         if self._live and not self._views:
             return
         try:
-            self.timeline = dataclasses.asdict(self._tracker.timeline(message=self._message))
+            self.timeline = dataclasses.asdict(self.model)
             self._stream(self._sent, reset=False)
         except Exception as exc:  # noqa: BLE001 - a forgeviz fault is shown, never raised into the cell
             self._session.fault(f"sending memory events failed: {exc!r}")
@@ -90,8 +90,7 @@ class MemoryWidget(RequestWidget):
                 self._views.discard(view)
                 return {"type": "gone", "request_id": request_id}, None
             self._views.add(view)
-            # the tables too: they were not refreshed while no view was drawing
-            self.timeline = dataclasses.asdict(self._tracker.timeline(message=self._message))
+            self.timeline = dataclasses.asdict(self.model)  # not refreshed while no view was drawing
             # the events follow the reply (see _after_reply)
             return {"type": "replay", "request_id": request_id, "count": self._tracker.count}, None
         if kind == "detail":
