@@ -87,6 +87,7 @@ class NativeMemoryTracker(MemoryTracker):
         self._op_ids: dict[str, int] = {}
         self._where_cache: dict[tuple, tuple[int, int, int]] = {}
         self._grads_synced = False  # since the last optimizer step, by a backward's end
+        self._in_step = False  # between an optimizer step's pre and post hooks
         self._packed: dict[tuple, int] = {}  # (where, module, cell, op) → the ledger's packed site
         # Op names come from Python (after_op); FORGEVIZ_MEMORY_OPS=aten names the dispatcher op
         # instead (aten::mm inside backward too), for a RecordFunction callback on every op.
@@ -104,7 +105,7 @@ class NativeMemoryTracker(MemoryTracker):
 
     def _end(self) -> None:
         self._lib.fv_ledger_recording(self._h, 0)
-        self.wants_sites = True  # a step that raised never ran its post hook
+        self._in_step = False  # a step that raised never ran its post hook
         self._sync_grads()
 
     # Gradients: one pass over the parameters after a backward or before a step, instead of a
@@ -196,17 +197,17 @@ class NativeMemoryTracker(MemoryTracker):
         self._grads_synced = False
         try:
             # A step runs dozens of small ops per parameter: the step's line and "Adam.step" name
-            # what they allocate, instead of naming each op (most of a small model's step time).
+            # what they allocate (forgeviz's mode steps aside meanwhile, so no op is named one by one).
             self._push_site(user_location(2), None, f"{type(optimizer).__name__}.step")
             self._lib.fv_forget_fresh(self._h)
-            self.wants_sites = False
+            self._in_step = True
         except Exception as exc:  # noqa: BLE001
             self.fault(f"reading an optimizer step's line failed: {exc!r}")
 
     def _after_step(self, optimizer, args, kwargs) -> None:
-        if not self.wants_sites:
+        if self._in_step:  # the step's allocations have their names: the next op must not claim them
             self._lib.fv_forget_fresh(self._h)
-            self.wants_sites = True
+            self._in_step = False
             self._pop_site()
         super()._after_step(optimizer, args, kwargs)
 
@@ -254,7 +255,7 @@ class NativeMemoryTracker(MemoryTracker):
         self._sync_cuts()
         self._cell = cell or (self.default_cell or 0)
         self.cells.append(m.CellMark(cell, self._lib.fv_now() - self._t0n, self.count))
-        self.wants_sites = True  # a step that raised in the last cell never ran its post hook
+        self._in_step = False  # a step that raised in the last cell never ran its post hook
         self._sites.clear()
         self._set_site((self._cell, m.NO_SMALL, 0, m.NO_SMALL))
 
