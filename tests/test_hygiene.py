@@ -117,7 +117,7 @@ def test_wire_types_in_typescript_are_generated_from_python():
 def test_summaries_match_torch():
     t = torch.randn(500, dtype=torch.float64)
     s = summary_module.summarize(t)
-    assert s.norm == t.norm().item() and s.min == t.min().item() and s.max == t.max().item()
+    assert s.norm == pytest.approx(t.norm().item(), rel=1e-12) and s.min == t.min().item() and s.max == t.max().item()
     assert s.mean == pytest.approx(t.mean().item(), rel=1e-12)
     assert s.values is None and sum(s.histogram.counts) == 500
     bad = torch.tensor([1.0, float("nan"), float("inf"), -2.0])

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
 import math
 
 import torch
+
+from . import native
 
 from ..model.graph import Histogram, TensorMeta, TensorSummary, WireFloat
 
@@ -39,14 +42,20 @@ def tensor_meta(t: torch.Tensor) -> TensorMeta:
 def summarize(t: torch.Tensor | None, *, histogram: bool = True) -> TensorSummary | None:
     """Copy the stats of ``t`` (and its values, if small) into a plain summary.
 
-    Costs a few passes over the data and no copy of it, except a float cast for integer dtypes.
+    Costs one pass over a float CPU tensor's memory when forgeviz's native library is loaded (as
+    ``%load_ext forgeviz`` does), else a few torch reductions; never a copy of the data, except a
+    float cast for integer dtypes.
 
     >>> s = summarize(torch.tensor([48., 32.]))
-    >>> s.values, s.norm == torch.tensor([48., 32.]).norm().item()
-    ([48.0, 32.0], True)
+    >>> s.values, round(s.norm, 4), round(torch.tensor([48., 32.]).norm().item(), 4)
+    ([48.0, 32.0], 57.6888, 57.6888)
     """
     if t is None:
         return None
+    with torch._C.DisableTorchFunction():  # reading shape and strides must not reach a mode either
+        summary = _summarize_natively(t, histogram)
+    if summary is not None:
+        return summary
     # Our own reductions must not reach a TorchFunctionMode (ours or the user's), autograd, nor the
     # memory timeline.
     from .session import untraced
@@ -90,6 +99,41 @@ def _summarize(t: torch.Tensor, histogram: bool) -> TensorSummary:
         sample = source[::step].float()
         counts = torch.histc(sample, bins=HISTOGRAM_BINS, min=lo_v, max=hi_v if hi_v > lo_v else lo_v + 1)
         summary.histogram = Histogram(wire_float(lo_v), wire_float(hi_v), [int(c) for c in counts.tolist()])
+    return summary
+
+
+_NATIVE_DTYPES = {torch.float32: 0, torch.float64: 1}
+_Stats, _Counts, _Values = ctypes.c_double * 4, ctypes.c_int64 * HISTOGRAM_BINS, ctypes.c_double * SMALL_NUMEL
+
+
+def _summarize_natively(t: torch.Tensor, histogram: bool) -> TensorSummary | None:
+    """The summary from one pass over a float CPU tensor's memory (tensor_stats.cpp), or None when
+    the native library is not loaded, the tensor is not one it reads, or it holds NaN or infinity
+    (torch then counts those)."""
+    lib = native.loaded()
+    code = _NATIVE_DTYPES.get(t.dtype)
+    if (lib is None or code is None or not t.is_cpu or t.layout != torch.strided or t.is_neg()
+            or t.dim() > 16 or t.numel() == 0):
+        return None
+    try:
+        address = t.data_ptr()
+    except RuntimeError:  # a tensor without real memory (a fake or functional tensor)
+        return None
+    shape, numel = t.shape, t.numel()
+    ndim = len(shape)
+    sizes, strides = (ctypes.c_int64 * ndim)(*shape), (ctypes.c_int64 * ndim)(*t.stride())
+    stats, counts, values = _Stats(), _Counts(), _Values()
+    step = max(1, numel // HISTOGRAM_SAMPLE)
+    if lib.fv_summarize(address, code, ndim, sizes, strides, step, HISTOGRAM_BINS if histogram else 0,
+                        stats, counts, values, SMALL_NUMEL) != 0:
+        return None
+    lo, hi, total, norm = stats
+    summary = TensorSummary(list(shape), dtype_name(t.dtype), "cpu", numel)
+    summary.min, summary.max, summary.mean, summary.norm = lo, hi, total / numel, norm
+    if numel <= SMALL_NUMEL:
+        summary.values = values[:numel]
+    elif histogram:
+        summary.histogram = Histogram(lo, hi, counts[:])
     return summary
 
 

@@ -1,8 +1,10 @@
-"""The native CPU allocation ledger: compiled once per torch build, loaded with ctypes.
+"""forgeviz's native library: compiled once per torch build, loaded with ctypes.
 
 ``cpu_ledger.cpp`` wraps c10's CPU allocator, so tracking costs a hash insert per allocation
-instead of a Python call per op. It needs a C++ compiler and torch's headers (in every torch
-wheel); without them forgeviz falls back to the Python dispatch-mode tracker, and says so.
+instead of a Python call per op. ``tensor_stats.cpp`` summarises a CPU gradient in one pass
+instead of a dozen torch ops. It needs a C++ compiler and torch's headers (in every torch
+wheel); without them forgeviz falls back to Python (the dispatch-mode tracker, and torch ops for
+summaries), and says so.
 
 Build it ahead of time (``./dev.sh`` does) with ``python -m forgeviz.capture.native``.
 
@@ -26,7 +28,7 @@ from typing import Optional
 
 import torch
 
-SOURCE = Path(__file__).with_name("cpu_ledger.cpp")
+SOURCES = [Path(__file__).with_name("cpu_ledger.cpp"), Path(__file__).with_name("tensor_stats.cpp")]
 ABI_VERSION = 1
 
 
@@ -60,7 +62,7 @@ def _torch_key() -> str:
 
 def library_path() -> Path:
     """The shared library for this source and this torch build (it may not exist yet)."""
-    source = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:10]
+    source = hashlib.sha256(b"".join(path.read_bytes() for path in SOURCES)).hexdigest()[:10]
     return cache_dir() / f"cpu_ledger-{_torch_key()}-{source}.so"
 
 
@@ -69,7 +71,7 @@ def compiler() -> Optional[str]:
 
 
 def build(verbose: bool = False) -> Path:
-    """Compile ``cpu_ledger.cpp`` against the installed torch (about 4 s). Returns the library path.
+    """Compile ``SOURCES`` against the installed torch (about 4 s). Returns the library path.
 
     Raises ``RuntimeError`` saying what is missing (a compiler, torch's headers) and what the
     compiler printed.
@@ -92,7 +94,7 @@ def build(verbose: bool = False) -> Path:
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         out = Path(tmp) / target.name
         cmd = [cxx, "-O2", "-shared", "-fPIC", "-std=c++20", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
-               *[f"-I{p}" for p in includes], str(SOURCE), f"-L{libdir}", "-lc10", "-ltorch_cpu",
+               *[f"-I{p}" for p in includes], *map(str, SOURCES), f"-L{libdir}", "-lc10", "-ltorch_cpu",
                f"-Wl,-rpath,{libdir}", "-o", str(out)]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
@@ -122,6 +124,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "fv_stats": (i64, [vp, c.POINTER(dbl)]), "fv_cut": (None, [vp, i64, c.POINTER(dbl)]),
         "fv_publish": (None, [vp, i64]), "fv_copy": (i64, [vp, i64, i64, c.POINTER(vp)]), "fv_patch_cell": (None, [vp, i64, i32, i32]),
         "fv_op_count": (i32, []), "fv_op_name": (c.c_char_p, [i32]),
+        "fv_summarize": (i32, [vp, i32, i32, c.POINTER(i64), c.POINTER(i64), i64, i32, c.POINTER(dbl),
+                               c.POINTER(i64), c.POINTER(dbl), i64]),
     }
     for name, (restype, argtypes) in sigs.items():
         fn = getattr(lib, name)

@@ -1,0 +1,97 @@
+"""Gradient summaries: the native one-pass path and the torch path both agree with torch itself."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from forgeviz.capture import native
+from forgeviz.capture import summary as summary_module
+from forgeviz.capture.summary import HISTOGRAM_BINS, HISTOGRAM_SAMPLE, SMALL_NUMEL, summarize
+
+
+def cases() -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(7)
+    big = torch.randn(256, 256, generator=g)
+    return {
+        "contiguous 2-D": big,
+        "transposed": big.t(),
+        "every third column": torch.randn(32, 256, generator=g)[:, ::3],
+        "permuted 3-D": torch.randn(4, 5, 6, generator=g).permute(2, 0, 1),
+        "expanded (stride 0)": torch.randn(1, 300, generator=g).expand(7, 300),
+        "odd length": torch.randn(1031, generator=g) * 5 + 2,
+        "float64": torch.randn(500, dtype=torch.float64, generator=g),
+        "large": torch.randn(1 << 20, generator=g),
+        "small": torch.randn(3, 4, generator=g),
+        "0-d": torch.tensor(-2.5),
+        "constant": torch.full((1000,), 3.0),
+    }
+
+
+@pytest.fixture(params=["native", "torch"])
+def path(request, monkeypatch):
+    if request.param == "native":
+        native.load()  # ./dev.sh installs g++; a build failure fails here, loudly
+    else:
+        monkeypatch.setattr(native, "_lib", None)  # as in a process that never loaded it
+    return request.param
+
+
+@pytest.mark.parametrize("name", list(cases()))
+def test_summaries_agree_with_torch(name, path):
+    t = cases()[name]
+    if path == "native":  # the fast path really ran: a silent fallback would pass the rest
+        assert summary_module._summarize_natively(t, True) is not None
+    s = summarize(t)
+    exact = t.double()
+    assert (s.shape, s.dtype, s.numel) == (list(t.shape), str(t.dtype).removeprefix("torch."), t.numel())
+    assert s.min == t.min().item() and s.max == t.max().item()
+    # The native pass sums in double; torch sums float32 in float32 (1e-5 off on a million values).
+    rel = 1e-6 if path == "native" or t.dtype == torch.float64 else 1e-4
+    assert s.mean == pytest.approx(exact.mean().item(), rel=rel, abs=1e-9)
+    assert s.norm == pytest.approx(exact.norm().item(), rel=rel)
+    if t.numel() <= SMALL_NUMEL:
+        assert s.values == t.reshape(-1).tolist() and s.histogram is None
+        return
+    assert s.values is None
+    # Every step-th element in reshape(-1) order, binned over [min, max] like torch.histc.
+    sample = t.reshape(-1)[:: max(1, t.numel() // HISTOGRAM_SAMPLE)].float()
+    hi = s.max if s.max > s.min else s.min + 1
+    expected = torch.histc(sample, bins=HISTOGRAM_BINS, min=s.min, max=hi)
+    assert s.histogram.counts == [int(c) for c in expected.tolist()]
+    assert sum(s.histogram.counts) == sample.numel()
+
+
+def test_nonfinite_values_are_counted_by_torch(path):
+    bad = torch.tensor([1.0, float("nan"), float("inf"), -2.0] * 100)
+    assert summary_module._summarize_natively(bad, True) is None  # the native pass hands these over
+    s = summarize(bad)
+    assert (s.nan_count, s.inf_count, s.min, s.max) == (100, 100, -2.0, 1.0)
+    assert s.mean == "NaN" and sum(s.histogram.counts) == 200  # the finite values only
+
+
+@pytest.mark.parametrize("t", [torch.arange(100, dtype=torch.float16), torch.arange(100), torch.zeros(0),
+                               torch.randn(8, dtype=torch.complex64)], ids=["float16", "int64", "empty", "complex"])
+def test_other_tensors_take_the_torch_path(t):
+    native.load()
+    assert summary_module._summarize_natively(t, True) is None
+    s = summarize(t)
+    assert s.numel == t.numel()
+    if t.numel():
+        magnitude = t.abs() if t.is_complex() else t
+        assert s.max == pytest.approx(magnitude.double().max().item())
+        assert s.norm == pytest.approx(magnitude.double().norm().item(), rel=1e-3)
+
+
+def test_a_summary_reaches_no_torch_function_mode(path):
+    seen = []
+
+    class Spy(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    t = torch.randn(300)
+    with Spy():
+        summarize(t)
+    assert seen == []
