@@ -161,6 +161,22 @@ def test_s2_accumulation_history_and_zero_grad(nb):
     assert history[-2] is None and history[-1]["values"] == [4.0] == nb["x"].grad.tolist()
 
 
+def test_leaf_history_is_the_grad_after_accumulation_whatever_its_layout(nb):
+    # w's gradient arrives transposed (a view), so AccumulateGrad copies it into w's layout; v's
+    # post-accumulate hook drops its .grad (as an optimizer-in-backward does).
+    nb.ok("w = torch.randn(3, 4, requires_grad=True)\nv = torch.randn(4, requires_grad=True)\n"
+          "h = v.register_post_accumulate_grad_hook(lambda p: setattr(p, 'grad', None))\n"
+          "y = ((torch.ones(5, 4) * v) @ w.t()).sum()\ng = forgeviz.graph(y)\ny.backward()")
+    for name, expected in [("w", nb["w"].grad), ("v", None)]:
+        leaf = by_label(nb["g"].model, name)
+        history = request(nb["g"], {"type": "inspect", "request_id": 1, "node": leaf.id})["detail"]["leaf_grad_history"]
+        if expected is None:
+            assert history == [None]
+        else:
+            assert history[-1]["shape"] == [3, 4] and history[-1]["values"] == expected.reshape(-1).tolist()
+            assert history[-1]["norm"] == pytest.approx(expected.norm().item())
+
+
 def request(widget, content):
     """Deliver a browser request the way the kernel does: a comm_msg through ipywidgets."""
     replies = []

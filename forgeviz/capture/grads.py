@@ -128,7 +128,7 @@ class BackwardRecorder:
             nid = node_id(node)
             handles.append(node.register_hook(self._make_hook(nid, backward_index, state)))
             if type(node).__name__ == "AccumulateGrad":
-                prehook, leaf_hook = self._make_leaf_hooks(node)
+                prehook, leaf_hook = self._make_leaf_hooks(node, state)
                 handles.append(node.register_prehook(prehook))
                 handles.append(node.register_hook(leaf_hook))
         return handles
@@ -166,15 +166,21 @@ class BackwardRecorder:
                 self.on_fault(f"recording gradients failed: {exc!r}")
         return hook
 
-    def _make_leaf_hooks(self, node):
+    def _make_leaf_hooks(self, node, state: dict):
         """A leaf's ``.grad`` before (reset or not) and after this pass, for the S2 history."""
+        # When .grad was None, AccumulateGrad sets it to the incoming gradient (kept, or copied
+        # into the parameter's layout): same values, so the same summary, computed once.
+        incoming: list = [None]
 
         def prehook(grad_outputs):
             try:
                 leaf = node.variable
                 history = self.store.leaf_history(leaf, create=True)
-                if leaf.grad is None and history.values:
-                    history.values.append(None)  # .grad was reset (zero_grad) since the last pass
+                incoming[0] = None
+                if leaf.grad is None:
+                    if history.values:
+                        history.values.append(None)  # .grad was reset (zero_grad) since the last pass
+                    incoming[0] = self._summary(grad_outputs[0], state["cache"])
             except Exception as exc:  # noqa: BLE001
                 self.on_fault(f"recording leaf gradient failed: {exc!r}")
 
@@ -182,7 +188,11 @@ class BackwardRecorder:
             try:
                 leaf = node.variable
                 history = self.store.leaf_history(leaf, create=True)
-                history.values.append(summarize(leaf.grad))  # AccumulateGrad has updated .grad by now
+                # AccumulateGrad has updated .grad by now (a post-accumulate hook may have reset it).
+                grad = leaf.grad
+                if grad is not None and incoming[0] is None:
+                    incoming[0] = self._summary(grad, state["cache"])
+                history.values.append(incoming[0] if grad is not None else None)
                 del history.values[:-32]
             except Exception as exc:  # noqa: BLE001
                 self.on_fault(f"recording leaf gradient failed: {exc!r}")
