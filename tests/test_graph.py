@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import forgeviz
+from forgeviz.capture.grads import iter_graph
 from forgeviz.capture.session import get_session
 from forgeviz.capture.walk import NO_HISTORY
 
@@ -175,6 +176,33 @@ def test_leaf_history_is_the_grad_after_accumulation_whatever_its_layout(nb):
         else:
             assert history[-1]["shape"] == [3, 4] and history[-1]["values"] == expected.reshape(-1).tolist()
             assert history[-1]["norm"] == pytest.approx(expected.norm().item())
+
+
+def test_dead_graphs_are_forgotten_unless_a_view_shows_them(nb):
+    # S1 drawn, backward, then its tensors die; a training loop then makes 300 graphs that die too.
+    nb.ok(S1 + "g = forgeviz.graph(loss)\nloss.backward()")
+    mul = by_label(nb["g"].model, "z")
+    s1_ids = {n.id for n in nb["g"].model.nodes}
+    nb.ok("del x, y, z, w, loss")
+    store = get_session().store
+    passes, first_id = store.passes, max(store.nodes) + 1  # Node ids only grow
+    nb.ok("model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))\n"
+          "opt = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+          "for _ in range(300):\n"
+          "    loss = model(torch.randn(4, 8)).pow(2).mean()\n"
+          "    opt.zero_grad()\n"
+          "    loss.backward()\n"
+          "    opt.step()")
+    # 300 graphs of 11 Nodes were recorded. Kept: the last graph (alive), S1's drawing, and at most
+    # prune_every deaths not swept yet.
+    live = {n.metadata["fv_id"] for n in iter_graph([nb["loss"].grad_fn])}
+    assert store.passes - passes == 300 and len(live) == 11
+    assert len([nid for nid in store.nodes if nid >= first_id]) <= len(live) + store.prune_every
+    store.prune(force=True)
+    assert {nid for nid in store.nodes if nid >= first_id} == live and s1_ids <= set(store.nodes)
+    # The drawing still answers with the gradients that flowed through it.
+    detail = request(nb["g"], {"type": "inspect", "request_id": 1, "node": mul.id})["detail"]
+    assert [g["values"] for g in detail["grads"][-1]["grad_inputs"]] == [[48.0], [32.0]]
 
 
 def request(widget, content):

@@ -95,3 +95,31 @@ def test_a_summary_reaches_no_torch_function_mode(path):
     with Spy():
         summarize(t)
     assert seen == []
+
+
+def test_capture_uses_the_built_library_and_never_builds_it(tmp_path):
+    # A fresh process: capture() outside IPython loads the library if it is built (./dev.sh builds
+    # it), and with an empty cache neither builds it nor remembers that as a failure.
+    import json
+    import os
+    import subprocess
+    import sys
+
+    native.load()  # built into the usual cache
+    script = (
+        "import json, torch, forgeviz\n"
+        "from forgeviz.capture import native\n"
+        "x = torch.randn(300, requires_grad=True)\n"
+        "with forgeviz.capture():\n"
+        "    (x * 2).sum().backward()\n"
+        "print(json.dumps([native.loaded() is not None, native.unavailable_reason()]))\n"
+    )
+    for cache, expected in [(os.environ.get("FORGEVIZ_CACHE"), [True, None]), (str(tmp_path), [False, None])]:
+        env = dict(os.environ)
+        env.pop("FORGEVIZ_CACHE", None)
+        if cache:
+            env["FORGEVIZ_CACHE"] = cache
+        out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout.splitlines()[-1]) == expected
+    assert not list(tmp_path.rglob("*.so"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import logging
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional
 
@@ -68,19 +68,47 @@ class LeafHistory:
     values: list[Optional[TensorSummary]] = field(default_factory=list)  # .grad after each pass; None = reset
 
 
+class _NodeGone:
+    """Kept in a Node's ``metadata``, a dict that dies with the Node: so does this, and it tells the
+    store which Node id is gone (no weakref to a Node is possible)."""
+
+    __slots__ = ("dead", "nid")
+
+    def __init__(self, dead: deque, nid: int) -> None:
+        self.dead, self.nid = dead, nid
+
+    def __del__(self) -> None:
+        self.dead.append(self.nid)  # thread-safe; a Node may die on an autograd thread
+
+
 class GradStore:
     """Bounded memory of what backward passes sent through each Node id.
 
-    Keeps at most ``max_nodes`` nodes (least recently updated dropped first) and the last
-    ``records_per_node`` passes of each.
+    Keeps the last ``records_per_node`` passes of each Node while the Node lives, and after that
+    only while a view shows it (``pinned()`` names those ids): a training loop makes a new graph
+    every step, and without this the records of dead graphs would pile up to ``max_nodes``
+    (least recently updated dropped first), about 2 KB each.
+
+    >>> store = GradStore(); store.add(7, GradRecord(1, [], [])).records[-1].backward_index
+    1
     """
 
-    def __init__(self, max_nodes: int = 50_000, records_per_node: int = 8) -> None:
+    def __init__(self, max_nodes: int = 50_000, records_per_node: int = 8, prune_every: int = 256) -> None:
         self.max_nodes = max_nodes
         self.records_per_node = records_per_node
         self.nodes: "OrderedDict[int, NodeGrads]" = OrderedDict()
         self.leaves: dict[int, LeafHistory] = {}  # keyed by id(leaf tensor), checked by weakref
         self.passes = 0
+        self.pinned: Callable[[], set] = set  # the session names the ids its views show
+        self.prune_every = prune_every
+        self.dead: deque = deque()  # ids of recorded Nodes that died since the last prune
+        self._dead_but_shown: set[int] = set()
+
+    def watch(self, node, nid: int) -> None:
+        """Drop ``nid``'s records some time after ``node`` dies (unless a view shows it)."""
+        meta = node.metadata
+        if "fv_gone" not in meta:
+            meta["fv_gone"] = _NodeGone(self.dead, nid)
 
     def add(self, nid: int, record: GradRecord) -> NodeGrads:
         entry = self.nodes.get(nid)
@@ -93,6 +121,18 @@ class GradStore:
         entry.records.append(record)
         del entry.records[: -self.records_per_node]
         return entry
+
+    def prune(self, force: bool = False) -> None:
+        """Forget dead Nodes that no view shows (every ``prune_every`` deaths, or when forced)."""
+        if not force and len(self.dead) < self.prune_every:
+            return
+        shown = self.pinned()
+        candidates = self._dead_but_shown
+        while self.dead:
+            candidates.add(self.dead.popleft())
+        self._dead_but_shown = {nid for nid in candidates if nid in shown}
+        for nid in candidates - self._dead_but_shown:
+            self.nodes.pop(nid, None)
 
     def get(self, nid: int) -> Optional[NodeGrads]:
         return self.nodes.get(nid)
@@ -124,8 +164,10 @@ class BackwardRecorder:
         # summarise it once per pass. Keyed by id, confirmed by a weakref so a reused id misses.
         state = {"first_nonfinite": None, "cache": {}}
         handles = []
+        self.store.prune()
         for node in iter_graph(roots):
             nid = node_id(node)
+            self.store.watch(node, nid)
             handles.append(node.register_hook(self._make_hook(nid, backward_index, state)))
             if type(node).__name__ == "AccumulateGrad":
                 prehook, leaf_hook = self._make_leaf_hooks(node, state)

@@ -119,6 +119,7 @@ class CaptureSession:
     def __init__(self) -> None:
         self.store = GradStore()
         self.modules = ModuleStack()
+        self.store.pinned = self._shown_nodes
         self.recorder = BackwardRecorder(self.store, self.fault)
         self.record_grads = True
         self.installed = False
@@ -139,12 +140,22 @@ class CaptureSession:
         # (id of the exception, what to draw): the last shape error an op raised, shapes only.
         self.last_error: Optional[tuple] = None
 
+    def _shown_nodes(self) -> set:
+        """Node ids that views show: their gradients stay inspectable after the Nodes die."""
+        shown: set = set()
+        for widget in list(self.widgets):
+            ids = getattr(widget, "shown_nodes", None)
+            if ids is not None:
+                shown |= ids()
+        return shown
+
     # --- lifecycle -------------------------------------------------------------------------
     def install(self) -> None:
         if not self.installed:
             from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
             self.modules.install()
+            native.load_if_built()  # one-pass gradient summaries (summary.py), when already compiled
             self._step_handles = [register_optimizer_step_pre_hook(self._step_begins),
                                   register_optimizer_step_post_hook(self._step_ends)]
             self.installed = True

@@ -80,6 +80,10 @@ class GraphWidget(RequestWidget):
             self._session.fault(f"drawing the graph failed: {exc!r}")
             self.warnings = [*self.warnings, f"forgeviz could not draw this graph: {exc!r}"][-5:]
 
+    def shown_nodes(self) -> set[int]:
+        """The Node ids this view draws (the store keeps their gradients while it lives)."""
+        return {n.id for n in self._live.graph.nodes}
+
     @property
     def model(self) -> Graph:
         """The plain Graph being shown."""

@@ -165,6 +165,20 @@ def load(build_if_missing: bool = True) -> ctypes.CDLL:
         return lib
 
 
+def load_if_built() -> Optional[ctypes.CDLL]:
+    """The library, loaded now if it is already built for this torch; else None (never builds, and
+    a library not built yet is not remembered as a failure: a later ``load()`` may still build it).
+
+    Graph capture uses it for one-pass gradient summaries when it can have them for free.
+    """
+    if _lib is not None or _error is not None or not library_path().exists():
+        return _lib
+    try:
+        return load(build_if_missing=False)
+    except RuntimeError:
+        return None
+
+
 def loaded() -> Optional[ctypes.CDLL]:
     """The library if this process loaded it, else None (never builds or loads)."""
     return _lib
