@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+import _tree  # noqa: F401,I001 - this checkout's forgeviz, not an installed copy
 import forgeviz
 from forgeviz.capture.cuda_memory import CELL_METADATA
 

@@ -22,6 +22,7 @@ import time
 import torch
 from torch import nn
 
+import _tree  # noqa: F401,I001 - this checkout's forgeviz, not an installed copy
 import forgeviz
 from forgeviz.api import names
 from forgeviz.capture.session import get_session

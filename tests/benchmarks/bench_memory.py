@@ -1,17 +1,21 @@
 """Memory tracking overhead: a training loop with tracking off, native, dispatch-mode, and torch.profiler.
 
 Run: ``.venv/bin/python tests/benchmarks/bench_memory.py``. Rounds are interleaved and the
-medians reported as ratios to "off", measured in one run on one machine.
+medians reported as ratios to "off", measured in one run on one machine, each MLP in a fresh
+process (``bench_memory.py 256 32`` runs one).
 """
 
 from __future__ import annotations
 
 import os
 import statistics
+import subprocess
+import sys
 import time
 
 import torch
 
+import _tree  # noqa: F401,I001 - this checkout's forgeviz, not an installed copy
 import forgeviz
 
 ROUNDS = int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", "9"))
@@ -120,7 +124,13 @@ def case(width: int, batch: int) -> dict[str, float]:
 
 if __name__ == "__main__":
     torch.set_num_threads(2)
-    for width, batch in [(1024, 256), (256, 32)]:
+    if len(sys.argv) == 1:
+        # Each MLP in a process of its own: after the large one, the small one's plain steps ran
+        # 1.5x slower in the same process (allocator and cache state), which skewed every ratio.
+        for width, batch in [(1024, 256), (256, 32)]:
+            subprocess.run([sys.executable, __file__, str(width), str(batch)], check=True)
+    else:
+        width, batch = int(sys.argv[1]), int(sys.argv[2])
         result = case(width, batch)
         print(f"MLP {width} wide, batch {batch}: off {result.pop('off_ms_per_step'):.2f} ms/step, "
               f"seeding {result.pop('seed_ms'):.0f} ms once, an empty memory_trace() {result.pop('trace_ms'):.0f} ms; "
