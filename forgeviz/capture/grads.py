@@ -168,11 +168,10 @@ class BackwardRecorder:
         for node in iter_graph(roots):
             nid = node_id(node)
             self.store.watch(node, nid)
-            handles.append(node.register_hook(self._make_hook(nid, backward_index, state)))
+            hook = self._make_hook(nid, backward_index, state)
             if type(node).__name__ == "AccumulateGrad":
-                prehook, leaf_hook = self._make_leaf_hooks(node, state)
-                handles.append(node.register_prehook(prehook))
-                handles.append(node.register_hook(leaf_hook))
+                hook = self._make_leaf_hook(node, hook, state)
+            handles.append(node.register_hook(hook))
         return handles
 
     def _summary(self, grad: Optional[torch.Tensor], cache: dict) -> Optional[TensorSummary]:
@@ -208,35 +207,27 @@ class BackwardRecorder:
                 self.on_fault(f"recording gradients failed: {exc!r}")
         return hook
 
-    def _make_leaf_hooks(self, node, state: dict):
-        """A leaf's ``.grad`` before (reset or not) and after this pass, for the S2 history."""
-        # When .grad was None, AccumulateGrad sets it to the incoming gradient (kept, or copied
-        # into the parameter's layout): same values, so the same summary, computed once.
-        incoming: list = [None]
-
-        def prehook(grad_outputs):
-            try:
-                leaf = node.variable
-                history = self.store.leaf_history(leaf, create=True)
-                incoming[0] = None
-                if leaf.grad is None:
-                    if history.values:
-                        history.values.append(None)  # .grad was reset (zero_grad) since the last pass
-                    incoming[0] = self._summary(grad_outputs[0], state["cache"])
-            except Exception as exc:  # noqa: BLE001
-                self.on_fault(f"recording leaf gradient failed: {exc!r}")
+    def _make_leaf_hook(self, node, record_node, state: dict):
+        """The Node's record, then the leaf's ``.grad`` after this pass (and whether it was reset
+        before it), for the S2 history."""
+        # Read now, as the backward starts: one hook after AccumulateGrad then does it all.
+        was_none = node.variable.grad is None
 
         def hook(grad_inputs, grad_outputs):
+            record_node(grad_inputs, grad_outputs)  # summarises the incoming gradient first
             try:
                 leaf = node.variable
                 history = self.store.leaf_history(leaf, create=True)
+                if was_none and history.values:
+                    history.values.append(None)  # .grad was reset (zero_grad) since the last pass
                 # AccumulateGrad has updated .grad by now (a post-accumulate hook may have reset it).
+                # A .grad that was None became the incoming gradient (kept, or copied into the
+                # parameter's layout): same values, so its summary, from the cache.
                 grad = leaf.grad
-                if grad is not None and incoming[0] is None:
-                    incoming[0] = self._summary(grad, state["cache"])
-                history.values.append(incoming[0] if grad is not None else None)
+                seen = grad_outputs[0] if was_none and grad_outputs and grad_outputs[0] is not None else grad
+                history.values.append(self._summary(seen, state["cache"]) if grad is not None else None)
                 del history.values[:-32]
             except Exception as exc:  # noqa: BLE001
                 self.on_fault(f"recording leaf gradient failed: {exc!r}")
 
-        return prehook, hook
+        return hook
