@@ -14,14 +14,12 @@ MLP). Not a test: timings are noisy, so nothing here asserts.
 from __future__ import annotations
 
 import os
-import statistics
 import subprocess
 import sys
-import time
 
 import torch
 
-import _tree  # noqa: F401,I001 - this checkout's forgeviz, not an installed copy
+from _bench import interleaved, mlp, train  # noqa: I001 - first: it puts this checkout on sys.path
 from forgeviz.capture import native, summary
 from forgeviz.capture.session import get_session
 
@@ -29,21 +27,13 @@ ROUNDS = int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", "15"))
 STEPS = 10
 
 
-def loop(model, opt, x, y) -> None:
-    for _ in range(STEPS):
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-
-
 def case(width: int, batch: int) -> dict[str, float]:
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width),
-                                torch.nn.ReLU(), torch.nn.Linear(width, 10))
-    opt = torch.optim.Adam(model.parameters())
-    x, y = torch.randn(batch, width), torch.randn(batch, 10)
-    loop(model, opt, x, y)  # warm up
+    model, opt, x, y = mlp(width, batch)
+
+    def loop():
+        train(model, opt, x, y, STEPS)
+
+    loop()  # warm up
     native.load()
     session = get_session()
     one_pass = summary._summarize_natively
@@ -54,24 +44,18 @@ def case(width: int, batch: int) -> dict[str, float]:
             session.install()
             session.record_grads = record_grads
             session.enter()
-            loop(model, opt, x, y)
+            loop()
             session.exit()
             session.uninstall()
             session.record_grads = True
             summary._summarize_natively = one_pass
         return run
 
-    variants = {"off": lambda: loop(model, opt, x, y), "capture, no summaries": cell(False),
-                "capture, torch summaries": cell(True, native_summaries=False),
-                "capture, native summaries": cell(True)}
-    times = {name: [] for name in variants}
-    for _ in range(ROUNDS):
-        for name, fn in variants.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    base = statistics.median(times["off"])
-    return {name: statistics.median(t) / base for name, t in times.items()} | {"off_ms_per_step": base / STEPS * 1e3}
+    medians = interleaved({"off": loop, "capture, no summaries": cell(False),
+                           "capture, torch summaries": cell(True, native_summaries=False),
+                           "capture, native summaries": cell(True)}, ROUNDS)
+    base = medians["off"]
+    return {name: t / base for name, t in medians.items()} | {"off_ms_per_step": base / STEPS * 1e3}
 
 
 if __name__ == "__main__":

@@ -12,14 +12,12 @@ Run on a machine with CUDA: ``.venv/bin/python tests/benchmarks/bench_cuda_memor
 from __future__ import annotations
 
 import pickle
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
 
-import _tree  # noqa: F401,I001 - this checkout's forgeviz, not an installed copy
+from _bench import interleaved, mlp, train  # noqa: I001 - first: it puts this checkout on sys.path
 import forgeviz
 from forgeviz.capture.cuda_memory import CELL_METADATA
 
@@ -28,18 +26,10 @@ ROUNDS, STEPS = 9, 20
 
 
 def setup(width: int, batch: int):
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width),
-                                torch.nn.ReLU(), torch.nn.Linear(width, 10)).cuda()
-    opt = torch.optim.Adam(model.parameters())
-    x, y = torch.randn(batch, width, device="cuda"), torch.randn(batch, 10, device="cuda")
+    model, opt, x, y = mlp(width, batch, device="cuda")
 
     def loop():
-        for _ in range(STEPS):
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+        train(model, opt, x, y, STEPS)
         torch.cuda.synchronize()
 
     return model, opt, loop
@@ -59,14 +49,9 @@ def overhead(width: int, batch: int) -> dict[str, float]:
 
     variants = {"off": loop, "forgeviz memory_trace(device='cuda')": traced,
                 "torch.profiler(profile_memory)": profiled}
-    times = {name: [] for name in variants}
-    for _ in range(ROUNDS):
-        for name, fn in variants.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    base = statistics.median(times["off"])
-    return {name: statistics.median(t) / base for name, t in times.items()} | {"off_ms_per_step": base / STEPS * 1e3}
+    medians = interleaved(variants, ROUNDS)
+    base = medians["off"]
+    return {name: t / base for name, t in medians.items()} | {"off_ms_per_step": base / STEPS * 1e3}
 
 
 def record() -> None:

@@ -22,7 +22,7 @@ import time
 import torch
 from torch import nn
 
-import _tree  # noqa: F401,I001 - this checkout's forgeviz, not an installed copy
+import _bench  # noqa: F401,I001 - first: it puts this checkout on sys.path
 import forgeviz
 from forgeviz.api import names
 from forgeviz.capture.session import get_session

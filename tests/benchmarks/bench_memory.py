@@ -15,7 +15,7 @@ import time
 
 import torch
 
-import _tree  # noqa: F401,I001 - this checkout's forgeviz, not an installed copy
+from _bench import interleaved, mlp, train  # noqa: I001 - first: it puts this checkout on sys.path
 import forgeviz
 
 ROUNDS = int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", "9"))
@@ -23,19 +23,11 @@ STEPS = 10
 
 
 def loop(model, opt, x, y) -> None:
-    for _ in range(STEPS):
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    train(model, opt, x, y, STEPS)
 
 
 def case(width: int, batch: int) -> dict[str, float]:
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width),
-                                torch.nn.ReLU(), torch.nn.Linear(width, 10))
-    opt = torch.optim.Adam(model.parameters())
-    x, y = torch.randn(batch, width), torch.randn(batch, 10)
+    model, opt, x, y = mlp(width, batch)
     loop(model, opt, x, y)  # warm up
 
     def off():
@@ -102,20 +94,15 @@ def case(width: int, batch: int) -> dict[str, float]:
                 "torch.profiler(profile_memory)": profiler, "memory_trace() block": trace_block,
                 "cell, memory off": notebook(False),
                 "cell, memory on": notebook(True)}
-    times = {name: [] for name in variants}
-    for _ in range(ROUNDS):
-        for name, fn in variants.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
+    medians = interleaved(variants, ROUNDS)
     entries = []
     for _ in range(5):  # memory_trace()'s fixed cost: a gc walk seeds what already exists
         start = time.perf_counter()
         with forgeviz.memory_trace():
             pass
         entries.append(time.perf_counter() - start)
-    base = statistics.median(times["off"])
-    ratios = {name: statistics.median(t) / base for name, t in times.items()}
+    base = medians["off"]
+    ratios = {name: t / base for name, t in medians.items()}
     # The memory timeline's own cost inside a notebook cell, where graph capture runs anyway.
     ratios["memory in a cell (on / off)"] = ratios["cell, memory on"] / ratios["cell, memory off"]
     return ratios | {"off_ms_per_step": base / STEPS * 1e3, "seed_ms": seed_ms,

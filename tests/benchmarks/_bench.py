@@ -1,0 +1,46 @@
+"""What the benchmarks share. Imported before forgeviz: they measure this checkout's forgeviz, never a
+copy installed earlier into the venv (``pip install .`` is not editable, so an edit would otherwise
+go unmeasured)."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+ROOT = str(Path(__file__).resolve().parents[2])
+if sys.path[:1] != [ROOT]:
+    sys.path.insert(0, ROOT)
+
+
+def mlp(width: int, batch: int, device: str = "cpu"):
+    """The benchmark MLP (three Linear layers, ReLU between), Adam, and one batch: (model, opt, x, y)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width),
+                                torch.nn.ReLU(), torch.nn.Linear(width, 10)).to(device)
+    opt = torch.optim.Adam(model.parameters())
+    return model, opt, torch.randn(batch, width, device=device), torch.randn(batch, 10, device=device)
+
+
+def train(model, opt, x, y, steps: int) -> None:
+    """The five-step training loop, ``steps`` times."""
+    for _ in range(steps):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+def interleaved(variants: dict[str, Callable[[], None]], rounds: int) -> dict[str, float]:
+    """Median seconds of each variant, run round-robin so that drift hits them all alike."""
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, fn in variants.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
