@@ -327,6 +327,51 @@ def test_first_nonfinite_node_is_the_one_anomaly_mode_names(nb):
     assert torch.isnan(nb["v"].grad[0]) and nb["v"].grad[1].item() == 0.5
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_gradients_summarised_on_their_device_arrive_when_the_pass_ends(nb, monkeypatch):
+    # What a GPU's gradients go through (summarised there, read back once the backward ends), run
+    # here on CPU tensors: the same numbers, the same first non-finite Node, the same leaf history.
+    from forgeviz.capture.grads import BackwardRecorder
+
+    monkeypatch.setattr(BackwardRecorder, "deferred", staticmethod(lambda grad: True))
+    # Count the numbers read back from armed hooks to the pass's end (views read their own after).
+    reads, armed = [], []
+    arm, tolist = BackwardRecorder.arm, torch.Tensor.tolist
+
+    def counting_arm(self, roots):
+        armed.append(True)
+        finish = arm(self, roots)
+        return lambda: (finish(), armed.clear())
+
+    monkeypatch.setattr(BackwardRecorder, "arm", counting_arm)
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda self: (armed and reads.append(self.numel())) or tolist(self))
+    nb.ok(S1 + "g = forgeviz.graph(loss)\nloss.backward()")
+    assert len(reads) == 1  # every gradient of the pass, read in one copy
+    mul = by_label(nb["g"].model, "z")
+    detail = request(nb["g"], {"type": "inspect", "request_id": 1, "node": mul.id})["detail"]
+    assert [g["values"] for g in detail["grads"][-1]["grad_inputs"]] == [[48.0], [32.0]]
+    x = by_label(nb["g"].model, "x")
+    detail = request(nb["g"], {"type": "inspect", "request_id": 2, "node": x.id})["detail"]
+    assert [h["values"] for h in detail["leaf_grad_history"]] == [[64.0]]
+    nb.ok("v = torch.tensor([-1., 4.], requires_grad=True)\nr = torch.sqrt(v) * 2\nloss = r.sum()\n"
+          "g = forgeviz.graph(loss)\nloss.backward()")
+    graph = nb["g"].model
+    assert [n.name for n in graph.nodes if n.first_nonfinite] == ["SqrtBackward0"]
+    sqrt = next(n.id for n in graph.nodes if n.name == "SqrtBackward0")
+    grad_in = request(nb["g"], {"type": "inspect", "request_id": 3, "node": sqrt})["detail"]["grads"][-1]["grad_inputs"][0]
+    assert (grad_in["nan_count"], grad_in["values"][1]) == (1, 0.5)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA-only: no CUDA GPU on this machine")
+def test_cuda_gradients_are_recorded(nb):
+    nb.ok(S1.replace("requires_grad=True", "requires_grad=True, device='cuda'") + "g = forgeviz.graph(loss)\nloss.backward()")
+    mul = by_label(nb["g"].model, "z")
+    grads = request(nb["g"], {"type": "inspect", "request_id": 1, "node": mul.id})["detail"]["grads"][-1]
+    assert [g["values"] for g in grads["grad_inputs"]] == [[48.0], [32.0]]
+    assert grads["grad_inputs"][0]["device"] == "cuda:0"
+
+
 def test_autograd_grad_is_recorded_like_backward(nb):
     nb.ok(S1 + "g = forgeviz.graph(loss)\ndx, dy = torch.autograd.grad(loss, [x, y])")
     assert (nb["dx"].item(), nb["dy"].item()) == (64.0, 32.0)

@@ -123,3 +123,45 @@ def test_capture_uses_the_built_library_and_never_builds_it(tmp_path):
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout.splitlines()[-1]) == expected
     assert not list(tmp_path.rglob("*.so"))
+
+
+@pytest.mark.parametrize("name", list(cases()))
+def test_summaries_made_on_the_device_agree_with_torch(name, monkeypatch):
+    # What a GPU gradient goes through, on a CPU tensor: nothing is read until flush(), then once.
+    t = cases()[name]
+    reads = []
+    tolist = torch.Tensor.tolist
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda self: reads.append(1) or tolist(self))
+    monkeypatch.setattr(torch.Tensor, "item", lambda self: pytest.fail("a read back before flush()"))
+    pending = summary_module.DeferredSummaries()
+    s, again = pending.summarize(t), pending.summarize(t * 2)
+    assert reads == [] and s.norm is None
+    pending.flush()
+    assert reads == [1]
+    monkeypatch.undo()  # the oracle below reads numbers its own way
+    exact = t.double()
+    assert (s.shape, s.numel) == (list(t.shape), t.numel())
+    assert s.min == t.min().item() and s.max == t.max().item() and again.max == (t * 2).max().item()
+    assert s.mean == pytest.approx(exact.mean().item(), rel=1e-6, abs=1e-9)
+    assert s.norm == pytest.approx(exact.norm().item(), rel=1e-6)
+    if t.numel() <= SMALL_NUMEL:
+        assert s.values == t.reshape(-1).tolist() and s.histogram is None
+        return
+    sample = t.reshape(-1)[:: max(1, t.numel() // HISTOGRAM_SAMPLE)].float()
+    hi = s.max if s.max > s.min else s.min + 1
+    expected = [int(c) for c in torch.histc(sample, bins=HISTOGRAM_BINS, min=s.min, max=hi).tolist()]
+    # Binned in float64 here, float32 in histc: a value on a bin edge may fall on either side.
+    assert sum(s.histogram.counts) == sum(expected) == sample.numel()
+    assert sum(abs(a - b) for a, b in zip(s.histogram.counts, expected)) <= 2
+
+
+def test_device_summaries_count_what_is_not_finite():
+    pending = summary_module.DeferredSummaries()
+    bad = pending.summarize(torch.tensor([1.0, float("nan"), float("inf"), -2.0] * 100))
+    none = pending.summarize(torch.full((100,), float("nan")))
+    ints = pending.summarize(torch.arange(100))
+    pending.flush()
+    assert (bad.nan_count, bad.inf_count, bad.min, bad.max, bad.mean) == (100, 100, -2.0, 1.0, "NaN")
+    assert sum(bad.histogram.counts) == 200  # the finite values of the sample only
+    assert (none.nan_count, none.min, none.max, none.histogram) == (100, "NaN", "NaN", None)
+    assert (ints.min, ints.max, ints.mean) == (0.0, 99.0, 49.5)

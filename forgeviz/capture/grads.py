@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Optional
 import torch
 
 from ..model.graph import GradRecord, TensorSummary
-from .summary import summarize
+from .summary import DeferredSummaries, summarize
 
 log = logging.getLogger("forgeviz")
 
@@ -156,13 +156,21 @@ class BackwardRecorder:
         self.on_fault = on_fault
         self.histograms = True
 
-    def arm(self, roots: list) -> list:
-        """Register hooks on every Node reachable from ``roots``; returns the handles."""
+    @staticmethod
+    def deferred(grad: torch.Tensor) -> bool:
+        """Whether ``grad`` is summarised on its device and read back when the pass ends (a CPU
+        gradient is read at once: that costs no wait)."""
+        return not grad.is_cpu
+
+    def arm(self, roots: list) -> Callable[[], None]:
+        """Register hooks on every Node reachable from ``roots``. Returns what to call when the
+        backward call ends (even by raising): it removes them and completes the pass's records."""
         self.store.passes += 1
         backward_index = self.store.passes
         # One gradient is usually both one node's grad_input and the next node's grad_output:
         # summarise it once per pass. Keyed by id, confirmed by a weakref so a reused id misses.
-        state = {"first_nonfinite": None, "cache": {}}
+        # Gradients on an accelerator are summarised there and read back when the pass ends.
+        state = {"cache": {}, "deferred": DeferredSummaries(), "recorded": []}
         handles = []
         self.store.prune()
         for node in iter_graph(roots):
@@ -172,37 +180,43 @@ class BackwardRecorder:
             if type(node).__name__ == "AccumulateGrad":
                 hook = self._make_leaf_hook(node, hook, state)
             handles.append(node.register_hook(hook))
-        return handles
 
-    def _summary(self, grad: Optional[torch.Tensor], cache: dict) -> Optional[TensorSummary]:
+        def finish() -> None:
+            for handle in handles:
+                handle.remove()
+            state["deferred"].flush()
+            # The first Node, in the order backward ran them, whose gradients are not all finite.
+            for entry, record in state["recorded"]:
+                if has_nonfinite(record.grad_inputs + record.grad_outputs):
+                    entry.first_nonfinite_pass = backward_index
+                    break
+
+        return finish
+
+    def _summary(self, grad: Optional[torch.Tensor], state: dict) -> Optional[TensorSummary]:
         if grad is None:
             return None
+        cache = state["cache"]
         hit = cache.get(id(grad))
         if hit is not None and hit[0]() is grad and hit[2] == grad._version:
             return hit[1]
-        summary = summarize(grad, histogram=self.histograms)
+        if self.deferred(grad):
+            summary = state["deferred"].summarize(grad, histogram=self.histograms)
+        else:
+            summary = summarize(grad, histogram=self.histograms)
         cache[id(grad)] = (weakref.ref(grad), summary, grad._version)
         return summary
-
-    @staticmethod
-    def disarm(handles: list) -> None:
-        for handle in handles:
-            handle.remove()
 
     def _make_hook(self, nid: int, backward_index: int, state: dict):
         def hook(grad_inputs, grad_outputs):
             # A fault here must never break the user's backward: record it and move on.
             try:
-                cache = state["cache"]
                 record = GradRecord(
                     backward_index,
-                    [self._summary(g, cache) for g in grad_outputs],
-                    [self._summary(g, cache) for g in grad_inputs],
+                    [self._summary(g, state) for g in grad_outputs],
+                    [self._summary(g, state) for g in grad_inputs],
                 )
-                entry = self.store.add(nid, record)
-                if state["first_nonfinite"] is None and has_nonfinite(record.grad_inputs + record.grad_outputs):
-                    state["first_nonfinite"] = nid
-                    entry.first_nonfinite_pass = backward_index
+                state["recorded"].append((self.store.add(nid, record), record))
             except Exception as exc:  # noqa: BLE001 - reported, never raised into torch
                 self.on_fault(f"recording gradients failed: {exc!r}")
         return hook
@@ -225,7 +239,7 @@ class BackwardRecorder:
                 # parameter's layout): same values, so its summary, from the cache.
                 grad = leaf.grad
                 seen = grad_outputs[0] if was_none and grad_outputs and grad_outputs[0] is not None else grad
-                history.values.append(self._summary(seen, state["cache"]) if grad is not None else None)
+                history.values.append(self._summary(seen, state) if grad is not None else None)
                 del history.values[:-32]
             except Exception as exc:  # noqa: BLE001
                 self.on_fault(f"recording leaf gradient failed: {exc!r}")

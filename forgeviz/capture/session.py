@@ -274,10 +274,10 @@ class CaptureSession:
 
     def run_backward(self, func, args, kwargs):
         """Run the user's backward with Node hooks armed; their exception propagates untouched."""
-        handles = []
+        finish = None
         try:
             if self.record_grads:  # memory_trace() alone wants the backward's line, not its gradients
-                handles = self.recorder.arm(_roots_of_backward(func, args, kwargs))
+                finish = self.recorder.arm(_roots_of_backward(func, args, kwargs))
         except Exception as exc:  # noqa: BLE001
             self.fault(f"arming gradient hooks failed: {exc!r}")
         sites = [t for t in self.traces if t.wants_sites]
@@ -288,7 +288,11 @@ class CaptureSession:
         finally:
             for tracker in sites:
                 tracker.set_site(None)
-            BackwardRecorder.disarm(handles)
+            if finish is not None:
+                try:
+                    finish()
+                except Exception as exc:  # noqa: BLE001 - the user's backward result (or error) stands
+                    self.fault(f"completing the gradient records failed: {exc!r}")
             for callback in list(self.after_backward):
                 try:
                     callback()

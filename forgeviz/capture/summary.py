@@ -137,6 +137,102 @@ def _summarize_natively(t: torch.Tensor, histogram: bool) -> TensorSummary | Non
     return summary
 
 
+class DeferredSummaries:
+    """Summaries of tensors on an accelerator, computed there and read back together.
+
+    Reading a number off a GPU waits for every kernel queued before it: two reads per gradient
+    (its stats, its histogram) would stall a backward pass once per gradient. Here each gradient's
+    numbers are reduced on its device into one small tensor, asynchronously, as the hook sees it;
+    ``flush()`` reads them all with one copy per device and fills the summaries in.
+
+    >>> pending = DeferredSummaries()
+    >>> s = pending.summarize(torch.tensor([48., 32.]))
+    >>> s.norm is None, pending.flush(), round(s.norm, 4)
+    (True, None, 57.6888)
+    """
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[TensorSummary, torch.Tensor, bool]] = []
+
+    def summarize(self, t: torch.Tensor, histogram: bool = True) -> TensorSummary:
+        """A summary of ``t`` whose numbers arrive at ``flush()`` (shape and dtype are there now)."""
+        from .session import untraced
+
+        summary = TensorSummary(list(t.shape), dtype_name(t.dtype), str(t.device), t.numel())
+        if t.numel() == 0 or t.layout != torch.strided or t.device.type == "meta" or t.is_quantized:
+            return summary
+        with untraced(), torch.no_grad():
+            packed, has_histogram = _reduce_on_device(t.detach(), histogram)
+        self._pending.append((summary, packed, has_histogram))
+        return summary
+
+    def flush(self) -> None:
+        """Read every pending summary's numbers: one device-to-host copy per device."""
+        from .session import untraced
+
+        pending, self._pending = self._pending, []
+        by_device: dict = {}
+        for item in pending:
+            by_device.setdefault(item[1].device, []).append(item)
+        with untraced(), torch.no_grad():
+            for items in by_device.values():
+                numbers = torch.cat([packed for _, packed, _ in items]).tolist()
+                at = 0
+                for summary, packed, has_histogram in items:
+                    _fill(summary, numbers[at:at + packed.numel()], has_histogram)
+                    at += packed.numel()
+
+
+_HEAD = 6  # min and max of the finite values, sum, norm, NaN count, infinity count
+
+
+def _reduce_on_device(t: torch.Tensor, histogram: bool) -> tuple[torch.Tensor, bool]:
+    """One float64 tensor on ``t``'s device: _HEAD stats, then the values (small tensors) or the
+    histogram counts. No op here reads a number back to the host."""
+    if t.is_complex():
+        t = t.abs()
+    x = t if t.is_floating_point() else t.to(torch.float64 if t.dtype == torch.int64 else torch.float32)
+    flat = x.reshape(-1)
+    finite = torch.isfinite(flat)
+    nan_count = torch.isnan(flat).sum()
+    inf = torch.tensor(float("inf"), dtype=flat.dtype, device=flat.device)
+    lo = torch.where(finite, flat, inf).amin()  # +inf when nothing is finite
+    hi = torch.where(finite, flat, -inf).amax()
+    head = torch.stack([lo.double(), hi.double(), flat.sum(dtype=torch.float64),
+                        torch.linalg.vector_norm(flat, dtype=torch.float64), nan_count.double(),
+                        (flat.numel() - finite.sum() - nan_count).double()])
+    if flat.numel() <= SMALL_NUMEL:
+        return torch.cat([head, flat.double()]), False
+    if not histogram:
+        return head, False
+    # Every step-th element, binned between the finite min and max like torch.histc; a non-finite
+    # sample adds nothing (torch.histc itself would need min and max on the host: a sync).
+    step = max(1, flat.numel() // HISTOGRAM_SAMPLE)
+    sample = flat[::step].double()
+    lo64, hi64 = head[0], head[1]
+    width = torch.where(hi64 > lo64, hi64 - lo64, torch.ones_like(hi64))
+    position = torch.nan_to_num(((sample - lo64) / width * HISTOGRAM_BINS).floor(), nan=0.0, posinf=0.0, neginf=0.0)
+    bins = position.clamp(0, HISTOGRAM_BINS - 1).long()
+    counts = torch.zeros(HISTOGRAM_BINS, dtype=torch.float64, device=flat.device)
+    counts.scatter_add_(0, bins, torch.isfinite(sample).double())
+    return torch.cat([head, counts]), True
+
+
+def _fill(summary: TensorSummary, numbers: list[float], has_histogram: bool) -> None:
+    lo, hi, total, norm, nan_count, inf_count = numbers[:_HEAD]
+    if not math.isfinite(lo):  # no finite value at all
+        lo = hi = float("nan")
+    summary.min, summary.max = wire_float(lo), wire_float(hi)
+    summary.mean, summary.norm = wire_float(total / summary.numel), wire_float(norm)
+    summary.nan_count, summary.inf_count = int(nan_count), int(inf_count)
+    rest = numbers[_HEAD:]
+    if has_histogram:
+        if math.isfinite(lo):  # else nothing was binned
+            summary.histogram = Histogram(lo, hi, [int(c) for c in rest])
+    elif rest:
+        summary.values = [wire_float(v) for v in rest]
+
+
 def brief(summary: TensorSummary | None) -> str | None:
     """A few characters for a badge: the values when there are ≤ 4, else the norm.
 

@@ -7,6 +7,11 @@ Arms, interleaved round by round in one process per MLP and reported as ratios t
   capture, torch summaries   ...plus every Node's gradients summarised with torch ops
   capture, native summaries  ...summarised in one pass by forgeviz's native library (the default)
 
+On a GPU (``bench_capture.py 256 32 cuda``; run by default when CUDA is available) the arms are:
+
+  capture, read per gradient  every gradient summarised with torch ops and read back at once (syncs)
+  capture, read per pass      summarised on the GPU, read back together when the pass ends (default)
+
 Run: ``.venv/bin/python tests/benchmarks/bench_capture.py`` (or ``bench_capture.py 256 32`` for one
 MLP). Not a test: timings are noisy, so nothing here asserts.
 """
@@ -21,26 +26,32 @@ import torch
 
 from _bench import interleaved, mlp, train  # noqa: I001 - first: it puts this checkout on sys.path
 from forgeviz.capture import native, summary
+from forgeviz.capture.grads import BackwardRecorder
 from forgeviz.capture.session import get_session
 
 ROUNDS = int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", "15"))
 STEPS = 10
 
 
-def case(width: int, batch: int) -> dict[str, float]:
-    model, opt, x, y = mlp(width, batch)
+def case(width: int, batch: int, device: str = "cpu") -> dict[str, float]:
+    model, opt, x, y = mlp(width, batch, device)
 
     def loop():
         train(model, opt, x, y, STEPS)
+        if device != "cpu":
+            torch.cuda.synchronize()
 
     loop()  # warm up
     native.load()
     session = get_session()
     one_pass = summary._summarize_natively
 
-    def cell(record_grads: bool, native_summaries: bool = True):
+    defer = BackwardRecorder.__dict__["deferred"]  # the staticmethod itself, to put back as it was
+
+    def cell(record_grads: bool, native_summaries: bool = True, per_pass: bool = True):
         def run():
             summary._summarize_natively = one_pass if native_summaries else (lambda t, histogram: None)
+            BackwardRecorder.deferred = defer if per_pass else staticmethod(lambda grad: False)
             session.install()
             session.record_grads = record_grads
             session.enter()
@@ -49,11 +60,14 @@ def case(width: int, batch: int) -> dict[str, float]:
             session.uninstall()
             session.record_grads = True
             summary._summarize_natively = one_pass
+            BackwardRecorder.deferred = defer
         return run
 
-    medians = interleaved({"off": loop, "capture, no summaries": cell(False),
-                           "capture, torch summaries": cell(True, native_summaries=False),
-                           "capture, native summaries": cell(True)}, ROUNDS)
+    if device == "cpu":
+        arms = {"capture, torch summaries": cell(True, native_summaries=False), "capture, native summaries": cell(True)}
+    else:
+        arms = {"capture, read per gradient": cell(True, per_pass=False), "capture, read per pass": cell(True)}
+    medians = interleaved({"off": loop, "capture, no summaries": cell(False)} | arms, ROUNDS)
     base = medians["off"]
     return {name: t / base for name, t in medians.items()} | {"off_ms_per_step": base / STEPS * 1e3}
 
@@ -61,10 +75,11 @@ def case(width: int, batch: int) -> dict[str, float]:
 if __name__ == "__main__":
     torch.set_num_threads(2)
     if len(sys.argv) == 1:
-        for width, batch in [(1024, 256), (256, 32)]:  # each in a fresh process
-            subprocess.run([sys.executable, __file__, str(width), str(batch)], check=True)
+        for device in ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]:
+            for width, batch in [(1024, 256), (256, 32)]:  # each in a fresh process
+                subprocess.run([sys.executable, __file__, str(width), str(batch), device], check=True)
     else:
-        width, batch = int(sys.argv[1]), int(sys.argv[2])
-        result = case(width, batch)
-        print(f"MLP {width} wide, batch {batch}: off {result.pop('off_ms_per_step'):.2f} ms/step; "
+        width, batch, device = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else "cpu"
+        result = case(width, batch, device)
+        print(f"MLP {width} wide, batch {batch}, {device}: off {result.pop('off_ms_per_step'):.2f} ms/step; "
               + ", ".join(f"{k} {v:.2f}x" for k, v in result.items()))
