@@ -4,7 +4,9 @@
  *
  * Traits: ``layout`` (wire StrideLayout JSON, ``{}`` until ready), ``warnings`` (list of strings).
  * Custom messages: values / storage / try requests, answered by the kernel or an ErrorReply
- * (see src/model/wire.ts).
+ * (see src/model/wire.ts). Each view also says ``{type: 'view', request_id, view}`` when it renders
+ * and ``{type: 'gone', request_id, view}`` when it is removed: the kernel re-reads a stride view
+ * after each cell only while a view draws it.
  */
 import type { AnyModel, RenderProps } from '@anywidget/types';
 import css from '../style/strides.css?raw';
@@ -67,11 +69,22 @@ export function render({ model, el }: Pick<RenderProps<Traits>, 'model' | 'el'>)
   model.on('change:warnings', onWarnings);
   onWarnings();
   onLayout();
+  // Which of the model's views this is; the kernel answers (the reply is not awaited).
+  const viewId = 1 + Math.floor(Math.random() * 2 ** 31);
+  const announce = (type: 'view' | 'gone') => {
+    try {
+      model.send({ type, request_id: viewId, view: viewId });
+    } catch {
+      // the kernel is gone already
+    }
+  };
+  announce('view');
   return () => {
     model.off('change:layout', onLayout);
     model.off('change:warnings', onWarnings);
     transport.dispose();
     view.destroy();
+    announce('gone');
   };
 }
 

@@ -246,6 +246,20 @@ def test_v3_live_link_redraws_every_view_after_a_write(nb):
     assert clone.facts[0].key == "freed" and after.strips[clone.strip].copy  # ...and, a temporary, is gone
 
 
+def test_a_view_no_browser_draws_is_not_reread_until_one_does(nb):
+    nb.ok("t = torch.arange(6)")
+    view = nb.ok("%fv strides t")
+    assert view.dirty  # no view has said anything yet: checked after every cell, as before
+    assert ask(view, type="view", view=11) == {"type": "view", "request_id": 7}
+    assert ask(view, type="gone", view=11)["type"] == "gone"
+    assert not view.dirty  # its output was cleared (or its cell re-run)
+    nb.ok("t[0] = 42")
+    assert view.model.tensors[0].window.values[0] == "0"  # not re-read meanwhile
+    ask(view, type="view", view=12)  # a view draws it again: it catches up at once
+    assert view.dirty and view.model.tensors[0].window.values[0] == "42" == str(nb["t"][0].item())
+    assert "expected an integer view id, got 'x'" in ask(view, type="gone", view="x")["message"]
+
+
 @pytest.mark.faults_expected
 def test_magic_errors_and_fault_isolation(nb, monkeypatch):
     with pytest.raises(UsageError, match="name at least one tensor"):

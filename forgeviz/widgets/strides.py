@@ -33,7 +33,8 @@ class StridesWidget(RequestWidget):
     """How tensors map onto their storage. Create it with ``forgeviz.strides(t, t.T)``.
 
     It keeps weak references only. Under ``%load_ext forgeviz`` it re-reads its tensors after
-    every cell and redraws when their values or layout changed (writes through any view show).
+    every cell and redraws when their values or layout changed (writes through any view show),
+    while a view in the browser draws it (or before any view has said so).
     """
 
     _esm = esm("strides.js")
@@ -45,13 +46,17 @@ class StridesWidget(RequestWidget):
         self._described: Optional[Described] = None
         self._faults_seen = session.fault_count
         self._signature: object = None
+        # The browser views drawing it, by the ids they announce; None until one does (a frontend
+        # that never announces, or none yet, keeps the widget checked after every cell).
+        self._views: Optional[set] = None
         self._describe(values, names)
         session.widgets.add(self)
 
-    # The cell hooks refresh "dirty" views after each cell; a stride view always checks (cheaply).
+    # The cell hooks refresh "dirty" widgets after each cell: a stride view checks (cheaply) while
+    # a view draws it, not forever after its output was cleared or its cell re-run.
     @property
     def dirty(self) -> bool:
-        return True
+        return self._views is None or bool(self._views)
 
     @dirty.setter
     def dirty(self, _value: bool) -> None:
@@ -143,6 +148,18 @@ class StridesWidget(RequestWidget):
 
     # --- requests from the browser --------------------------------------------------------
     def _answer(self, kind, request_id: int, content: dict) -> tuple[dict, None]:
+        if kind in ("view", "gone"):
+            view = content.get("view")
+            if not isinstance(view, int) or isinstance(view, bool):
+                raise RequestError(f"expected an integer view id, got {view!r}")
+            if self._views is None:
+                self._views = set()
+            if kind == "gone":
+                self._views.discard(view)
+            else:
+                self._views.add(view)
+                self.refresh()  # what changed while no view drew it
+            return {"type": kind, "request_id": request_id}, None
         d = self._described
         if kind == "values":
             tid = _index(content.get("tensor"), "tensor", len(d.entries))
@@ -186,4 +203,4 @@ class StridesWidget(RequestWidget):
                 raise RequestError(f"{layout.name} has no strides, so .{op} cannot be tried")
             verdict = try_layout(layout.shape, layout.stride, op, shape, layout.element_size)
             return {"type": "try", "request_id": request_id, "tensor": tid, "verdict": dataclasses.asdict(verdict)}, None
-        raise RequestError(f"unknown request type {kind!r}; expected 'values', 'storage' or 'try'")
+        raise RequestError(f"unknown request type {kind!r}; expected 'values', 'storage', 'try', 'view' or 'gone'")

@@ -15,6 +15,10 @@ CELLS = [
     "t[:2][0] = 99",  # 3: writing through a view redraws the diagram above (V3)
     "%fv strides torch.eye(3).to_sparse()",  # 4: a layout without strides
     "big = torch.zeros(10_000, 1_000)\n%fv strides big big.T",  # 5: 1e7 elements, a bounded window
+    # 6: after cell 2 ran again, its first view is gone: that widget is no longer re-read after cells
+    "from forgeviz.capture.session import get_session\nfrom forgeviz.widgets.strides import StridesWidget\n"
+    "print(sorted(-1 if w._views is None else len(w._views) for w in get_session().widgets\n"
+    "             if isinstance(w, StridesWidget)))",
 ]
 
 
@@ -103,3 +107,9 @@ def test_t_and_t_transpose_share_a_strip_and_hover_maps_to_storage(page, lab):
     dark_svg = open(download.value.path(), encoding="utf-8").read()
     page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
     assert dark_svg != svg
+
+    # Running cell 2 again replaces its output: the old view tells the kernel it is gone.
+    nb.run_cell(2)
+    nb.output(2).locator(".fv-strides[data-fv-state=ready]").wait_for()
+    nb.run_cell(6)
+    assert nb.output(6).text_content().strip() == "[0, 1, 1, 1]"
