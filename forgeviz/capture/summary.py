@@ -10,6 +10,7 @@ import torch
 from . import native
 
 from ..model.graph import Histogram, TensorMeta, TensorSummary, WireFloat
+from ..model.strides import format_value
 
 SMALL_NUMEL = 64  # exact values are kept for tensors this small
 HISTOGRAM_BINS = 32
@@ -250,9 +251,11 @@ def brief(summary: TensorSummary | None) -> str | None:
 
 
 def format_number(value: WireFloat) -> str:
-    """Up to 4 significant digits, torch-like: ``64``, ``0.25``, ``1.235e+06``, ``nan``."""
+    """A wire float as a stride view writes a value: ``64``, ``0.25``, ``1.235e+06``, ``nan``.
+
+    >>> [format_number(v) for v in (64.0, 0.25, 1234567.0, "NaN", "-Infinity")]
+    ['64', '0.25', '1.235e+06', 'nan', '-inf']
+    """
     if isinstance(value, str):
         return {"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}[value]
-    if float(value).is_integer() and abs(value) < 1e6:
-        return str(int(value))
-    return f"{value:.4g}"
+    return format_value(float(value))
