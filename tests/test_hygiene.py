@@ -58,6 +58,20 @@ def test_users_runtime_error_propagates_unchanged(nb, plain_nb):
     assert type(error) is KeyError and error.args == ("mine",)
 
 
+def test_grad_attributes_and_profiler_marks_behave_as_without_forgeviz(nb, plain_nb):
+    # forgeviz's mode lets these through untouched (they are not ops): same values, same errors.
+    cell = ("p = torch.nn.Parameter(torch.ones(3))\n(p * 2).sum().backward()\n"
+            "with torch.autograd.profiler.record_function('mine'):\n    seen = [p.grad.tolist(), p.requires_grad, p.is_leaf, p.grad_fn]\n"
+            "p.grad = None\nseen.append(p.grad)\np.grad = torch.full((3,), 5.0)\nseen.append(p.grad.tolist())")
+    plain_nb.ok("import torch\n" + cell)
+    nb.ok(cell)
+    assert nb["seen"] == plain_nb["seen"] == [[2.0, 2.0, 2.0], True, True, None, None, [5.0, 5.0, 5.0]]
+    wrong = "p.grad = torch.ones(4)"
+    plain, with_fv = plain_nb.run(wrong).error_in_exec, nb.run(wrong).error_in_exec
+    assert type(with_fv) is type(plain) is RuntimeError and str(with_fv) == str(plain)
+    assert "attempting to assign a gradient of size" in str(with_fv)
+
+
 def test_unload_removes_every_mode_and_hook(ipython):
     forward_pre = dict(nn_module._global_forward_pre_hooks)
     forward = dict(nn_module._global_forward_hooks)
