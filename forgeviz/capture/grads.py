@@ -225,7 +225,11 @@ class BackwardRecorder:
         """The Node's record, then the leaf's ``.grad`` after this pass (and whether it was reset
         before it), for the S2 history."""
         # Read now, as the backward starts: one hook after AccumulateGrad then does it all.
-        was_none = node.variable.grad is None
+        try:
+            was_none = node.variable.grad is None
+        except Exception as exc:  # noqa: BLE001 - the Node is still recorded; its leaf history is not
+            self.on_fault(f"reading a leaf's gradient failed: {exc!r}")
+            return record_node
 
         def hook(grad_inputs, grad_outputs):
             record_node(grad_inputs, grad_outputs)  # summarises the incoming gradient first

@@ -21,12 +21,19 @@ _BACKWARD_FUNCS = {torch.Tensor.backward, torch.autograd.backward, torch.autogra
 # Reached through the mode but never an op of the user's graph nor an allocation: reading or
 # resetting .grad and friends, and the profiler's record_function marks. optimizer.zero_grad()
 # alone makes 15 such calls per step on a 3-layer MLP, twice the ops of its forward.
-_NOT_OPS = {
-    torch._C.TensorBase.grad.__get__, torch._C.TensorBase.grad.__set__,
-    torch._C.TensorBase.requires_grad.__get__, torch._C.TensorBase.is_leaf.__get__,
-    torch._C.TensorBase.grad_fn.__get__,
-    torch.ops.profiler._record_function_enter_new, torch.ops.profiler._record_function_exit._RecordFunction,
-}
+def _not_ops() -> set:
+    found = {torch._C.TensorBase.grad.__get__, torch._C.TensorBase.grad.__set__,
+             torch._C.TensorBase.requires_grad.__get__, torch._C.TensorBase.is_leaf.__get__,
+             torch._C.TensorBase.grad_fn.__get__}
+    try:  # private ops: a torch without them simply sends these through the slow path
+        found |= {torch.ops.profiler._record_function_enter_new,
+                  torch.ops.profiler._record_function_exit._RecordFunction}
+    except (AttributeError, RuntimeError):
+        pass
+    return found
+
+
+_NOT_OPS = _not_ops()
 
 
 def _op_name(func) -> tuple[str, str]:

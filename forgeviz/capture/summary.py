@@ -7,10 +7,9 @@ import math
 
 import torch
 
-from . import native
-
 from ..model.graph import Histogram, TensorMeta, TensorSummary, WireFloat
 from ..model.strides import format_value
+from . import native
 
 SMALL_NUMEL = 64  # exact values are kept for tensors this small
 HISTOGRAM_BINS = 32
