@@ -165,3 +165,27 @@ def test_device_summaries_count_what_is_not_finite():
     assert sum(bad.histogram.counts) == 200  # the finite values of the sample only
     assert (none.nan_count, none.min, none.max, none.histogram) == (100, "NaN", "NaN", None)
     assert (ints.min, ints.max, ints.mean) == (0.0, 99.0, 49.5)
+
+
+def test_device_summaries_neither_copy_from_the_host_nor_read_back_until_flush():
+    # On a GPU either would wait for every queued kernel: torch.tensor(...) on the device (lift_fresh
+    # and a copy), a number read back (_local_scalar_dense), or a copy to another device.
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    calls = []
+
+    class Spy(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            calls.append((str(func), kwargs or {}))
+            return func(*args, **(kwargs or {}))
+
+    tensors = [torch.randn(300), torch.arange(100), torch.randn(5), torch.tensor([float("nan")] * 70)]
+    pending = summary_module.DeferredSummaries()
+    with Spy():
+        for t in tensors:
+            pending.summarize(t)
+    names = {name for name, _ in calls}
+    assert not names & {"aten.lift_fresh.default", "aten._local_scalar_dense.default", "aten.item.default",
+                        "aten.copy_.default"}
+    assert all("device" not in kwargs for name, kwargs in calls if name == "aten._to_copy.default")
+    assert len(calls) > 10  # the spy saw the reductions themselves

@@ -195,9 +195,9 @@ def _reduce_on_device(t: torch.Tensor, histogram: bool) -> tuple[torch.Tensor, b
     flat = x.reshape(-1)
     finite = torch.isfinite(flat)
     nan_count = torch.isnan(flat).sum()
-    inf = torch.tensor(float("inf"), dtype=flat.dtype, device=flat.device)
-    lo = torch.where(finite, flat, inf).amin()  # +inf when nothing is finite
-    hi = torch.where(finite, flat, -inf).amax()
+    # Scalars go to kernels as arguments: a torch.tensor(inf, device=...) would be a blocking copy.
+    lo = torch.where(finite, flat, math.inf).amin()  # +inf when nothing is finite
+    hi = torch.where(finite, flat, -math.inf).amax()
     head = torch.stack([lo.double(), hi.double(), flat.sum(dtype=torch.float64),
                         torch.linalg.vector_norm(flat, dtype=torch.float64), nan_count.double(),
                         (flat.numel() - finite.sum() - nan_count).double()])
