@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import sys
 from pathlib import Path
 
 import torch
@@ -15,6 +16,9 @@ def reset_shell(shell) -> None:
     shell.run_cell("%unload_ext forgeviz")
     for name in [k for k in shell.user_ns if not k.startswith("_") and k not in ("In", "Out", "exit", "quit", "get_ipython")]:
         del shell.user_ns[name]
+    # The last error's traceback holds the frames it passed through, and their tensors.
+    sys.last_type = sys.last_value = sys.last_traceback = None
+    shell.InteractiveTB.tb = None
     gc.collect()
 
 

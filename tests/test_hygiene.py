@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import doctest
+import gc
 import importlib
 import pkgutil
+import traceback
 
 import pytest
 import torch
@@ -58,17 +60,36 @@ def test_users_runtime_error_propagates_unchanged(nb, plain_nb):
     assert type(error) is KeyError and error.args == ("mine",)
 
 
-def test_grad_attributes_and_profiler_marks_behave_as_without_forgeviz(nb, plain_nb):
+@pytest.mark.parametrize("failing", ["keep(torch.ones(3, 4)) @ keep(torch.ones(3, 4))",  # an op
+                                     "keep(torch.ones(3)).grad = keep(torch.ones(4))"])  # a pass-through
+def test_a_failed_ops_operands_are_not_kept_alive_by_its_traceback(nb, failing):
+    # IPython keeps the last traceback, which passes through forgeviz's mode: it must not hold
+    # the tensors the op was given (a failed op's operands can be most of a GPU after an OOM).
+    nb.ok("import weakref\nrefs = []\ndef keep(t):\n    refs.append(weakref.ref(t))\n    return t")
+    error = nb.run(failing).error_in_exec
+    assert isinstance(error, RuntimeError)
+    assert any("forgeviz" in frame.filename for frame in traceback.extract_tb(error.__traceback__))
+    gc.collect()
+    assert nb["refs"] and [r() for r in nb["refs"]] == [None] * len(nb["refs"])
+
+
+def test_grad_attributes_and_reads_behave_as_without_forgeviz(nb):
     # forgeviz's mode lets these through untouched (they are not ops): same values, same errors.
+    # The oracle runs the same code outside any cell, where no mode is active.
     cell = ("p = torch.nn.Parameter(torch.ones(3))\n(p * 2).sum().backward()\n"
-            "with torch.autograd.profiler.record_function('mine'):\n    seen = [p.grad.tolist(), p.requires_grad, p.is_leaf, p.grad_fn]\n"
+            "with torch.autograd.profiler.record_function('mine'):\n"
+            "    seen = [p.grad.tolist(), p.requires_grad, p.is_leaf, p.grad_fn, p.shape, p.dtype, p.device,\n"
+            "            p.size(), p.dim(), p.numel(), len(p), p.stride(), p.is_contiguous(), p.sum().item()]\n"
             "p.grad = None\nseen.append(p.grad)\np.grad = torch.full((3,), 5.0)\nseen.append(p.grad.tolist())")
-    plain_nb.ok("import torch\n" + cell)
+    plain: dict = {"torch": torch}
+    exec(cell, plain)
     nb.ok(cell)
-    assert nb["seen"] == plain_nb["seen"] == [[2.0, 2.0, 2.0], True, True, None, None, [5.0, 5.0, 5.0]]
-    wrong = "p.grad = torch.ones(4)"
-    plain, with_fv = plain_nb.run(wrong).error_in_exec, nb.run(wrong).error_in_exec
-    assert type(with_fv) is type(plain) is RuntimeError and str(with_fv) == str(plain)
+    assert nb["seen"] == plain["seen"]
+    assert nb["seen"][:4] + nb["seen"][-2:] == [[2.0, 2.0, 2.0], True, True, None, None, [5.0, 5.0, 5.0]]
+    with pytest.raises(RuntimeError) as caught:
+        exec("p.grad = torch.ones(4)", plain)
+    with_fv = nb.run("p.grad = torch.ones(4)").error_in_exec
+    assert type(with_fv) is RuntimeError and str(with_fv) == str(caught.value)
     assert "attempting to assign a gradient of size" in str(with_fv)
 
 

@@ -19,12 +19,16 @@ log = logging.getLogger("forgeviz")
 _BACKWARD_FUNCS = {torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad}
 
 # Reached through the mode but never an op of the user's graph nor an allocation: reading or
-# resetting .grad and friends, and the profiler's record_function marks. optimizer.zero_grad()
-# alone makes 15 such calls per step on a 3-layer MLP, twice the ops of its forward.
+# resetting .grad and friends, reading a tensor's numbers or its metadata, and the profiler's
+# record_function marks. optimizer.zero_grad() alone makes 15 such calls per step on a 3-layer MLP,
+# twice the ops of its forward.
 def _not_ops() -> set:
-    found = {torch._C.TensorBase.grad.__get__, torch._C.TensorBase.grad.__set__,
-             torch._C.TensorBase.requires_grad.__get__, torch._C.TensorBase.is_leaf.__get__,
-             torch._C.TensorBase.grad_fn.__get__}
+    base = torch._C.TensorBase
+    found = {base.grad.__get__, base.grad.__set__, base.requires_grad.__get__, base.is_leaf.__get__,
+             base.grad_fn.__get__, base.shape.__get__, base.dtype.__get__, base.device.__get__,
+             base.is_cuda.__get__, base.ndim.__get__, base.item, base.tolist, base.size, base.dim,
+             base.numel, base.stride, base.is_contiguous, base.storage_offset, base.element_size,
+             base.data_ptr, torch.Tensor.__len__}
     try:  # private ops: a torch without them simply sends these through the slow path
         found |= {torch.ops.profiler._record_function_enter_new,
                   torch.ops.profiler._record_function_exit._RecordFunction}
@@ -101,17 +105,29 @@ class _TagMode(TorchFunctionMode):
             not_op = func in _NOT_OPS
         except TypeError:  # an unhashable callable: an op like any other
             not_op = False
+        # A TorchFunctionMode puts this frame in the traceback of any error an op raises: the lines
+        # that call your op say so to the reader of that traceback. IPython keeps the last
+        # traceback (for %debug), and with it this frame: an error drops the frame's references to
+        # the op's arguments first, or a failed op's operands (an OOM's, say) would stay alive.
         if not_op:
-            return func(*args, **kwargs)  # your torch call runs here; forgeviz lets it pass (errors are torch's)
+            try:
+                return func(*args, **kwargs)  # your torch call runs here; forgeviz lets it pass (errors are torch's)
+            except BaseException:
+                args = kwargs = None
+                raise
         session = self.session
         if func in _BACKWARD_FUNCS and (session.record_grads or session.traces):
-            return session.run_backward(func, args, kwargs)
-        # A TorchFunctionMode puts this frame in the traceback of any error an op raises: the line
-        # below says so to the reader of that traceback.
+            try:
+                return session.run_backward(func, args, kwargs)
+            except BaseException:
+                args = kwargs = None
+                raise
         try:
             out = func(*args, **kwargs)  # your torch op runs here; forgeviz only watches (errors are torch's)
-        except RuntimeError as exc:
-            session.note_error(func, args, kwargs, exc)
+        except BaseException as exc:
+            if isinstance(exc, RuntimeError):
+                session.note_error(func, args, kwargs, exc)
+            args = kwargs = None
             raise  # the user's exception, unchanged
         where = None  # the op's line: found once, for the memory timeline and the graph
         if session.traces:
@@ -308,6 +324,9 @@ class CaptureSession:
             tracker.set_site(user_location(3))
         try:
             return func(*args, **kwargs)
+        except BaseException:
+            args = kwargs = None  # the traceback keeps this frame, not the graph it was asked to run
+            raise
         finally:
             for tracker in sites:
                 tracker.set_site(None)
