@@ -57,11 +57,3 @@ def nb(ipython, request):
     reset_shell(ipython)
     if new and request.node.get_closest_marker("faults_expected") is None:
         pytest.fail(f"forgeviz logged faults during the test: {new}")
-
-
-@pytest.fixture
-def plain_nb(ipython):
-    """A notebook without forgeviz, for side-by-side comparisons."""
-    notebook = Notebook(ipython)
-    notebook.ok("import torch")
-    return notebook
