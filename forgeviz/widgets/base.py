@@ -39,7 +39,23 @@ class RequestWidget(anywidget.AnyWidget):
     def __init__(self, session: CaptureSession, **kwargs) -> None:
         super().__init__(**kwargs)
         self._session = session
+        # The browser views drawing this widget, by the ids they announce when they render; None
+        # until one does. A view's cleanup says "gone" when its output is cleared or its cell re-run,
+        # so a widget can stop being refreshed for views that no longer exist.
+        self._views: Optional[set] = None
         self.on_msg(self._on_request)
+
+    def _track_view(self, kind: str, content: dict) -> None:
+        """Note a view that rendered (any ``kind`` but "gone") or was removed ("gone")."""
+        view = content.get("view")  # None from a view that sends no id
+        if view is not None and (not isinstance(view, int) or isinstance(view, bool)):
+            raise RequestError(f"expected an integer view id, got {view!r}")
+        if self._views is None:
+            self._views = set()
+        if kind == "gone":
+            self._views.discard(view)
+        else:
+            self._views.add(view)
 
     def _answer(self, kind: object, request_id: int, content: dict) -> tuple[dict, Optional[list]]:
         raise NotImplementedError

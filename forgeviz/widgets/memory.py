@@ -34,9 +34,6 @@ class MemoryWidget(RequestWidget):
         self._sent = 0  # events already streamed to the browser
         self._dropped_seen = tracker.dropped
         self._live = live
-        # The browser views drawing this widget, by the ids their replay requests carry (None: a view
-        # that sent none). A view's cleanup says "gone" when its output is cleared or its cell re-run.
-        self._views: set = set()
         self.timeline = dataclasses.asdict(self.model)
         if live:
             session.widgets.add(self)
@@ -83,13 +80,10 @@ class MemoryWidget(RequestWidget):
         tracker.publish(count)
 
     def _answer(self, kind, request_id: int, content: dict) -> tuple[dict, None]:
-        if kind in ("replay", "gone"):
-            view = content.get("view")
-            view = view if isinstance(view, int) and not isinstance(view, bool) else None
+        if kind in ("replay", "gone"):  # a view's replay request announces it
+            self._track_view(kind, content)
             if kind == "gone":
-                self._views.discard(view)
                 return {"type": "gone", "request_id": request_id}, None
-            self._views.add(view)
             self.timeline = dataclasses.asdict(self.model)  # not refreshed while no view was drawing
             # the events follow the reply (see _after_reply)
             return {"type": "replay", "request_id": request_id, "count": self._tracker.count}, None

@@ -46,14 +46,12 @@ class StridesWidget(RequestWidget):
         self._described: Optional[Described] = None
         self._faults_seen = session.fault_count
         self._signature: object = None
-        # The browser views drawing it, by the ids they announce; None until one does (a frontend
-        # that never announces, or none yet, keeps the widget checked after every cell).
-        self._views: Optional[set] = None
         self._describe(values, names)
         session.widgets.add(self)
 
     # The cell hooks refresh "dirty" widgets after each cell: a stride view checks (cheaply) while
-    # a view draws it, not forever after its output was cleared or its cell re-run.
+    # a view draws it, not forever after its output was cleared or its cell re-run (a frontend that
+    # never announced a view keeps it checked).
     @property
     def dirty(self) -> bool:
         return self._views is None or bool(self._views)
@@ -149,15 +147,8 @@ class StridesWidget(RequestWidget):
     # --- requests from the browser --------------------------------------------------------
     def _answer(self, kind, request_id: int, content: dict) -> tuple[dict, None]:
         if kind in ("view", "gone"):
-            view = content.get("view")
-            if not isinstance(view, int) or isinstance(view, bool):
-                raise RequestError(f"expected an integer view id, got {view!r}")
-            if self._views is None:
-                self._views = set()
-            if kind == "gone":
-                self._views.discard(view)
-            else:
-                self._views.add(view)
+            self._track_view(kind, content)
+            if kind == "view":
                 self.refresh()  # what changed while no view drew it
             return {"type": kind, "request_id": request_id}, None
         d = self._described

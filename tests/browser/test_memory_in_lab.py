@@ -22,7 +22,7 @@ CELLS = [
     "more = [torch.ones(256, 1024) for _ in range(4)]",  # 5: the live timeline above grows by itself
     # 6: after cell 4 ran again, its first timeline has no view left (and is streamed nothing)
     "from forgeviz.widgets.memory import MemoryWidget\n"
-    "print(sorted(len(w._views) for w in get_session().widgets if isinstance(w, MemoryWidget)))",
+    "print(sorted(len(w._views or ()) for w in get_session().widgets if isinstance(w, MemoryWidget)))",
 ]
 
 
