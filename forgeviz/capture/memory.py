@@ -33,6 +33,7 @@ from ..model import memory as m
 from .grads import node_id
 from .session import get_session, untraced
 from .source import cell_number, source_line, user_location
+from .summary import dtype_name
 
 TYPECODES = {"float32": "f", "float64": "d", "uint32": "I", "uint16": "H", "uint8": "B"}
 
@@ -254,7 +255,7 @@ class MemoryTracker:
         nbytes = storage.nbytes()
         filename, line = where if where is not None else user_location(4)
         module = _current_module()
-        rec = StorageRecord(self._next_sid, nbytes, str(dtype).removeprefix("torch."), tuple(shape), category, op,
+        rec = StorageRecord(self._next_sid, nbytes, dtype_name(dtype), tuple(shape), category, op,
                             module, cell_number(filename) or (self.default_cell if filename else None), line, filename)
         self._next_sid += 1
         self._live[key] = rec

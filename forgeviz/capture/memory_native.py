@@ -26,6 +26,7 @@ from . import native
 from .memory import MemoryTracker, StorageRecord, _current_module, quiet
 from .session import get_session
 from .source import cell_number, source_line, user_location
+from .summary import dtype_name
 
 
 class _Unlisten:
@@ -37,13 +38,6 @@ class _Unlisten:
     def remove(self) -> None:
         if self.tracker in self.listeners:
             self.listeners.remove(self.tracker)
-
-
-def _dtype_name(dtype: torch.dtype, names: dict = {}) -> str:  # noqa: B006 - a cache on purpose
-    name = names.get(dtype)
-    if name is None:
-        name = names[dtype] = str(dtype).removeprefix("torch.")
-    return name
 
 
 _CLAIM_MASK = sum(1 << c for c in (m.TEMPORARY, m.OTHER, m.ACTIVATION))
@@ -338,11 +332,11 @@ class NativeMemoryTracker(MemoryTracker):
                                  line, -1.0 if when is None else when)
         if sid < 0:
             return None
-        dtype_name = str(dtype).removeprefix("torch.")
-        self._shapes[sid] = (tuple(shape), dtype_name)
+        name = dtype_name(dtype)
+        self._shapes[sid] = (tuple(shape), name)
         # Not the allocator's (it existed before, or came from numpy): Python reports its free.
         self._finalizers[key] = weakref.finalize(storage, self._freed, key, sid)
-        return StorageRecord(sid, nbytes, dtype_name, tuple(shape), category, op, None, cell or None, line or None,
+        return StorageRecord(sid, nbytes, name, tuple(shape), category, op, None, cell or None, line or None,
                              where[0])
 
     def _freed(self, key: int, sid: int) -> None:
@@ -405,7 +399,7 @@ class NativeMemoryTracker(MemoryTracker):
     def _remember_shape(self, sid: int, tensor: torch.Tensor) -> None:
         """The first tensor seen on a storage names its shape and dtype (the ledger knows bytes only)."""
         if sid not in self._shapes:
-            self._shapes[sid] = (tuple(tensor.shape), _dtype_name(tensor.dtype))
+            self._shapes[sid] = (tuple(tensor.shape), dtype_name(tensor.dtype))
             if len(self._shapes) > 2 * _MAX_SHAPES:
                 self._forget_old_names()
 

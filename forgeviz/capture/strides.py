@@ -20,6 +20,7 @@ from ..model.strides import (
     ViewVerdict,
 )
 from .session import untraced
+from .summary import dtype_name
 
 try:  # numpy is optional for torch; without it there are simply no arrays to draw
     import numpy as np
@@ -36,9 +37,6 @@ def accepts(value: object) -> bool:
     """True for what a stride view can draw: a tensor or a numpy array."""
     return isinstance(value, torch.Tensor) or (np is not None and isinstance(value, np.ndarray))
 
-
-def dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 @dataclass

@@ -29,9 +29,16 @@ def wire_float(value: float) -> WireFloat:
     return value
 
 
-def dtype_name(dtype: torch.dtype) -> str:
-    """``torch.float32`` → ``"float32"``."""
-    return str(dtype).removeprefix("torch.")
+def dtype_name(dtype: torch.dtype, names: dict = {}) -> str:  # noqa: B006 - a cache on purpose
+    """``torch.float32`` → ``"float32"`` (asked on hot paths: remembered per dtype).
+
+    >>> dtype_name(torch.bfloat16)
+    'bfloat16'
+    """
+    name = names.get(dtype)
+    if name is None:
+        name = names[dtype] = str(dtype).removeprefix("torch.")
+    return name
 
 
 def tensor_meta(t: torch.Tensor) -> TensorMeta:
