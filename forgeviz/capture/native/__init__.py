@@ -16,6 +16,7 @@ Build it ahead of time (``./dev.sh`` does) with ``python -m forgeviz.capture.nat
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import shutil
@@ -60,10 +61,15 @@ def _torch_key() -> str:
     return hashlib.sha256(f"{torch.__version__}|{_torch_lib_dir()}|{sys.platform}".encode()).hexdigest()[:10]
 
 
+@functools.lru_cache(maxsize=1)
+def _source_key() -> str:
+    # Read once per process: every capture() or memory_trace() asks whether a build exists.
+    return hashlib.sha256(b"".join(path.read_bytes() for path in SOURCES)).hexdigest()[:10]
+
+
 def library_path() -> Path:
     """The shared library for this source and this torch build (it may not exist yet)."""
-    source = hashlib.sha256(b"".join(path.read_bytes() for path in SOURCES)).hexdigest()[:10]
-    return cache_dir() / f"cpu_ledger-{_torch_key()}-{source}.so"
+    return cache_dir() / f"cpu_ledger-{_torch_key()}-{_source_key()}.so"
 
 
 def compiler() -> Optional[str]:
