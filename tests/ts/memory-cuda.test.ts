@@ -1,18 +1,12 @@
 /** A CUDA history on the memory timeline: reserved steps over the allocated area, releases, OOMs, segments. */
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { CudaState } from '../../src/model/wire';
 import { ALLOC, FREE, MemoryStore } from '../../src/render/memory-data';
 import { computeFrame, plotX, plotY } from '../../src/render/memory-draw';
 import { createMemoryView, type MemoryView } from '../../src/render/memory';
-import { CAT, columnsOf, type Ev, timelineFor } from './memory-fixtures';
+import { CAT, columnsOf, type Ev, MiB, timelineFor, viewsDestroyedAfterEach } from './memory-fixtures';
 
-const MiB = 2 ** 20;
-let views: MemoryView[] = [];
-afterEach(() => {
-  views.forEach(v => v.destroy());
-  views = [];
-  document.body.replaceChildren();
-});
+const views = viewsDestroyedAfterEach();
 
 // The same history as tests/test_memory_cuda.py's hand-written snapshot, as the kernel sends it.
 const events: Ev[] = [

@@ -1,6 +1,20 @@
 /** Hand-made and random memory traces (wire-shaped), and a naive reference of the totals. */
 import { CATEGORIES, EVENT_COLUMNS, NO_ID, NO_SMALL, type MemoryTimeline } from '../../src/model/wire';
+import { afterEach } from 'vitest';
+import type { MemoryView } from '../../src/render/memory';
 import { ALLOC, emptyColumns, type EventColumns, FREE, RECATEGORIZE } from '../../src/render/memory-data';
+
+export const MiB = 2 ** 20;
+
+/** The views a test file makes: each is destroyed after its test, and the page emptied. */
+export function viewsDestroyedAfterEach(): MemoryView[] {
+  const views: MemoryView[] = [];
+  afterEach(() => {
+    views.splice(0).forEach(v => v.destroy());
+    document.body.replaceChildren();
+  });
+  return views;
+}
 
 export const CAT = Object.fromEntries(CATEGORIES.map((c, i) => [c, i])) as Record<(typeof CATEGORIES)[number], number>;
 
@@ -139,7 +153,6 @@ export function timelineFor(n: number, extra: Partial<MemoryTimeline> = {}): Mem
   };
 }
 
-const MiB = 2 ** 20;
 
 /**
  * A small notebook-like trace: a parameter (8 MiB, cell 0), then in cell [5] an mm output

@@ -1,5 +1,5 @@
 /** The memory timeline view: DOM contract, hit-testing, hover/click, zoom, append/reset, export. */
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { StorageDetail } from '../../src/model/wire';
 import { ALLOC, envelope, columnBounds, FREE, MemoryStore, NCAT } from '../../src/render/memory-data';
 import { computeFrame } from '../../src/render/memory-draw';
@@ -15,17 +15,21 @@ import {
   summaryText,
   timeText
 } from '../../src/render/memory-geom';
-import { createMemoryView, type MemoryView } from '../../src/render/memory';
+import { createMemoryView } from '../../src/render/memory';
 import { buildSynthetic } from '../../src/render/memory-synthetic';
-import { CAT, columnsOf, type Ev, randomEvents, sliceColumns, smallTrace, timelineFor } from './memory-fixtures';
+import {
+  CAT,
+  columnsOf,
+  type Ev,
+  MiB,
+  randomEvents,
+  sliceColumns,
+  smallTrace,
+  timelineFor,
+  viewsDestroyedAfterEach
+} from './memory-fixtures';
 
-const MiB = 2 ** 20;
-let views: MemoryView[] = [];
-afterEach(() => {
-  views.forEach(v => v.destroy());
-  views = [];
-  document.body.replaceChildren();
-});
+const views = viewsDestroyedAfterEach();
 
 function detailFor(storage: number, extra: Partial<StorageDetail> = {}): StorageDetail {
   return {
