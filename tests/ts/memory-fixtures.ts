@@ -153,7 +153,6 @@ export function timelineFor(n: number, extra: Partial<MemoryTimeline> = {}): Mem
   };
 }
 
-
 /**
  * A small notebook-like trace: a parameter (8 MiB, cell 0), then in cell [5] an mm output
  * (4 MiB, storage 7, node 42, line 3) saved as an activation, a temporary, the frees.
