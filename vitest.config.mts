@@ -8,7 +8,7 @@ export default defineConfig({
     testTimeout: 20_000,
     hookTimeout: 30_000,
     pool: 'threads',
-    // widget.ts imports its stylesheet as text (`?raw`); let Vite return the real CSS.
+    // the widget entries import their stylesheets as text (`?raw`); let Vite return the real CSS.
     css: { include: [/style\/.*\.css/] }
   }
 });

@@ -1,7 +1,6 @@
-// Build the anywidget ESMs (forgeviz/static/widget.js: the autograd graph,
-// forgeviz/static/strides.js: the stride/view diagram, forgeviz/static/broadcast.js:
-// the broadcasting animation, forgeviz/static/memory.js: the memory timeline) and the Graphviz
-// fallback bundle (forgeviz/static/graphviz.js) with esbuild.
+// Build one anywidget ESM per view (src/widgets/<name>.ts → forgeviz/static/<name>.js, for each
+// view in forgeviz/views.json, the one list of views) and the Graphviz fallback bundle
+// (forgeviz/static/graphviz.js) with esbuild.
 //   node scripts/build-esm.mjs          production (minified)
 //   node scripts/build-esm.mjs --dev    development (source maps, readable)
 import * as esbuild from 'esbuild';
@@ -13,6 +12,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const dev = process.argv.includes('--dev');
 const outdir = path.join(root, 'forgeviz', 'static');
 const MAX_WIDGET_BYTES = 60 * 1024;
+const views = JSON.parse(await readFile(path.join(root, 'forgeviz', 'views.json'), 'utf8')).views.map(v => v.name);
 
 /** `import css from './x.css?raw'` → the minified stylesheet as a string. */
 const rawCss = {
@@ -40,36 +40,20 @@ const common = {
   sourcemap: false,
   legalComments: 'none',
   logLevel: 'warning',
-  define: { 'process.env.NODE_ENV': dev ? '"development"' : '"production"' }
+  define: { 'process.env.NODE_ENV': dev ? '"development"' : '"production"' },
+  // gifenc's "browser" field is its CommonJS build; its ESM build is 2 KB smaller
+  mainFields: ['module', 'main']
 };
 
 await Promise.all([
-  esbuild.build({
-    ...common,
-    entryPoints: [path.join(root, 'src', 'widget.ts')],
-    outfile: path.join(outdir, 'widget.js'),
-    plugins: [rawCss]
-  }),
-  esbuild.build({
-    ...common,
-    entryPoints: [path.join(root, 'src', 'strides-widget.ts')],
-    outfile: path.join(outdir, 'strides.js'),
-    plugins: [rawCss]
-  }),
-  esbuild.build({
-    ...common,
-    entryPoints: [path.join(root, 'src', 'broadcast-widget.ts')],
-    outfile: path.join(outdir, 'broadcast.js'),
-    // gifenc's "browser" field is its CommonJS build; its ESM build is 2 KB smaller
-    mainFields: ['module', 'main'],
-    plugins: [rawCss]
-  }),
-  esbuild.build({
-    ...common,
-    entryPoints: [path.join(root, 'src', 'memory-widget.ts')],
-    outfile: path.join(outdir, 'memory.js'),
-    plugins: [rawCss]
-  }),
+  ...views.map(name =>
+    esbuild.build({
+      ...common,
+      entryPoints: [path.join(root, 'src', 'widgets', `${name}.ts`)],
+      outfile: path.join(outdir, `${name}.js`),
+      plugins: [rawCss]
+    })
+  ),
   esbuild.build({
     ...common,
     // Already a minified bundle upstream; keep it minified in dev too.
@@ -82,9 +66,9 @@ await Promise.all([
 const size = async name => (await stat(path.join(outdir, name))).size;
 let over = false;
 // anywidget re-sends each widget ESM with every instance: each has its own budget.
-for (const name of ['widget.js', 'strides.js', 'broadcast.js', 'memory.js']) {
+for (const name of views.map(v => `${v}.js`)) {
   const bytes = await size(name);
-  console.log(`forgeviz/static/${name.padEnd(12)}${bytes} bytes${dev ? ' (dev)' : ''}`);
+  console.log(`forgeviz/static/${name.padEnd(13)}${bytes} bytes${dev ? ' (dev)' : ''}`);
   if (!dev && bytes > MAX_WIDGET_BYTES) {
     console.error(`${name} is ${bytes} bytes, over the ${MAX_WIDGET_BYTES} byte budget (anywidget re-sends it per instance)`);
     over = true;

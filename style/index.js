@@ -1,1 +1,1 @@
-import './widget.css';
+import './graph.css';

@@ -26,7 +26,7 @@ class GraphWidget(RequestWidget):
     last snapshot and forgets the graph, so it never keeps your activations alive.
     """
 
-    _esm = esm("widget.js")
+    _esm = esm("graph.js")
     graph = traitlets.Dict().tag(sync=True)
     warnings = traitlets.List(traitlets.Unicode()).tag(sync=True)
 

@@ -68,7 +68,7 @@ def main(n: int = 1_000_000) -> None:
         raise SystemExit("build the frontend first (./dev.sh test or jlpm build:esm:prod)")
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
         (Path(tmp) / "memory.js").write_bytes(static.read_bytes())
-        subprocess.run([str(ROOT / "node_modules" / ".bin" / "esbuild"), str(ROOT / "src" / "render" / "memory-synthetic.ts"),
+        subprocess.run([str(ROOT / "node_modules" / ".bin" / "esbuild"), str(ROOT / "tests" / "ts" / "memory-synthetic.ts"),
                         "--bundle", "--format=esm", f"--outfile={Path(tmp) / 'synthetic.js'}", "--log-level=warning"],
                        check=True)
         (Path(tmp) / "index.html").write_text(PAGE % n)

@@ -1,6 +1,6 @@
 /** src/render/gif.ts: RGBA frames in, an animated GIF89a out. */
 import { describe, expect, it } from 'vitest';
-import { encodeGif, RgbaFrame } from '../../src/render/gif';
+import { encodeGif, RgbaFrame } from '../../src/render/broadcast/gif';
 import { countGifControlExtensions, countGifImages } from './broadcast-fixtures';
 
 function frame(w: number, hgt: number, paint: (x: number, y: number) => [number, number, number]): RgbaFrame {

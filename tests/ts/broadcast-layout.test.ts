@@ -1,6 +1,6 @@
 /** The broadcast animation's pure parts: frames, bytes, shapes, grids. */
 import { describe, expect, it } from 'vitest';
-import { bytesLine, expandCall, exprText, formatBytes, frameState, gridGeometry, isRepeat, sourceIndex, stretchedDims, tupleText, wrapText } from '../../src/render/broadcast-layout';
+import { bytesLine, expandCall, exprText, formatBytes, frameState, gridGeometry, isRepeat, sourceIndex, stretchedDims, tupleText, wrapText } from '../../src/render/broadcast/layout';
 import { bigPlan, conflictPlan, matmulFailPlan, matmulPlan, okPlan } from './broadcast-fixtures';
 
 describe('text', () => {

@@ -2,7 +2,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import widget from '../../src/broadcast-widget';
+import widget from '../../src/widgets/broadcast';
 import { conflictPlan, okPlan } from './broadcast-fixtures';
 import { FakeModel } from './fakemodel';
 

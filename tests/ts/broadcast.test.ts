@@ -1,7 +1,7 @@
 /** The broadcast animation through the real DOM (happy-dom): frames, stepping, play, conflict, matmul, export. */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { BroadcastPlan } from '../../src/model/wire';
-import { BroadcastView, BroadcastViewOptions, createBroadcastView } from '../../src/render/broadcast';
+import { BroadcastView, BroadcastViewOptions, createBroadcastView } from '../../src/render/broadcast/view';
 import { bigPlan, conflictPlan, countGifImages, matmulBatchFailPlan, matmulFailPlan, matmulPlan, matvecPlan, okPlan, threeConflictPlan } from './broadcast-fixtures';
 
 

@@ -14,9 +14,9 @@ const staticDir = path.join(root, 'forgeviz', 'static');
 const labDir = path.join(root, 'forgeviz', 'labextension');
 const WASM_LOADER = 'WebAssembly.instantiate';
 
-describe.skipIf(!existsSync(path.join(staticDir, 'widget.js')))('forgeviz/static', () => {
-  it('widget.js is a small ESM without Graphviz', () => {
-    const file = path.join(staticDir, 'widget.js');
+describe.skipIf(!existsSync(path.join(staticDir, 'graph.js')))('forgeviz/static', () => {
+  it('graph.js is a small ESM without Graphviz', () => {
+    const file = path.join(staticDir, 'graph.js');
     expect(statSync(file).size).toBeLessThanOrEqual(60 * 1024);
     const src = readFileSync(file, 'utf8');
     expect(src).not.toContain(WASM_LOADER);

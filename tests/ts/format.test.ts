@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { formatCompact, formatNumber, formatValues, wireNumber } from '../../src/render/format';
-import { parseLayout, splitLabel } from '../../src/render/layout';
-import { resolveVars } from '../../src/render/export';
+import { formatCompact, formatNumber, formatValues, wireNumber } from '../../src/render/common/format';
+import { parseLayout, splitLabel } from '../../src/render/graph/layout';
+import { resolveVars } from '../../src/render/common/export';
 import { summary } from './fixtures';
 import { realLayout } from './graphviz';
 

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { NodeDetail } from '../../src/model/wire';
-import { createGraphView, GraphView } from '../../src/render';
+import { createGraphView, GraphView } from '../../src/render/graph/view';
 import { clusterGraph, detail, s1Graph, summary, xDetail, zDetail } from './fixtures';
 import { realLayout } from './graphviz';
 

@@ -1,9 +1,9 @@
 /** A CUDA history on the memory timeline: reserved steps over the allocated area, releases, OOMs, segments. */
 import { describe, expect, it, vi } from 'vitest';
 import type { CudaState } from '../../src/model/wire';
-import { ALLOC, FREE, MemoryStore } from '../../src/render/memory-data';
-import { computeFrame, plotX, plotY } from '../../src/render/memory-draw';
-import { createMemoryView, type MemoryView } from '../../src/render/memory';
+import { ALLOC, FREE, MemoryStore } from '../../src/render/memory/data';
+import { computeFrame, plotX, plotY } from '../../src/render/memory/draw';
+import { createMemoryView, type MemoryView } from '../../src/render/memory/view';
 import { CAT, columnsOf, type Ev, MiB, timelineFor, viewsDestroyedAfterEach } from './memory-fixtures';
 
 const views = viewsDestroyedAfterEach();

@@ -11,8 +11,8 @@ import {
   MemoryStore,
   NCAT,
   type XMode
-} from '../../src/render/memory-data';
-import { buildSynthetic } from '../../src/render/memory-synthetic';
+} from '../../src/render/memory/data';
+import { buildSynthetic } from './memory-synthetic';
 import { columnsOf, naiveTotals, randomEvents, rng, sliceColumns } from './memory-fixtures';
 
 const SIZES: Record<string, number> = { float32: 4, float64: 8, uint32: 4, uint16: 2, uint8: 1 };

@@ -1,8 +1,8 @@
 /** Hand-made and random memory traces (wire-shaped), and a naive reference of the totals. */
 import { CATEGORIES, EVENT_COLUMNS, NO_ID, NO_SMALL, type MemoryTimeline } from '../../src/model/wire';
 import { afterEach } from 'vitest';
-import type { MemoryView } from '../../src/render/memory';
-import { ALLOC, emptyColumns, type EventColumns, FREE, RECATEGORIZE } from '../../src/render/memory-data';
+import type { MemoryView } from '../../src/render/memory/view';
+import { ALLOC, emptyColumns, type EventColumns, FREE, RECATEGORIZE } from '../../src/render/memory/data';
 
 export const MiB = 2 ** 20;
 

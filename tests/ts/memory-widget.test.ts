@@ -2,8 +2,8 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import widget from '../../src/memory-widget';
-import { encodeColumns } from '../../src/render/memory-data';
+import widget from '../../src/widgets/memory';
+import { encodeColumns } from '../../src/render/memory/data';
 import { FakeModel } from './fakemodel';
 import { columnsOf, randomEvents, smallTrace, timelineFor } from './memory-fixtures';
 

@@ -1,8 +1,8 @@
 /** The memory timeline view: DOM contract, hit-testing, hover/click, zoom, append/reset, export. */
 import { describe, expect, it, vi } from 'vitest';
 import type { StorageDetail } from '../../src/model/wire';
-import { ALLOC, envelope, columnBounds, FREE, MemoryStore, NCAT } from '../../src/render/memory-data';
-import { computeFrame } from '../../src/render/memory-draw';
+import { ALLOC, envelope, columnBounds, FREE, MemoryStore, NCAT } from '../../src/render/memory/data';
+import { computeFrame } from '../../src/render/memory/draw';
 import {
   bytesLabel,
   bytesShort,
@@ -14,9 +14,9 @@ import {
   pushRect,
   summaryText,
   timeText
-} from '../../src/render/memory-geom';
-import { createMemoryView } from '../../src/render/memory';
-import { buildSynthetic } from '../../src/render/memory-synthetic';
+} from '../../src/render/memory/geom';
+import { createMemoryView } from '../../src/render/memory/view';
+import { buildSynthetic } from './memory-synthetic';
 import {
   CAT,
   columnsOf,

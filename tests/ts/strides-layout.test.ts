@@ -17,8 +17,8 @@ import {
   stripWindowFor,
   toStripIndex,
   tupleText
-} from '../../src/render/strides-layout';
-import { bytesText, overlapText, verdictCall, verdictSummary } from '../../src/render/strides';
+} from '../../src/render/strides/layout';
+import { bytesText, overlapText, verdictCall, verdictSummary } from '../../src/render/strides/view';
 
 describe('the address rule', () => {
   // t = arange(12).reshape(3, 4)

@@ -2,7 +2,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import widget from '../../src/strides-widget';
+import widget from '../../src/widgets/strides';
 import { createTransport } from '../../src/transport';
 import { FakeModel } from './fakemodel';
 import { bigLayout, sharedLayout, windowOf } from './strides-fixtures';

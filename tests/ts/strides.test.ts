@@ -1,7 +1,7 @@
 /** The stride diagram through the real DOM (happy-dom): drawing, hover mapping, paging, try, export. */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { StrideLayout, ValueWindow, ViewVerdict } from '../../src/model/wire';
-import { createStridesView, StridesView, StridesViewOptions } from '../../src/render/strides';
+import { createStridesView, StridesView, StridesViewOptions } from '../../src/render/strides/view';
 import { bigLayout, copyLayout, expandLayout, fourDLayout, metaLayout, sharedLayout, sparseLayout, windowOf } from './strides-fixtures';
 
 let el: HTMLElement;

@@ -7,7 +7,7 @@ import { installGlobal } from '../../src/lab/index';
 import plugin from '../../src/lab/index';
 import { createTransport } from '../../src/transport';
 import { VERSION } from '../../src/version';
-import widget from '../../src/widget';
+import widget from '../../src/widgets/graph';
 import { s1Graph, zDetail } from './fixtures';
 import { FakeModel } from './fakemodel';
 

@@ -28,7 +28,7 @@ function kernel(msg: any, model: FakeModel) {
   }
 }
 
-const { default: widget } = await import(/* @vite-ignore */ '/forgeviz/static/widget.js' as string);
+const { default: widget } = await import(/* @vite-ignore */ '/forgeviz/static/graph.js' as string);
 
 const g2 = clusterGraph();
 g2.nodes[3].grad_brief = 'nan';

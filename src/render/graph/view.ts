@@ -2,9 +2,9 @@
  * The autograd graph view: Graphviz lays the DOT out, we draw our own SVG.
  * Pure DOM/SVG; imports nothing from Jupyter or anywidget.
  */
-import type { Graph, Node as GraphNode, NodeDetail } from '../model/wire';
-import { h, r2, s } from './dom';
-import { download, standaloneSvg, svgToPng } from './export';
+import type { Graph, Node as GraphNode, NodeDetail } from '../../model/wire';
+import { h, r2, s } from '../common/dom';
+import { download, standaloneSvg, svgToPng } from '../common/export';
 import { renderDetail } from './inspector';
 import { Layout, NodeBox, parseLayout } from './layout';
 import { createPanZoom, PanZoom } from './panzoom';

@@ -4,11 +4,11 @@
  * answer), steps with buttons or the arrow keys, plays at 0.25×–4× one step a second.
  * Pure DOM/SVG; imports nothing from Jupyter or anywidget.
  */
-import type { BroadcastPlan } from '../model/wire';
-import { drawFrame } from './broadcast-draw';
-import { checksOf, dimLabel, exprText, frameState, tupleText, VERDICT_SYMBOL } from './broadcast-layout';
-import { h, s } from './dom';
-import { download, standaloneSvg, svgToPng } from './export';
+import type { BroadcastPlan } from '../../model/wire';
+import { drawFrame } from './draw';
+import { checksOf, dimLabel, exprText, frameState, tupleText, VERDICT_SYMBOL } from './layout';
+import { h, s } from '../common/dom';
+import { download, standaloneSvg, svgToPng } from '../common/export';
 import { encodeGif, RgbaFrame } from './gif';
 
 export type Theme = 'light' | 'dark';

@@ -10,7 +10,7 @@
  *
  * Pure data: no DOM, no Jupyter.
  */
-import { CATEGORIES, EVENT_COLUMNS, NO_ID } from '../model/wire';
+import { CATEGORIES, EVENT_COLUMNS, NO_ID } from '../../model/wire';
 
 export const ALLOC = 0;
 export const FREE = 1;

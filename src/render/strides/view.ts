@@ -3,9 +3,9 @@
  * reads, with the address mapping shown on hover and focus.
  * Pure DOM/SVG; imports nothing from Jupyter or anywidget.
  */
-import type { Overlap, StorageStrip, StrideLayout, TensorLayout, ValueWindow, ViewVerdict } from '../model/wire';
-import { h, r2, s } from './dom';
-import { download, standaloneSvg, svgToPng } from './export';
+import type { Overlap, StorageStrip, StrideLayout, TensorLayout, ValueWindow, ViewVerdict } from '../../model/wire';
+import { h, r2, s } from '../common/dom';
+import { download, standaloneSvg, svgToPng } from '../common/export';
 import {
   addressFormula,
   Box,
@@ -25,7 +25,7 @@ import {
   stripWindowFor,
   toStripIndex,
   tupleText
-} from './strides-layout';
+} from './layout';
 
 export interface StridesViewOptions {
   requestValues(tensor: number, start: number[], size: number[]): Promise<ValueWindow>;

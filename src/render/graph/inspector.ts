@@ -1,6 +1,6 @@
 /** The inspector panel: everything about one node, fetched lazily. */
-import type { Edge, Graph, GradRecord, NodeDetail, TensorSummary } from '../model/wire';
-import { h, r2, s } from './dom';
+import type { Edge, Graph, GradRecord, NodeDetail, TensorSummary } from '../../model/wire';
+import { h, r2, s } from '../common/dom';
 import {
   formatCompact,
   formatMeta,
@@ -8,7 +8,7 @@ import {
   formatShape,
   formatValues,
   histogramBounds
-} from './format';
+} from '../common/format';
 
 /** Label of a model node by id, for naming producers and consumers. */
 function labelOf(graph: Graph | null, id: number): string {

@@ -3,8 +3,8 @@
  * activations and temporaries, backward gradients, optimizer state, cells), for benchmarks
  * and tests. Pure: no DOM, no window; deterministic for a given seed.
  */
-import { CATEGORIES, NO_ID, NO_SMALL, type CellMark, type MemoryTimeline } from '../model/wire';
-import { ALLOC, emptyColumns, type EventColumns, FREE, RECATEGORIZE } from './memory-data';
+import { CATEGORIES, NO_ID, NO_SMALL, type CellMark, type MemoryTimeline } from '../../src/model/wire';
+import { ALLOC, emptyColumns, type EventColumns, FREE, RECATEGORIZE } from '../../src/render/memory/data';
 
 const [PARAMETER, OPTIMIZER_STATE, GRADIENT, ACTIVATION, INPUT, TEMPORARY, OTHER] = CATEGORIES.map((_, i) => i);
 

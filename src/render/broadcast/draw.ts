@@ -4,8 +4,8 @@
  * Every frame of a plan has the same size (laid out for the whole plan), so frames can be
  * exported one by one into a GIF. Pure DOM/SVG; imports nothing from Jupyter or anywidget.
  */
-import type { BroadcastPlan, DimCheck, MatmulPlan, Operand } from '../model/wire';
-import { r2, s } from './dom';
+import type { BroadcastPlan, DimCheck, MatmulPlan, Operand } from '../../model/wire';
+import { r2, s } from '../common/dom';
 import {
   bytesLine,
   checksOf,
@@ -26,7 +26,7 @@ import {
   tupleText,
   VERDICT_SYMBOL,
   wrapText
-} from './broadcast-layout';
+} from './layout';
 
 /** Okabe–Ito for the operands (the verdicts use green, sky blue and vermillion), plus a dash each. */
 export const OPERAND_COLORS = ['#0072B2', '#E69F00', '#CC79A7', '#7F7F7F', '#000000'];

@@ -3,9 +3,9 @@
  * blocks, ticks, marks), then painted on a canvas or written as SVG. Every cost here follows
  * pixels (columns, visible blocks), never the number of events.
  */
-import { CATEGORIES, type CudaState, NO_ID, type MemoryTimeline } from '../model/wire';
-import { r2, s } from './dom';
-import { type CudaOverlay, cudaLastTime, cudaOverlay, cudaOverlaySvg, paintCudaOverlay, reservedMaxIn } from './memory-cuda';
+import { CATEGORIES, type CudaState, NO_ID, type MemoryTimeline } from '../../model/wire';
+import { r2, s } from '../common/dom';
+import { type CudaOverlay, cudaLastTime, cudaOverlay, cudaOverlaySvg, paintCudaOverlay, reservedMaxIn } from './cuda';
 import {
   columnBounds,
   type Envelope,
@@ -15,7 +15,7 @@ import {
   NCAT,
   upperBound,
   type XMode
-} from './memory-data';
+} from './data';
 import {
   type BlockRects,
   bytesLabel,
@@ -29,7 +29,7 @@ import {
   type PatternKind,
   pushRect,
   timeText
-} from './memory-geom';
+} from './geom';
 
 /** Above this many visible storages the zoomed view stays a stacked area. */
 export const BLOCK_LIMIT = 2000;

@@ -1,5 +1,5 @@
 /** Number and tensor formatting for the inspector (torch-like, 4–6 significant digits). */
-import type { Histogram, TensorMeta, TensorSummary } from '../model/wire';
+import type { Histogram, TensorMeta, TensorSummary } from '../../model/wire';
 
 /** WireFloat: numbers may arrive as the strings "NaN", "Infinity", "-Infinity". */
 export function wireNumber(v: number | string | null | undefined): number | null {

@@ -9,11 +9,11 @@
  * after each cell only while a view draws it.
  */
 import type { AnyModel, RenderProps } from '@anywidget/types';
-import css from '../style/strides.css?raw';
-import type { StrideLayout } from './model/wire';
-import { createStridesView } from './render/strides';
-import { createTransport } from './transport';
-import { VERSION } from './version';
+import css from '../../style/strides.css?raw';
+import type { StrideLayout } from '../model/wire';
+import { createStridesView } from '../render/strides/view';
+import { createTransport } from '../transport';
+import { VERSION } from '../version';
 
 const STYLE_ID = 'forgeviz-strides-style';
 

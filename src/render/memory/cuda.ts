@@ -4,10 +4,10 @@
  * CUDA (empty_cache), OOMs with the state at that moment, and a table of segments with their
  * fragmentation. Pure geometry and DOM; costs follow steps and marks, never events.
  */
-import type { CudaOomMark, CudaState } from '../model/wire';
-import { h, r2, s } from './dom';
-import { lowerBound, type MemoryStore, type XMode } from './memory-data';
-import { bytesExact, bytesLabel, timeText } from './memory-geom';
+import type { CudaOomMark, CudaState } from '../../model/wire';
+import { h, r2, s } from '../common/dom';
+import { lowerBound, type MemoryStore, type XMode } from './data';
+import { bytesExact, bytesLabel, timeText } from './geom';
 
 export interface CudaMark {
   kind: 'oom' | 'release';

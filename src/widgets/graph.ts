@@ -6,12 +6,12 @@
  * Custom messages: see src/model/wire.ts (inspect / dot / graphviz / error).
  */
 import type { AnyModel, RenderProps } from '@anywidget/types';
-import css from '../style/widget.css?raw';
-import { getGraphviz } from './graphviz-loader';
-import type { Graph } from './model/wire';
-import { createGraphView } from './render/graphview';
-import { createTransport } from './transport';
-import { VERSION } from './version';
+import css from '../../style/graph.css?raw';
+import { getGraphviz } from '../graphviz-loader';
+import type { Graph } from '../model/wire';
+import { createGraphView } from '../render/graph/view';
+import { createTransport } from '../transport';
+import { VERSION } from '../version';
 
 const STYLE_ID = 'forgeviz-style';
 

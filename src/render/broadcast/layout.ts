@@ -2,7 +2,7 @@
  * The broadcast animation's pure parts: which frame shows what, value-grid geometry,
  * number and shape text. No DOM.
  */
-import type { BroadcastPlan, DimCheck, Operand, Step } from '../model/wire';
+import type { BroadcastPlan, DimCheck, Operand, Step } from '../../model/wire';
 
 /** Python's tuple text: (3, 4), (3,), (). */
 export function tupleText(shape: readonly number[]): string {

@@ -2,8 +2,8 @@
  * The memory timeline's pure helpers: byte and time text, axis ticks, hit-testing and the
  * tooltip's sentence. No DOM.
  */
-import { CATEGORIES, NO_ID, NO_SMALL, type MemoryTimeline, type StorageDetail } from '../model/wire';
-import { type Envelope, type MemoryStore, NCAT, type XMode } from './memory-data';
+import { CATEGORIES, NO_ID, NO_SMALL, type MemoryTimeline, type StorageDetail } from '../../model/wire';
+import { type Envelope, type MemoryStore, NCAT, type XMode } from './data';
 
 /** Okabe–Ito per category (the same as the plotly export in forgeviz/export.py). */
 export const CATEGORY_COLORS = ['#0072B2', '#CC79A7', '#D55E00', '#009E73', '#E69F00', '#56B4E9', '#999999'];

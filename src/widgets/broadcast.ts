@@ -11,11 +11,11 @@
  * ``send``. Everything but the HTML export works without a kernel.
  */
 import type { AnyModel, RenderProps } from '@anywidget/types';
-import css from '../style/broadcast.css?raw';
-import type { BroadcastPlan } from './model/wire';
-import { createBroadcastView } from './render/broadcast';
-import { createTransport } from './transport';
-import { VERSION } from './version';
+import css from '../../style/broadcast.css?raw';
+import type { BroadcastPlan } from '../model/wire';
+import { createBroadcastView } from '../render/broadcast/view';
+import { createTransport } from '../transport';
+import { VERSION } from '../version';
 
 const STYLE_ID = 'forgeviz-broadcast-style';
 /** Building the page can take the kernel a moment (it embeds broadcast.js). */

@@ -4,11 +4,11 @@
  * autograd node), SVG/PNG export and a text transcript.
  * Pure DOM/canvas; imports nothing from Jupyter or anywidget.
  */
-import { CATEGORIES, NO_ID, type MemoryTimeline, type StorageDetail } from '../model/wire';
-import { h, s } from './dom';
-import { cudaPanel } from './memory-cuda';
-import { cssVar, download, standaloneSvg, svgToPng } from './export';
-import { type EventColumns, eventX, MemoryStore, upperBound, type XMode } from './memory-data';
+import { CATEGORIES, NO_ID, type MemoryTimeline, type StorageDetail } from '../../model/wire';
+import { h, s } from '../common/dom';
+import { cudaPanel } from './cuda';
+import { cssVar, download, standaloneSvg, svgToPng } from '../common/export';
+import { type EventColumns, eventX, MemoryStore, upperBound, type XMode } from './data';
 import {
   canvasPatterns,
   columnAt,
@@ -25,7 +25,7 @@ import {
   svgPatterns,
   type Theme,
   valueAtX
-} from './memory-draw';
+} from './draw';
 import {
   bytesExact,
   bytesLabel,
@@ -38,7 +38,7 @@ import {
   summaryText,
   timeText,
   titleText
-} from './memory-geom';
+} from './geom';
 
 export interface MemoryViewOptions {
   /** What one storage is (shape, dtype, op, cell, line, ...): asked once per storage. */

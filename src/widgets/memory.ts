@@ -15,12 +15,12 @@
  * Also exports the renderer and the column codec, for benchmark pages.
  */
 import type { AnyModel, RenderProps } from '@anywidget/types';
-import css from '../style/memory.css?raw';
-import type { MemoryTimeline } from './model/wire';
-import { decodeColumns, encodeColumns } from './render/memory-data';
-import { createMemoryView } from './render/memory';
-import { createTransport } from './transport';
-import { VERSION } from './version';
+import css from '../../style/memory.css?raw';
+import type { MemoryTimeline } from '../model/wire';
+import { decodeColumns, encodeColumns } from '../render/memory/data';
+import { createMemoryView } from '../render/memory/view';
+import { createTransport } from '../transport';
+import { VERSION } from '../version';
 
 export { createMemoryView, decodeColumns, encodeColumns };
 
