@@ -6,8 +6,7 @@ True
 """
 
 from ._version import __version__
-from . import capture  # the package; calling it is the capture() context manager
-from .api import broadcast, cuda_snapshot, graph, memory, memory_trace, strides
+from .api import broadcast, capture, cuda_snapshot, graph, memory, memory_trace, strides
 
 __all__ = ["__version__", "broadcast", "capture", "cuda_snapshot", "graph", "load_ipython_extension", "memory",
            "memory_trace", "strides", "unload_ipython_extension"]

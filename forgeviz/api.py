@@ -8,11 +8,11 @@ from typing import Iterator, Mapping, Optional, Sequence
 
 import torch
 
-from .capture.names import NameIndex
-from .capture.session import CaptureSession, get_session
-from .capture.walk import is_node
-from .capture.source import names_by_identity
-from .capture.strides import accepts
+from ._capture.names import NameIndex
+from ._capture.session import CaptureSession, get_session
+from ._capture.walk import is_node
+from ._capture.source import names_by_identity
+from ._capture.strides import accepts
 from .widgets.graph import GraphWidget
 from .widgets.strides import StridesWidget
 from .widgets.broadcast import BroadcastWidget
@@ -102,7 +102,7 @@ def broadcast(*operands, op: str = "broadcast", names: Optional[Sequence[str]] =
     >>> forgeviz.broadcast((3, 4), (3,)).model.conflict.from_right
     -1
     """
-    from .capture.broadcast import plan_broadcast
+    from ._capture.broadcast import plan_broadcast
 
     if len(operands) < 1 or (op == "@" and len(operands) != 2):
         raise TypeError("forgeviz.broadcast() needs operands to broadcast, e.g. broadcast(a, b) or "
@@ -140,7 +140,7 @@ class MemoryTrace:
         from .widgets.memory import MemoryWidget
 
         if self.cuda is not None:
-            from .capture.cuda_memory import CudaTimelineSource
+            from ._capture.cuda_memory import CudaTimelineSource
 
             return MemoryWidget(CudaTimelineSource(self.cuda), get_session(), live=False)
         return MemoryWidget(self.tracker, get_session(), live=False)
@@ -149,7 +149,7 @@ class MemoryTrace:
     def events(self) -> dict:
         """The events as a columnar table (name → numpy array): time, bytes, storage, node, op,
         module, cell, line, action, category. ``op``/``module`` index ``ops``/``modules``."""
-        from .capture.memory import events_table
+        from ._capture.memory import events_table
 
         return events_table(self.tracker)
 
@@ -196,7 +196,7 @@ def memory(device: str = "cpu"):
     from the first such call on (reserved vs allocated, segments, releases, OOMs), updated after
     every cell. Outside IPython use ``with forgeviz.memory_trace() as trace:`` instead.
     """
-    from .capture.cuda_memory import CudaHistory, LiveCudaSource, check_cuda_device
+    from ._capture.cuda_memory import CudaHistory, LiveCudaSource, check_cuda_device
     from .widgets.memory import MemoryWidget
 
     session = get_session()
@@ -240,7 +240,7 @@ def cuda_snapshot(snapshot, device: int = 0):
     import os
     import pickle
 
-    from .capture.cuda_memory import CudaTimelineSource, parse_snapshot
+    from ._capture.cuda_memory import CudaTimelineSource, parse_snapshot
     from .widgets.memory import MemoryWidget
 
     if isinstance(snapshot, (str, os.PathLike)):
@@ -265,9 +265,9 @@ def memory_trace(max_events: int = 1_000_000, device: str = "cpu") -> Iterator[M
     >>> trace.bytes_by_category()["temporary"] >= 4 * 2**20
     True
     """
-    from .capture.memory import make_tracker
+    from ._capture.memory import make_tracker
 
-    from .capture.cuda_memory import CudaHistory, check_cuda_device
+    from ._capture.cuda_memory import CudaHistory, check_cuda_device
 
     index = check_cuda_device(device)  # None for "cpu"; raises, saying what is expected or missing
     session = get_session()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .api import names
-from .capture.session import get_session, untraced
+from ._capture.session import get_session, untraced
 
 
 class _CellHooks:
@@ -60,8 +60,8 @@ class _CellHooks:
         try:
             from IPython.display import display
 
-            from .capture.broadcast import plan_failed_op
-            from .capture.source import cell_number, source_line
+            from ._capture.broadcast import plan_failed_op
+            from ._capture.source import cell_number, source_line
             from .widgets.broadcast import BroadcastWidget
 
             _, op_record, filename, line = record
@@ -87,7 +87,7 @@ def load(shell) -> None:
         return
     from .magics import ForgevizMagics
 
-    from .capture.memory import make_tracker
+    from ._capture.memory import make_tracker
 
     session = get_session()
     session.install()

@@ -52,7 +52,7 @@ class ForgevizMagics(Magics):
         ``%fv explain off`` / ``on``: draw (or not) the shapes of ops that fail with a shape error.
         ``%fv memory off`` / ``on``: pause (or resume) the kernel's memory tracking, e.g. for speed."""
         from .api import broadcast, graph, strides
-        from .capture.session import get_session
+        from ._capture.session import get_session
 
         command, _, rest = line.strip().partition(" ")
         if command not in COMMANDS:
@@ -84,11 +84,11 @@ class ForgevizMagics(Magics):
             raise UsageError(f"%%fv: expected 'memory', got {line.strip() or 'nothing'!r}. Example: %%fv memory")
         import linecache
 
-        from .capture.memory import make_tracker
-        from .capture.session import get_session
+        from ._capture.memory import make_tracker
+        from ._capture.session import get_session
         from .widgets.memory import MemoryWidget
 
-        from .capture.source import current_cell
+        from ._capture.source import current_cell
 
         session = get_session()
         count = current_cell() or self.shell.execution_count

@@ -46,7 +46,7 @@ def nb(ipython, request):
     A fault inside forgeviz is never raised into a cell, so this checks none was logged either
     (tests that inject one on purpose are marked ``faults_expected``).
     """
-    from forgeviz.capture.session import get_session
+    from forgeviz._capture.session import get_session
 
     faults = len(get_session().faults)
     notebook = Notebook(ipython)

@@ -124,7 +124,7 @@ def test_shape_error_in_a_cell_is_reraised_untouched_and_explained(nb, monkeypat
 
 @pytest.mark.faults_expected
 def test_a_fault_while_explaining_leaves_the_users_error_intact(nb, monkeypatch):
-    import forgeviz.capture.broadcast as capture_broadcast
+    import forgeviz._capture.broadcast as capture_broadcast
 
     def broken(*args, **kwargs):
         raise ValueError("injected fault")
@@ -133,7 +133,7 @@ def test_a_fault_while_explaining_leaves_the_users_error_intact(nb, monkeypatch)
     result = nb.run("torch.ones(3, 4) + torch.ones(3)")
     assert isinstance(result.error_in_exec, RuntimeError)
     assert "size of tensor a (4) must match" in str(result.error_in_exec)
-    from forgeviz.capture.session import get_session
+    from forgeviz._capture.session import get_session
     assert "injected fault" in get_session().faults[-1]
     monkeypatch.setattr(capture_broadcast, "describe_failed_op", broken)
     result = nb.run("torch.ones(3, 4) + torch.ones(3)")

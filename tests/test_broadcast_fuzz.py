@@ -12,7 +12,7 @@ import re
 import torch
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
-from forgeviz.capture.broadcast import plan_broadcast
+from forgeviz._capture.broadcast import plan_broadcast
 from forgeviz.model.broadcast import broadcast_shape, check_dims, plan_matmul
 
 CASES = int(os.environ.get("FV_FUZZ_CASES", 10_000))

@@ -13,7 +13,7 @@ from scenarios import ROOT, reset_shell
 
 @pytest.fixture
 def shell(ipython):
-    from forgeviz.capture.session import get_session
+    from forgeviz._capture.session import get_session
 
     faults = len(get_session().faults)
     yield ipython

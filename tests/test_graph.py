@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import forgeviz
-from forgeviz.capture.grads import iter_graph
-from forgeviz.capture.session import get_session
-from forgeviz.capture.walk import NO_HISTORY
+from forgeviz._capture.grads import iter_graph
+from forgeviz._capture.session import get_session
+from forgeviz._capture.walk import NO_HISTORY
 
 from scenarios import S1, by_label, make_cnn
 
@@ -331,7 +331,7 @@ def test_first_nonfinite_node_is_the_one_anomaly_mode_names(nb):
 def test_gradients_summarised_on_their_device_arrive_when_the_pass_ends(nb, monkeypatch):
     # What a GPU's gradients go through (summarised there, read back once the backward ends), run
     # here on CPU tensors: the same numbers, the same first non-finite Node, the same leaf history.
-    from forgeviz.capture.grads import BackwardRecorder
+    from forgeviz._capture.grads import BackwardRecorder
 
     monkeypatch.setattr(BackwardRecorder, "deferred", staticmethod(lambda grad: True))
     # Count the numbers read back from armed hooks to the pass's end (views read their own after).
@@ -396,7 +396,7 @@ class _Seen(torch.overrides.TorchFunctionMode):
 @pytest.fixture
 def ops_seen(monkeypatch):
     """The names of the torch functions that reach forgeviz's own mode."""
-    from forgeviz.capture import session as capture_session
+    from forgeviz._capture import session as capture_session
 
     seen: list[str] = []
     handle = capture_session._TagMode.__torch_function__
@@ -463,7 +463,7 @@ def test_a_step_with_a_closure_and_a_users_mode_on_top_keep_everything_watched(o
 
 
 def test_a_step_that_leaves_its_own_mode_on_the_stack_keeps_it_there(ops_seen):
-    from forgeviz.capture.session import get_session
+    from forgeviz._capture.session import get_session
 
     left = _Seen()
 

@@ -13,8 +13,8 @@ import torch
 from torch.nn.modules import module as nn_module
 
 import forgeviz
-from forgeviz.capture import summary as summary_module
-from forgeviz.capture.session import get_session
+from forgeviz._capture import summary as summary_module
+from forgeviz._capture.session import get_session
 from forgeviz.model import tsgen
 
 from scenarios import ROOT, S1, make_cnn
@@ -128,8 +128,7 @@ def test_a_fault_inside_forgeviz_never_breaks_the_users_backward(nb, monkeypatch
         raise ValueError("simulated forgeviz bug")
 
     nb.ok(S1 + "g = forgeviz.graph(loss)")
-    # forgeviz.capture is also the public capture() function, so patch through the module object.
-    monkeypatch.setattr(importlib.import_module("forgeviz.capture.grads"), "summarize", broken)
+    monkeypatch.setattr(importlib.import_module("forgeviz._capture.grads"), "summarize", broken)
     nb.ok("loss.backward()")  # must not raise
     assert nb["x"].grad.tolist() == [64.0]  # and the user's result is right
     assert any("simulated forgeviz bug" in f for f in get_session().faults)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import forgeviz
-from forgeviz.capture.memory import live_storage_bytes, make_tracker
+from forgeviz._capture.memory import live_storage_bytes, make_tracker
 from forgeviz.model.memory import ALLOC, CATEGORIES, FREE, GRADIENT, TEMPORARY, category_series
 
 
@@ -227,7 +227,7 @@ def test_cell_magic_sees_activations_and_m2_no_grad(nb):
 
 
 def test_widget_streams_binary_columns_and_restreams_after_compaction(backend):
-    from forgeviz.capture.session import get_session
+    from forgeviz._capture.session import get_session
     from forgeviz.model.memory import EVENT_COLUMNS
     from forgeviz.widgets.memory import MemoryWidget
 

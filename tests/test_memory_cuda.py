@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import forgeviz
-from forgeviz.capture.cuda_memory import parse_snapshot
+from forgeviz._capture.cuda_memory import parse_snapshot
 from forgeviz.model.memory import ALLOC, FREE, GRADIENT, PARAMETER, TEMPORARY
 
 from cuda_fixtures import A, MiB, synthetic_snapshot
@@ -96,7 +96,7 @@ def test_real_history_matches_torchs_counters():
 @pytest.mark.cuda
 @needs_gpu
 def test_an_oom_is_the_users_error_and_its_state_is_kept():
-    from forgeviz.capture.cuda_memory import CudaHistory
+    from forgeviz._capture.cuda_memory import CudaHistory
 
     history = CudaHistory()
     history.start()
@@ -109,8 +109,8 @@ def test_an_oom_is_the_users_error_and_its_state_is_kept():
 
 
 def test_a_cuda_trace_is_served_to_the_timeline_view_with_reserved_segments_and_ooms():
-    from forgeviz.capture.cuda_memory import CudaTimelineSource
-    from forgeviz.capture.session import get_session
+    from forgeviz._capture.cuda_memory import CudaTimelineSource
+    from forgeviz._capture.session import get_session
     from forgeviz.model.memory import EVENT_COLUMNS
     from forgeviz.widgets.memory import MemoryWidget
 

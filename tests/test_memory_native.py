@@ -13,8 +13,8 @@ import pytest
 import torch
 
 import forgeviz
-from forgeviz.capture.grads import node_id
-from forgeviz.capture.memory import make_tracker
+from forgeviz._capture.grads import node_id
+from forgeviz._capture.memory import make_tracker
 from forgeviz.model.memory import ALLOC, FREE, GRADIENT, OTHER
 
 
@@ -75,7 +75,7 @@ def test_forgeviz_own_work_is_not_the_users_memory():
 
 
 def test_memory_trace_alone_records_no_gradient_summaries():
-    from forgeviz.capture.session import get_session
+    from forgeviz._capture.session import get_session
 
     x = torch.randn(64, 64, requires_grad=True)
     with forgeviz.memory_trace() as trace:
@@ -147,7 +147,7 @@ def test_cell_marks_follow_the_ledgers_compaction():
 def test_without_a_compiler_it_falls_back_and_says_why(tmp_path):
     script = (
         "import json\n"
-        "from forgeviz.capture.memory import make_tracker\n"
+        "from forgeviz._capture.memory import make_tracker\n"
         "told = []\n"
         "t = make_tracker(fault=told.append, backend='auto')\n"
         "try:\n"
@@ -186,7 +186,7 @@ def test_forked_children_allocate_freely_and_the_parent_keeps_its_ledger():
 
 
 def test_remembered_shapes_stay_bounded_and_live_storages_keep_theirs(monkeypatch):
-    from forgeviz.capture import memory_native
+    from forgeviz._capture import memory_native
 
     monkeypatch.setattr(memory_native, "_MAX_SHAPES", 40)
     keep = []
@@ -206,7 +206,7 @@ def test_remembered_shapes_stay_bounded_and_live_storages_keep_theirs(monkeypatc
 
 
 def test_node_names_stay_bounded_in_a_long_loop_and_live_activations_keep_theirs(monkeypatch):
-    from forgeviz.capture import memory_native
+    from forgeviz._capture import memory_native
 
     monkeypatch.setattr(memory_native, "_MAX_SHAPES", 40)
     h = torch.ones(8, requires_grad=True)
@@ -250,7 +250,7 @@ def test_backward_allocations_name_the_backward_or_with_aten_ops_the_dispatcher_
 
 
 def test_outputs_the_ledger_does_not_hold_are_named_without_a_fault():
-    from forgeviz.capture.session import get_session
+    from forgeviz._capture.session import get_session
 
     faults = len(get_session().faults)
     with forgeviz.memory_trace() as trace:
@@ -262,7 +262,7 @@ def test_outputs_the_ledger_does_not_hold_are_named_without_a_fault():
 
 
 def test_a_rebuild_replaces_the_older_build_for_the_same_torch(tmp_path, monkeypatch):
-    from forgeviz.capture import native
+    from forgeviz._capture import native
 
     monkeypatch.setenv("FORGEVIZ_CACHE", str(tmp_path))
     stale = native.library_path().with_name(f"cpu_ledger-{native._torch_key()}-0000000000.so")

@@ -12,7 +12,7 @@ import math
 import torch
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
-from forgeviz.capture.strides import describe, try_layout
+from forgeviz._capture.strides import describe, try_layout
 from forgeviz.model.strides import addresses
 
 CASES = int(__import__("os").environ.get("FV_FUZZ_CASES", 10_000))

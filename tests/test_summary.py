@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from forgeviz.capture import native
-from forgeviz.capture import summary as summary_module
-from forgeviz.capture.summary import HISTOGRAM_BINS, HISTOGRAM_SAMPLE, SMALL_NUMEL, summarize
+from forgeviz._capture import native
+from forgeviz._capture import summary as summary_module
+from forgeviz._capture.summary import HISTOGRAM_BINS, HISTOGRAM_SAMPLE, SMALL_NUMEL, summarize
 
 
 def cases() -> dict[str, torch.Tensor]:
@@ -112,7 +112,7 @@ def test_capture_uses_the_built_library_and_never_builds_it(tmp_path):
     native.load()  # built into the usual cache
     script = (
         "import json, torch, forgeviz\n"
-        "from forgeviz.capture import native\n"
+        "from forgeviz._capture import native\n"
         "x = torch.randn(300, requires_grad=True)\n"
         "with forgeviz.capture():\n"
         "    (x * 2).sum().backward()\n"

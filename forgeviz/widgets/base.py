@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import anywidget
 
-from ..capture.session import CaptureSession
+from .._capture.session import CaptureSession
 
 STATIC = Path(__file__).resolve().parents[1] / "static"
 _MISSING_FRONTEND = """

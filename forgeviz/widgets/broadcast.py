@@ -11,7 +11,7 @@ from typing import Optional, Union
 
 import traitlets
 
-from ..capture.session import CaptureSession
+from .._capture.session import CaptureSession
 from ..model.broadcast import BroadcastPlan
 from .base import STATIC, RequestError, RequestWidget, esm
 

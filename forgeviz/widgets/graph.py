@@ -10,9 +10,9 @@ import graphviz
 import torch
 import traitlets
 
-from ..capture.names import NameIndex
-from ..capture.session import CaptureSession, untraced
-from ..capture.walk import NO_HISTORY, LiveGraph, build_graph, node_detail, roots_of
+from .._capture.names import NameIndex
+from .._capture.session import CaptureSession, untraced
+from .._capture.walk import NO_HISTORY, LiveGraph, build_graph, node_detail, roots_of
 from ..export import to_digraph, to_dot
 from ..model.graph import Graph
 from .base import STATIC, RequestError, RequestWidget, esm

@@ -11,8 +11,8 @@ from typing import Optional
 
 import traitlets
 
-from ..capture.memory import MemoryTracker
-from ..capture.session import CaptureSession
+from .._capture.memory import MemoryTracker
+from .._capture.session import CaptureSession
 from ..model import memory as m
 from .base import RequestError, RequestWidget, esm
 

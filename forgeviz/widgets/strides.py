@@ -8,8 +8,8 @@ from typing import Optional, Sequence
 
 import traitlets
 
-from ..capture.session import CaptureSession, untraced
-from ..capture.strides import Described, Frozen, describe, read_storage, read_window, try_layout
+from .._capture.session import CaptureSession, untraced
+from .._capture.strides import Described, Frozen, describe, read_storage, read_window, try_layout
 from ..model import strides as m
 from ..model.strides import StrideLayout
 from .base import RequestError, RequestWidget, esm

@@ -25,9 +25,9 @@ import sys
 import torch
 
 from _bench import interleaved, mlp, train  # noqa: I001 - first: it puts this checkout on sys.path
-from forgeviz.capture import native, summary
-from forgeviz.capture.grads import BackwardRecorder
-from forgeviz.capture.session import get_session
+from forgeviz._capture import native, summary
+from forgeviz._capture.grads import BackwardRecorder
+from forgeviz._capture.session import get_session
 
 ROUNDS = int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", "15"))
 STEPS = 10

@@ -19,7 +19,7 @@ import torch
 
 from _bench import interleaved, mlp, train  # noqa: I001 - first: it puts this checkout on sys.path
 import forgeviz
-from forgeviz.capture.cuda_memory import CELL_METADATA
+from forgeviz._capture.cuda_memory import CELL_METADATA
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "cuda_snapshot.pickle"
 ROUNDS, STEPS = 9, 20

@@ -25,8 +25,8 @@ from torch import nn
 import _bench  # noqa: F401,I001 - first: it puts this checkout on sys.path
 import forgeviz
 from forgeviz.api import names
-from forgeviz.capture.session import get_session
-from forgeviz.capture.walk import build_graph
+from forgeviz._capture.session import get_session
+from forgeviz._capture.walk import build_graph
 from forgeviz.export import to_dot
 
 

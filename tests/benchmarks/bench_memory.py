@@ -33,9 +33,9 @@ def case(width: int, batch: int) -> dict[str, float]:
     def off():
         loop(model, opt, x, y)
 
-    from forgeviz.capture.memory import MemoryTracker
-    from forgeviz.capture.memory_native import NativeMemoryTracker
-    from forgeviz.capture.session import get_session
+    from forgeviz._capture.memory import MemoryTracker
+    from forgeviz._capture.memory_native import NativeMemoryTracker
+    from forgeviz._capture.session import get_session
 
     session = get_session()
     session.uninstall()  # every arm starts from the same state

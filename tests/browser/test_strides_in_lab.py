@@ -16,7 +16,7 @@ CELLS = [
     "%fv strides torch.eye(3).to_sparse()",  # 4: a layout without strides
     "big = torch.zeros(10_000, 1_000)\n%fv strides big big.T",  # 5: 1e7 elements, a bounded window
     # 6: after cell 2 ran again, its first view is gone: that widget is no longer re-read after cells
-    "from forgeviz.capture.session import get_session\nfrom forgeviz.widgets.strides import StridesWidget\n"
+    "from forgeviz._capture.session import get_session\nfrom forgeviz.widgets.strides import StridesWidget\n"
     "print(sorted(-1 if w._views is None else len(w._views) for w in get_session().widgets\n"
     "             if isinstance(w, StridesWidget)))",
 ]

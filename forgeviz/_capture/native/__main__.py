@@ -1,4 +1,4 @@
-"""``python -m forgeviz.capture.native``: build the native memory tracker for the installed torch."""
+"""``python -m forgeviz._capture.native``: build the native memory tracker for the installed torch."""
 
 from . import build, load
 

@@ -6,7 +6,7 @@ instead of a dozen torch ops. It needs a C++ compiler and torch's headers (in ev
 wheel); without them forgeviz falls back to Python (the dispatch-mode tracker, and torch ops for
 summaries), and says so.
 
-Build it ahead of time (``./dev.sh`` does) with ``python -m forgeviz.capture.native``.
+Build it ahead of time (``./dev.sh`` does) with ``python -m forgeviz._capture.native``.
 
 >>> lib = load()  # doctest: +SKIP
 >>> lib.fv_abi_version()  # doctest: +SKIP
@@ -155,7 +155,7 @@ def load(build_if_missing: bool = True) -> ctypes.CDLL:
             if not path.exists():
                 if not build_if_missing:
                     raise RuntimeError(f"the native memory tracker is not built for torch {torch.__version__}; "
-                                       "run: python -m forgeviz.capture.native")
+                                       "run: python -m forgeviz._capture.native")
                 path = build()
             # PyDLL keeps the GIL across calls (they are short and never wait on Python): cheaper.
             lib = ctypes.PyDLL(str(path))
