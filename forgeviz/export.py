@@ -99,7 +99,7 @@ def to_dot(graph: Graph) -> str:
 
 
 def cuda_timeline_figure(trace, title: str = "forgeviz CUDA memory timeline"):
-    """A plotly figure of a :class:`~forgeviz.capture.cuda_memory.CudaTrace`: allocated bytes stacked by
+    """A plotly figure of a :class:`~forgeviz._capture.cuda_memory.CudaTrace`: allocated bytes stacked by
     category, the reserved bytes over them, what ``empty_cache()`` released, and each OOM."""
     fig = timeline_figure(trace.columns, title)
     fig.add_trace(_scatter(trace.times, trace.reserved, "reserved (cached by the allocator)", "#000000", "dash"))
