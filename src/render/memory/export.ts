@@ -1,0 +1,45 @@
+/** SVG and PNG export of what the view shows, at one column per CSS pixel. */
+import { download, standaloneSvg, svgToPng } from '../common/export';
+import { computeFrame, frameToSvg } from './draw';
+import { bytesLabel } from './geom';
+import { CANVAS_HEIGHT, type MemoryContext } from './context';
+import { currentRange, size, theme } from './painter';
+import { errorMessage, showStatus } from './parts';
+
+function exportFrame(ctx: MemoryContext): { text: string; w: number; h: number } {
+  const { el, store, timeline: t } = ctx;
+  const th = theme(el);
+  const title = `forgeviz memory timeline${t?.device ? ` (${t.device})` : ''}: peak ${bytesLabel(store.peakBytes)}, ${store.n.toLocaleString('en-US')} events`;
+  // export at one column per CSS pixel: the paths are bounded by the width, not the events
+  const { W } = size(ctx);
+  const [x0, x1] = currentRange(ctx);
+  const ef = computeFrame({ store, timeline: t, mode: ctx.mode, x0, x1, W, H: CANVAS_HEIGHT, density: 1, zoomed: ctx.range !== null });
+  // every colour and font is an attribute already: serialised detached, no computed style is
+  // inlined, which keeps a blocks view of 2,000 rectangles small
+  const g = frameToSvg(ctx.doc, ef, th, `${ctx.uid}-x`, title);
+  const h2 = ef.H + 24;
+  return { text: standaloneSvg(g, el, ef.W, h2, title), w: ef.W + 28, h: h2 + 28 };
+}
+
+export function exportSVG(ctx: MemoryContext): string {
+  return exportFrame(ctx).text;
+}
+
+export function bindExportButtons(ctx: MemoryContext): void {
+  const { doc, ui } = ctx;
+  ui.svgBtn.addEventListener('click', () => {
+    try {
+      download(doc, 'forgeviz-memory.svg', new Blob([exportSVG(ctx)], { type: 'image/svg+xml' }));
+    } catch (err) {
+      showStatus(ui, `SVG export failed: ${errorMessage(err)}`);
+    }
+  });
+  ui.pngBtn.addEventListener('click', async () => {
+    try {
+      const e = exportFrame(ctx);
+      download(doc, 'forgeviz-memory.png', await svgToPng(doc, e.text, e.w, e.h));
+    } catch (err) {
+      showStatus(ui, `PNG export failed: ${errorMessage(err)}`);
+    }
+  });
+}

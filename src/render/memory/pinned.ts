@@ -1,0 +1,64 @@
+/** The pinned panel: a clicked storage's details, kept until unpinned; a click also highlights its autograd node. */
+import { NO_ID } from '../../model/wire';
+import { h } from '../common/dom';
+import type { MemoryContext, MemoryHit } from './context';
+import { fetchDetail, hitContent } from './details';
+import { hitTest } from './hit';
+import { schedule } from './painter';
+
+export function renderPinned(ctx: MemoryContext): void {
+  const { doc } = ctx;
+  const { pinned } = ctx.ui;
+  const hit = ctx.pinnedHit;
+  if (!hit || hit.storage === null) {
+    pinned.hidden = true;
+    pinned.replaceChildren();
+    pinned.removeAttribute('data-storage');
+    return;
+  }
+  const close = h(doc, 'button', { type: 'button', class: 'fv-btn fv-mem-unpin', title: 'Unpin', 'aria-label': 'Unpin' }, '×');
+  close.addEventListener('click', () => unpin(ctx));
+  pinned.replaceChildren(close, ...hitContent(ctx, hit, true));
+  pinned.hidden = false;
+  pinned.setAttribute('data-storage', String(hit.storage));
+}
+
+function unpin(ctx: MemoryContext): void {
+  ctx.pinnedHit = null;
+  renderPinned(ctx);
+  schedule(ctx, false);
+}
+
+/** Ask the graph view (if any) to highlight an autograd node. */
+function highlight(ctx: MemoryContext, node: number): void {
+  ctx.doc.dispatchEvent(new (ctx.win?.CustomEvent ?? CustomEvent)('forgeviz:highlight-node', { detail: { node } }));
+}
+
+/** Click (pin) at canvas CSS px: pins the storage there, or unpins on empty space. */
+export async function click(ctx: MemoryContext, x: number, y: number): Promise<MemoryHit | null> {
+  const hit = hitTest(ctx, x, y);
+  if (!hit || hit.storage === null || hit.event < 0) {
+    unpin(ctx);
+    return hit;
+  }
+  ctx.pinnedHit = hit;
+  renderPinned(ctx);
+  schedule(ctx, false);
+  const node = ctx.store.cols.node[hit.event];
+  if (node !== NO_ID) {
+    highlight(ctx, node);
+  }
+  try {
+    const d = await fetchDetail(ctx, hit.storage);
+    if (node === NO_ID && d.node !== null && d.node !== undefined && ctx.pinnedHit === hit) {
+      highlight(ctx, d.node);
+    }
+  } catch {
+    // shown in the panel
+  }
+  await Promise.resolve();
+  if (!ctx.destroyed && ctx.pinnedHit === hit) {
+    renderPinned(ctx);
+  }
+  return hit;
+}
