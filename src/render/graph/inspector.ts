@@ -250,3 +250,54 @@ export function renderDetail(doc: Document, detail: NodeDetail, graph: Graph | n
   }
   return frag;
 }
+
+/**
+ * The ``aside.fv-inspector`` beside the graph and its states (``data-state``): empty (a hint),
+ * loading (a placeholder, or the last detail marked ``.fv-refreshing``), ready, error.
+ */
+export interface InspectorPanel {
+  readonly el: HTMLElement;
+  showEmpty(): void;
+  showLoading(nodeId: number, label: string): void;
+  showDetail(detail: NodeDetail, graph: Graph | null): void;
+  showError(text: string): void;
+  /** The request is over (answered or not): drop the refreshing mark. */
+  settle(): void;
+}
+
+export function createInspectorPanel(doc: Document): InspectorPanel {
+  const el = h(doc, 'aside', {
+    class: 'fv-inspector',
+    'aria-live': 'polite',
+    'aria-label': 'node inspector',
+    'data-state': 'empty'
+  });
+  return {
+    el,
+    showEmpty() {
+      el.removeAttribute('data-node-id');
+      el.setAttribute('data-state', 'empty');
+      el.replaceChildren(h(doc, 'div', { class: 'fv-hint' }, 'Select a node (click it, or Tab to it and press Enter) to see its tensors and gradients.'));
+    },
+    showLoading(nodeId: number, label: string) {
+      el.setAttribute('data-node-id', String(nodeId));
+      el.setAttribute('data-state', 'loading');
+      if (!el.querySelector('.fv-detail')) {
+        el.replaceChildren(h(doc, 'div', { class: 'fv-loading' }, `Loading ${label}…`));
+      } else {
+        el.classList.add('fv-refreshing');
+      }
+    },
+    showDetail(detail: NodeDetail, graph: Graph | null) {
+      el.replaceChildren(renderDetail(doc, detail, graph));
+      el.setAttribute('data-state', 'ready');
+    },
+    showError(text: string) {
+      el.replaceChildren(h(doc, 'div', { class: 'fv-error', role: 'alert' }, text));
+      el.setAttribute('data-state', 'error');
+    },
+    settle() {
+      el.classList.remove('fv-refreshing');
+    }
+  };
+}

@@ -244,3 +244,25 @@ export function parseLayout(json: string | object): Layout {
 function r(v: number): number {
   return Math.round(v * 100) / 100;
 }
+
+/**
+ * Lay out DOT through ``engine`` (Graphviz ``json`` output), remembering the last ``size``
+ * layouts so that a gradient update of the same graph lays nothing out again.
+ */
+export function createLayoutCache(engine: (dot: string) => Promise<string>, size: number): (dot: string) => Promise<Layout> {
+  const cache = new Map<string, Layout>();
+  return async (dot: string) => {
+    const hit = cache.get(dot);
+    if (hit) {
+      cache.delete(dot);
+      cache.set(dot, hit);
+      return hit;
+    }
+    const parsed = parseLayout(await engine(dot));
+    cache.set(dot, parsed);
+    while (cache.size > size) {
+      cache.delete(cache.keys().next().value as string);
+    }
+    return parsed;
+  };
+}
