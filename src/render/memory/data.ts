@@ -145,37 +145,34 @@ export function encodeColumns(cols: EventColumns, start = 0, end = cols.time.len
   });
 }
 
-/** First index in sorted ``arr[0..n)`` whose value is > v. */
-export function upperBound(arr: ArrayLike<number>, n: number, v: number): number {
+/** First index in sorted ``arr[0..n)`` whose value is > v (``orEqual``: >= v). */
+function bisect(arr: ArrayLike<number>, n: number, v: number, orEqual: boolean): number {
   let lo = 0;
   let hi = n;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
-    if (arr[mid] <= v) {
+    const a = arr[mid];
+    if (a < v || (a === v && !orEqual)) {
       lo = mid + 1;
     } else {
       hi = mid;
     }
   }
   return lo;
+}
+
+/** First index in sorted ``arr[0..n)`` whose value is > v. */
+export function upperBound(arr: ArrayLike<number>, n: number, v: number): number {
+  return bisect(arr, n, v, false);
 }
 
 /** First index in sorted ``arr[0..n)`` whose value is >= v. */
 export function lowerBound(arr: ArrayLike<number>, n: number, v: number): number {
-  let lo = 0;
-  let hi = n;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (arr[mid] < v) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo;
+  return bisect(arr, n, v, true);
 }
 
-function grown<T extends Typed | Int32Array>(arr: T, cap: number): T {
+/** A copy of a typed array with room for ``cap`` elements. */
+export function grown<T extends Typed | Int32Array>(arr: T, cap: number): T {
   const Ctor = arr.constructor as { new (n: number): T };
   const out = new Ctor(cap);
   out.set(arr as unknown as ArrayLike<number>);

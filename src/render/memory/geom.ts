@@ -3,7 +3,7 @@
  * tooltip's sentence. No DOM.
  */
 import { CATEGORIES, NO_ID, NO_SMALL, type MemoryTimeline, type StorageDetail } from '../../model/wire';
-import { type Envelope, type MemoryStore, NCAT, type XMode } from './data';
+import { type Envelope, grown, type MemoryStore, NCAT, type XMode } from './data';
 
 /** Okabe–Ito per category (the same as the plotly export in forgeviz/export.py). */
 export const CATEGORY_COLORS = ['#0072B2', '#CC79A7', '#D55E00', '#009E73', '#E69F00', '#56B4E9', '#999999'];
@@ -162,12 +162,7 @@ export function pushRect(r: BlockRects, slot: number, x0: number, y0: number, x1
   let out = r;
   if (r.n >= r.slot.length) {
     const cap = r.slot.length * 2;
-    const g = <T extends Int32Array | Float64Array | Uint8Array>(a: T): T => {
-      const b = new (a.constructor as { new (n: number): T })(cap);
-      b.set(a as never);
-      return b;
-    };
-    out = { n: r.n, slot: g(r.slot), x0: g(r.x0), y0: g(r.y0), x1: g(r.x1), y1: g(r.y1), cat: g(r.cat) };
+    out = { n: r.n, slot: grown(r.slot, cap), x0: grown(r.x0, cap), y0: grown(r.y0, cap), x1: grown(r.x1, cap), y1: grown(r.y1, cap), cat: grown(r.cat, cap) };
   }
   const k = out.n++;
   out.slot[k] = slot;
