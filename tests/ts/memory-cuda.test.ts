@@ -1,10 +1,10 @@
 /** A CUDA history on the memory timeline: reserved steps over the allocated area, releases, OOMs, segments. */
 import { describe, expect, it, vi } from 'vitest';
 import type { CudaState } from '../../src/model/wire';
-import { ALLOC, FREE, MemoryStore } from '../../src/render/memory/data';
+import { ALLOC, FREE } from '../../src/render/memory/data';
 import { computeFrame, plotX, plotY } from '../../src/render/memory/draw';
 import { createMemoryView, type MemoryView } from '../../src/render/memory/view';
-import { CAT, columnsOf, type Ev, MiB, timelineFor, viewsDestroyedAfterEach } from './memory-fixtures';
+import { CAT, columnsOf, type Ev, MiB, storeOf, timelineFor, viewsDestroyedAfterEach } from './memory-fixtures';
 
 const views = viewsDestroyedAfterEach();
 
@@ -27,12 +27,6 @@ const cuda: CudaState = {
   ooms: [{ time: 0.008, requested: 64 * 2 ** 30, device_free: 2 ** 30, allocated: 12 * MiB, reserved: 20 * MiB, cell: 6 }],
   segments: [{ address: '0x7f0000000000', total: 20 * MiB, allocated: 12 * MiB, largest_free: 4 * MiB, fragmentation: 0.5, segment_type: 'large' }]
 };
-
-function storeOf(evs: Ev[]): MemoryStore {
-  const store = new MemoryStore();
-  store.append(columnsOf(evs), 0, evs.length);
-  return store;
-}
 
 describe('the CUDA overlay', () => {
   it('draws reserved as steps above the allocated area, with the y axis reaching its peak', () => {

@@ -13,7 +13,7 @@ import {
   type XMode
 } from '../../src/render/memory/data';
 import { buildSynthetic } from './memory-synthetic';
-import { columnsOf, naiveTotals, randomEvents, rng, sliceColumns } from './memory-fixtures';
+import { columnsOf, naiveTotals, randomEvents, rng, sliceColumns, storeOf } from './memory-fixtures';
 
 const SIZES: Record<string, number> = { float32: 4, float64: 8, uint32: 4, uint16: 2, uint8: 1 };
 
@@ -25,12 +25,6 @@ function oddViews(views: DataView[], offsets: number[]): DataView[] {
     new Uint8Array(buf, off).set(new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
     return new DataView(buf, off, v.byteLength);
   });
-}
-
-function storeOf(events: ReturnType<typeof randomEvents>): MemoryStore {
-  const s = new MemoryStore();
-  s.append(columnsOf(events));
-  return s;
 }
 
 describe('decodeColumns', () => {

@@ -1,8 +1,11 @@
 /** Hand-made and random memory traces (wire-shaped), and a naive reference of the totals. */
-import { CATEGORIES, EVENT_COLUMNS, NO_ID, NO_SMALL, type MemoryTimeline } from '../../src/model/wire';
+import { CATEGORIES, EVENT_COLUMNS, type MemoryTimeline } from '../../src/model/wire';
 import { afterEach } from 'vitest';
 import type { MemoryView } from '../../src/render/memory/view';
-import { ALLOC, emptyColumns, type EventColumns, FREE, RECATEGORIZE } from '../../src/render/memory/data';
+import { ALLOC, emptyColumns, type EventColumns, FREE, MemoryStore, RECATEGORIZE } from '../../src/render/memory/data';
+import { type Ev, rng, writeEvent } from './memory-synthetic';
+
+export { type Ev, rng };
 
 export const MiB = 2 ** 20;
 
@@ -18,34 +21,17 @@ export function viewsDestroyedAfterEach(): MemoryView[] {
 
 export const CAT = Object.fromEntries(CATEGORIES.map((c, i) => [c, i])) as Record<(typeof CATEGORIES)[number], number>;
 
-export interface Ev {
-  time: number;
-  bytes: number;
-  storage: number;
-  action: number;
-  category: number;
-  node?: number;
-  op?: number;
-  module?: number;
-  cell?: number;
-  line?: number;
-}
-
 export function columnsOf(events: Ev[]): EventColumns {
   const c = emptyColumns(events.length);
-  events.forEach((e, i) => {
-    c.time[i] = e.time;
-    c.bytes[i] = e.bytes;
-    c.storage[i] = e.storage;
-    c.node[i] = e.node ?? NO_ID;
-    c.op[i] = e.op ?? NO_SMALL;
-    c.module[i] = e.module ?? NO_SMALL;
-    c.cell[i] = e.cell ?? 0;
-    c.line[i] = e.line ?? 0;
-    c.action[i] = e.action;
-    c.category[i] = e.category;
-  });
+  events.forEach((e, i) => writeEvent(c, i, e));
   return c;
+}
+
+/** A store holding ``events``. */
+export function storeOf(events: Ev[]): MemoryStore {
+  const store = new MemoryStore();
+  store.append(columnsOf(events));
+  return store;
 }
 
 /** Slice [from, to) of columns (copies). */
@@ -55,17 +41,6 @@ export function sliceColumns(c: EventColumns, from: number, to: number): EventCo
     out[name] = (c as unknown as Record<string, Float64Array>)[name].slice(from, to);
   }
   return out as unknown as EventColumns;
-}
-
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /**

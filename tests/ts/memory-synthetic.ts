@@ -15,8 +15,8 @@ export interface SyntheticTrace {
 
 const OPS = ['linear', 'addmm', 'relu', 'gelu', 'mm', 'add', 'mul', 'layer_norm', 'softmax', 'dropout', 'sum', 'zeros_like', 't', 'empty', 'copy_'];
 
-/** mulberry32 */
-function rng(seed: number): () => number {
+/** A seeded random number generator (mulberry32): floats in [0, 1). */
+export function rng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;
@@ -25,6 +25,34 @@ function rng(seed: number): () => number {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
+}
+
+/** One event as a test writes it (wire-shaped; what is left out: none, or cell 0 line 0). */
+export interface Ev {
+  time: number;
+  bytes: number;
+  storage: number;
+  action: number;
+  category: number;
+  node?: number;
+  op?: number;
+  module?: number;
+  cell?: number;
+  line?: number;
+}
+
+/** Write event ``e`` at row ``i`` of the columns. */
+export function writeEvent(c: EventColumns, i: number, e: Ev): void {
+  c.time[i] = e.time;
+  c.bytes[i] = e.bytes;
+  c.storage[i] = e.storage;
+  c.action[i] = e.action;
+  c.category[i] = e.category;
+  c.node[i] = e.node ?? NO_ID;
+  c.op[i] = e.op ?? NO_SMALL;
+  c.module[i] = e.module ?? NO_SMALL;
+  c.cell[i] = e.cell ?? 0;
+  c.line[i] = e.line ?? 0;
 }
 
 /** ``n`` events of a small MLP training loop (``layers`` layers), as columns plus the JSON half. */
@@ -49,16 +77,8 @@ export function buildSynthetic(n: number, seed = 1, layers = 12): SyntheticTrace
       return;
     }
     const b = size.get(s)!;
-    cols.time[i] = t;
-    cols.bytes[i] = b;
-    cols.storage[i] = s;
-    cols.node[i] = nodeId;
-    cols.op[i] = op;
-    cols.module[i] = module;
-    cols.cell[i] = t === 0 ? 0 : cell;
-    cols.line[i] = t === 0 ? 0 : line;
-    cols.action[i] = action;
-    cols.category[i] = category;
+    const before = t === 0; // the parameters, made before any cell ran
+    writeEvent(cols, i, { time: t, bytes: b, storage: s, action, category, node: nodeId, op, module, cell: before ? 0 : cell, line: before ? 0 : line });
     if (action === ALLOC) {
       live += b;
       cat.set(s, category);

@@ -1,7 +1,7 @@
 /** The memory timeline view: DOM contract, hit-testing, hover/click, zoom, append/reset, export. */
 import { describe, expect, it, vi } from 'vitest';
-import type { StorageDetail } from '../../src/model/wire';
-import { ALLOC, envelope, columnBounds, FREE, MemoryStore, NCAT } from '../../src/render/memory/data';
+import type { MemoryTimeline, StorageDetail } from '../../src/model/wire';
+import { ALLOC, envelope, columnBounds, type EventColumns, FREE, MemoryStore, NCAT } from '../../src/render/memory/data';
 import { computeFrame } from '../../src/render/memory/draw';
 import {
   bytesLabel,
@@ -25,6 +25,7 @@ import {
   randomEvents,
   sliceColumns,
   smallTrace,
+  storeOf,
   timelineFor,
   viewsDestroyedAfterEach
 } from './memory-fixtures';
@@ -61,12 +62,24 @@ function mount(detail: (s: number) => Promise<StorageDetail> = s => Promise.reso
   return { el, view, requestDetail, requestReplay };
 }
 
-function mountTrace(events: Ev[], extra = {}) {
+/** A view holding ``columns`` (not drawn yet). */
+function mountColumns(columns: EventColumns, timeline: MemoryTimeline) {
   const m = mount();
-  m.view.setTimeline(timelineFor(events.length, extra));
-  m.view.appendEvents(0, columnsOf(events), true);
+  m.view.setTimeline(timeline);
+  m.view.appendEvents(0, columns, true);
+  return m;
+}
+
+function mountTrace(events: Ev[], extra = {}) {
+  const m = mountColumns(columnsOf(events), timelineFor(events.length, extra));
   m.view.draw();
   return m;
+}
+
+/** A view of ``n`` synthetic events (not drawn yet). */
+function mountSynthetic(n: number) {
+  const { columns, timeline } = buildSynthetic(n);
+  return mountColumns(columns, timeline);
 }
 
 describe('formatting', () => {
@@ -96,14 +109,11 @@ describe('formatting', () => {
 
 describe('hit-testing (pure)', () => {
   it('hitArea picks the band whose stacked span holds the value', () => {
-    const store = new MemoryStore();
-    store.append(
-      columnsOf([
-        { time: 0, bytes: 100, storage: 1, action: ALLOC, category: CAT.parameter },
-        { time: 1, bytes: 50, storage: 2, action: ALLOC, category: CAT.activation },
-        { time: 2, bytes: 10, storage: 3, action: ALLOC, category: CAT.temporary }
-      ])
-    );
+    const store = storeOf([
+      { time: 0, bytes: 100, storage: 1, action: ALLOC, category: CAT.parameter },
+      { time: 1, bytes: 50, storage: 2, action: ALLOC, category: CAT.activation },
+      { time: 2, bytes: 10, storage: 3, action: ALLOC, category: CAT.temporary }
+    ]);
     const bounds = columnBounds(store, 'index', -0.5, 2.5, 3);
     const env = envelope(store, bounds, 3);
     expect(hitArea(env, 2, 50)).toBe(CAT.parameter);
@@ -129,15 +139,12 @@ describe('hit-testing (pure)', () => {
   });
 
   it('nearestEventInBand looks both ways, in its band only', () => {
-    const store = new MemoryStore();
-    store.append(
-      columnsOf([
-        { time: 0, bytes: 1, storage: 1, action: ALLOC, category: CAT.activation },
-        { time: 1, bytes: 1, storage: 2, action: ALLOC, category: CAT.temporary },
-        { time: 2, bytes: 1, storage: 3, action: ALLOC, category: CAT.activation },
-        { time: 5, bytes: 1, storage: 4, action: ALLOC, category: CAT.activation }
-      ])
-    );
+    const store = storeOf([
+      { time: 0, bytes: 1, storage: 1, action: ALLOC, category: CAT.activation },
+      { time: 1, bytes: 1, storage: 2, action: ALLOC, category: CAT.temporary },
+      { time: 2, bytes: 1, storage: 3, action: ALLOC, category: CAT.activation },
+      { time: 5, bytes: 1, storage: 4, action: ALLOC, category: CAT.activation }
+    ]);
     expect(nearestEventInBand(store, 'time', 1, 1.2, CAT.activation, 10)).toBe(2);
     expect(nearestEventInBand(store, 'time', 1, 0.8, CAT.activation, 10)).toBe(0);
     expect(nearestEventInBand(store, 'time', 1, 1.2, CAT.temporary, 10)).toBe(1);
@@ -378,10 +385,7 @@ describe('memory view', () => {
   });
 
   it('zoom buttons, wheel and drag change the range; the area never draws per event', () => {
-    const { columns, timeline } = buildSynthetic(20_000);
-    const { el, view } = mount();
-    view.setTimeline(timeline);
-    view.appendEvents(0, columns, true);
+    const { el, view } = mountSynthetic(20_000);
     const f0 = view.draw();
     el.querySelector<HTMLButtonElement>('button.fv-mem-zoom-in')!.click();
     const f1 = view.draw();
@@ -426,10 +430,7 @@ describe('memory view', () => {
     try {
       const counts: number[] = [];
       for (const n of [5_000, 200_000]) {
-        const { columns, timeline } = buildSynthetic(n);
-        const { view } = mount();
-        view.setTimeline(timeline);
-        view.appendEvents(0, columns, true);
+        const { view } = mountSynthetic(n);
         calls.lineTo = 0;
         view.draw();
         counts.push(calls.lineTo);
@@ -445,10 +446,7 @@ describe('memory view', () => {
   it('export SVG: standalone, and its size does not grow with the event count', () => {
     const sizes: number[] = [];
     for (const n of [20_000, 400_000]) {
-      const { columns, timeline } = buildSynthetic(n);
-      const { view } = mount();
-      view.setTimeline(timeline);
-      view.appendEvents(0, columns, true);
+      const { view } = mountSynthetic(n);
       const svg = view.exportSVG();
       expect(svg.startsWith('<?xml')).toBe(true);
       expect(svg).toMatch(/<svg[^>]*xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
@@ -516,8 +514,7 @@ describe('layout', () => {
 describe('semantics', () => {
   it('live bytes per category follow recategorizations and frees', () => {
     const { events } = smallTrace();
-    const store = new MemoryStore();
-    store.append(columnsOf(events));
+    const store = storeOf(events);
     expect([0, 1, 2, 3, 4, 5].map(i => store.liveAt(i, CAT.activation) / MiB)).toEqual([0, 0, 4, 4, 4, 0]);
     expect([0, 1, 2, 3, 4, 5].map(i => store.liveAt(i, CAT.temporary) / MiB)).toEqual([0, 4, 0, 2, 0, 0]);
     expect(store.totalAt(5)).toBe(8 * MiB);
