@@ -145,23 +145,30 @@ export function download(doc: Document, filename: string, data: Blob): void {
   setTimeout(() => URL.revokeObjectURL(url), 10_000);
 }
 
-/** Rasterise a standalone SVG string to a PNG blob at ``scale``. */
-export function svgToPng(doc: Document, svgText: string, width: number, height: number, scale = 2): Promise<Blob> {
+/**
+ * Load a standalone SVG as an image, draw it with ``paint`` on a fresh ``width`` × ``height``
+ * canvas, and settle with what ``paint`` returns (a value, or a promise of one).
+ */
+function rasterize<T>(
+  doc: Document,
+  svgText: string,
+  width: number,
+  height: number,
+  paint: (ctx: CanvasRenderingContext2D, img: HTMLImageElement, canvas: HTMLCanvasElement) => T | Promise<T>
+): Promise<T> {
   return new Promise((resolve, reject) => {
     const img = new (doc.defaultView as Window & typeof globalThis).Image();
     const url = URL.createObjectURL(new Blob([svgText], { type: 'image/svg+xml' }));
     img.onload = () => {
       try {
         const canvas = doc.createElement('canvas');
-        canvas.width = Math.ceil(width * scale);
-        canvas.height = Math.ceil(height * scale);
+        canvas.width = width;
+        canvas.height = height;
         const ctx = canvas.getContext('2d');
         if (!ctx) {
           throw new Error('no 2D canvas context');
         }
-        ctx.scale(scale, scale);
-        ctx.drawImage(img, 0, 0);
-        canvas.toBlob(b => (b ? resolve(b) : reject(new Error('PNG encoding failed'))), 'image/png');
+        resolve(paint(ctx, img, canvas));
       } catch (err) {
         reject(err);
       } finally {
@@ -173,5 +180,34 @@ export function svgToPng(doc: Document, svgText: string, width: number, height: 
       reject(new Error('could not rasterise the SVG'));
     };
     img.src = url;
+  });
+}
+
+/** Rasterise a standalone SVG string to a PNG blob at ``scale``. */
+export function svgToPng(doc: Document, svgText: string, width: number, height: number, scale = 2): Promise<Blob> {
+  return rasterize(doc, svgText, Math.ceil(width * scale), Math.ceil(height * scale), (ctx, img, canvas) => {
+    ctx.scale(scale, scale);
+    ctx.drawImage(img, 0, 0);
+    return new Promise<Blob>((resolve, reject) =>
+      canvas.toBlob(b => (b ? resolve(b) : reject(new Error('PNG encoding failed'))), 'image/png')
+    );
+  });
+}
+
+/** RGBA pixels, row-major, four bytes each. */
+export interface RgbaPixels {
+  data: Uint8ClampedArray;
+  width: number;
+  height: number;
+}
+
+/** Rasterise a standalone SVG to RGBA pixels on a white canvas, scaled to ``width`` × ``height``. */
+export function svgToRgba(doc: Document, svgText: string, width: number, height: number): Promise<RgbaPixels> {
+  return rasterize(doc, svgText, Math.max(1, Math.round(width)), Math.max(1, Math.round(height)), (ctx, img, canvas) => {
+    ctx.fillStyle = '#ffffff';
+    ctx.fillRect(0, 0, canvas.width, canvas.height);
+    ctx.drawImage(img, 0, 0, canvas.width, canvas.height);
+    const data = ctx.getImageData(0, 0, canvas.width, canvas.height);
+    return { data: data.data, width: canvas.width, height: canvas.height };
   });
 }
