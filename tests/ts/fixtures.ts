@@ -2,11 +2,14 @@
  *  x=[2.], y=[3.] requires_grad; z=x*y; w=z+x; loss=w**2; loss.backward(). */
 import type { Graph, Node, NodeDetail, TensorSummary } from '../../src/model/wire';
 
-export const S1_DOT = `digraph forgeviz {
+/** The graph, node and edge defaults that forgeviz writes at the top of every DOT. */
+const DOT_HEAD = `digraph forgeviz {
 	graph [fontname=Helvetica fontsize=10 labeljust=l nodesep=0.3 rankdir=TB ranksep=0.35]
 	node [fontname=Helvetica fontsize=11 margin="0.12,0.06" shape=box style=rounded]
 	edge [fontname=Helvetica fontsize=9]
-	n1 [label="x\\nleaf" id=n1]
+`;
+
+export const S1_DOT = `${DOT_HEAD}	n1 [label="x\\nleaf" id=n1]
 	n2 [label="y\\nleaf" id=n2]
 	n3 [label="z\\nMulBackward0" id=n3]
 	n4 [label="w\\nAddBackward0" id=n4]
@@ -19,11 +22,7 @@ export const S1_DOT = `digraph forgeviz {
 }
 `;
 
-export const CLUSTER_DOT = `digraph forgeviz {
-	graph [fontname=Helvetica fontsize=10 labeljust=l nodesep=0.3 rankdir=TB ranksep=0.35]
-	node [fontname=Helvetica fontsize=11 margin="0.12,0.06" shape=box style=rounded]
-	edge [fontname=Helvetica fontsize=9]
-	n1 [label="x\\nleaf" id=n1]
+export const CLUSTER_DOT = `${DOT_HEAD}	n1 [label="x\\nleaf" id=n1]
 	n2 [label="layer1.0.weight\\nleaf" id=n2]
 	subgraph cluster_0 {
 		label="layer1 · Sequential" id="cluster:layer1" style="rounded,dashed"

@@ -126,9 +126,13 @@ export function frameState(plan: BroadcastPlan, k: number): FrameState {
         st.padded = true;
         break;
       case 'compare':
+      case 'batch':
         st.padded = true;
         if (s.dim !== null) {
           st.compared.add(s.dim);
+        } else if (s.kind === 'batch') {
+          // a matmul's batch dims all at once
+          checks.forEach(c => st.compared.add(c.dim));
         }
         break;
       case 'stretch':
@@ -141,14 +145,6 @@ export function frameState(plan: BroadcastPlan, k: number): FrameState {
         break;
       case 'inner':
         st.inner = true;
-        break;
-      case 'batch':
-        st.padded = true;
-        if (s.dim !== null) {
-          st.compared.add(s.dim);
-        } else {
-          checks.forEach(c => st.compared.add(c.dim));
-        }
         break;
       case 'conflict':
         st.conflict = true;

@@ -43,18 +43,7 @@ export const MIN_SPEED = 0.25;
 export const MAX_SPEED = 4;
 
 /** The player's controls: first, previous, play, next, last, the step counter and the speed. */
-interface Controls {
-  firstBtn: HTMLButtonElement;
-  prevBtn: HTMLButtonElement;
-  playBtn: HTMLButtonElement;
-  nextBtn: HTMLButtonElement;
-  lastBtn: HTMLButtonElement;
-  counter: HTMLSpanElement;
-  speed: HTMLInputElement;
-  speedOut: HTMLOutputElement;
-}
-
-function createControls(doc: Document): Controls {
+function createControls(doc: Document) {
   const playBtn = button(doc, 'fv-bc-play', '▶ Play', 'Play the steps');
   playBtn.setAttribute('aria-pressed', 'false');
   return {
@@ -78,23 +67,7 @@ function createControls(doc: Document): Controls {
 }
 
 /** Everything under the toolbar: header, message, caption, the frame's SVG, the checks panel, the transcript. */
-interface Body {
-  exprEl: HTMLElement;
-  source: HTMLSpanElement;
-  header: HTMLDivElement;
-  message: HTMLDivElement;
-  captionTitle: HTMLElement;
-  captionText: HTMLSpanElement;
-  caption: HTMLDivElement;
-  svg: SVGSVGElement;
-  stage: HTMLDivElement;
-  checksList: HTMLOListElement;
-  conflictBox: HTMLDivElement;
-  panel: HTMLDivElement;
-  transcript: HTMLDetailsElement;
-}
-
-function createBody(doc: Document): Body {
+function createBody(doc: Document) {
   const exprEl = h(doc, 'code', { class: 'fv-bc-title' });
   const source = h(doc, 'span', { class: 'fv-bc-source', hidden: true });
   const captionTitle = h(doc, 'strong', { class: 'fv-bc-caption-title' });

@@ -11,7 +11,7 @@ import { button, buttonGroup, createStatusLine, createWarningStrip, errorMessage
 import { h, s } from '../common/dom';
 import { download, standaloneSvg } from '../common/export';
 import { decorateAll, DrawnGraph, drawGraph } from './draw';
-import { createInspectorPanel, InspectorPanel } from './inspector';
+import { createInspectorPanel } from './inspector';
 import { bindNodeEvents } from './interaction';
 import { createLayoutCache, Layout } from './layout';
 import { createPanZoom, PanZoom } from './panzoom';
@@ -57,17 +57,7 @@ interface GraphState {
 }
 
 /** The stage (graph SVG and message), the inspector beside it and the transcript below. */
-interface GraphBody {
-  body: HTMLDivElement;
-  stage: HTMLDivElement;
-  svg: SVGSVGElement;
-  viewport: SVGGElement;
-  message: HTMLDivElement;
-  inspector: InspectorPanel;
-  transcript: HTMLDetailsElement;
-}
-
-function createBody(doc: Document): GraphBody {
+function createBody(doc: Document) {
   const stage = h(doc, 'div', { class: 'fv-stage' });
   const svg = s(doc, 'svg', { class: 'fv-canvas', role: 'group', 'aria-label': 'autograd graph' }) as SVGSVGElement;
   const viewport = s(doc, 'g', { class: 'fv-viewport' }) as SVGGElement;
