@@ -236,11 +236,6 @@ export class IntervalLayout {
       gz.splice(lo, hi - lo, end - start);
     }
   }
-
-  /** Sum of the gaps' sizes (free space below the top). */
-  gapBytes(): number {
-    return this.gapSize.reduce((a, b) => a + b, 0);
-  }
 }
 
 /**
@@ -738,15 +733,6 @@ export class MemoryStore {
       }
     }
     return -1;
-  }
-
-  /** The category of slot ``s`` after event i. */
-  slotCategoryAt(s: number, i: number): number {
-    let cat = this.slotCat0[s];
-    for (let r = this.recatHead[s]; r >= 0 && this.recatEvent[r] <= i; r = this.recatNext[r]) {
-      cat = this.recatCat[r];
-    }
-    return cat;
   }
 
   /**

@@ -1,12 +1,12 @@
 /** SVG and PNG export of what the view shows, at one column per CSS pixel. */
-import { download, standaloneSvg, svgToPng } from '../common/export';
+import { bindExportButtons, type ExportFrame } from '../common/chrome';
+import { standaloneSvg } from '../common/export';
 import { computeFrame, frameToSvg } from './draw';
 import { bytesLabel } from './geom';
 import { CANVAS_HEIGHT, type MemoryContext } from './context';
 import { currentRange, size, theme } from './painter';
-import { errorMessage, showStatus } from './parts';
 
-function exportFrame(ctx: MemoryContext): { text: string; w: number; h: number } {
+function exportFrame(ctx: MemoryContext): ExportFrame {
   const { el, store, timeline: t } = ctx;
   const th = theme(el);
   const title = `forgeviz memory timeline${t?.device ? ` (${t.device})` : ''}: peak ${bytesLabel(store.peakBytes)}, ${store.n.toLocaleString('en-US')} events`;
@@ -25,21 +25,12 @@ export function exportSVG(ctx: MemoryContext): string {
   return exportFrame(ctx).text;
 }
 
-export function bindExportButtons(ctx: MemoryContext): void {
-  const { doc, ui } = ctx;
-  ui.svgBtn.addEventListener('click', () => {
-    try {
-      download(doc, 'forgeviz-memory.svg', new Blob([exportSVG(ctx)], { type: 'image/svg+xml' }));
-    } catch (err) {
-      showStatus(ui, `SVG export failed: ${errorMessage(err)}`);
-    }
-  });
-  ui.pngBtn.addEventListener('click', async () => {
-    try {
-      const e = exportFrame(ctx);
-      download(doc, 'forgeviz-memory.png', await svgToPng(doc, e.text, e.w, e.h));
-    } catch (err) {
-      showStatus(ui, `PNG export failed: ${errorMessage(err)}`);
-    }
+export function bindExports(ctx: MemoryContext): void {
+  const { ui } = ctx;
+  bindExportButtons(ctx.doc, ui.svgBtn, ui.pngBtn, ui.status, {
+    svgName: 'forgeviz-memory.svg',
+    pngName: 'forgeviz-memory.png',
+    svg: () => exportSVG(ctx),
+    png: () => exportFrame(ctx)
   });
 }

@@ -2,6 +2,7 @@
  * The canvas: the frame (computed once per change and cached), painting it with the hover and
  * pin marks, the attributes that describe it, and redraws batched to one per animation frame.
  */
+import { errorMessage } from '../common/chrome';
 import { cssVar } from '../common/export';
 import { eventX } from './data';
 import {
@@ -18,7 +19,6 @@ import {
 } from './draw';
 import { hitBlock } from './geom';
 import { CANVAS_HEIGHT, type MemoryContext } from './context';
-import { errorMessage, showStatus } from './parts';
 
 /** What the painter keeps between draws. */
 export interface PaintCache {
@@ -210,7 +210,7 @@ function safeRender(ctx: MemoryContext): void {
     render(ctx);
   } catch (err) {
     ctx.el.setAttribute('data-fv-state', 'error');
-    showStatus(ctx.ui, `Could not draw the memory timeline: ${errorMessage(err)}`);
+    ctx.ui.status.show(`Could not draw the memory timeline: ${errorMessage(err)}`);
   }
 }
 

@@ -3,6 +3,7 @@
  * resets; and the text that follows the data (summary line, loading status, legend, transcript).
  */
 import type { MemoryTimeline } from '../../model/wire';
+import { errorMessage } from '../common/chrome';
 import { cudaPanel } from './cuda';
 import type { EventColumns } from './data';
 import { bytesLabel } from './geom';
@@ -10,7 +11,6 @@ import type { MemoryContext } from './context';
 import { clearDetails } from './details';
 import { renderLegend } from './legend';
 import { schedule } from './painter';
-import { errorMessage, showStatus } from './parts';
 import { renderPinned } from './pinned';
 import { showTooltip } from './tooltip';
 import { renderTranscript } from './transcript';
@@ -81,7 +81,7 @@ function askReplay(ctx: MemoryContext): void {
   try {
     ctx.opts.requestReplay();
   } catch (err) {
-    showStatus(ctx.ui, `Could not ask the kernel for the events: ${errorMessage(err)}`);
+    ctx.ui.status.show(`Could not ask the kernel for the events: ${errorMessage(err)}`);
   }
 }
 
@@ -94,9 +94,9 @@ export function refreshText(ctx: MemoryContext): void {
   el.setAttribute('data-fv-expected', String(expected));
   el.setAttribute('data-fv-complete', String(n >= expected));
   if (timeline && n < expected) {
-    showStatus(ui, `Loading events… ${n.toLocaleString('en-US')} of ${expected.toLocaleString('en-US')}`, 'info');
-  } else if (ui.status.getAttribute('data-kind') === 'info') {
-    showStatus(ui, null);
+    ui.status.show(`Loading events… ${n.toLocaleString('en-US')} of ${expected.toLocaleString('en-US')}`, 'info');
+  } else if (ui.status.kind() === 'info') {
+    ui.status.show(null);
   }
   const live = store.totalAt(n - 1);
   ui.summary.textContent = n

@@ -21,10 +21,10 @@ import type { Located, MemoryContext, MemoryHit, MemoryViewOptions } from './con
 import { type EventColumns, MemoryStore, type XMode } from './data';
 import { newDetailCache } from './details';
 import type { Frame } from './draw';
-import { bindExportButtons, exportSVG } from './export';
+import { bindExports, exportSVG } from './export';
 import { hitTest, locate } from './hit';
 import { frame, newPaintCache, render, watchLayout } from './painter';
-import { buildUi, setWarnings } from './parts';
+import { buildUi } from './parts';
 import { click } from './pinned';
 import { bindPointer } from './pointer';
 import { appendEvents, refreshText, setTimeline } from './stream';
@@ -90,15 +90,20 @@ export function createMemoryView(el: HTMLElement, opts: MemoryViewOptions): Memo
   bindZoomButtons(ctx);
   const unbindPointer = bindPointer(ctx);
   const unwatchLayout = watchLayout(ctx);
-  bindExportButtons(ctx);
+  bindExports(ctx);
   refreshText(ctx);
   render(ctx);
 
+  /** ``fn`` with this view's context as its first argument. */
+  const bind =
+    <A extends unknown[], R>(fn: (c: MemoryContext, ...args: A) => R) =>
+    (...args: A): R =>
+      fn(ctx, ...args);
   const api: MemoryView = {
-    setTimeline: t => setTimeline(ctx, t),
-    appendEvents: (startIndex, columns, reset) => appendEvents(ctx, startIndex, columns, reset),
-    setWarnings: warnings => setWarnings(ui, warnings),
-    exportSVG: () => exportSVG(ctx),
+    setTimeline: bind(setTimeline),
+    appendEvents: bind(appendEvents),
+    setWarnings: warnings => ui.warnings.set(warnings),
+    exportSVG: bind(exportSVG),
     destroy() {
       ctx.destroyed = true;
       if (ctx.paint.rafId !== null) {
@@ -117,16 +122,16 @@ export function createMemoryView(el: HTMLElement, opts: MemoryViewOptions): Memo
       ctx.store.reset();
     },
     store: ctx.store,
-    draw: () => render(ctx),
-    frame: () => frame(ctx),
-    setXMode: mode => setXMode(ctx, mode),
-    setRange: (x0, x1) => setRange(ctx, x0, x1),
-    resetZoom: () => resetZoom(ctx),
-    hitTest: (x, y) => hitTest(ctx, x, y),
-    hover: (x, y) => hover(ctx, x, y),
-    click: (x, y) => click(ctx, x, y),
-    locate: storage => locate(ctx, storage),
-    showStorage: storage => showStorage(ctx, storage)
+    draw: bind(render),
+    frame: bind(frame),
+    setXMode: bind(setXMode),
+    setRange: bind(setRange),
+    resetZoom: bind(resetZoom),
+    hitTest: bind(hitTest),
+    hover: bind(hover),
+    click: bind(click),
+    locate: bind(locate),
+    showStorage: bind(showStorage)
   };
   (el as unknown as { forgevizMemory?: MemoryView }).forgevizMemory = api;
   return api;
