@@ -48,20 +48,11 @@ const CTORS: Record<string, TypedCtor> = {
   uint16: Uint16Array as unknown as TypedCtor,
   uint8: Uint8Array as unknown as TypedCtor
 };
-const GETTERS: Record<string, (dv: DataView, off: number) => number> = {
-  float32: (dv, o) => dv.getFloat32(o, true),
-  float64: (dv, o) => dv.getFloat64(o, true),
-  uint32: (dv, o) => dv.getUint32(o, true),
-  uint16: (dv, o) => dv.getUint16(o, true),
-  uint8: (dv, o) => dv.getUint8(o)
-};
-const SETTERS: Record<string, (dv: DataView, off: number, v: number) => void> = {
-  float32: (dv, o, v) => dv.setFloat32(o, v, true),
-  float64: (dv, o, v) => dv.setFloat64(o, v, true),
-  uint32: (dv, o, v) => dv.setUint32(o, v, true),
-  uint16: (dv, o, v) => dv.setUint16(o, v, true),
-  uint8: (dv, o, v) => dv.setUint8(o, v)
-};
+/** ``dv.getFloat32``, ``dv.setUint8``, ...: the DataView accessor of a wire type (``float32`` → ``Float32``), bound to ``dv``. */
+function accessor<F>(dv: DataView, verb: 'get' | 'set', type: string): F {
+  const fn = (dv as unknown as Record<string, F & ((...args: never[]) => unknown)>)[`${verb}${type[0].toUpperCase()}${type.slice(1)}`];
+  return fn.bind(dv) as F;
+}
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
 export type WireBuffer = DataView | ArrayBuffer | ArrayBufferView;
@@ -120,9 +111,9 @@ export function decodeColumns(buffers: ArrayLike<WireBuffer>, count?: number): E
     } else {
       const dv = new DataView(buffer, byteOffset, n * size);
       const arr = new Ctor(n);
-      const get = GETTERS[type];
+      const get = accessor<(off: number, littleEndian: boolean) => number>(dv, 'get', type);
       for (let i = 0; i < n; i++) {
-        arr[i] = get(dv, i * size);
+        arr[i] = get(i * size, true);
       }
       out[name] = arr;
     }
@@ -137,9 +128,9 @@ export function encodeColumns(cols: EventColumns, start = 0, end = cols.time.len
     const size = CTORS[type].BYTES_PER_ELEMENT;
     const dv = new DataView(new ArrayBuffer(n * size));
     const src = cols[name as ColumnName];
-    const set = SETTERS[type];
+    const set = accessor<(off: number, v: number, littleEndian: boolean) => void>(dv, 'set', type);
     for (let i = 0; i < n; i++) {
-      set(dv, i * size, src[start + i]);
+      set(i * size, src[start + i], true);
     }
     return dv;
   });
