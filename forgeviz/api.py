@@ -1,4 +1,5 @@
-"""The public functions: graph() and capture()."""
+"""The public functions, re-exported by ``forgeviz``: one per view (``graph``, ``strides``, ``broadcast``,
+``memory`` and ``cuda_snapshot``), and the ``with`` blocks ``capture()`` and ``memory_trace()``."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ import torch
 
 from ._capture.names import NameIndex
 from ._capture.session import CaptureSession, get_session
-from ._capture.walk import is_node
 from ._capture.source import names_by_identity
 from ._capture.strides import accepts
+from ._capture.walk import is_node
+from .widgets.broadcast import BroadcastWidget
 from .widgets.graph import GraphWidget
 from .widgets.strides import StridesWidget
-from .widgets.broadcast import BroadcastWidget
 
 _names = NameIndex()
 
@@ -265,35 +266,23 @@ def memory_trace(max_events: int = 1_000_000, device: str = "cpu") -> Iterator[M
     >>> trace.bytes_by_category()["temporary"] >= 4 * 2**20
     True
     """
-    from ._capture.memory import make_tracker
-
     from ._capture.cuda_memory import CudaHistory, check_cuda_device
+    from ._capture.memory_choice import make_tracker
 
     index = check_cuda_device(device)  # None for "cpu"; raises, saying what is expected or missing
     session = get_session()
-    was_installed = session.installed
-    session.install()  # module paths for each op (and the memory tracker rides on the same hooks)
     tracker = make_tracker(max_events, fault=session.fault)
     trace = MemoryTrace(tracker)
     history = None
     if device != "cpu":
         history = CudaHistory(index, max_events, known=lambda: tracker.known_storages("cuda"))
         history.start()
-    tracker.start()
-    # Outside a capturing cell, only memory is asked for: no gradient summaries (the graph's job,
-    # and several times the cost of a small model's backward).
-    record_grads = session.record_grads
-    if not session.capturing:
-        session.record_grads = False
-    session.enter()  # the TorchFunctionMode links saved activations to their autograd nodes
     try:
-        yield trace
+        # Outside a capturing cell, only memory is asked for: no gradient summaries (the graph's job,
+        # and several times the cost of a small model's backward).
+        with session.recording(record_grads=None if session.capturing else False, tracker=tracker):
+            yield trace
     finally:
-        session.exit()
-        session.record_grads = record_grads
-        tracker.stop()
-        if not was_installed:
-            session.uninstall()
         if history is not None:
             try:
                 trace.cuda = history.trace()
@@ -314,22 +303,15 @@ def capture() -> Iterator[CaptureSession]:
     tensor([36.])
     """
     session = get_session()
-    was_installed = session.installed
-    session.install()
-    record_grads, session.record_grads = session.record_grads, True  # even inside a memory_trace()
-    session.enter()
     refresh_now = _refresh_after_backward
     if refresh_now not in session.after_backward:
         session.after_backward.append(refresh_now)
     try:
-        yield session
+        with session.recording(record_grads=True):  # even inside a memory_trace()
+            yield session
     finally:
-        session.exit()
-        session.record_grads = record_grads
         if not session.capturing and refresh_now in session.after_backward:
             session.after_backward.remove(refresh_now)
-        if not was_installed:
-            session.uninstall()
 
 
 def _refresh_after_backward() -> None:

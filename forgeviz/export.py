@@ -8,7 +8,7 @@ from __future__ import annotations
 import graphviz
 
 from .model.broadcast import format_bytes
-from .model.graph import Graph, Node, shape_text
+from .model.graph import Graph, Node, shape_times_text
 
 _GRAPH_ATTRS = {
     "rankdir": "TB",
@@ -76,7 +76,7 @@ def to_digraph(graph: Graph) -> graphviz.Digraph:
     for edge in graph.edges:
         attrs = {}
         if edge.meta is not None:
-            label = shape_text(edge.meta.shape)
+            label = shape_times_text(edge.meta.shape)
             if edge.meta.dtype != "float32":
                 label += f" {edge.meta.dtype}"
             attrs["label"] = label

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from ._capture.session import get_session
+from ._capture.untraced import untraced
 from .api import names
-from ._capture.session import get_session, untraced
 
 
 class _CellHooks:
@@ -20,12 +21,12 @@ class _CellHooks:
             try:
                 memory.mark_cell(0)  # its number is known for sure only after it ran
                 memory.start()
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - the cell runs anyway, untracked; the view says why
                 self.session.fault(f"starting memory tracking failed: {exc!r}")
         if self.session.cuda_history is not None:
             try:  # the number this cell will get, stamped on the CUDA allocator's entries
                 self.session.cuda_history.mark_cell(self.shell.execution_count)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - the cell runs anyway; its entries go unstamped
                 self.session.fault(f"marking the cell in the CUDA history failed: {exc!r}")
         self.session.enter()
 
@@ -40,7 +41,7 @@ class _CellHooks:
         try:
             with untraced():
                 names().scan(self.shell.user_ns)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - the user's namespace may hold anything; views keep older names
             session.fault(f"reading notebook names failed: {exc!r}")
         for widget in list(session.widgets):
             if widget.dirty:
@@ -85,12 +86,13 @@ def load(shell) -> None:
     global _hooks
     if _hooks is not None:
         return
+    from ._capture.broadcast import describe_failed_op
+    from ._capture.memory_choice import make_tracker
     from .magics import ForgevizMagics
-
-    from ._capture.memory import make_tracker
 
     session = get_session()
     session.install()
+    session.describe_error = describe_failed_op  # shape errors are drawn after their cell (explain)
     session.memory = make_tracker(fault=session.fault)  # seeded at the first cell it sees
     _hooks = _CellHooks(shell)
     shell.events.register("pre_run_cell", _hooks.pre_run_cell)
@@ -117,6 +119,7 @@ def unload(shell) -> None:
         session.cuda_history.stop()
         session.cuda_history = None
     session.memory_enabled = session.explain = True  # a later %load_ext starts from the defaults
+    session.describe_error = None
     shell.magics_manager.magics["line"].pop("fv", None)
     shell.magics_manager.magics["cell"].pop("fv", None)
     _hooks = None

@@ -5,10 +5,11 @@ from __future__ import annotations
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
-COMMANDS = ("graph", "strides", "broadcast", "matmul", "explain", "memory")
-EXAMPLES = {"graph": "%fv graph loss", "strides": "%fv strides t t.T t[:, 1:3]",
-            "broadcast": "%fv broadcast a b", "matmul": "%fv matmul a b", "explain": "%fv explain off",
-            "memory": "%fv memory off"}
+from ._capture.session import get_session
+from .api import broadcast, graph, strides
+from .views import COMMANDS as EXAMPLES
+
+COMMANDS = tuple(EXAMPLES)  # every view's commands, from views.json; each is answered by ForgevizMagics._fv_<command>
 
 
 def split_expressions(text: str) -> list[str]:
@@ -51,31 +52,41 @@ class ForgevizMagics(Magics):
         ``%fv broadcast a b`` / ``%fv matmul a b``: animate the broadcasting (or matmul) rule.
         ``%fv explain off`` / ``on``: draw (or not) the shapes of ops that fail with a shape error.
         ``%fv memory off`` / ``on``: pause (or resume) the kernel's memory tracking, e.g. for speed."""
-        from .api import broadcast, graph, strides
-        from ._capture.session import get_session
-
         command, _, rest = line.strip().partition(" ")
         if command not in COMMANDS:
             raise UsageError(f"%fv: expected one of {', '.join(COMMANDS)}, got {command or 'nothing'!r}. "
                              "Examples: " + "; ".join(EXAMPLES.values()))
-        if command in ("explain", "memory"):
-            choice = rest.strip()
-            if choice not in ("on", "off"):
-                raise UsageError(f"%fv {command}: expected 'on' or 'off', got {choice or 'nothing'!r}")
-            if command == "explain":
-                get_session().explain = choice == "on"
-            else:
-                get_session().memory_enabled = choice == "on"  # the timeline shows the gap
-            return None
+        return getattr(self, f"_fv_{command}")(rest)
+
+    # --- one method per command of views.json -------------------------------------------------
+    def _fv_graph(self, rest: str):
+        _, values = self._evaluate("graph", rest)
+        return graph(*values, namespace=self.shell.user_ns)
+
+    def _fv_strides(self, rest: str):
+        names, values = self._evaluate("strides", rest)
+        return strides(*values, names=names)
+
+    def _fv_broadcast(self, rest: str):
+        names, values = self._evaluate("broadcast", rest)
+        return broadcast(*values, op="broadcast", names=names)
+
+    def _fv_matmul(self, rest: str):
+        names, values = self._evaluate("matmul", rest)
+        return broadcast(*values, op="@", names=names)
+
+    def _fv_explain(self, rest: str) -> None:
+        get_session().explain = _on_off("explain", rest)
+
+    def _fv_memory(self, rest: str) -> None:
+        get_session().memory_enabled = _on_off("memory", rest)  # the timeline shows the gap
+
+    def _evaluate(self, command: str, rest: str) -> tuple[list[str], list]:
+        """The expressions after ``%fv <command>`` (at least one), and their values."""
         expressions = split_expressions(rest)
         if not expressions:
             raise UsageError(f"%fv {command}: name at least one tensor, e.g. {EXAMPLES[command]}")
-        values = [self.shell.ev(e) for e in expressions]
-        if command == "strides":
-            return strides(*values, names=expressions)
-        if command in ("broadcast", "matmul"):
-            return broadcast(*values, op="@" if command == "matmul" else "broadcast", names=expressions)
-        return graph(*values, namespace=self.shell.user_ns)
+        return expressions, [self.shell.ev(e) for e in expressions]
 
     @cell_magic("fv")
     def fv_cell(self, line: str, cell: str):
@@ -84,11 +95,9 @@ class ForgevizMagics(Magics):
             raise UsageError(f"%%fv: expected 'memory', got {line.strip() or 'nothing'!r}. Example: %%fv memory")
         import linecache
 
-        from ._capture.memory import make_tracker
-        from ._capture.session import get_session
-        from .widgets.memory import MemoryWidget
-
+        from ._capture.memory_choice import make_tracker
         from ._capture.source import current_cell
+        from .widgets.memory import MemoryWidget
 
         session = get_session()
         count = current_cell() or self.shell.execution_count
@@ -97,11 +106,15 @@ class ForgevizMagics(Magics):
         tracker = make_tracker(fault=session.fault)
         tracker.default_cell = count
         tracker.mark_cell(count)
-        tracker.start()
-        session.enter()  # links saved activations to their nodes (nested in the cell's own capture)
-        try:
-            exec(compile(cell, filename, "exec"), self.shell.user_ns)  # noqa: S102 - the user's own cell
-        finally:
-            session.exit()
-            tracker.stop()
+        # The mode links saved activations to their nodes (nested in the cell's own capture).
+        with session.recording(tracker=tracker):
+            exec(compile(cell, filename, "exec"), self.shell.user_ns)  # noqa: S102 - the user's own cell, as IPython runs it
         return MemoryWidget(tracker, session, live=False)
+
+
+def _on_off(command: str, rest: str) -> bool:
+    """``on`` → True, ``off`` → False; anything else is a UsageError."""
+    choice = rest.strip()
+    if choice not in ("on", "off"):
+        raise UsageError(f"%fv {command}: expected 'on' or 'off', got {choice or 'nothing'!r}")
+    return choice == "on"

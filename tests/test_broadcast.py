@@ -135,7 +135,7 @@ def test_a_fault_while_explaining_leaves_the_users_error_intact(nb, monkeypatch)
     assert "size of tensor a (4) must match" in str(result.error_in_exec)
     from forgeviz._capture.session import get_session
     assert "injected fault" in get_session().faults[-1]
-    monkeypatch.setattr(capture_broadcast, "describe_failed_op", broken)
+    monkeypatch.setattr(get_session(), "describe_error", broken)  # what %load_ext set: describe_failed_op
     result = nb.run("torch.ones(3, 4) + torch.ones(3)")
     assert isinstance(result.error_in_exec, RuntimeError)
 
@@ -145,7 +145,8 @@ def test_magic_and_bad_input(nb):
     widget = nb.ok("%fv broadcast a b")
     assert widget.model.result_shape == [3, 3] and [o.name for o in widget.model.operands] == ["a", "b"]
     assert nb.ok("%fv matmul a b").model.result_shape == [3, 3]
-    with pytest.raises(TypeError, match=r"expected a torch.Tensor or a shape \(tuple, list or torch.Size of ints\), got str"):
+    with pytest.raises(TypeError,
+                       match=r"expected a torch.Tensor or a shape \(tuple, list or torch.Size of ints\), got str"):
         forgeviz.broadcast("3x4", (3,))
     with pytest.raises(ValueError, match=r"cannot have a negative size, got \(3, -1\)"):
         forgeviz.broadcast((3, -1), (3,))

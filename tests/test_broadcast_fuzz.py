@@ -13,7 +13,7 @@ import torch
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from forgeviz._capture.broadcast import plan_broadcast
-from forgeviz.model.broadcast import broadcast_shape, check_dims, plan_matmul
+from forgeviz.model.broadcast import broadcast_shape, check_dims, matmul_plan
 
 CASES = int(os.environ.get("FV_FUZZ_CASES", 10_000))
 MESSAGE = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) "
@@ -74,7 +74,7 @@ def test_matmul_rule_matches_torch(a, b, inner_equal):
             b = [a[-1]]
         else:
             b[-2] = a[-1]
-    plan = plan_matmul(a, b)
+    plan = matmul_plan(a, b)
     try:
         expected = list(torch.matmul(torch.empty(a, device="meta"), torch.empty(b, device="meta")).shape)
     except RuntimeError:

@@ -51,7 +51,7 @@ def test_results_are_bit_identical_with_and_without_forgeviz(nb):
 def test_users_runtime_error_propagates_unchanged(nb):
     cell = "torch.ones(3, 4) @ torch.ones(3, 4)"
     with pytest.raises(RuntimeError) as caught:  # the oracle: the same code outside any cell, no mode
-        exec(cell, {"torch": torch})
+        exec(cell, {"torch": torch})  # noqa: S102 - the test's own cell, run without forgeviz as the oracle
     plain = caught.value
     with_fv = nb.run(cell).error_in_exec
     assert type(with_fv) is type(plain) is RuntimeError
@@ -83,12 +83,12 @@ def test_grad_attributes_and_reads_behave_as_without_forgeviz(nb):
             "            p.size(), p.dim(), p.numel(), len(p), p.stride(), p.is_contiguous(), p.sum().item()]\n"
             "p.grad = None\nseen.append(p.grad)\np.grad = torch.full((3,), 5.0)\nseen.append(p.grad.tolist())")
     plain: dict = {"torch": torch}
-    exec(cell, plain)
+    exec(cell, plain)  # noqa: S102 - the test's own cell, run without forgeviz as the oracle
     nb.ok(cell)
     assert nb["seen"] == plain["seen"]
     assert nb["seen"][:4] + nb["seen"][-2:] == [[2.0, 2.0, 2.0], True, True, None, None, [5.0, 5.0, 5.0]]
     with pytest.raises(RuntimeError) as caught:
-        exec("p.grad = torch.ones(4)", plain)
+        exec("p.grad = torch.ones(4)", plain)  # noqa: S102 - the oracle, as above
     with_fv = nb.run("p.grad = torch.ones(4)").error_in_exec
     assert type(with_fv) is RuntimeError and str(with_fv) == str(caught.value)
     assert "attempting to assign a gradient of size" in str(with_fv)
@@ -140,8 +140,33 @@ def test_magic_draws_the_graph_and_rejects_bad_commands(nb):
     widget = nb.ok("%fv graph loss")
     assert sorted(n.label for n in widget.model.nodes) == ["loss", "w", "x", "y", "z"]
     result = nb.run("%fv paint loss")
-    assert "expected one of graph, strides, broadcast, matmul, explain, memory, got 'paint'" in str(result.error_in_exec)
+    assert ("expected one of graph, strides, broadcast, matmul, explain, memory, got 'paint'"
+            in str(result.error_in_exec))
     assert "name at least one tensor" in str(nb.run("%fv graph").error_in_exec)
+
+
+def test_every_view_has_one_name_in_every_python_layer():
+    from forgeviz.views import VIEWS
+    from forgeviz.widgets.base import STATIC, RequestWidget
+
+    for view in VIEWS:  # forgeviz/model/<name>.py and forgeviz/widgets/<name>.py, drawn by static/<name>.js
+        assert importlib.import_module(f"forgeviz.model.{view.name}").WIRE_TYPES
+        module = importlib.import_module(f"forgeviz.widgets.{view.name}")
+        widgets = [w for w in vars(module).values()
+                   if isinstance(w, type) and issubclass(w, RequestWidget) and w.__module__ == module.__name__]
+        assert len(widgets) == 1
+        bundle = widgets[0]._esm  # anywidget watches a built bundle's file; a missing one says its name
+        built = getattr(bundle, "_path", None)
+        assert built == STATIC / f"{view.name}.js" if built is not None else f'"{view.name}.js"' in str(bundle)
+    assert [m.__name__ for m in tsgen.MODULES] == [f"forgeviz.model.{view.name}" for view in VIEWS]
+
+
+def test_every_fv_command_in_views_json_has_a_handler_and_every_handler_a_command():
+    from forgeviz.magics import ForgevizMagics
+    from forgeviz.views import COMMANDS
+
+    handlers = {name.removeprefix("_fv_") for name in dir(ForgevizMagics) if name.startswith("_fv_")}
+    assert handlers == set(COMMANDS)
 
 
 def test_wire_types_in_typescript_are_generated_from_python():

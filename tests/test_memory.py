@@ -9,8 +9,9 @@ import pytest
 import torch
 
 import forgeviz
-from forgeviz._capture.memory import live_storage_bytes, make_tracker
-from forgeviz.model.memory import ALLOC, CATEGORIES, FREE, GRADIENT, TEMPORARY, category_series
+from forgeviz._capture.memory import live_storage_bytes
+from forgeviz._capture.memory_choice import make_tracker
+from forgeviz.model.memory import ALLOC, CATEGORIES, FREE, category_series
 
 
 @pytest.fixture(params=["native", "dispatch"])
@@ -125,7 +126,7 @@ def test_history_is_bounded_and_totals_stay_exact(backend):
                 keep.append(t)
     # what stays: at most max_events, plus one alloc per storage still alive at the cut
     assert tracker.count <= 64 + len(tracker.records()) and tracker.dropped > 100
-    c = tracker._column_arrays()
+    c = tracker.column_arrays()
     _, series = category_series(c["time"], c["bytes"], c["storage"], c["action"], c["category"])
     final = sum(series[name][-1] for name in CATEGORIES)
     assert final == tracker.live_bytes()
@@ -197,8 +198,8 @@ def test_memory_cell_magic_and_errors(nb):
     assert {r.cell for r in records if r.line} == {cell}
     assert any(r.nbytes == 4 * 2**20 and r.line == 1 for r in records)  # M1: exactly 4 MiB, line 1
     assert any(r.nbytes == 2 * 1024 * 4 and r.line == 2 for r in records)
-    from IPython.core.error import UsageError
     import pytest
+    from IPython.core.error import UsageError
 
     with pytest.raises(UsageError, match="expected 'memory'"):
         nb.shell.run_cell_magic("fv", "graph", "x = 1")
@@ -216,8 +217,10 @@ def test_cell_magic_sees_activations_and_m2_no_grad(nb):
           "x = torch.randn(64, 256)")
     kept = nb.ok("%%fv memory\nout = model(x).sum()")
     freed = nb.ok("%%fv memory\nwith torch.no_grad():\n    out2 = model(x).sum()")
-    by = lambda view: {c: sum(r.nbytes for r in view._tracker.records() if r.category == k)
-                       for k, c in enumerate(["parameter", "optimizer state", "gradient", "activation"])}
+    def by(view) -> dict[str, int]:
+        return {c: sum(r.nbytes for r in view._tracker.records() if r.category == k)
+                for k, c in enumerate(["parameter", "optimizer state", "gradient", "activation"])}
+
     # M2: without no_grad the graph keeps the hidden activations (tanh saves its output); with it, none
     assert by(kept)["activation"] >= 64 * 256 * 4 and by(freed)["activation"] == 0
     nb.ok("del out")
@@ -242,7 +245,8 @@ def test_widget_streams_binary_columns_and_restreams_after_compaction(backend):
     view.refresh()
     content, buffers = sent[-1]
     assert content == {"type": "events", "start": 0, "count": tracker.count, "reset": False}
-    assert [len(b) for b in buffers] == [tracker.count * __import__("numpy").dtype(k).itemsize for _, k in EVENT_COLUMNS]
+    assert [len(b) for b in buffers] == [tracker.count * __import__("numpy").dtype(k).itemsize
+                                         for _, k in EVENT_COLUMNS]
     with tracker:
         for i in range(100):
             torch.ones(i + 1)
@@ -270,8 +274,8 @@ def test_memory_tracking_can_be_paused(nb):
     nb.ok("%fv memory on")
     nb.ok("resumed = torch.ones(1000)")
     assert tracker.count > before
-    from IPython.core.error import UsageError
     import pytest
+    from IPython.core.error import UsageError
 
     with pytest.raises(UsageError, match="%fv memory: expected 'on' or 'off'"):
         nb.shell.run_line_magic("fv", "memory sometimes")

@@ -14,7 +14,7 @@ import torch
 
 import forgeviz
 from forgeviz._capture.grads import node_id
-from forgeviz._capture.memory import make_tracker
+from forgeviz._capture.memory_choice import make_tracker
 from forgeviz.model.memory import ALLOC, FREE, GRADIENT, OTHER
 
 
@@ -97,9 +97,9 @@ def test_an_optimizer_step_names_what_it_allocates_by_the_step_and_its_line():
     states = [v for state in opt.state.values() for v in state.values() if v.numel() > 1]
     assert len(states) == 4  # exp_avg and exp_avg_sq of weight and bias
     for state in states:
-        rec = tracker._lookup(state.untyped_storage().data_ptr())
+        rec = tracker.ledger.lookup(state.untyped_storage().data_ptr())
         assert (rec.op, rec.line, tracker.detail(rec.sid).category) == ("Adam.step", step_line, "optimizer state")
-    assert tracker._lookup(after.untyped_storage().data_ptr()).op == "mul"
+    assert tracker.ledger.lookup(after.untyped_storage().data_ptr()).op == "mul"
     assert sum(s.untyped_storage().nbytes() for s in states) == trace.bytes_by_category()["optimizer state"]
 
 
@@ -111,7 +111,7 @@ def test_an_op_that_leaves_nothing_new_alive_costs_no_naming_call():
         tracker.after_op = lambda out, where, op=None: (named.append(op), name(out, where, op))
         x.add_(1)  # wraps 1 in a scalar tensor, which the op frees before it returns
         y = x + 1
-    assert named == ["add"] and tracker._lookup(y.untyped_storage().data_ptr()).op == "add"
+    assert named == ["add"] and tracker.ledger.lookup(y.untyped_storage().data_ptr()).op == "add"
 
 
 def test_allocations_on_other_threads_are_recorded():
@@ -139,7 +139,7 @@ def test_cell_marks_follow_the_ledgers_compaction():
                     keep.append(t)
     marks = tracker.timeline().cells
     assert tracker.dropped > 0 and len(marks) >= 2 and marks[-1].cell == 20  # older marks merged away
-    times = tracker._column_arrays()["time"]
+    times = tracker.column_arrays()["time"]
     for mark in marks:
         assert 0 <= mark.index <= tracker.count and times[mark.index] >= mark.time - 1e-6
 
@@ -147,7 +147,7 @@ def test_cell_marks_follow_the_ledgers_compaction():
 def test_without_a_compiler_it_falls_back_and_says_why(tmp_path):
     script = (
         "import json\n"
-        "from forgeviz._capture.memory import make_tracker\n"
+        "from forgeviz._capture.memory_choice import make_tracker\n"
         "told = []\n"
         "t = make_tracker(fault=told.append, backend='auto')\n"
         "try:\n"
@@ -186,9 +186,9 @@ def test_forked_children_allocate_freely_and_the_parent_keeps_its_ledger():
 
 
 def test_remembered_shapes_stay_bounded_and_live_storages_keep_theirs(monkeypatch):
-    from forgeviz._capture import memory_native
+    from forgeviz._capture import ledger_native
 
-    monkeypatch.setattr(memory_native, "_MAX_SHAPES", 40)
+    monkeypatch.setattr(ledger_native, "_MAX_SHAPES", 40)
     keep = []
     with forgeviz.memory_trace() as trace:
         for i in range(300):
@@ -198,17 +198,17 @@ def test_remembered_shapes_stay_bounded_and_live_storages_keep_theirs(monkeypatc
     tracker = trace.tracker
     tracker.timeline()
     live = {r.sid: r for r in tracker.records()}
-    assert len(tracker._shapes) <= 40 // 2 + len(live) + 1
-    mine = [tracker._lookup(t.untyped_storage().data_ptr()) for t in keep]
+    assert len(tracker.ledger._shapes) <= 40 // 2 + len(live) + 1
+    mine = [tracker.ledger.lookup(t.untyped_storage().data_ptr()) for t in keep]
     assert [r.shape for r in mine] == [(t.numel(),) for t in keep]
     detail = tracker.detail(mine[0].sid)  # found by id in the ledger, not by walking every record
     assert detail.alive and detail.shape == list(mine[0].shape) and detail.bytes == mine[0].nbytes
 
 
 def test_node_names_stay_bounded_in_a_long_loop_and_live_activations_keep_theirs(monkeypatch):
-    from forgeviz._capture import memory_native
+    from forgeviz._capture import ledger_native
 
-    monkeypatch.setattr(memory_native, "_MAX_SHAPES", 40)
+    monkeypatch.setattr(ledger_native, "_MAX_SHAPES", 40)
     h = torch.ones(8, requires_grad=True)
     keep = []
     with forgeviz.memory_trace() as trace:
@@ -217,16 +217,16 @@ def test_node_names_stay_bounded_in_a_long_loop_and_live_activations_keep_theirs
             if i % 50 == 0:
                 keep.append(u)
         tracker = trace.tracker
-        assert len(tracker._node_names) <= 2 * 40 + 1  # bounded while nobody reads the trace
+        assert len(tracker.ledger._node_names) <= 2 * 40 + 1  # bounded while nobody reads the trace
     for u in keep:
-        rec = tracker._lookup(u.untyped_storage().data_ptr())
-        assert (memory_native.m.CATEGORIES[rec.category], rec.node_name) == ("activation", "ExpBackward0")
+        rec = tracker.ledger.lookup(u.untyped_storage().data_ptr())
+        assert (ledger_native.m.CATEGORIES[rec.category], rec.node_name) == ("activation", "ExpBackward0")
 
 
 def test_a_freed_storage_is_still_described_from_the_history():
     with forgeviz.memory_trace() as trace:
         gone = torch.ones(123, 4)
-        sid = trace.tracker._lookup(gone.untyped_storage().data_ptr()).sid
+        sid = trace.tracker.ledger.lookup(gone.untyped_storage().data_ptr()).sid
         del gone
     detail = trace.tracker.detail(sid)
     assert not detail.alive and detail.bytes == 123 * 4 * 4 and detail.shape == [123, 4] and detail.op == "ones"
@@ -257,7 +257,7 @@ def test_outputs_the_ledger_does_not_hold_are_named_without_a_fault():
         torch.eye(3).to_sparse()  # its output has no strided storage; its intermediates are named
         torch.ones(4)[None]  # a view of a storage the op just made
     assert get_session().faults[faults:] == []
-    assert 0xFFFFFFFF not in trace.tracker._shapes  # "not found" is -1, never an unsigned storage id
+    assert 0xFFFFFFFF not in trace.tracker.ledger._shapes  # "not found" is -1, never an unsigned storage id
     assert "to_sparse" in ops_of(trace)
 
 

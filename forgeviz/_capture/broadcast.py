@@ -16,8 +16,8 @@ import torch
 
 from ..model import broadcast as m
 from ..model.broadcast import BroadcastPlan, Conflict, Operand, Step
-from ..model.strides import format_value, shape_text
-from .session import untraced
+from ..model.strides import format_value, shape_tuple_text
+from .untraced import untraced
 
 ELEMENTWISE_OPS = {"+": torch.add, "-": torch.sub, "*": torch.mul, "/": torch.div, "broadcast": None}
 # torch functions whose shape errors we can explain, by the names __torch_function__ sees.
@@ -61,6 +61,14 @@ def _meta(shape: Sequence[int], t: Optional[torch.Tensor], dtype: torch.dtype) -
     if t is not None:
         return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
     return torch.empty(tuple(shape), dtype=dtype, device="meta")
+
+
+def _operands(values: Sequence[object], names: Sequence[str], dtype: Optional[torch.dtype]) -> tuple:
+    """(parsed (shape, tensor or None) pairs, shapes, tensors, the dtype for bare shapes, meta twins)."""
+    parsed = [as_operand_shape(v, n) for v, n in zip(values, names)]
+    default = dtype or torch.get_default_dtype()
+    return (parsed, [s for s, _ in parsed], [t for _, t in parsed], default,
+            [_meta(s, t, default) for s, t in parsed])
 
 
 def _values(t: torch.Tensor) -> list[str]:
@@ -108,14 +116,15 @@ def _fixes(shapes: list[list[int]], names: Sequence[str], pair: Sequence[int], m
                 result = works([new if k == i else s for k, s in enumerate(shapes)])
                 if result is not None and math.prod(result) <= largest:
                     where = -1 if p == len(shape) else p
-                    fixes.append(f"{names[i]}.unsqueeze({where})  # {shape_text(new)}: result {shape_text(result)}")
+                    fixes.append(f"{names[i]}.unsqueeze({where})  # {shape_tuple_text(new)}: "
+                                 f"result {shape_tuple_text(result)}")
                     break
         if len(shape) >= 2:
             new = shape[:-2] + [shape[-1], shape[-2]]
             result = works([new if k == i else s for k, s in enumerate(shapes)])
             if result is not None and (matmul or math.prod(result) <= largest):
-                fixes.append(f"{names[i]}.{'T' if len(shape) == 2 else 'mT'}  # {shape_text(new)}: "
-                             f"result {shape_text(result)}")
+                fixes.append(f"{names[i]}.{'T' if len(shape) == 2 else 'mT'}  # {shape_tuple_text(new)}: "
+                             f"result {shape_tuple_text(result)}")
     return fixes[:3]
 
 
@@ -129,15 +138,11 @@ def plan_broadcast(values: Sequence[object], names: Sequence[str], op: str = "br
     (True, [3, 3], ['stretch', 'stretch'])
     """
     if op == "@":
-        return plan_matmul(values, names, dtype, source, torch_message)
+        return matmul_broadcast_plan(values, names, dtype, source, torch_message)
     if op not in ELEMENTWISE_OPS:
         raise ValueError(f"op: expected one of {', '.join(repr(k) for k in [*ELEMENTWISE_OPS, '@'])}, got {op!r}")
     with untraced(), torch.no_grad():
-        parsed = [as_operand_shape(v, n) for v, n in zip(values, names)]
-        shapes = [s for s, _ in parsed]
-        tensors = [t for _, t in parsed]
-        default = dtype or torch.get_default_dtype()
-        metas = [_meta(s, t, default) for s, t in parsed]
+        parsed, shapes, tensors, default, metas = _operands(values, names, dtype)
         checks, conflict = m.check_dims(shapes, names)
         result_shape, message = _torch_broadcast(metas)
         if result_shape is None and torch_message is None:
@@ -182,12 +187,13 @@ def plan_broadcast(values: Sequence[object], names: Sequence[str], op: str = "br
 
 
 def _elementwise_steps(plan: BroadcastPlan) -> list[Step]:
-    shapes = ", ".join(f"{o.name} {shape_text(o.shape)}" for o in plan.operands)
+    shapes = ", ".join(f"{o.name} {shape_tuple_text(o.shape)}" for o in plan.operands)
     steps = [Step("align", "1. Align the shapes on the right", f"{shapes}: dims are matched from the last one "
                   "backwards, so the shapes are written right-aligned.", None)]
     padded = [o for o in plan.operands if o.ghost]
     steps.append(Step("pad", "2. Pad missing leading dims with 1",
-                      "; ".join(f"{o.name} {shape_text(o.shape)} becomes {shape_text(o.padded)}" for o in padded)
+                      "; ".join(f"{o.name} {shape_tuple_text(o.shape)} becomes {shape_tuple_text(o.padded)}"
+                                for o in padded)
                       if padded else f"every operand already has {plan.ndim} dims", None))
     for check in plan.checks:
         steps.append(Step("compare", f"3. Compare dim {check.from_right}", check.text, check.dim))
@@ -209,28 +215,24 @@ def _elementwise_steps(plan: BroadcastPlan) -> list[Step]:
     if plan.result_nbytes is not None:
         inputs = " + ".join(m.format_bytes(o.nbytes) for o in plan.operands if o.nbytes is not None)
         bytes_text = f" It allocates {m.format_bytes(plan.result_nbytes)}, from inputs of {inputs}."
-    steps.append(Step("result", f"5. Result {shape_text(plan.result_shape)}",
-                      f"the result has shape {shape_text(plan.result_shape)}." + bytes_text, None))
+    steps.append(Step("result", f"5. Result {shape_tuple_text(plan.result_shape)}",
+                      f"the result has shape {shape_tuple_text(plan.result_shape)}." + bytes_text, None))
     return steps
 
 
-def plan_matmul(values: Sequence[object], names: Sequence[str], dtype: Optional[torch.dtype] = None,
+def matmul_broadcast_plan(values: Sequence[object], names: Sequence[str], dtype: Optional[torch.dtype] = None,
                 source: Optional[str] = None, torch_message: Optional[str] = None) -> BroadcastPlan:
     """``a @ b``: inner dims, batch dims, result, as torch.matmul decides.
 
-    >>> plan = plan_matmul([(2, 3, 4), (2, 4, 5)], ["a", "b"])
+    >>> plan = matmul_broadcast_plan([(2, 3, 4), (2, 4, 5)], ["a", "b"])
     >>> plan.ok, plan.result_shape, plan.matmul.inner
     (True, [2, 3, 5], [4, 4])
     """
     if len(values) != 2:
         raise TypeError(f"matmul takes exactly two operands, got {len(values)}")
     with untraced(), torch.no_grad():
-        parsed = [as_operand_shape(v, n) for v, n in zip(values, names)]
-        shapes = [s for s, _ in parsed]
-        tensors = [t for _, t in parsed]
-        default = dtype or torch.get_default_dtype()
-        metas = [_meta(s, t, default) for s, t in parsed]
-        mm = m.plan_matmul(shapes[0], shapes[1], names)
+        parsed, shapes, tensors, default, metas = _operands(values, names, dtype)
+        mm = m.matmul_plan(shapes[0], shapes[1], names)
         try:
             result = torch.matmul(*metas)
             result_shape, message = list(result.shape), ""
@@ -273,8 +275,10 @@ def plan_matmul(values: Sequence[object], names: Sequence[str], dtype: Optional[
 def _matmul_steps(plan: BroadcastPlan) -> list[Step]:
     mm, (a, b) = plan.matmul, plan.operands
     steps = [Step("align", "1. Split each shape into batch dims and a matrix",
-                  f"{a.name} {shape_text(a.shape)}: batch {shape_text(mm.a_batch)}, matrix {shape_text(mm.a_matrix)}; "
-                  f"{b.name} {shape_text(b.shape)}: batch {shape_text(mm.b_batch)}, matrix {shape_text(mm.b_matrix)}"
+                  f"{a.name} {shape_tuple_text(a.shape)}: batch {shape_tuple_text(mm.a_batch)}, "
+                  f"matrix {shape_tuple_text(mm.a_matrix)}; "
+                  f"{b.name} {shape_tuple_text(b.shape)}: batch {shape_tuple_text(mm.b_batch)}, "
+                  f"matrix {shape_tuple_text(mm.b_matrix)}"
                   + ("; " + "; ".join(mm.promoted) if mm.promoted else ""), None)]
     if not mm.inner:
         steps.append(Step("conflict", "✗ matmul needs 1-D or larger operands", "; ".join(mm.promoted), None))
@@ -293,10 +297,10 @@ def _matmul_steps(plan: BroadcastPlan) -> list[Step]:
                           + ("; ".join(plan.conflict.fixes) or "none found"), plan.conflict.dim))
         return steps
     bytes_text = f" It allocates {m.format_bytes(plan.result_nbytes)}." if plan.result_nbytes is not None else ""
-    steps.append(Step("result", f"4. Result {shape_text(plan.result_shape)}",
-                      f"batch {shape_text(mm.batch_shape or [])} + ({mm.a_matrix[0]}, {mm.b_matrix[1]})"
+    steps.append(Step("result", f"4. Result {shape_tuple_text(plan.result_shape)}",
+                      f"batch {shape_tuple_text(mm.batch_shape or [])} + ({mm.a_matrix[0]}, {mm.b_matrix[1]})"
                       + (", with the promoted 1-D dims dropped" if mm.promoted else "")
-                      + f" = {shape_text(plan.result_shape)}." + bytes_text, None))
+                      + f" = {shape_tuple_text(plan.result_shape)}." + bytes_text, None))
     return steps
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ..model import memory as m
-from .memory import TYPECODES
+from .ledger import TYPECODES
 from .source import cell_number, source_line
 
 CELL_METADATA = "forgeviz cell {}"

@@ -223,7 +223,7 @@ class BackwardRecorder:
 
     def _make_leaf_hook(self, node, record_node, state: dict):
         """The Node's record, then the leaf's ``.grad`` after this pass (and whether it was reset
-        before it), for the S2 history."""
+        before it), for the leaf's gradient history (scenario S2 of ../shared/SCENARIOS.md)."""
         # Read now, as the backward starts: one hook after AccumulateGrad then does it all.
         try:
             was_none = node.variable.grad is None
@@ -245,7 +245,7 @@ class BackwardRecorder:
                 seen = grad_outputs[0] if was_none and grad_outputs and grad_outputs[0] is not None else grad
                 history.values.append(self._summary(seen, state) if grad is not None else None)
                 del history.values[:-32]
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - runs inside the user's backward: reported, never raised
                 self.on_fault(f"recording leaf gradient failed: {exc!r}")
 
         return hook

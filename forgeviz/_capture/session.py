@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import weakref
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -13,6 +14,7 @@ from . import native
 from .grads import BackwardRecorder, GradStore
 from .modules import ModuleStack
 from .source import user_location
+from .untraced import untraced
 
 log = logging.getLogger("forgeviz")
 
@@ -70,7 +72,8 @@ def _name_op(func) -> tuple[str, str]:
     return short, f"{module}.{qual}" if not qual.startswith(module) else qual
 
 
-_REFLECTED = {"add", "sub", "mul", "matmul", "truediv", "floordiv", "pow", "mod", "and", "or", "xor", "lshift", "rshift", "div"}
+_REFLECTED = {"add", "sub", "mul", "matmul", "truediv", "floordiv", "pow", "mod", "and", "or", "xor", "lshift",
+              "rshift", "div"}
 
 
 def _roots_of_backward(func, args, kwargs) -> list:
@@ -138,7 +141,7 @@ class _TagMode(TorchFunctionMode):
                         tracker.after_op(out, where, _op_name(func)[0])
                     if isinstance(out, torch.Tensor) and out.grad_fn is not None:
                         tracker.claim_saved(out.grad_fn)
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:  # noqa: BLE001 - the user's op has run: its result is returned regardless
                     session.fault(f"linking memory to its op and node failed: {exc!r}")
         try:
             session.tag(func, out, where)
@@ -172,6 +175,10 @@ class CaptureSession:
         self.widgets: "weakref.WeakSet" = weakref.WeakSet()
         self.after_backward: list[Callable[[], None]] = []
         self.explain = True  # %fv explain off turns shape-error diagrams off
+        # What to remember of an op that failed with a shape error, to draw it after the cell:
+        # ``describe_error(op name, args, kwargs, message)`` returns a record of shapes, or None.
+        # %load_ext forgeviz sets it (forgeviz._capture.broadcast.describe_failed_op) and %unload_ext clears it.
+        self.describe_error: Optional[Callable[[str, tuple, dict, str], Optional[tuple]]] = None
         self.memory = None  # the kernel's MemoryTracker while %load_ext forgeviz is on
         self.memory_enabled = True  # %fv memory off pauses the kernel's tracker
         self.traces: list = []  # every MemoryTracker recording now (the kernel's, memory_trace(), %%fv memory)
@@ -276,6 +283,38 @@ class CaptureSession:
     def capturing(self) -> bool:
         return self._depth > 0
 
+    @contextlib.contextmanager
+    def recording(self, record_grads: Optional[bool] = None, tracker=None) -> Iterator["CaptureSession"]:
+        """Capture inside a ``with`` block: install the hooks if they were not, start ``tracker`` (a
+        MemoryTracker) if given, and tag ops on this thread; every step is undone on the way out.
+
+        ``record_grads``: whether backward passes inside record gradient summaries (None: as now).
+
+        >>> s = CaptureSession()
+        >>> with s.recording(record_grads=False):
+        ...     s.capturing, s.record_grads
+        (True, False)
+        >>> s.capturing, s.record_grads, s.installed
+        (False, True, False)
+        """
+        was_installed = self.installed
+        self.install()  # module paths for each op (and a memory tracker rides on the same hooks)
+        if tracker is not None:
+            tracker.start()
+        saved = self.record_grads
+        if record_grads is not None:
+            self.record_grads = record_grads
+        self.enter()  # the TorchFunctionMode: op tags, and saved activations linked to their nodes
+        try:
+            yield self
+        finally:
+            self.exit()
+            self.record_grads = saved
+            if tracker is not None:
+                tracker.stop()
+            if not was_installed:
+                self.uninstall()
+
     # --- capture ---------------------------------------------------------------------------
     def tag(self, func, out, where: Optional[tuple] = None) -> None:
         if isinstance(out, torch.Tensor):
@@ -298,13 +337,12 @@ class CaptureSession:
 
     def note_error(self, func, args, kwargs, exc: RuntimeError) -> None:
         """Remember the shapes of an op that raised a shape error, to draw it after the cell."""
-        if not self.explain:
+        describe = self.describe_error
+        if not self.explain or describe is None:
             return
         try:
-            from .broadcast import describe_failed_op
-
             with untraced():
-                record = describe_failed_op(getattr(func, "__name__", ""), args, kwargs or {}, str(exc))
+                record = describe(getattr(func, "__name__", ""), args, kwargs or {}, str(exc))
             if record is not None:
                 filename, line = user_location(3)
                 self.last_error = (id(exc), record, filename, line)
@@ -317,7 +355,7 @@ class CaptureSession:
         try:
             if self.record_grads:  # memory_trace() alone wants the backward's line, not its gradients
                 finish = self.recorder.arm(_roots_of_backward(func, args, kwargs))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - the backward then runs unrecorded, as without forgeviz
             self.fault(f"arming gradient hooks failed: {exc!r}")
         sites = [t for t in self.traces if t.wants_sites]
         for tracker in sites:  # the backward's allocations happen in C++, on behalf of this line
@@ -338,7 +376,7 @@ class CaptureSession:
             for callback in list(self.after_backward):
                 try:
                     callback()
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:  # noqa: BLE001 - the user's backward result (or error) stands
                     self.fault(f"refreshing views after backward failed: {exc!r}")
 
     def fault(self, message: str) -> None:
@@ -354,29 +392,6 @@ class CaptureSession:
         return list(dict.fromkeys(new))
 
 
-class untraced:
-    """A context in which forgeviz's own torch calls reach no TorchFunctionMode (ours included),
-    and their CPU allocations are not recorded as the user's memory.
-
-    Views use it while they walk graphs inside a capturing cell.
-    """
-
-    __slots__ = ("_off", "_lib")
-
-    def __enter__(self) -> "untraced":
-        self._off = torch._C.DisableTorchFunction()
-        self._off.__enter__()
-        self._lib = native.loaded()
-        if self._lib is not None:
-            self._lib.fv_pause(1)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._lib is not None:
-            self._lib.fv_pause(-1)
-        self._off.__exit__(*exc)
-
-
 _session: Optional[CaptureSession] = None
 
 
@@ -386,3 +401,16 @@ def get_session() -> CaptureSession:
     if _session is None:
         _session = CaptureSession()
     return _session
+
+
+def current_module_path() -> Optional[str]:
+    """The path of the innermost module running now (the root's type name for the root itself), or None.
+
+    >>> current_module_path() is None
+    True
+    """
+    current = get_session().modules.current()
+    if not current:
+        return None
+    _, root_type, path, _ = current
+    return path if path else root_type

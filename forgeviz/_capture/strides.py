@@ -16,11 +16,18 @@ import torch
 
 from ..model import strides as m
 from ..model.strides import (
-    Fact, LayoutPanel, Overlap, PanelPart, StorageStrip, StrideLayout, TensorLayout, ValueWindow,
+    Fact,
+    LayoutPanel,
+    Overlap,
+    PanelPart,
+    StorageStrip,
+    StrideLayout,
+    TensorLayout,
+    ValueWindow,
     ViewVerdict,
 )
-from .session import untraced
 from .summary import dtype_name
+from .untraced import untraced
 
 try:  # numpy is optional for torch; without it there are simply no arrays to draw
     import numpy as np
@@ -121,14 +128,16 @@ def _panel(t: torch.Tensor) -> Optional[LayoutPanel]:
                            "torch raises if you ask for its strides.", parts)
     if t.is_nested:
         comps = t.unbind() if t.layout == torch.strided else []
-        parts = [part(f"component {i}", c, f"shape {m.shape_text(list(c.shape))}") for i, c in enumerate(comps[:8])]
+        parts = [part(f"component {i}", c, f"shape {m.shape_tuple_text(list(c.shape))}")
+                 for i, c in enumerate(comps[:8])]
         return LayoutPanel("nested", "this layout has no strides",
                            f"A nested tensor holds {t.size(0)} tensors of different shapes in one buffer; "
                            "it has no single shape or stride.", parts)
     if layout == torch._mkldnn:  # type: ignore[attr-defined]
         return LayoutPanel("mkldnn", "this layout has no strides",
                            "An MKLDNN (oneDNN) tensor keeps an opaque blocked layout chosen by the library. "
-                           f"torch reports a placeholder stride and no storage. Shape {m.shape_text(list(t.shape))}, "
+                           "torch reports a placeholder stride and no storage. "
+                           f"Shape {m.shape_tuple_text(list(t.shape))}, "
                            f"dtype {dtype_name(t.dtype)}; call .to_dense() to see a strided copy.", [])
     if layout != torch.strided:
         return LayoutPanel(str(layout).removeprefix("torch."), "this layout has no strides",
@@ -209,7 +218,7 @@ def try_op(twin: torch.Tensor, op: str, shape: Sequence[int], element_size: int)
         if op == "contiguous":
             reason = ("already contiguous: .contiguous() returns the same tensor, no copy" if not copies else
                       f"not contiguous: .contiguous() allocates a new storage of {nbytes} bytes and copies "
-                      f"into row-major order {m.shape_text(list(result.stride()))}")
+                      f"into row-major order {m.shape_tuple_text(list(result.stride()))}")
         elif op == "reshape":
             reason = ("the strides allow a view, so .reshape returns one and shares the storage" if not copies else
                       f"no view is possible ({m.explain_view(old_shape, old_stride, new_shape)}), so .reshape "
@@ -254,7 +263,8 @@ def _address_set(shape: Sequence[int], stride: Sequence[int], offset: int, scale
 
 
 def _facts(t: torch.Tensor, name: str, group: list[str], copy_of: Optional[str], stride: list[int],
-           data_ptr: int, storage_ptr: int, nbytes: int, distinct: Optional[int], base_name: Optional[str]) -> list[Fact]:
+           data_ptr: int, storage_ptr: int, nbytes: int, distinct: Optional[int],
+           base_name: Optional[str]) -> list[Fact]:
     shape, es = list(t.shape), t.element_size()
     facts = []
     rule = m.is_row_major(shape, stride)
@@ -288,7 +298,7 @@ def _facts(t: torch.Tensor, name: str, group: list[str], copy_of: Optional[str],
     facts.append(Fact("bytes", "bytes", f"{t.numel() * es} logical, storage {nbytes}",
                       f"numel·element_size = {t.numel()}·{es}; the storage holds {nbytes} bytes"
                       + (f", of which this tensor reads {distinct * es}" if distinct is not None else "")))
-    facts.append(Fact("numpy_strides", "strides in bytes", m.shape_text([s * es for s in stride]),
+    facts.append(Fact("numpy_strides", "strides in bytes", m.shape_tuple_text([s * es for s in stride]),
                       "torch counts strides in elements, numpy's .strides counts bytes "
                       f"(element_size {es})"))
     facts.append(Fact("data_ptr", "data_ptr()", hex(data_ptr) if data_ptr else "none",
@@ -307,7 +317,8 @@ def _facts(t: torch.Tensor, name: str, group: list[str], copy_of: Optional[str],
     if t.is_quantized:
         scheme = t.qscheme()
         detail = (f"scale {t.q_scale():.4g}, zero_point {t.q_zero_point()}"
-                  if scheme in (torch.per_tensor_affine, torch.per_tensor_symmetric) else f"per-channel on dim {t.q_per_channel_axis()}")
+                  if scheme in (torch.per_tensor_affine, torch.per_tensor_symmetric)
+                  else f"per-channel on dim {t.q_per_channel_axis()}")
         facts.append(Fact("quantized", "quantized", str(scheme).removeprefix("torch."),
                           f"storage holds {dtype_name(t.int_repr().dtype)} codes; cells show value = "
                           f"scale·(code − zero_point), {detail}"))

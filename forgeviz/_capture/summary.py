@@ -10,6 +10,7 @@ import torch
 from ..model.graph import Histogram, TensorMeta, TensorSummary, WireFloat
 from ..model.strides import format_value
 from . import native
+from .untraced import untraced
 
 SMALL_NUMEL = 64  # exact values are kept for tensors this small
 HISTOGRAM_BINS = 32
@@ -65,8 +66,6 @@ def summarize(t: torch.Tensor | None, *, histogram: bool = True) -> TensorSummar
         return summary
     # Our own reductions must not reach a TorchFunctionMode (ours or the user's), autograd, nor the
     # memory timeline.
-    from .session import untraced
-
     with untraced(), torch.no_grad():
         return _summarize(t.detach(), histogram)
 
@@ -77,7 +76,10 @@ def _summarize(t: torch.Tensor, histogram: bool) -> TensorSummary:
         return summary
     if t.is_complex():
         t = t.abs()
-    x = t if t.dtype in (torch.float32, torch.float64) else t.to(torch.float64 if t.dtype == torch.int64 else torch.float32)
+    if t.dtype in (torch.float32, torch.float64):
+        x = t
+    else:
+        x = t.to(torch.float64 if t.dtype == torch.int64 else torch.float32)
     lo, hi = torch.aminmax(x)
     stats = torch.stack([lo.to(x.dtype), hi.to(x.dtype), x.sum(), torch.linalg.vector_norm(x)]).tolist()
     lo_v, hi_v, total, norm = stats
@@ -163,8 +165,6 @@ class DeferredSummaries:
 
     def summarize(self, t: torch.Tensor, histogram: bool = True) -> TensorSummary:
         """A summary of ``t`` whose numbers arrive at ``flush()`` (shape and dtype are there now)."""
-        from .session import untraced
-
         summary = TensorSummary(list(t.shape), dtype_name(t.dtype), str(t.device), t.numel())
         if t.numel() == 0 or t.layout != torch.strided or t.device.type == "meta" or t.is_quantized:
             return summary
@@ -175,8 +175,6 @@ class DeferredSummaries:
 
     def flush(self) -> None:
         """Read every pending summary's numbers: one device-to-host copy per device."""
-        from .session import untraced
-
         pending, self._pending = self._pending, []
         by_device: dict = {}
         for item in pending:

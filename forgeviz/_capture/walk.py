@@ -10,7 +10,16 @@ from typing import Optional
 import torch
 
 from ..model.graph import (
-    WIRE_VERSION, Cluster, Edge, GradContribution, Graph, Node, NodeDetail, SavedValue, TensorMeta, shape_text,
+    WIRE_VERSION,
+    Cluster,
+    Edge,
+    GradContribution,
+    Graph,
+    Node,
+    NodeDetail,
+    SavedValue,
+    TensorMeta,
+    shape_times_text,
 )
 from .grads import has_nonfinite, iter_graph, node_id
 from .names import NameIndex, node_names
@@ -123,7 +132,7 @@ def build_graph(roots: list, session: CaptureSession, names: NameIndex, message:
             live.leaves[nid] = weakref.ref(variable)
             var_names = names.leaf_names(variable)
             param = session.modules.parameters.lookup(variable) or names.parameters.lookup(variable)
-            label = var_names[0] if var_names else param[0] if param else shape_text(list(variable.shape))
+            label = var_names[0] if var_names else param[0] if param else shape_times_text(list(variable.shape))
             module_path = param[1] if param else None
             if param:
                 cluster_key = (param[2], param[1])
@@ -170,7 +179,8 @@ def _clusters(members, info, session: CaptureSession, names: NameIndex) -> list[
     """Nested clusters: every prefix of every module path becomes a cluster under its root."""
     clusters: dict[str, Cluster] = {}
     for (root_id, path), node_ids in members.items():
-        root_name = names.module_name(root_id) or session.modules.root_type(root_id) or info.get((root_id, path), ("model",))[0]
+        root_name = (names.module_name(root_id) or session.modules.root_type(root_id)
+                     or info.get((root_id, path), ("model",))[0])
         parts = path.split(".") if path else []
         parent = None
         for depth in range(len(parts) + 1):

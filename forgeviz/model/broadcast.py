@@ -229,13 +229,13 @@ def format_bytes(n: int) -> str:
     return f"{n} B"
 
 
-def plan_matmul(a: Sequence[int], b: Sequence[int], names: Sequence[str] = ("a", "b")) -> MatmulPlan:
+def matmul_plan(a: Sequence[int], b: Sequence[int], names: Sequence[str] = ("a", "b")) -> MatmulPlan:
     """The matmul rule: promote 1-D operands, match the inner dims, broadcast the batch dims.
 
-    >>> p = plan_matmul([2, 3, 4], [4, 5])
+    >>> p = matmul_plan([2, 3, 4], [4, 5])
     >>> p.inner, p.inner_ok, p.batch_shape, p.result_shape
     ([4, 4], True, [2], [2, 3, 5])
-    >>> plan_matmul([3, 4], [5, 6]).result_shape is None
+    >>> matmul_plan([3, 4], [5, 6]).result_shape is None
     True
     """
     a, b = list(a), list(b)

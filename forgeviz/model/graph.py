@@ -228,8 +228,12 @@ class ErrorReply:
     message: str
 
 
-def shape_text(shape: list[int]) -> str:
-    """``[64, 3, 32, 32]`` → ``64×3×32×32``; a 0-d tensor is ``scalar``."""
+def shape_times_text(shape: list[int]) -> str:
+    """``[64, 3, 32, 32]`` → ``64×3×32×32``; a 0-d tensor is ``scalar``.
+
+    >>> shape_times_text([64, 3]), shape_times_text([])
+    ('64×3', 'scalar')
+    """
     return "×".join(str(s) for s in shape) if shape else "scalar"
 
 

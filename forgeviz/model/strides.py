@@ -294,10 +294,10 @@ def is_row_major(shape: Sequence[int], stride: Sequence[int]) -> bool:
     return True
 
 
-def shape_text(shape: Sequence[int]) -> str:
+def shape_tuple_text(shape: Sequence[int]) -> str:
     """``(3, 4)`` as torch prints a shape tuple; ``()`` for a 0-d tensor.
 
-    >>> shape_text([12]), shape_text([]), shape_text([3, 4])
+    >>> shape_tuple_text([12]), shape_tuple_text([]), shape_tuple_text([3, 4])
     ('(12,)', '()', '(3, 4)')
     """
     return str(tuple(shape))
@@ -348,7 +348,8 @@ def format_value(value: object) -> str:
 
 
 # --- the .view rule, in words ------------------------------------------------------------------
-def view_strides(shape: Sequence[int], stride: Sequence[int], new_shape: Sequence[int]) -> tuple[Optional[list[int]], Optional[tuple[int, int]]]:
+def view_strides(shape: Sequence[int], stride: Sequence[int],
+                 new_shape: Sequence[int]) -> tuple[Optional[list[int]], Optional[tuple[int, int]]]:
     """The strides ``.view(new_shape)`` gets by the documented rule, or the pair of old dims it
     cannot merge.
 
@@ -399,14 +400,15 @@ def explain_view(shape: Sequence[int], stride: Sequence[int], new_shape: Sequenc
     """Why ``.view(new_shape)`` works or fails, in plain words.
 
     >>> explain_view((4, 3), (1, 4), (12,))
-    'dims 0 and 1 (sizes 4 and 3, strides 1 and 4) are not next to each other in memory: one dim spanning both would need stride[0] = stride[1]·size[1] = 12, but it is 1. A view never moves data, so it cannot merge them.'
+    'dims 0 and 1 (sizes 4 and 3, strides 1 and 4) are not next to each other in memory: one dim spanning both
+    would need stride[0] = stride[1]·size[1] = 12, but it is 1. A view never moves data, so it cannot merge them.'
     """
     result, clash = view_strides(shape, stride, new_shape)
     if result is not None:
-        return (f"every new dim walks memory with one stride: the view gets stride {shape_text(result)} "
+        return (f"every new dim walks memory with one stride: the view gets stride {shape_tuple_text(result)} "
                 "and shares the storage")
     if clash is None:
-        return (f"the new shape {shape_text(new_shape)} holds {math.prod(new_shape)} elements, "
+        return (f"the new shape {shape_tuple_text(new_shape)} holds {math.prod(new_shape)} elements, "
                 f"but the tensor has {math.prod(shape)}")
     i, j = clash
     return (f"dims {i} and {j} (sizes {shape[i]} and {shape[j]}, strides {stride[i]} and {stride[j]}) "
@@ -424,8 +426,8 @@ def contiguity_reason(shape: Sequence[int], stride: Sequence[int]) -> str:
     expected = row_major_strides(shape)
     if is_row_major(shape, stride):
         if list(stride) == expected:
-            return f"stride {shape_text(stride)} is row-major order for shape {shape_text(shape)}"
-        return (f"stride {shape_text(stride)} differs from {shape_text(expected)} only on size-1 or empty "
+            return f"stride {shape_tuple_text(stride)} is row-major order for shape {shape_tuple_text(shape)}"
+        return (f"stride {shape_tuple_text(stride)} differs from {shape_tuple_text(expected)} only on size-1 or empty "
                 "dims, which torch ignores")
-    return (f"row-major order for shape {shape_text(shape)} needs stride {shape_text(expected)}; "
-            f"this tensor has {shape_text(stride)}")
+    return (f"row-major order for shape {shape_tuple_text(shape)} needs stride {shape_tuple_text(expected)}; "
+            f"this tensor has {shape_tuple_text(stride)}")

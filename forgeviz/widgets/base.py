@@ -1,11 +1,13 @@
-"""What every view shares: its bundled ESM, and answering validated requests from the browser."""
+"""What every view shares: its bundled ESM, its warnings, the views that draw it, and answering
+validated requests from the browser."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 import anywidget
+import traitlets
 
 from .._capture.session import CaptureSession
 
@@ -16,11 +18,16 @@ export default { render({ el }) {
     "Install forgeviz with pip so its frontend is built.";
 } };
 """
+MAX_WARNINGS = 5  # the newest warnings a view shows
 
 
 def esm(name: str) -> Any:
     """The built ESM ``forgeviz/static/<name>`` (a path anywidget watches), or a module that says
-    it is missing."""
+    it is missing.
+
+    >>> "the browser bundle is missing" in str(esm("nothing.js"))
+    True
+    """
     path = STATIC / name
     return path if path.exists() else _MISSING_FRONTEND % name
 
@@ -29,36 +36,89 @@ class RequestError(ValueError):
     """A browser request that does not fit the wire format."""
 
 
+def _one_of(names) -> str:
+    """``'a', 'b' or 'c'``.
+
+    >>> _one_of(["html"]), _one_of(["inspect", "dot", "graphviz"])
+    ("'html'", "'inspect', 'dot' or 'graphviz'")
+    """
+    quoted = [repr(n) for n in names]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+
+
 class RequestWidget(anywidget.AnyWidget):
     """An anywidget that answers the browser's requests: custom messages carrying a request_id.
 
-    Subclasses implement ``_answer``. A ``RequestError`` becomes an error reply with its message;
+    A subclass lists the request types it answers in ``requests`` (the order its error message
+    names them in) and answers each ``kind`` with a method ``_answer_<kind>(request_id, content)``
+    that returns ``(reply, buffers)``. A ``RequestError`` becomes an error reply with its message;
     any other failure is a forgeviz fault, logged, and answered with an error too.
+
+    ``view`` and ``gone`` are answered here: a browser view announces itself when it renders and
+    says "gone" when its output is cleared or its cell re-run, so a widget can stop refreshing
+    views that no longer exist (``_views``).
     """
+
+    warnings = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    requests: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        missing = [kind for kind in cls.requests if not callable(getattr(cls, f"_answer_{kind}", None))]
+        if missing:
+            raise TypeError(f"{cls.__name__} lists requests without an _answer_<type> method: {missing}")
 
     def __init__(self, session: CaptureSession, **kwargs) -> None:
         super().__init__(**kwargs)
         self._session = session
+        self._faults_seen = session.fault_count
         # The browser views drawing this widget, by the ids they announce when they render; None
-        # until one does. A view's cleanup says "gone" when its output is cleared or its cell re-run,
-        # so a widget can stop being refreshed for views that no longer exist.
+        # until one does.
         self._views: Optional[set] = None
         self.on_msg(self._on_request)
 
-    def _track_view(self, kind: str, content: dict) -> None:
-        """Note a view that rendered (any ``kind`` but "gone") or was removed ("gone")."""
+    # --- warnings -------------------------------------------------------------------------
+    def _warn(self, *texts: str) -> None:
+        """Show ``texts`` under the view (the newest ``MAX_WARNINGS`` stay)."""
+        self.warnings = [*self.warnings, *texts][-MAX_WARNINGS:]
+
+    def _show_new_faults(self) -> None:
+        """The session's faults since this view last looked, as warnings."""
+        new_faults = self._session.faults_since(self._faults_seen)
+        if new_faults:
+            self._faults_seen = self._session.fault_count
+            self._warn(*(f"forgeviz: {m}" for m in new_faults))
+
+    # --- the views that draw it --------------------------------------------------------------
+    def _track_view(self, content: dict, present: bool) -> None:
+        """Note a view that rendered (``present``) or was removed."""
         view = content.get("view")  # None from a view that sends no id
         if view is not None and (not isinstance(view, int) or isinstance(view, bool)):
             raise RequestError(f"expected an integer view id, got {view!r}")
         if self._views is None:
             self._views = set()
-        if kind == "gone":
-            self._views.discard(view)
-        else:
+        if present:
             self._views.add(view)
+        else:
+            self._views.discard(view)
 
+    def _view_appeared(self) -> None:
+        """A browser view announced itself: catch it up (a subclass's own refresh policy)."""
+
+    def _answer_view(self, request_id: int, content: dict) -> tuple[dict, None]:
+        self._track_view(content, present=True)
+        self._view_appeared()
+        return {"type": "view", "request_id": request_id}, None
+
+    def _answer_gone(self, request_id: int, content: dict) -> tuple[dict, None]:
+        self._track_view(content, present=False)
+        return {"type": "gone", "request_id": request_id}, None
+
+    # --- requests -------------------------------------------------------------------------
     def _answer(self, kind: object, request_id: int, content: dict) -> tuple[dict, Optional[list]]:
-        raise NotImplementedError
+        if not isinstance(kind, str) or kind not in self.requests:
+            raise RequestError(f"unknown request type {kind!r}; expected {_one_of(self.requests)}")
+        return getattr(self, f"_answer_{kind}")(request_id, content)
 
     def _after_reply(self, kind: object) -> None:
         """Runs once the reply is sent (e.g. streaming that must follow it)."""

@@ -15,7 +15,6 @@ from .._capture.session import CaptureSession
 from ..model.broadcast import BroadcastPlan
 from .base import STATIC, RequestError, RequestWidget, esm
 
-
 # esbuild ends an ESM bundle with ``export{x as default, ...};``: the page binds that default export
 # to a global instead, so the bundle runs from an inline script, offline, even from file://.
 _EXPORTS = re.compile(r"export\s*\{([^}]*)\}\s*;?\s*$")
@@ -66,7 +65,7 @@ class BroadcastWidget(RequestWidget):
 
     _esm = esm("broadcast.js")
     plan = traitlets.Dict().tag(sync=True)
-    warnings = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    requests = ("html",)
 
     def __init__(self, plan: BroadcastPlan, session: CaptureSession) -> None:
         super().__init__(session)
@@ -92,9 +91,7 @@ class BroadcastWidget(RequestWidget):
             Path(path).write_text(page, encoding="utf-8")
         return page
 
-    def _answer(self, kind, request_id: int, content: dict) -> tuple[dict, None]:
-        if kind != "html":
-            raise RequestError(f"unknown request type {kind!r}; expected 'html'")
+    def _answer_html(self, request_id: int, content: dict) -> tuple[dict, None]:
         theme = content.get("theme", "light")
         if theme not in ("light", "dark"):
             raise RequestError(f"expected theme 'light' or 'dark', got {theme!r}")

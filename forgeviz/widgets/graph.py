@@ -11,12 +11,12 @@ import torch
 import traitlets
 
 from .._capture.names import NameIndex
-from .._capture.session import CaptureSession, untraced
+from .._capture.session import CaptureSession
+from .._capture.untraced import untraced
 from .._capture.walk import NO_HISTORY, LiveGraph, build_graph, node_detail, roots_of
 from ..export import to_digraph, to_dot
 from ..model.graph import Graph
 from .base import STATIC, RequestError, RequestWidget, esm
-
 
 
 class GraphWidget(RequestWidget):
@@ -28,7 +28,7 @@ class GraphWidget(RequestWidget):
 
     _esm = esm("graph.js")
     graph = traitlets.Dict().tag(sync=True)
-    warnings = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    requests = ("inspect", "dot", "graphviz")
 
     def __init__(self, values: tuple, session: CaptureSession, names: NameIndex,
                  namespace: Optional[Mapping[str, object]] = None) -> None:
@@ -52,7 +52,6 @@ class GraphWidget(RequestWidget):
         self._message = None if roots_of(values) else NO_HISTORY
         self._live = LiveGraph(Graph(1, [], [], [], [], "", self._message, 0))
         self.dirty = False
-        self._faults_seen = session.fault_count
         self.refresh()
         session.widgets.add(self)
 
@@ -63,10 +62,7 @@ class GraphWidget(RequestWidget):
     def refresh(self) -> None:
         """Walk the graph again: new gradients, freed saved tensors, new names."""
         self.dirty = False
-        new_faults = self._session.faults_since(self._faults_seen)
-        if new_faults:
-            self._faults_seen = self._session.fault_count
-            self.warnings = [*self.warnings, *(f"forgeviz: {m}" for m in new_faults)][-5:]
+        self._show_new_faults()
         try:
             with untraced():
                 if self._namespace is not None:
@@ -78,7 +74,7 @@ class GraphWidget(RequestWidget):
                     self.graph = dataclasses.asdict(self._live.graph)
         except Exception as exc:  # noqa: BLE001 - a forgeviz fault is shown, never raised into the cell
             self._session.fault(f"drawing the graph failed: {exc!r}")
-            self.warnings = [*self.warnings, f"forgeviz could not draw this graph: {exc!r}"][-5:]
+            self._warn(f"forgeviz could not draw this graph: {exc!r}")
 
     def shown_nodes(self) -> set[int]:
         """The Node ids this view draws (the store keeps their gradients while it lives)."""
@@ -104,20 +100,20 @@ class GraphWidget(RequestWidget):
         return to_digraph(self._live.graph)
 
     # --- requests from the browser --------------------------------------------------------
-    def _answer(self, kind, request_id: int, content: dict) -> tuple[dict, Optional[list]]:
-        if kind == "inspect":
-            nid = content.get("node")
-            if not isinstance(nid, int) or isinstance(nid, bool):
-                raise RequestError(f"expected an integer node id, got {nid!r}")
-            if nid not in {n.id for n in self._live.graph.nodes}:
-                raise RequestError(f"no node {nid} in this graph")
-            with untraced():
-                alive = bool(self._live.nodes)
-                detail = node_detail(nid, self._live, self._session, alive)
-            return {"type": "inspect", "request_id": request_id, "detail": dataclasses.asdict(detail)}, None
-        if kind == "dot":
-            return {"type": "dot", "request_id": request_id, "dot": self.to_dot()}, None
-        if kind == "graphviz":
-            bundle = (STATIC / "graphviz.js").read_bytes()
-            return {"type": "graphviz", "request_id": request_id}, [bundle]
-        raise RequestError(f"unknown request type {kind!r}; expected 'inspect', 'dot' or 'graphviz'")
+    def _answer_inspect(self, request_id: int, content: dict) -> tuple[dict, None]:
+        nid = content.get("node")
+        if not isinstance(nid, int) or isinstance(nid, bool):
+            raise RequestError(f"expected an integer node id, got {nid!r}")
+        if nid not in {n.id for n in self._live.graph.nodes}:
+            raise RequestError(f"no node {nid} in this graph")
+        with untraced():
+            alive = bool(self._live.nodes)
+            detail = node_detail(nid, self._live, self._session, alive)
+        return {"type": "inspect", "request_id": request_id, "detail": dataclasses.asdict(detail)}, None
+
+    def _answer_dot(self, request_id: int, content: dict) -> tuple[dict, None]:
+        return {"type": "dot", "request_id": request_id, "dot": self.to_dot()}, None
+
+    def _answer_graphviz(self, request_id: int, content: dict) -> tuple[dict, list]:
+        bundle = (STATIC / "graphviz.js").read_bytes()
+        return {"type": "graphviz", "request_id": request_id}, [bundle]

@@ -24,7 +24,7 @@ class MemoryWidget(RequestWidget):
 
     _esm = esm("memory.js")
     timeline = traitlets.Dict().tag(sync=True)
-    warnings = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    requests = ("replay", "gone", "detail")  # a view's replay request announces it
 
     def __init__(self, tracker: MemoryTracker, session: CaptureSession, live: bool = True,
                  message: Optional[str] = None) -> None:
@@ -62,7 +62,7 @@ class MemoryWidget(RequestWidget):
             self._stream(self._sent, reset=False)
         except Exception as exc:  # noqa: BLE001 - a forgeviz fault is shown, never raised into the cell
             self._session.fault(f"sending memory events failed: {exc!r}")
-            self.warnings = [*self.warnings, f"forgeviz could not update the timeline: {exc!r}"][-5:]
+            self._warn(f"forgeviz could not update the timeline: {exc!r}")
 
     def _stream(self, start: int, reset: bool) -> None:
         tracker = self._tracker
@@ -79,24 +79,21 @@ class MemoryWidget(RequestWidget):
         self._sent = count
         tracker.publish(count)
 
-    def _answer(self, kind, request_id: int, content: dict) -> tuple[dict, None]:
-        if kind in ("replay", "gone"):  # a view's replay request announces it
-            self._track_view(kind, content)
-            if kind == "gone":
-                return {"type": "gone", "request_id": request_id}, None
-            self.timeline = dataclasses.asdict(self.model)  # not refreshed while no view was drawing
-            # the events follow the reply (see _after_reply)
-            return {"type": "replay", "request_id": request_id, "count": self._tracker.count}, None
-        if kind == "detail":
-            sid = content.get("storage")
-            if not isinstance(sid, int) or isinstance(sid, bool) or sid < 0:
-                raise RequestError(f"expected a storage id (a non-negative integer), got {sid!r}")
-            try:
-                detail = self._tracker.detail(sid)
-            except KeyError as exc:
-                raise RequestError(str(exc.args[0])) from None
-            return {"type": "detail", "request_id": request_id, "detail": dataclasses.asdict(detail)}, None
-        raise RequestError(f"unknown request type {kind!r}; expected 'replay', 'gone' or 'detail'")
+    def _answer_replay(self, request_id: int, content: dict) -> tuple[dict, None]:
+        self._track_view(content, present=True)
+        self.timeline = dataclasses.asdict(self.model)  # not refreshed while no view was drawing
+        # the events follow the reply (see _after_reply)
+        return {"type": "replay", "request_id": request_id, "count": self._tracker.count}, None
+
+    def _answer_detail(self, request_id: int, content: dict) -> tuple[dict, None]:
+        sid = content.get("storage")
+        if not isinstance(sid, int) or isinstance(sid, bool) or sid < 0:
+            raise RequestError(f"expected a storage id (a non-negative integer), got {sid!r}")
+        try:
+            detail = self._tracker.detail(sid)
+        except KeyError as exc:
+            raise RequestError(str(exc.args[0])) from None
+        return {"type": "detail", "request_id": request_id, "detail": dataclasses.asdict(detail)}, None
 
     def _after_reply(self, kind) -> None:
         if kind == "replay":

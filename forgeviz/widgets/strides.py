@@ -8,8 +8,9 @@ from typing import Optional, Sequence
 
 import traitlets
 
-from .._capture.session import CaptureSession, untraced
+from .._capture.session import CaptureSession
 from .._capture.strides import Described, Frozen, describe, read_storage, read_window, try_layout
+from .._capture.untraced import untraced
 from ..model import strides as m
 from ..model.strides import StrideLayout
 from .base import RequestError, RequestWidget, esm
@@ -39,12 +40,11 @@ class StridesWidget(RequestWidget):
 
     _esm = esm("strides.js")
     layout = traitlets.Dict().tag(sync=True)
-    warnings = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    requests = ("values", "storage", "try", "view", "gone")
 
     def __init__(self, values: Sequence[object], names: Sequence[str], session: CaptureSession) -> None:
         super().__init__(session)
         self._described: Optional[Described] = None
-        self._faults_seen = session.fault_count
         self._signature: object = None
         self._describe(values, names)
         session.widgets.add(self)
@@ -64,9 +64,6 @@ class StridesWidget(RequestWidget):
     def model(self) -> StrideLayout:
         """The plain StrideLayout being shown."""
         return self._described.layout
-
-    def _warn(self, text: str) -> None:
-        self.warnings = [*self.warnings, text][-5:]
 
     def _describe(self, values, names, windows=None) -> None:
         try:
@@ -103,12 +100,9 @@ class StridesWidget(RequestWidget):
 
     def refresh(self) -> None:
         """Redraw if a tensor's values or layout changed since the last drawing."""
-        new_faults = self._session.faults_since(self._faults_seen)
-        if new_faults:
-            self._faults_seen = self._session.fault_count
         try:
             signature = self._read_signature()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - runs after every cell: a fault is reported, the drawing stays
             self._session.fault(f"re-reading the stride view failed: {exc!r}")
             return
         if signature == self._signature:
@@ -145,53 +139,53 @@ class StridesWidget(RequestWidget):
             self.layout = dataclasses.asdict(self._described.layout)
 
     # --- requests from the browser --------------------------------------------------------
-    def _answer(self, kind, request_id: int, content: dict) -> tuple[dict, None]:
-        if kind in ("view", "gone"):
-            self._track_view(kind, content)
-            if kind == "view":
-                self.refresh()  # what changed while no view drew it
-            return {"type": kind, "request_id": request_id}, None
+    def _view_appeared(self) -> None:
+        self.refresh()  # what changed while no view drew it
+
+    def _answer_values(self, request_id: int, content: dict) -> tuple[dict, None]:
         d = self._described
-        if kind == "values":
-            tid = _index(content.get("tensor"), "tensor", len(d.entries))
-            entry, layout = d.entries[tid], d.layout.tensors[tid]
-            if layout.stride is None or not layout.has_data:
-                raise RequestError(f"tensor {tid} ({layout.name}) has no values to read")
-            start = _int_list(content.get("start"), "start", len(layout.shape))
-            size = _int_list(content.get("size"), "size", len(layout.shape))
-            if any(s < 0 for s in start) or any(z < 0 for z in size):
-                raise RequestError(f"expected non-negative start and size, got {start} and {size}")
-            if math.prod(size) > m.MAX_WINDOW:
-                raise RequestError(f"expected a box of at most {m.MAX_WINDOW} values, got {math.prod(size)}")
-            t = entry.tensor()
-            if t is None:
-                raise RequestError(f"{layout.name} no longer exists in the kernel")
-            window = read_window(t, start, size)
-            entry.window = (tuple(window.start), tuple(window.size))
-            return {"type": "values", "request_id": request_id, "tensor": tid, "window": dataclasses.asdict(window)}, None
-        if kind == "storage":
-            sid = _index(content.get("strip"), "strip", len(d.layout.strips))
-            strip = d.layout.strips[sid]
-            start, count = content.get("start"), content.get("count")
-            _int_list([start, count], "start and count")
-            if start < 0 or not 0 <= count <= m.MAX_WINDOW:
-                raise RequestError(f"expected start >= 0 and 0 <= count <= {m.MAX_WINDOW}, got {start} and {count}")
-            ref = d.strip_refs[sid]
-            storage = ref() if ref is not None else None
-            if not strip.has_data or storage is None:
-                raise RequestError(f"storage {sid} has no values to read (meta, or freed)")
-            values = read_storage(storage, d.strip_dtypes[sid], strip.device, start, count)
-            strip.window_start, strip.values = start, values
-            return {"type": "storage", "request_id": request_id, "strip": sid, "start": start, "values": values}, None
-        if kind == "try":
-            tid = _index(content.get("tensor"), "tensor", len(d.entries))
-            layout = d.layout.tensors[tid]
-            op = content.get("op")
-            if op not in ("view", "reshape"):
-                raise RequestError(f"expected op 'view' or 'reshape', got {op!r}")
-            shape = _int_list(content.get("shape"), "shape")
-            if layout.stride is None:
-                raise RequestError(f"{layout.name} has no strides, so .{op} cannot be tried")
-            verdict = try_layout(layout.shape, layout.stride, op, shape, layout.element_size)
-            return {"type": "try", "request_id": request_id, "tensor": tid, "verdict": dataclasses.asdict(verdict)}, None
-        raise RequestError(f"unknown request type {kind!r}; expected 'values', 'storage', 'try', 'view' or 'gone'")
+        tid = _index(content.get("tensor"), "tensor", len(d.entries))
+        entry, layout = d.entries[tid], d.layout.tensors[tid]
+        if layout.stride is None or not layout.has_data:
+            raise RequestError(f"tensor {tid} ({layout.name}) has no values to read")
+        start = _int_list(content.get("start"), "start", len(layout.shape))
+        size = _int_list(content.get("size"), "size", len(layout.shape))
+        if any(s < 0 for s in start) or any(z < 0 for z in size):
+            raise RequestError(f"expected non-negative start and size, got {start} and {size}")
+        if math.prod(size) > m.MAX_WINDOW:
+            raise RequestError(f"expected a box of at most {m.MAX_WINDOW} values, got {math.prod(size)}")
+        t = entry.tensor()
+        if t is None:
+            raise RequestError(f"{layout.name} no longer exists in the kernel")
+        window = read_window(t, start, size)
+        entry.window = (tuple(window.start), tuple(window.size))
+        return {"type": "values", "request_id": request_id, "tensor": tid, "window": dataclasses.asdict(window)}, None
+
+    def _answer_storage(self, request_id: int, content: dict) -> tuple[dict, None]:
+        d = self._described
+        sid = _index(content.get("strip"), "strip", len(d.layout.strips))
+        strip = d.layout.strips[sid]
+        start, count = content.get("start"), content.get("count")
+        _int_list([start, count], "start and count")
+        if start < 0 or not 0 <= count <= m.MAX_WINDOW:
+            raise RequestError(f"expected start >= 0 and 0 <= count <= {m.MAX_WINDOW}, got {start} and {count}")
+        ref = d.strip_refs[sid]
+        storage = ref() if ref is not None else None
+        if not strip.has_data or storage is None:
+            raise RequestError(f"storage {sid} has no values to read (meta, or freed)")
+        values = read_storage(storage, d.strip_dtypes[sid], strip.device, start, count)
+        strip.window_start, strip.values = start, values
+        return {"type": "storage", "request_id": request_id, "strip": sid, "start": start, "values": values}, None
+
+    def _answer_try(self, request_id: int, content: dict) -> tuple[dict, None]:
+        d = self._described
+        tid = _index(content.get("tensor"), "tensor", len(d.entries))
+        layout = d.layout.tensors[tid]
+        op = content.get("op")
+        if op not in ("view", "reshape"):
+            raise RequestError(f"expected op 'view' or 'reshape', got {op!r}")
+        shape = _int_list(content.get("shape"), "shape")
+        if layout.stride is None:
+            raise RequestError(f"{layout.name} has no strides, so .{op} cannot be tried")
+        verdict = try_layout(layout.shape, layout.stride, op, shape, layout.element_size)
+        return {"type": "try", "request_id": request_id, "tensor": tid, "verdict": dataclasses.asdict(verdict)}, None

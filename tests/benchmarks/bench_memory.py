@@ -15,7 +15,8 @@ import time
 
 import torch
 
-from _bench import interleaved, mlp, train  # noqa: I001 - first: it puts this checkout on sys.path
+from _bench import interleaved, mlp, train  # first: it puts this checkout on sys.path
+
 import forgeviz
 
 ROUNDS = int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", "9"))
@@ -33,17 +34,16 @@ def case(width: int, batch: int) -> dict[str, float]:
     def off():
         loop(model, opt, x, y)
 
-    from forgeviz._capture.memory import MemoryTracker
-    from forgeviz._capture.memory_native import NativeMemoryTracker
+    from forgeviz._capture.memory_choice import make_tracker
     from forgeviz._capture.session import get_session
 
     session = get_session()
     session.uninstall()  # every arm starts from the same state
     trackers = {}
-    for name, cls in [("native", NativeMemoryTracker), ("dispatch", MemoryTracker)]:
+    for name in ["native", "dispatch"]:
         # seeded once (a gc walk), like %load_ext does; then per-step cost only
         start = time.perf_counter()
-        trackers[name] = cls()
+        trackers[name] = make_tracker(backend=name)
         trackers[name].start()
         trackers[name].stop()
         seed_ms = (time.perf_counter() - start) * 1e3
@@ -90,7 +90,8 @@ def case(width: int, batch: int) -> dict[str, float]:
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True):
             loop(model, opt, x, y)
 
-    variants = {"off": off, "native ledger, no op naming": tracked("native"), "dispatch-mode tracker": tracked("dispatch"),
+    variants = {"off": off, "native ledger, no op naming": tracked("native"),
+                "dispatch-mode tracker": tracked("dispatch"),
                 "torch.profiler(profile_memory)": profiler, "memory_trace() block": trace_block,
                 "cell, memory off": notebook(False),
                 "cell, memory on": notebook(True)}

@@ -29,6 +29,8 @@ from typing import Optional
 
 import torch
 
+from ..untraced import use_native_pause
+
 SOURCES = [Path(__file__).with_name("cpu_ledger.cpp"), Path(__file__).with_name("tensor_stats.cpp")]
 ABI_VERSION = 1
 
@@ -121,14 +123,17 @@ def _declare(lib: ctypes.CDLL) -> None:
     sigs = {
         "fv_abi_version": (i32, []), "fv_now": (dbl, []), "fv_install": (i32, []),
         "fv_ledger_new": (vp, [i64, dbl]), "fv_ledger_delete": (None, [vp]),
-        "fv_ledger_recording": (None, [vp, i32]), "fv_set_context": (None, [vp, u32, u32, u32, u32]), "fv_intern": (i32, [c.c_char_p]), "fv_pause": (None, [i32]), "fv_record_ops": (None, [i32]),
+        "fv_ledger_recording": (None, [vp, i32]), "fv_set_context": (None, [vp, u32, u32, u32, u32]),
+        "fv_intern": (i32, [c.c_char_p]), "fv_pause": (None, [i32]), "fv_record_ops": (None, [i32]),
         "fv_track": (i64, [vp, u64, dbl, i32, c.c_char_p, i32, i32, i32, dbl]),
         "fv_untrack": (i32, [vp, u64, i64]), "fv_recategorize": (i64, [vp, u64, i32, u32, u32]),
         "fv_fresh_address": (vp, [vp]), "fv_name_fresh": (i64, [vp, u64, u64, dbl]),
-        "fv_sid_of": (i64, [vp, u64, dbl]), "fv_forget_fresh": (None, [vp]), "fv_find": (i32, [vp, u32, c.POINTER(FvRecord)]), "fv_lookup": (i32, [vp, u64, c.POINTER(FvRecord)]),
+        "fv_sid_of": (i64, [vp, u64, dbl]), "fv_forget_fresh": (None, [vp]),
+        "fv_find": (i32, [vp, u32, c.POINTER(FvRecord)]), "fv_lookup": (i32, [vp, u64, c.POINTER(FvRecord)]),
         "fv_live": (i64, [vp, c.POINTER(u64), c.POINTER(FvRecord), i64]),
         "fv_stats": (i64, [vp, c.POINTER(dbl)]), "fv_cut": (None, [vp, i64, c.POINTER(dbl)]),
-        "fv_publish": (None, [vp, i64]), "fv_copy": (i64, [vp, i64, i64, c.POINTER(vp)]), "fv_patch_cell": (None, [vp, i64, i32, i32]),
+        "fv_publish": (None, [vp, i64]), "fv_copy": (i64, [vp, i64, i64, c.POINTER(vp)]),
+        "fv_patch_cell": (None, [vp, i64, i32, i32]),
         "fv_op_count": (i32, []), "fv_op_name": (c.c_char_p, [i32]),
         "fv_summarize": (i32, [vp, i32, i32, c.POINTER(i64), c.POINTER(i64), i64, i32, c.POINTER(dbl),
                                c.POINTER(i64), c.POINTER(dbl), i64]),
@@ -168,6 +173,7 @@ def load(build_if_missing: bool = True) -> ctypes.CDLL:
             _error = str(exc)
             raise RuntimeError(_error) from None
         _lib = lib
+        use_native_pause(lib.fv_pause)  # forgeviz's own allocations are not the user's memory
         return lib
 
 

@@ -1,15 +1,16 @@
-"""The memory tracker on the native CPU ledger: the same events and categories, a fraction of the cost.
+"""The native CPU ledger: the same events and categories as the dispatch-mode ledger, a fraction of the cost.
 
 ``native/cpu_ledger.cpp`` sees every CPU allocation and free at c10's allocator and keeps the
 event columns itself. Python adds what only Python knows, at coarse points, never per event:
 
-- where: the cell, line and module of each module call, optimizer step and backward pass (hooks),
-  and, when forgeviz's TorchFunctionMode runs (every notebook cell), of each op called from Python;
-- categories: the same public hooks as the dispatch-mode tracker (parameters, gradients,
-  optimizer state, inputs, saved activations);
+- where: the cell, line and module of each module call, optimizer step and backward pass (the
+  tracker's hooks push them as sites), and, when forgeviz's TorchFunctionMode runs (every notebook
+  cell), of each op called from Python (``after_op``);
+- categories: the tracker's public hooks (parameters, gradients, optimizer state, inputs, saved
+  activations), one call into the ledger each;
 - shape and dtype, for storages a hook or an op's output named.
 
-It sees CPU storages only; the dispatch-mode tracker (``MemoryTracker``) sees every device.
+It sees CPU storages only; the dispatch-mode ledger sees every device.
 """
 
 from __future__ import annotations
@@ -23,22 +24,10 @@ import torch
 
 from ..model import memory as m
 from . import native
-from .memory import MemoryTracker, StorageRecord, _current_module, quiet
-from .session import get_session
-from .source import cell_number, source_line, user_location
+from .ledger import LedgerStats, StorageRecord, intern
+from .session import current_module_path
+from .source import cell_number, user_location
 from .summary import dtype_name
-
-
-class _Unlisten:
-    """A hook handle that takes a tracker off the module stack's root listeners."""
-
-    def __init__(self, listeners: list, tracker) -> None:
-        self.listeners, self.tracker = listeners, tracker
-
-    def remove(self) -> None:
-        if self.tracker in self.listeners:
-            self.listeners.remove(self.tracker)
-
 
 _CLAIM_MASK = sum(1 << c for c in (m.TEMPORARY, m.OTHER, m.ACTIVATION))
 _MAX_SHAPES = 200_000  # shapes remembered for hovering freed storages (live ones are always kept)
@@ -46,30 +35,35 @@ _MASKS: dict[tuple, int] = {}  # only_from categories → the ledger's bit mask
 _ITEMSIZE = {"float32": 4, "float64": 8, "uint32": 4, "uint16": 2, "uint8": 1}
 
 
-class NativeMemoryTracker(MemoryTracker):
-    """A :class:`MemoryTracker` whose events come from the native CPU allocator ledger.
+class NativeLedger:
+    """The C++ CPU allocator ledger, told by Python where its allocations come from.
 
-    Raises ``RuntimeError`` (saying why) when the ledger cannot be built or loaded.
+    Raises ``RuntimeError`` (saying why) when the library cannot be built or loaded.
 
-    >>> tracker = NativeMemoryTracker()  # doctest: +SKIP
-    >>> with tracker:  # doctest: +SKIP
-    ...     x = torch.ones(1024, 1024)
-    >>> tracker.live_bytes() - tracker.baseline_bytes == x.untyped_storage().nbytes()  # doctest: +SKIP
+    >>> ledger = NativeLedger(1024, print)  # doctest: +SKIP
+    >>> ledger.begin(); x = torch.ones(256); ledger.end()  # doctest: +SKIP
+    >>> ledger.stats().live_bytes >= x.untyped_storage().nbytes()  # doctest: +SKIP
     True
     """
 
     backend = "native"
     wants_sites = True
+    # Gradients: one pass over the parameters after a backward or before a step, instead of a
+    # Python hook per parameter per backward (the ledger dates the category from the allocation).
+    late_categories = True
 
-    def __init__(self, max_events: int = 1_000_000, fault: Optional[Callable[[str], None]] = None,
-                 seed: bool = True) -> None:
-        super().__init__(max_events, fault, seed)
+    def __init__(self, max_events: int, fault: Callable[[str], None]) -> None:
+        self.fault = fault
+        self.default_cell: Optional[int] = None
+        self.cells: list[m.CellMark] = []
         lib = self._lib = native.load()
         self._t0n = lib.fv_now()
         self._h = lib.fv_ledger_new(max_events, self._t0n)
         self._fresh = ctypes.c_int64.from_address(lib.fv_fresh_address(self._h))  # the ledger's counter
-        # The ledger goes when the tracker does (its storages' frees then find no ledger to tell).
+        # The C++ ledger goes when this one does (its storages' frees then find no ledger to tell).
         weakref.finalize(self, lib.fv_ledger_delete, self._h)
+        self._finalizers: dict[int, weakref.finalize] = {}  # storages Python tracks (not the allocator's)
+        self._modules: dict[str, int] = {}
         self._shapes: dict[int, tuple[tuple, str]] = {}  # storage id → (shape, dtype) where known
         self._node_names: dict[int, str] = {}
         self._files: dict[tuple[int, int], str] = {}  # (cell, line) → filename, to show the source
@@ -80,7 +74,6 @@ class NativeMemoryTracker(MemoryTracker):
         self._op_names: list[str] = []
         self._op_ids: dict[str, int] = {}
         self._where_cache: dict[tuple, tuple[int, int, int]] = {}
-        self._grads_synced = False  # since the last optimizer step, by a backward's end
         self._in_step = False  # between an optimizer step's pre and post hooks
         self._packed: dict[tuple, int] = {}  # (where, module, cell, op) → the ledger's packed site
         # Op names come from Python (after_op); FORGEVIZ_MEMORY_OPS=aten names the dispatcher op
@@ -88,28 +81,25 @@ class NativeMemoryTracker(MemoryTracker):
         lib.fv_record_ops(int(os.environ.get("FORGEVIZ_MEMORY_OPS") == "aten"))
 
     # --- recording ------------------------------------------------------------------------
-    def _begin(self) -> None:
-        from torch.optim.optimizer import register_optimizer_step_pre_hook
-
-        self._handles.append(register_optimizer_step_pre_hook(quiet(self._step_pre)))
+    def begin(self) -> None:
         self._sites.clear()
         self._site = (self._cell, m.NO_SMALL, 0, m.NO_SMALL)
         self._lib.fv_set_context(self._h, *self._site)
         self._lib.fv_ledger_recording(self._h, 1)
 
-    def _end(self) -> None:
+    def end(self) -> None:
         self._lib.fv_ledger_recording(self._h, 0)
         self._in_step = False  # a step that raised never ran its post hook
-        self._sync_grads()
 
-    # Gradients: one pass over the parameters after a backward or before a step, instead of a
-    # Python hook per parameter per backward (the ledger dates the category from the allocation).
-    def _watch_grad(self, p: torch.Tensor) -> None:
-        pass
+    def close(self) -> None:
+        for fin in self._finalizers.values():
+            fin.detach()
+        self._finalizers.clear()
 
     def publish(self, count: int) -> None:
         self._lib.fv_publish(self._h, count)
 
+    # --- sites: where allocations come from ---------------------------------------------------
     def _set_site(self, site: tuple[int, int, int, int]) -> None:
         if site != self._site:
             self._site = site
@@ -130,7 +120,7 @@ class NativeMemoryTracker(MemoryTracker):
         cell = cell_number(filename) or self._cell
         if filename and line:
             self._files[(cell, min(line, m.NO_SMALL))] = filename
-        return cell, self._index(self._modules, module), min(line or 0, m.NO_SMALL)
+        return cell, intern(self._modules, module), min(line or 0, m.NO_SMALL)
 
     def _op_id(self, name: Optional[str]) -> int:
         if name is None:
@@ -140,83 +130,35 @@ class NativeMemoryTracker(MemoryTracker):
             op = self._op_ids[name] = self._lib.fv_intern(name.encode())
         return op
 
-    def _push_site(self, where: Optional[tuple], module: Optional[str], op: Optional[str] = None) -> None:
+    def push_site(self, where: Optional[tuple], module: Optional[str], op: Optional[str] = None) -> None:
         self._sites.append(self._site)
         self._set_site((*self._where(where, module), self._op_id(op)))
 
-    def _pop_site(self) -> None:
+    def push_module(self, module: Optional[str]) -> None:
+        self._sites.append(self._site)
+        cell, _, line, op = self._site
+        self._set_site((cell, intern(self._modules, module), line, op))
+
+    def pop_site(self) -> None:
         self._set_site(self._sites.pop() if self._sites else (self._cell, m.NO_SMALL, 0, m.NO_SMALL))
 
-    def _module_hooks(self) -> list:
-        # When forgeviz's module stack runs (every notebook cell, memory_trace), ride on its hooks:
-        # told once per outermost call instead of two more Python hooks on every module call.
-        modules = get_session().modules
-        if not modules.installed:
-            return super()._module_hooks()
-        modules.root_listeners.append(self)
-        return [_Unlisten(modules.root_listeners, self)]
+    def step_begins(self, where: tuple, name: str) -> None:
+        # A step runs dozens of small ops per parameter: the step's line and "Adam.step" name
+        # what they allocate (forgeviz's mode steps aside meanwhile, so no op is named one by one).
+        self.push_site(where, None, name)
+        self._lib.fv_forget_fresh(self._h)
+        self._in_step = True
 
-    def root_call(self, module, args) -> None:
-        """An outermost module call starts: its parameters, its inputs, and its line."""
-        try:
-            self._adopt_module(module, recurse=True)
-            self._adopt_inputs(args)
-            self._push_site(user_location(2), _current_module())
-        except Exception as exc:  # noqa: BLE001 - runs inside the user's model call
-            self.fault(f"reading a module call failed: {exc!r}")
-
-    def root_return(self, module) -> None:
-        self._pop_site()
-
-    def _forward_pre(self, module, args):
-        outermost = self._module_depth == 0
-        super()._forward_pre(module, args)
-        try:
-            if outermost:  # model(x): its line stands for the whole forward (after_op refines it)
-                self._push_site(user_location(2), _current_module())
-            else:
-                self._sites.append(self._site)
-                cell, _, line, op = self._site
-                self._set_site((cell, self._index(self._modules, _current_module()), line, op))
-        except Exception as exc:  # noqa: BLE001
-            self.fault(f"reading a module call's line failed: {exc!r}")
-
-    def _forward_post(self, module, args, output):
-        super()._forward_post(module, args, output)
-        self._pop_site()
-
-    def _step_pre(self, optimizer, args, kwargs) -> None:
-        if not self._grads_synced:  # a backward forgeviz's mode did not see (else it synced then)
-            self._sync_grads()
-        self._grads_synced = False
-        try:
-            # A step runs dozens of small ops per parameter: the step's line and "Adam.step" name
-            # what they allocate (forgeviz's mode steps aside meanwhile, so no op is named one by one).
-            self._push_site(user_location(2), None, f"{type(optimizer).__name__}.step")
-            self._lib.fv_forget_fresh(self._h)
-            self._in_step = True
-        except Exception as exc:  # noqa: BLE001
-            self.fault(f"reading an optimizer step's line failed: {exc!r}")
-
-    def _after_step(self, optimizer, args, kwargs) -> None:
+    def step_ends(self) -> None:
         if self._in_step:  # the step's allocations have their names: the next op must not claim them
             self._lib.fv_forget_fresh(self._h)
             self._in_step = False
-            self._pop_site()
-        super()._after_step(optimizer, args, kwargs)
-
-    def set_site(self, where: Optional[tuple]) -> None:
-        if where is None:  # a backward pass ended: its gradients are in .grad now
-            self._pop_site()
-            self._sync_grads()
-            self._grads_synced = True
-        else:  # autograd runs in C++, unseen by Python: its allocations are this line's backward
-            self._push_site(where, _current_module(), "backward")
+            self.pop_site()
 
     def after_op(self, out, where: tuple, op: Optional[str] = None) -> None:
         """Name what the op ``op`` called at ``where`` just allocated (its outputs and intermediates):
         the op, the line in the cell, and the outputs' shape and dtype."""
-        module = _current_module()
+        module = current_module_path()
         key = (where, module, self._cell, op)
         site = self._packed.get(key)
         if site is None:  # the same few lines and ops recur, step after step
@@ -245,10 +187,11 @@ class NativeMemoryTracker(MemoryTracker):
         """Whether anything was allocated since the last after_op (a view or an in-place op: no)."""
         return self._fresh.value > 0
 
+    # --- cells ----------------------------------------------------------------------------
     def mark_cell(self, cell: int) -> None:
         self._sync_cuts()
         self._cell = cell or (self.default_cell or 0)
-        self.cells.append(m.CellMark(cell, self._lib.fv_now() - self._t0n, self.count))
+        self.cells.append(m.CellMark(cell, self._lib.fv_now() - self._t0n, self.stats().count))
         self._in_step = False  # a step that raised in the last cell never ran its post hook
         self._sites.clear()
         self._set_site((self._cell, m.NO_SMALL, 0, m.NO_SMALL))
@@ -257,48 +200,17 @@ class NativeMemoryTracker(MemoryTracker):
         if self.cells and self.cells[-1].cell == 0:
             self._lib.fv_patch_cell(self._h, self.cells[-1].index, 0, cell)
             self._files.update({(cell, line): f for (c, line), f in list(self._files.items()) if c == 0})
-        super().name_cell(cell)
+            self.cells[-1].cell = cell
         if self._cell == 0:
             self._cell = cell
 
-    # --- the ledger -------------------------------------------------------------------------
-    def _stats(self) -> tuple[list[float], int]:
-        out = (ctypes.c_double * 5)()
-        compactions = self._lib.fv_stats(self._h, out)
-        return list(out), compactions
-
-    @property
-    def count(self) -> int:
-        return int(self._stats()[0][0])
-
-    @property
-    def dropped(self) -> int:
-        return int(self._stats()[0][1])
-
-    def live_bytes(self) -> int:
-        return int(self._stats()[0][2])
-
-    @property
-    def peak_bytes(self) -> int:
-        return int(self._stats()[0][3])
-
-    @property
-    def peak_time(self) -> float:
-        return self._stats()[0][4]
-
-    @property
-    def ops(self) -> list[str]:
-        """The op names the ``op`` column indexes (the ledger's table only grows)."""
-        for i in range(len(self._op_names), self._lib.fv_op_count()):
-            name = self._lib.fv_op_name(i)
-            # "autograd::engine::evaluate_function: MmBackward0" is the autograd Node running
-            self._op_names.append(name.decode().removeprefix("aten::").removeprefix(
-                "autograd::engine::evaluate_function: ") if name else "?")
-        return self._op_names
+    def cell_marks(self) -> list[m.CellMark]:
+        self._sync_cuts()
+        return list(self.cells)
 
     def _sync_cuts(self) -> None:
         """Move cell marks as the ledger merged older history (it compacts on its own)."""
-        _, compactions = self._stats()
+        compactions = self._lib.fv_stats(self._h, (ctypes.c_double * 5)())
         while self._cuts_seen < compactions:
             cut = (ctypes.c_double * 3)()
             self._lib.fv_cut(self._h, self._cuts_seen, cut)
@@ -313,7 +225,7 @@ class NativeMemoryTracker(MemoryTracker):
         """Keep the shapes and Node names of live storages and the most recent ones: a training run
         makes new storages and Nodes every step, and hovering a long-freed one may say less."""
         if len(self._shapes) > _MAX_SHAPES or len(self._node_names) > _MAX_SHAPES:
-            records = self._live_records()[1]
+            records = [rec for _, rec in self.live()]
             live = {rec.sid for rec in records}
             newest = max(self._shapes, default=0) - _MAX_SHAPES // 2
             self._shapes = {sid: v for sid, v in self._shapes.items() if sid in live or sid >= newest}
@@ -321,13 +233,35 @@ class NativeMemoryTracker(MemoryTracker):
             newest = max(self._node_names, default=0) - _MAX_SHAPES // 2
             self._node_names = {n: v for n, v in self._node_names.items() if n in live or n >= newest}
 
-    def _track(self, storage, category: int, op: Optional[str], shape: tuple, dtype: torch.dtype,
-               where: Optional[tuple] = None, when: Optional[float] = None) -> Optional[StorageRecord]:
+    # --- the ledger's totals and tables -----------------------------------------------------
+    def stats(self) -> LedgerStats:
+        out = (ctypes.c_double * 5)()
+        self._lib.fv_stats(self._h, out)
+        return LedgerStats(int(out[0]), int(out[1]), int(out[2]), int(out[3]), out[4])
+
+    @property
+    def ops(self) -> list[str]:
+        """The op names the ``op`` column indexes (the ledger's table only grows)."""
+        for i in range(len(self._op_names), self._lib.fv_op_count()):
+            name = self._lib.fv_op_name(i)
+            # "autograd::engine::evaluate_function: MmBackward0" is the autograd Node running
+            self._op_names.append(name.decode().removeprefix("aten::").removeprefix(
+                "autograd::engine::evaluate_function: ") if name else "?")
+        return self._op_names
+
+    @property
+    def modules(self) -> list[str]:
+        return list(self._modules)
+
+    # --- storages -------------------------------------------------------------------------
+    def track(self, storage, category: int, op: Optional[str], shape: tuple, dtype: torch.dtype,
+              where: Optional[tuple] = None, when: Optional[float] = None) -> Optional[StorageRecord]:
         key = storage.data_ptr()
         nbytes = storage.nbytes()
         if where is None:
             where = user_location(4)
-        cell, module, line = self._where(where, _current_module()) if where != (None, None) else (0, m.NO_SMALL, 0)
+        cell, module, line = (self._where(where, current_module_path()) if where != (None, None)
+                              else (0, m.NO_SMALL, 0))
         sid = self._lib.fv_track(self._h, key, float(nbytes), category, op.encode() if op else None, module, cell,
                                  line, -1.0 if when is None else when)
         if sid < 0:
@@ -354,18 +288,18 @@ class NativeMemoryTracker(MemoryTracker):
             modules[r.module] if r.module < len(modules) else None, cell, line,
             self._files.get((r.cell, r.line)), None if r.node == m.NO_ID else r.node, self._node_names.get(r.node))
 
-    def _lookup(self, key: int) -> Optional[StorageRecord]:
+    def lookup(self, key: int) -> Optional[StorageRecord]:
         r = native.FvRecord()
         return self._record(r) if self._lib.fv_lookup(self._h, key, ctypes.byref(r)) else None
 
-    def _relabel(self, key: int, rec: StorageRecord, category: Optional[int], node: Optional[int] = None,
-                 node_name: Optional[str] = None) -> None:
-        if node is not None and node_name:
-            self._node_names[node & 0xFFFFFFFF] = node_name
-        self._lib.fv_recategorize(self._h, key, rec.category if category is None else category,
-                                  m.NO_ID if node is None else node & 0xFFFFFFFF, 0)
+    def find(self, sid: int) -> tuple[StorageRecord, bool]:
+        r = native.FvRecord()
+        found = self._lib.fv_find(self._h, sid & 0xFFFFFFFF, ctypes.byref(r))  # 0: none, 1: live, 2: freed
+        if found == 0:
+            raise KeyError(f"no storage {sid} in this timeline")
+        return self._record(r), found == 1
 
-    def _recategorize(self, tensor: torch.Tensor, category: int, only_from: tuple = ()) -> None:
+    def recategorize(self, tensor: torch.Tensor, category: int, only_from: tuple = ()) -> None:
         # The hooks' hot path (every gradient and optimizer state, every step): one call, no record.
         if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.strided or not tensor.is_cpu:
             return  # this ledger is CPU memory; CUDA memory has the allocator's own history
@@ -376,11 +310,11 @@ class NativeMemoryTracker(MemoryTracker):
         sid = self._lib.fv_recategorize(self._h, storage.data_ptr(), category, m.NO_ID, mask)
         if sid < 0:
             if storage.nbytes():
-                self._track(storage, category, None, tuple(tensor.shape), tensor.dtype)
+                self.track(storage, category, None, tuple(tensor.shape), tensor.dtype)
         else:
             self._remember_shape(sid, tensor)
 
-    def _claim(self, t: torch.Tensor, nid: int, grad_fn) -> None:
+    def claim(self, t: torch.Tensor, nid: int, grad_fn) -> None:
         # Every forward op with a grad_fn comes here: one call into the ledger, no record built.
         if not t.is_cpu:  # (is_cpu: a sixth of device.type's cost, on the hot path)
             return
@@ -393,9 +327,6 @@ class NativeMemoryTracker(MemoryTracker):
                     self._forget_old_names()
             self._remember_shape(sid, t)
 
-    def _note_tensor(self, rec: StorageRecord, tensor: torch.Tensor) -> None:
-        self._remember_shape(rec.sid, tensor)
-
     def _remember_shape(self, sid: int, tensor: torch.Tensor) -> None:
         """The first tensor seen on a storage names its shape and dtype (the ledger knows bytes only)."""
         if sid not in self._shapes:
@@ -403,65 +334,20 @@ class NativeMemoryTracker(MemoryTracker):
             if len(self._shapes) > 2 * _MAX_SHAPES:
                 self._forget_old_names()
 
-    def _live_records(self) -> tuple[list[int], list[StorageRecord]]:
+    def live(self) -> list[tuple[int, StorageRecord]]:
         cap = 256
         while True:
             ptrs, recs = (ctypes.c_uint64 * cap)(), (native.FvRecord * cap)()
             n = self._lib.fv_live(self._h, ptrs, recs, cap)
             if n <= cap:
-                return list(ptrs[:n]), [self._record(recs[i]) for i in range(n)]
+                return [(ptrs[i], self._record(recs[i])) for i in range(n)]
             cap = n + 256  # more appeared between the two calls: ask again
 
-    def records(self) -> list[StorageRecord]:
-        self._sync_grads()
-        return self._live_records()[1]
-
-    def tracked_bytes(self) -> dict[int, int]:
-        self._sync_grads()
-        ptrs, recs = self._live_records()
-        return {key: rec.nbytes for key, rec in zip(ptrs, recs)}
-
     def columns(self, start: int = 0, end: Optional[int] = None) -> dict[str, bytes]:
-        count = self.count
+        count = self.stats().count
         end = count if end is None else max(start, min(end, count))
         n = max(0, end - start)
         buffers = [ctypes.create_string_buffer(max(1, n * _ITEMSIZE[kind])) for _, kind in m.EVENT_COLUMNS]
         pointers = (ctypes.c_void_p * len(buffers))(*[ctypes.addressof(b) for b in buffers])
         got = self._lib.fv_copy(self._h, start, start + n, pointers)
         return {name: buf.raw[:got * _ITEMSIZE[kind]] for (name, kind), buf in zip(m.EVENT_COLUMNS, buffers)}
-
-    def _column_arrays(self) -> dict:
-        import array
-
-        from .memory import TYPECODES
-
-        out = {}
-        for (name, kind), raw in zip(m.EVENT_COLUMNS, self.columns().values()):
-            out[name] = array.array(TYPECODES[kind])
-            out[name].frombytes(raw)
-        return out
-
-    def timeline(self, device: str = "cpu", message: Optional[str] = None) -> m.MemoryTimeline:
-        self._sync_grads()
-        self._sync_cuts()
-        return super().timeline(device, message)
-
-    def _live_record(self, sid: int) -> Optional[StorageRecord]:
-        r = native.FvRecord()
-        return self._record(r) if self._lib.fv_find(self._h, sid & 0xFFFFFFFF, ctypes.byref(r)) == 1 else None
-
-    def _dead_record(self, sid: int) -> StorageRecord:
-        r = native.FvRecord()
-        if self._lib.fv_find(self._h, sid & 0xFFFFFFFF, ctypes.byref(r)) == 0:
-            raise KeyError(f"no storage {sid} in this timeline")
-        return self._record(r)
-
-    def detail(self, sid: int) -> m.StorageDetail:
-        detail = super().detail(sid)
-        if detail.source is None and detail.cell and detail.line:
-            detail.source = source_line(self._files.get((detail.cell, detail.line)), detail.line)
-        return detail
-
-    def _emit(self, action: int, rec: StorageRecord, when: Optional[float] = None) -> None:
-        raise AssertionError("the native ledger emits its own events")  # every caller is overridden here
-

@@ -1,0 +1,46 @@
+"""``untraced``: forgeviz's own torch calls, hidden from every TorchFunctionMode and from the memory timeline.
+
+A leaf module: it imports torch only. The native library, once loaded, hands it the CPU ledger's
+pause switch (:func:`use_native_pause`), so forgeviz's own CPU allocations are not the user's memory.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import torch
+
+_pause: Optional[Callable[[int], None]] = None  # the native library's fv_pause, once it is loaded
+
+
+def use_native_pause(pause: Optional[Callable[[int], None]]) -> None:
+    """Pause the native CPU ledger with ``pause(1)`` / ``pause(-1)`` inside every ``untraced`` block."""
+    global _pause
+    _pause = pause
+
+
+class untraced:
+    """A context in which forgeviz's own torch calls reach no TorchFunctionMode (ours included),
+    and their CPU allocations are not recorded as the user's memory.
+
+    Views use it while they walk graphs inside a capturing cell.
+
+    >>> with untraced():
+    ...     torch.ones(2).sum().item()
+    2.0
+    """
+
+    __slots__ = ("_off", "_pause")
+
+    def __enter__(self) -> "untraced":
+        self._off = torch._C.DisableTorchFunction()
+        self._off.__enter__()
+        self._pause = _pause
+        if self._pause is not None:
+            self._pause(1)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._pause is not None:
+            self._pause(-1)
+        self._off.__exit__(*exc)
