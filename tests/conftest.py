@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-import torch
 
 from scenarios import reset_shell
-
-
 
 
 @pytest.fixture(scope="session")

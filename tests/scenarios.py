@@ -1,4 +1,4 @@
-"""Scenarios of SCENARIOS.md and small helpers shared by the tests."""
+"""The scenarios of ../shared/SCENARIOS.md (S1, S2, M1 ...: the ids tests cite), and helpers the tests share."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def reset_shell(shell) -> None:
     """Unload forgeviz and forget the user's names, so the next test starts clean."""
     shell.run_cell("%unload_ext forgeviz")
-    for name in [k for k in shell.user_ns if not k.startswith("_") and k not in ("In", "Out", "exit", "quit", "get_ipython")]:
+    keep = ("In", "Out", "exit", "quit", "get_ipython")
+    for name in [k for k in shell.user_ns if not k.startswith("_") and k not in keep]:
         del shell.user_ns[name]
     # The last error's traceback holds the frames it passed through, and their tensors.
     sys.last_type = sys.last_value = sys.last_traceback = None

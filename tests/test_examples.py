@@ -89,11 +89,14 @@ def test_memory_example_tells_m1_m2_m3_m5_truthfully(shell):
     views = [r.result for r in results if type(r.result).__name__ == "MemoryWidget"]
     m1, m2_kept, m2_no_grad, live = views
     assert any(r.nbytes == 4 * 2**20 and r.shape == (1024, 1024) for r in m1._tracker.records())
-    activation = lambda v: sum(r.nbytes for r in v._tracker.records() if r.category == 3)
+
+    def activation(view) -> int:
+        return sum(r.nbytes for r in view._tracker.records() if r.category == 3)
+
     assert activation(m2_kept) >= 256 * 512 * 4 and activation(m2_no_grad) == 0
     # M3: each kept loss keeps its step's activations (tanh output 64x512 float32, and more)
     ns = shell.user_ns
-    kept_storages = {l.untyped_storage().data_ptr() for l in ns["kept"]}
+    kept_storages = {loss.untyped_storage().data_ptr() for loss in ns["kept"]}
     assert len(kept_storages) == 20 and kept_storages <= set(live._tracker.tracked_bytes())
     before = activation(live)
     assert all(isinstance(v, float) for v in ns["floats"])

@@ -302,7 +302,8 @@ def test_graph_accepts_nodes_and_no_grad_ops_are_not_recorded():
 
 
 def test_widget_keeps_no_tensor_alive(nb):
-    nb.ok("a = torch.randn(64, 64, requires_grad=True)\nh = torch.tanh(a @ a)\nloss = h.sum()\ng = forgeviz.graph(loss)")
+    nb.ok("a = torch.randn(64, 64, requires_grad=True)\nh = torch.tanh(a @ a)\nloss = h.sum()\n"
+          "g = forgeviz.graph(loss)")
     saved = weakref.ref(nb["h"])  # tanh saves its result h for backward
     nb.ok("del h, loss")
     gc.collect()
@@ -358,14 +359,16 @@ def test_gradients_summarised_on_their_device_arrive_when_the_pass_ends(nb, monk
     graph = nb["g"].model
     assert [n.name for n in graph.nodes if n.first_nonfinite] == ["SqrtBackward0"]
     sqrt = next(n.id for n in graph.nodes if n.name == "SqrtBackward0")
-    grad_in = request(nb["g"], {"type": "inspect", "request_id": 3, "node": sqrt})["detail"]["grads"][-1]["grad_inputs"][0]
+    detail = request(nb["g"], {"type": "inspect", "request_id": 3, "node": sqrt})["detail"]
+    grad_in = detail["grads"][-1]["grad_inputs"][0]
     assert (grad_in["nan_count"], grad_in["values"][1]) == (1, 0.5)
 
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA-only: no CUDA GPU on this machine")
 def test_cuda_gradients_are_recorded(nb):
-    nb.ok(S1.replace("requires_grad=True", "requires_grad=True, device='cuda'") + "g = forgeviz.graph(loss)\nloss.backward()")
+    nb.ok(S1.replace("requires_grad=True", "requires_grad=True, device='cuda'")
+          + "g = forgeviz.graph(loss)\nloss.backward()")
     mul = by_label(nb["g"].model, "z")
     grads = request(nb["g"], {"type": "inspect", "request_id": 1, "node": mul.id})["detail"]["grads"][-1]
     assert [g["values"] for g in grads["grad_inputs"]] == [[48.0], [32.0]]

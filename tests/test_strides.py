@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import json
 import weakref
@@ -28,7 +27,8 @@ def ask(widget, **request):
     """Deliver a browser request the way the kernel does, and return the reply."""
     replies = []
     widget.send = lambda content, buffers=None: replies.append(content)
-    widget._handle_msg({"content": {"data": {"method": "custom", "content": {"request_id": 7, **request}}}, "buffers": []})
+    widget._handle_msg({"content": {"data": {"method": "custom", "content": {"request_id": 7, **request}}},
+                        "buffers": []})
     assert len(replies) == 1
     return replies[0]
 
@@ -58,7 +58,8 @@ def test_v1_strides_offsets_sharing_and_verdicts():
     assert reshape12.works and reshape12.copies and reshape12.bytes == 96 == t.T.reshape(12).untyped_storage().nbytes()
     assert contiguous.copies and contiguous.bytes == 96
     assert tt.verdicts[2].copies is False and t.contiguous() is t
-    assert ask(view, type="try", tensor=0, op="view", shape=[4, 3])["verdict"]["result_stride"] == list(t.view(4, 3).stride())
+    assert (ask(view, type="try", tensor=0, op="view", shape=[4, 3])["verdict"]["result_stride"]
+            == list(t.view(4, 3).stride()))
     ok = ask(view, type="try", tensor=1, op="view", shape=[2, 2, 3])["verdict"]
     assert ok["works"] and ok["result_stride"] == list(t.T.view(2, 2, 3).stride())
     assert not ask(view, type="try", tensor=2, op="view", shape=[6])["verdict"]["works"]
@@ -135,7 +136,8 @@ def test_channels_last_and_the_ambiguous_format():
 @pytest.mark.parametrize("make, layout_name, part_names", [
     (lambda: torch.eye(3).to_sparse(), "sparse_coo", ["indices", "values"]),
     (lambda: torch.eye(3).to_sparse_csr(), "sparse_csr", ["crow_indices", "col_indices", "values"]),
-    (lambda: torch.nested.nested_tensor([torch.ones(2, 3), torch.ones(4, 3)]), "nested", ["component 0", "component 1"]),
+    (lambda: torch.nested.nested_tensor([torch.ones(2, 3), torch.ones(4, 3)]), "nested",
+     ["component 0", "component 1"]),
     (lambda: torch.ones(2, 3).to_mkldnn(), "mkldnn", []),
 ])
 @pytest.mark.filterwarnings("ignore::UserWarning")

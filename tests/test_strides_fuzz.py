@@ -158,7 +158,8 @@ def test_model_addresses_and_verdicts_match_torch(case):
         works = True
     except RuntimeError:
         works = False
-    event(f"view {'works' if works else 'fails'}; {len(ops)} ops; {'zero stride' if 0 in v.stride else 'no zero stride'}")
+    event(f"view {'works' if works else 'fails'}; {len(ops)} ops; "
+          f"{'zero stride' if 0 in v.stride else 'no zero stride'}")
     verdict = try_layout(v.shape, v.stride, "view", new_shape, 8)
     assert verdict.works == works, (ops, new_shape)
     if works:

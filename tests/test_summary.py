@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from forgeviz._capture import native
-from forgeviz._capture import summary as summary_module
+from forgeviz._capture import native, summary as summary_module
 from forgeviz._capture.summary import HISTOGRAM_BINS, HISTOGRAM_SAMPLE, SMALL_NUMEL, summarize
 
 

@@ -24,7 +24,8 @@ import sys
 
 import torch
 
-from _bench import interleaved, mlp, train  # noqa: I001 - first: it puts this checkout on sys.path
+from _bench import interleaved, mlp, train  # first: it puts this checkout on sys.path
+
 from forgeviz._capture import native, summary
 from forgeviz._capture.grads import BackwardRecorder
 from forgeviz._capture.session import get_session

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import torch
 
-from _bench import interleaved, mlp, train  # noqa: I001 - first: it puts this checkout on sys.path
+from _bench import interleaved, mlp, train  # first: it puts this checkout on sys.path
+
 import forgeviz
 from forgeviz._capture.cuda_memory import CELL_METADATA
 

@@ -22,11 +22,12 @@ import time
 import torch
 from torch import nn
 
-import _bench  # noqa: F401,I001 - first: it puts this checkout on sys.path
+import _bench  # noqa: F401 - imported first for its effect: it puts this checkout on sys.path
+
 import forgeviz
-from forgeviz.api import names
 from forgeviz._capture.session import get_session
 from forgeviz._capture.walk import build_graph
+from forgeviz.api import names
 from forgeviz.export import to_dot
 
 

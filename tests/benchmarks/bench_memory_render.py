@@ -13,15 +13,15 @@ import functools
 import http.server
 import json
 import subprocess
-import threading
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "browser"))
 
-from labdriver import ARTIFACTS, launch_chromium  # noqa: E402
+from labdriver import ARTIFACTS, launch_chromium  # noqa: E402 - tests/browser on sys.path first
 
 PAGE = """<!doctype html><html><body><div id="fv" style="width:1000px"></div>
 <script type="module">
@@ -68,7 +68,8 @@ def main(n: int = 1_000_000) -> None:
         raise SystemExit("build the frontend first (./dev.sh test or jlpm build:esm:prod)")
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
         (Path(tmp) / "memory.js").write_bytes(static.read_bytes())
-        subprocess.run([str(ROOT / "node_modules" / ".bin" / "esbuild"), str(ROOT / "tests" / "ts" / "memory-synthetic.ts"),
+        subprocess.run([str(ROOT / "node_modules" / ".bin" / "esbuild"),
+                        str(ROOT / "tests" / "ts" / "memory-synthetic.ts"),
                         "--bundle", "--format=esm", f"--outfile={Path(tmp) / 'synthetic.js'}", "--log-level=warning"],
                        check=True)
         (Path(tmp) / "index.html").write_text(PAGE % n)
@@ -83,7 +84,7 @@ def main(n: int = 1_000_000) -> None:
         page.goto(f"http://127.0.0.1:{server.server_address[1]}/index.html")
         try:
             page.wait_for_function("() => window.result", timeout=120_000)
-        except Exception:
+        except Exception:  # noqa: BLE001 - a timeout or a crashed page: either way, say what the page said
             raise SystemExit(f"no result; page errors: {errors}")
         result = page.evaluate("() => window.result")
         browser.close()

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "browser"))
 
-from labdriver import ARTIFACTS, LabNotebook, launch_chromium, running_lab, write_notebook  # noqa: E402
+from labdriver import ARTIFACTS, LabNotebook, launch_chromium, running_lab, write_notebook  # noqa: E402 - tests/browser on sys.path first
 
 ROUNDS = 5
 SETUP = [
@@ -30,7 +30,8 @@ SETUP = [
 CASES = {
     "repr of 1e7 tensor (reference)": ("big", ".jp-OutputArea-output pre"),
     "1e7-element tensor": ("%fv strides big", ".fv-strides[data-fv-state=ready]"),
-    "6-view group of a 1e7 tensor": ("%fv strides big big.T big[:, 1:3] big[::2] big.unsqueeze(0).expand(2, 10_000, 1_000) big.view(1_000, 10_000)",
+    "6-view group of a 1e7 tensor": ("%fv strides big big.T big[:, 1:3] big[::2] "
+                                     "big.unsqueeze(0).expand(2, 10_000, 1_000) big.view(1_000, 10_000)",
                                      ".fv-strides[data-fv-state=ready]"),
     "6-view group of t (3x4)": ("%fv strides t t.T t[:, 1:3] t[::2] t.unsqueeze(0).expand(2, 3, 4) t.view(4, 3)",
                                 ".fv-strides[data-fv-state=ready]"),
