@@ -18,7 +18,7 @@ import {
   toStripIndex,
   tupleText
 } from '../../src/render/strides/layout';
-import { bytesText, overlapText, verdictCall, verdictSummary } from '../../src/render/strides/view';
+import { bytesText, overlapText, verdictCall, verdictSummary } from '../../src/render/strides/data';
 
 describe('the address rule', () => {
   // t = arange(12).reshape(3, 4)

@@ -191,15 +191,19 @@ export interface GridCell {
   y: number;
 }
 
-export interface GridTile {
-  /** the leading index, e.g. [0, 1] */
-  lead: number[];
-  /** "[0, 1, :, :]" */
-  label: string;
+/** A box in SVG user units. */
+export interface Rect {
   x: number;
   y: number;
   w: number;
   h: number;
+}
+
+export interface GridTile extends Rect {
+  /** the leading index, e.g. [0, 1] */
+  lead: number[];
+  /** "[0, 1, :, :]" */
+  label: string;
 }
 
 export interface GridMark {
@@ -211,11 +215,7 @@ export interface GridMark {
   vertical?: boolean;
 }
 
-export interface GridBlock {
-  x: number;
-  y: number;
-  w: number;
-  h: number;
+export interface GridBlock extends Rect {
   dim: number;
 }
 
