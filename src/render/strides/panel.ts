@@ -3,10 +3,11 @@
  * panel of a tensor without strides) and the pagers that move a tensor's or a strip's window.
  */
 import type { TensorLayout, ViewVerdict } from '../../model/wire';
+import { errorMessage } from '../common/chrome';
 import { h } from '../common/dom';
 import { dtypeName, TENSOR_DASHES, verdictCall, verdictSummary } from './data';
 import { parseShape, tupleText } from './layout';
-import { errorMessage, Group, setPending, stripCount, StridesContext, TState } from './state';
+import { Group, setPending, stripCount, StridesContext, TState } from './state';
 
 /** A verdict as DOM: call, summary, reason and torch's own message. */
 export function renderVerdict(doc: Document, v: ViewVerdict, tag: 'li' | 'div' = 'li', cls = 'fv-verdict'): HTMLElement {

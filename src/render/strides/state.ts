@@ -4,6 +4,7 @@
  * Every part takes this context as its first argument; nothing hides in a closure.
  */
 import type { StorageStrip, StrideLayout, TensorLayout } from '../../model/wire';
+import type { StatusLine } from '../common/chrome';
 import { TENSOR_COLORS, TENSOR_DASHES } from './data';
 import { Box, boxIndices, boxOffset, initialBox, Rect, storageIndex, stripDrawCount, StripGeom, stripSpan, toStripIndex } from './layout';
 import type { StridesViewOptions } from './view';
@@ -55,7 +56,7 @@ export type Hot = { kind: 'cell'; tensor: number; index: number[] } | { kind: 's
 /** The parts of the DOM the view owns below its chrome. */
 export interface StridesUi {
   readout: HTMLElement;
-  status: HTMLElement;
+  status: StatusLine;
   message: HTMLElement;
   groupsEl: HTMLElement;
   transcript: HTMLElement;
@@ -95,15 +96,9 @@ export function setPending(ctx: StridesContext, delta: number) {
   ctx.el.setAttribute('data-fv-pending', String(ctx.pending));
 }
 
+/** An error on the status line (null hides it). */
 export function showStatus(ctx: StridesContext, text: string | null) {
-  const status = ctx.ui.status;
-  status.hidden = !text;
-  status.textContent = text ?? '';
-  status.setAttribute('data-kind', 'error');
-}
-
-export function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
+  ctx.ui.status.show(text, 'error');
 }
 
 export function setReadout(ctx: StridesContext, text: string | null) {

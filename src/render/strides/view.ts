@@ -10,13 +10,13 @@
  * and fetching their values), hot.ts (the hover/focus mapping), keys.ts, events.ts, export.ts.
  */
 import type { StrideLayout, ValueWindow, ViewVerdict } from '../../model/wire';
+import { button, buttonGroup, createStatusLine, createWarningStrip, errorMessage, exportButtons, toolbar } from '../common/chrome';
 import { h } from '../common/dom';
-import { download, svgToPng } from '../common/export';
 import { exportSize, exportSVG } from './export';
 import { bindEvents } from './events';
 import { makeGroup, renderGroup } from './group';
 import { renderTranscript } from './transcript';
-import { computeReaders, errorMessage, SState, setReadout, showStatus, stripState, StridesContext, tensorState, TState } from './state';
+import { computeReaders, SState, setReadout, showStatus, stripState, StridesContext, tensorState, TState } from './state';
 import { moveTensorBox } from './windows';
 
 export { bytesText, overlapText, TENSOR_COLORS, TENSOR_DASHES, verdictCall, verdictSummary } from './data';
@@ -85,27 +85,26 @@ export function createStridesView(el: HTMLElement, opts: StridesViewOptions): St
   el.setAttribute('data-fv-pending', '0');
 
   // ---- chrome -----------------------------------------------------------------------------
-  const warningStrip = h(doc, 'div', { class: 'fv-warning', role: 'alert', hidden: true });
-  const btn = (cls: string, label: string, title: string) =>
-    h(doc, 'button', { type: 'button', class: `fv-btn ${cls}`, title, 'aria-label': title }, label);
-  const unitsBtn = btn('fv-units', 'Units: elements', 'Show storage in elements or in bytes');
+  const warnings = createWarningStrip(doc);
+  const status = createStatusLine(doc, 'error');
+  const unitsBtn = button(doc, 'fv-units', 'Units: elements', 'Show storage in elements or in bytes');
   unitsBtn.setAttribute('aria-pressed', 'false');
-  const svgBtn = btn('fv-export-svg', 'SVG', 'Download the diagram as SVG');
-  const pngBtn = btn('fv-export-png', 'PNG', 'Download the diagram as PNG');
+  const exported = exportButtons(doc, status, {
+    what: 'the diagram',
+    svgName: 'forgeviz-strides.svg',
+    pngName: 'forgeviz-strides.png',
+    svg: () => exportSVG(ctx),
+    png: () => {
+      const { w, hgt } = exportSize(ctx);
+      return { text: exportSVG(ctx), w: w + 28, h: hgt + 28 };
+    }
+  });
   const readout = h(doc, 'div', { class: 'fv-readout', role: 'status', 'aria-live': 'polite', 'data-empty': 'true' });
-  const toolbar = h(
-    doc,
-    'div',
-    { class: 'fv-toolbar', role: 'toolbar', 'aria-label': 'Stride diagram tools' },
-    h(doc, 'div', { class: 'fv-btn-group' }, unitsBtn),
-    h(doc, 'div', { class: 'fv-btn-group' }, svgBtn, pngBtn),
-    readout
-  );
-  const status = h(doc, 'div', { class: 'fv-status', role: 'status', hidden: true });
+  const bar = toolbar(doc, 'Stride diagram tools', buttonGroup(doc, 'div', unitsBtn), buttonGroup(doc, 'div', exported.svg, exported.png), readout);
   const message = h(doc, 'div', { class: 'fv-message', hidden: true });
   const groupsEl = h(doc, 'div', { class: 'fv-sd-groups' });
   const transcript = h(doc, 'details', { class: 'fv-transcript' });
-  el.replaceChildren(warningStrip, toolbar, status, message, groupsEl, transcript);
+  el.replaceChildren(warnings.el, bar, status.el, message, groupsEl, transcript);
 
   const ctx: StridesContext = {
     doc,
@@ -128,22 +127,6 @@ export function createStridesView(el: HTMLElement, opts: StridesViewOptions): St
   setReadout(ctx, null);
   const unbind = bindEvents(ctx);
 
-  svgBtn.addEventListener('click', () => {
-    try {
-      download(doc, 'forgeviz-strides.svg', new Blob([exportSVG(ctx)], { type: 'image/svg+xml' }));
-    } catch (err) {
-      showStatus(ctx, `SVG export failed: ${errorMessage(err)}`);
-    }
-  });
-  pngBtn.addEventListener('click', async () => {
-    try {
-      const { w, hgt } = exportSize(ctx);
-      download(doc, 'forgeviz-strides.png', await svgToPng(doc, exportSVG(ctx), w + 28, hgt + 28));
-    } catch (err) {
-      showStatus(ctx, `PNG export failed: ${errorMessage(err)}`);
-    }
-  });
-
   return {
     setLayout(lay: StrideLayout) {
       try {
@@ -154,13 +137,7 @@ export function createStridesView(el: HTMLElement, opts: StridesViewOptions): St
       }
     },
     exportSVG: () => exportSVG(ctx),
-    setWarnings(warnings: string[]) {
-      const list = (warnings ?? []).filter(w => typeof w === 'string' && w.length);
-      warningStrip.hidden = list.length === 0;
-      warningStrip.replaceChildren(
-        ...list.map(w => h(doc, 'div', { class: 'fv-warning-item' }, h(doc, 'span', { class: 'fv-warning-icon', 'aria-hidden': 'true' }, '⚠'), ` ${w}`))
-      );
-    },
+    setWarnings: list => warnings.set(list),
     destroy() {
       ctx.destroyed = true;
       unbind();

@@ -2,10 +2,11 @@
  * The windows drawn: which box of each tensor and which run of each strip, and fetching the
  * values they lack from the kernel (one request in flight per strip, the last one per tensor wins).
  */
+import { errorMessage } from '../common/chrome';
 import { focusKey } from './keys';
 import { Box, stripWindowFor } from './layout';
 import { renderPagers } from './panel';
-import { computeReaders, errorMessage, groupOfStrip, groupOfTensor, KNOWN_CAP, setPending, showStatus, SState, stripCount, StridesContext, TState } from './state';
+import { computeReaders, groupOfStrip, groupOfTensor, KNOWN_CAP, setPending, showStatus, SState, stripCount, StridesContext, TState } from './state';
 
 /** Show ``box`` of ``ts`` (fetching its values), then focus ``focus``. */
 export function moveTensorBox(ctx: StridesContext, ts: TState, box: Box, focus: string | null, force = false) {
