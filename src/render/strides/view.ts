@@ -4,10 +4,11 @@
  * Pure DOM/SVG; imports nothing from Jupyter or anywidget.
  *
  * The parts, all sharing one StridesContext (state.ts): data.ts (the words: sizes, verdicts,
- * labels, readouts), layout.ts (address math and geometry), draw.ts (a tensor's grid and a
- * storage strip as SVG), group.ts (a strip and its tensors: section and redraw), panel.ts
- * (cards: facts, verdicts, try an op; pagers), transcript.ts, windows.ts (the windows drawn
- * and fetching their values), hot.ts (the hover/focus mapping), keys.ts, events.ts, export.ts.
+ * labels, readouts), layout.ts (address math and geometry), draw.ts (a tensor's grid, hover
+ * marks) and draw-strip.ts (a storage strip) as SVG, group.ts (a strip and its tensors: section
+ * and redraw), panel.ts (cards: facts, verdicts, try an op; pagers), transcript.ts, windows.ts
+ * (the windows drawn and fetching their values), hot.ts (the hover/focus mapping), keys.ts,
+ * events.ts, export.ts; the chrome comes from common/chrome.ts.
  */
 import type { StrideLayout, ValueWindow, ViewVerdict } from '../../model/wire';
 import { button, buttonGroup, createStatusLine, createWarningStrip, errorMessage, exportButtons, toolbar } from '../common/chrome';
