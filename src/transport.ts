@@ -40,13 +40,19 @@ export const DEFAULT_TIMEOUT_MS = 30_000;
 /** Request ids are unique per page, so replies can never cross between widgets. */
 let nextId = 1 + Math.floor(Math.random() * 1e6);
 
-export interface Transport {
+/** Requests to the kernel, each answered by the reply with its request_id (every view's). */
+export interface Requests {
   request<K extends RequestType>(type: K, extra?: Record<string, unknown>, timeoutMs?: number): Promise<{ msg: ReplyByType[K]; buffers: DataView[] }>;
+  /** Stop listening; pending requests reject with "view closed". */
+  dispose(): void;
+}
+
+/** The requests and the graph view's by name. */
+export interface Transport extends Requests {
   inspect(node: number): Promise<NodeDetail>;
   dot(): Promise<string>;
   /** The Graphviz ESM source bytes the kernel sends in buffers[0]. */
   graphvizSource(): Promise<ArrayBuffer>;
-  dispose(): void;
 }
 
 export function toArrayBuffer(buf: DataView | ArrayBuffer | ArrayBufferView): ArrayBuffer {
@@ -57,7 +63,7 @@ export function toArrayBuffer(buf: DataView | ArrayBuffer | ArrayBufferView): Ar
   return view.buffer.slice(view.byteOffset, view.byteOffset + view.byteLength) as ArrayBuffer;
 }
 
-export function createTransport(model: AnyModel, timeoutMs = DEFAULT_TIMEOUT_MS): Transport {
+export function createRequests(model: AnyModel, timeoutMs = DEFAULT_TIMEOUT_MS): Requests {
   const pending = new Map<number, Pending>();
 
   const onMsg = (msg: unknown, buffers?: DataView[]) => {
@@ -81,7 +87,7 @@ export function createTransport(model: AnyModel, timeoutMs = DEFAULT_TIMEOUT_MS)
   };
   model.on('msg:custom', onMsg);
 
-  const request: Transport['request'] = <K extends RequestType>(type: K, extra: Record<string, unknown> = {}, ms = timeoutMs) =>
+  const request: Requests['request'] = <K extends RequestType>(type: K, extra: Record<string, unknown> = {}, ms = timeoutMs) =>
     new Promise<{ msg: ReplyByType[K]; buffers: DataView[] }>((resolve, reject) => {
       const request_id = nextId++;
       const timer = setTimeout(() => {
@@ -104,6 +110,23 @@ export function createTransport(model: AnyModel, timeoutMs = DEFAULT_TIMEOUT_MS)
 
   return {
     request,
+    dispose() {
+      model.off('msg:custom', onMsg);
+      for (const [, p] of pending) {
+        clearTimeout(p.timer);
+        p.reject(new Error('view closed'));
+      }
+      pending.clear();
+    }
+  };
+}
+
+/** ``createRequests`` plus the graph view's requests by name (kept out of the other views' bundles). */
+export function createTransport(model: AnyModel, timeoutMs = DEFAULT_TIMEOUT_MS): Transport {
+  const requests = createRequests(model, timeoutMs);
+  const { request } = requests;
+  return {
+    ...requests,
     async inspect(node) {
       const { msg } = await request('inspect', { node });
       return msg.detail;
@@ -118,14 +141,6 @@ export function createTransport(model: AnyModel, timeoutMs = DEFAULT_TIMEOUT_MS)
         throw new Error('the kernel sent no Graphviz module');
       }
       return toArrayBuffer(buffers[0]);
-    },
-    dispose() {
-      model.off('msg:custom', onMsg);
-      for (const [, p] of pending) {
-        clearTimeout(p.timer);
-        p.reject(new Error('view closed'));
-      }
-      pending.clear();
     }
   };
 }
