@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # forgeviz entry point, the two README commands:
 #   ./dev.sh lab    install what is missing, then open JupyterLab on examples/ with forgeviz ready
-#   ./dev.sh test   install what is missing (venv, torch, the project, Chromium, g++), then run every test
+#   ./dev.sh test   install what is missing (venv, torch, the project, Chromium, g++), then lint, typecheck
+#                   and run every test
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -19,7 +20,7 @@ ensure_python_env() {
   local base
   base=$(command -v python3.11 || command -v python3)
   [ -x "$PY" ] || { log "creating $VENV"; "$base" -m venv "$VENV"; }
-  # torch first and exactly 2.13.0: any other spec pulls the multi-GB CUDA build (STACK.md).
+  # torch first and exactly 2.13.0: any other spec pulls the multi-GB CUDA build (../shared/STACK.md).
   "$PY" -c 'import torch' 2>/dev/null || { log "installing torch==2.13.0 (CPU)"; "$PY" -m pip install -q torch==2.13.0 numpy; }
   log "installing forgeviz (builds the JupyterLab extension and the widget bundle)"
   "$PY" -m pip install -q ".[$1]"
@@ -41,7 +42,7 @@ ensure_system_packages() {  # test: Chromium for the browser tests, g++ for the 
 build_native_tracker() {
   # Compiles forgeviz's CPU allocator ledger against the installed torch (~10 s, once per torch).
   # Without a compiler forgeviz still works, with the slower dispatch-mode memory tracker.
-  "$PY" -m forgeviz.capture.native || log "the native memory tracker was not built; memory timelines use the dispatch-mode tracker"
+  "$PY" -m forgeviz._capture.native || log "the native memory tracker was not built; memory timelines use the dispatch-mode tracker"
 }
 
 cmd_lab() {
@@ -59,8 +60,11 @@ cmd_lab() {
 cmd_test() {
   ensure_python_env test
   ensure_system_packages
-  "$PY" -m forgeviz.capture.native  # the tests exercise it: a build failure must be red
+  "$PY" -m forgeviz._capture.native  # the tests exercise it: a build failure must be red
   local status=0
+  log "lint (ruff) and typecheck (tsc)"
+  "$VENV/bin/ruff" check forgeviz tests || status=1
+  "$VENV/bin/jlpm" typecheck || status=1
   log "TypeScript unit tests (vitest)"
   "$VENV/bin/jlpm" test || status=1
   log "Python and browser tests (pytest)"

@@ -3,7 +3,7 @@
 // Why C++: a TorchDispatchMode costs ~10 us per op in Python, which doubles a small training step.
 // This wraps c10's CPU allocator instead, so an allocation costs a hash insert and a few appends.
 // The ledger keeps the same columns as forgeviz/model/memory.py EVENT_COLUMNS, so Python copies
-// them out in bulk. Loaded with ctypes: no Python headers, no pybind11; forgeviz/capture/native.py
+// them out in bulk. Loaded with ctypes: no Python headers, no pybind11; forgeviz/_capture/native/__init__.py
 // compiles it once per torch build (c10 and torch_cpu are the only libraries it links).
 #include <ATen/record_function.h>
 #include <c10/core/CPUAllocator.h>

@@ -3,7 +3,7 @@
 // Why C++: forgeviz summarises every gradient of every backward pass while a cell captures.
 // Through torch that is a dozen small ops per gradient (aminmax, sum, norm, histc, tolist), about
 // 90 us each in a small training loop: it tripled the loop's time. Here it is one ctypes call and
-// one pass over the data. Python (forgeviz/capture/summary.py) falls back to torch for anything
+// one pass over the data. Python (forgeviz/_capture/summary.py) falls back to torch for anything
 // this does not handle: other dtypes and devices, and tensors holding NaN or infinity.
 #include <algorithm>
 #include <cmath>
