@@ -28,7 +28,11 @@ class View:
 
 
 def read_views(path: Path = VIEWS_JSON) -> tuple[View, ...]:
-    """The views listed in ``path``, in its order."""
+    """The views listed in ``path``, in its order.
+
+    >>> [view.name for view in read_views()]
+    ['graph', 'strides', 'broadcast', 'memory']
+    """
     data = json.loads(path.read_text(encoding="utf-8"))
     return tuple(View(entry["name"], dict(entry.get("commands", {}))) for entry in data["views"])
 

@@ -64,8 +64,10 @@ class MemoryTracker:
         if not isinstance(max_events, int) or max_events < 16:
             raise ValueError(f"max_events: expected an int of at least 16, got {max_events!r}")
         self.max_events = max_events
-        self._fault = fault
         self.faults: list[str] = []
+        # fault(message): a failure inside forgeviz, kept here and reported. It holds no reference
+        # to the tracker, so the ledger that reports through it dies with the tracker, not at a gc pass.
+        self.fault = _reporter(self.faults, fault)
         self.ledger: StorageLedger = (ledger or DispatchLedger)(max_events, self.fault)
         self.wants_sites = self.ledger.wants_sites  # forgeviz's mode tells it where each op comes from
         if self.wants_sites:  # per op: forgeviz's mode calls the ledger itself, with no call in between
@@ -166,11 +168,6 @@ class MemoryTracker:
     def default_cell(self, cell: Optional[int]) -> None:
         self.ledger.default_cell = cell
 
-    def fault(self, message: str) -> None:
-        self.faults.append(message)
-        if self._fault is not None:
-            self._fault(message)
-
     # --- events ---------------------------------------------------------------------------
     @property
     def ops(self) -> list[str]:
@@ -207,7 +204,14 @@ class MemoryTracker:
         return self.ledger.columns(start, end)
 
     def column_arrays(self) -> dict[str, array.array]:
-        """Every event column as an ``array.array`` (a copy)."""
+        """Every event column as an ``array.array`` (a copy).
+
+        >>> tracker = MemoryTracker(seed=False)
+        >>> with tracker:
+        ...     x = torch.ones(8)
+        >>> list(tracker.column_arrays()["bytes"])
+        [32.0]
+        """
         out = {}
         for (name, kind), raw in zip(m.EVENT_COLUMNS, self.columns().values()):
             out[name] = array.array(TYPECODES[kind])
@@ -476,6 +480,19 @@ class MemoryTracker:
                 if rec is not None:
                     self.baseline_bytes += rec.nbytes
             del tensors
+
+
+def _reporter(faults: list[str], report: Optional[Callable[[str], None]]) -> Callable[[str], None]:
+    """A fault callback that keeps each message in ``faults`` and passes it on to ``report``.
+
+    >>> kept = []; fault = _reporter(kept, None); fault("oops"); kept
+    ['oops']
+    """
+    def fault(message: str) -> None:
+        faults.append(message)
+        if report is not None:
+            report(message)
+    return fault
 
 
 def _gc_objects() -> list:

@@ -14,7 +14,16 @@ _pause: Optional[Callable[[int], None]] = None  # the native library's fv_pause,
 
 
 def use_native_pause(pause: Optional[Callable[[int], None]]) -> None:
-    """Pause the native CPU ledger with ``pause(1)`` / ``pause(-1)`` inside every ``untraced`` block."""
+    """Pause the native CPU ledger with ``pause(1)`` / ``pause(-1)`` inside every ``untraced`` block.
+
+    >>> import forgeviz._capture.untraced as u
+    >>> calls, before = [], u._pause
+    >>> use_native_pause(calls.append)
+    >>> with untraced():
+    ...     pass
+    >>> use_native_pause(before); calls
+    [1, -1]
+    """
     global _pause
     _pause = pause
 
