@@ -14,51 +14,16 @@
  *
  * Also exports the renderer and the column codec, for benchmark pages.
  */
-import type { AnyModel, RenderProps } from '@anywidget/types';
 import css from '../../style/memory.css?raw';
 import type { MemoryTimeline } from '../model/wire';
 import { decodeColumns, encodeColumns } from '../render/memory/data';
 import { createMemoryView } from '../render/memory/view';
-import { createTransport } from '../transport';
-import { VERSION } from '../version';
+import { defineEntry, hasArrays, kernel } from './entry';
 
 export { createMemoryView, decodeColumns, encodeColumns };
 
-const STYLE_ID = 'forgeviz-memory-style';
 /** Looking a storage up can take the kernel a moment when it walks the history. */
 const DETAIL_TIMEOUT_MS = 30_000;
-
-/** Inject the stylesheet once per document (updated when the version changes). */
-export function ensureMemoryStyle(doc: Document): void {
-  const existing = doc.getElementById(STYLE_ID);
-  if (existing && existing.getAttribute('data-version') === VERSION) {
-    return;
-  }
-  const style = existing ?? doc.createElement('style');
-  style.id = STYLE_ID;
-  style.setAttribute('data-version', VERSION);
-  style.textContent = css;
-  if (!existing) {
-    (doc.head ?? doc.documentElement).appendChild(style);
-  }
-}
-
-interface Traits {
-  timeline: MemoryTimeline | Record<string, never> | null;
-  warnings: string[];
-}
-
-/** The part of the model the entry uses. */
-export interface MinimalModel {
-  get(key: string): unknown;
-  on?(name: string, cb: (...args: any[]) => void): void;
-  off?(name?: string | null, cb?: ((...args: any[]) => void) | null): void;
-  send?(msg: unknown, callbacks?: unknown, buffers?: unknown): void;
-}
-
-export function isTimeline(v: unknown): v is MemoryTimeline {
-  return !!v && typeof v === 'object' && typeof (v as MemoryTimeline).count === 'number' && Array.isArray((v as MemoryTimeline).cells);
-}
 
 interface EventsMessage {
   type: 'events' | 'replay';
@@ -68,82 +33,42 @@ interface EventsMessage {
   request_id?: number;
 }
 
-export function render({ model, el }: Pick<RenderProps<Traits>, 'model' | 'el'> | { model: MinimalModel; el: HTMLElement }): () => void {
-  const m = model as unknown as MinimalModel;
-  ensureMemoryStyle(el.ownerDocument);
-  const canSend = typeof m.send === 'function';
-  const transport = canSend ? createTransport(model as unknown as AnyModel) : null;
-  let replayId = -1;
-  /** which of the model's views this is, so the kernel can tell when none is left */
-  const viewId = 1 + Math.floor(Math.random() * 2 ** 31);
-  /** warnings of this view's own (events it could not read) */
-  let own: string[] = [];
-  const requestReplay = () => {
-    if (!canSend) {
-      return;
-    }
-    replayId = 1 + Math.floor(Math.random() * 2 ** 31);
-    m.send!({ type: 'replay', request_id: replayId, view: viewId });
-  };
-  const view = createMemoryView(el, {
-    async requestDetail(storage) {
-      if (!transport) {
-        throw new Error('no kernel connection');
-      }
-      const { msg } = await transport.request('detail', { storage }, DETAIL_TIMEOUT_MS);
-      return msg.detail;
-    },
-    requestReplay
-  });
-  const onCustom = (msg: unknown, buffers?: DataView[]) => {
+export const render = defineEntry({
+  trait: 'timeline',
+  is: (v): v is MemoryTimeline => hasArrays(v, 'cells') && typeof (v as MemoryTimeline).count === 'number',
+  styleId: 'forgeviz-memory-style',
+  css,
+  announce: 'replay',
+  create(ctx) {
+    const t = kernel(ctx.transport);
+    return createMemoryView(ctx.el, {
+      async requestDetail(storage) {
+        const { msg } = await t().request('detail', { storage }, DETAIL_TIMEOUT_MS);
+        return msg.detail;
+      },
+      requestReplay: ctx.announce
+    });
+  },
+  show: (view, t) => view.setTimeline(t),
+  onMessage(view, msg, buffers, ctx) {
     if (!msg || typeof msg !== 'object') {
       return;
     }
-    const mm = msg as EventsMessage;
-    if (mm.type === 'replay' && mm.request_id === replayId) {
+    const m = msg as EventsMessage;
+    if (m.type === 'replay' && m.request_id === ctx.announcementId) {
       // informative: the history the kernel is about to stream (events may come before this)
-      el.setAttribute('data-fv-replay-count', String(mm.count));
+      ctx.el.setAttribute('data-fv-replay-count', String(m.count));
       return;
     }
-    if (mm.type !== 'events') {
+    if (m.type !== 'events') {
       return;
     }
     try {
-      const cols = decodeColumns(buffers ?? [], mm.count);
-      view.appendEvents(mm.start ?? 0, cols, !!mm.reset);
+      view.appendEvents(m.start ?? 0, decodeColumns(buffers ?? [], m.count), !!m.reset);
     } catch (err) {
-      own = [`forgeviz could not read memory events: ${err instanceof Error ? err.message : String(err)}`];
-      onWarnings();
+      ctx.setOwnWarnings([`forgeviz could not read memory events: ${err instanceof Error ? err.message : String(err)}`]);
     }
-  };
-  const onTimeline = () => {
-    const t = m.get('timeline');
-    if (isTimeline(t)) {
-      view.setTimeline(t);
-    }
-  };
-  const onWarnings = () => {
-    const w = m.get('warnings');
-    view.setWarnings([...(Array.isArray(w) ? (w as string[]) : []), ...own]);
-  };
-  m.on?.('msg:custom', onCustom);
-  m.on?.('change:timeline', onTimeline);
-  m.on?.('change:warnings', onWarnings);
-  onWarnings();
-  onTimeline();
-  requestReplay();
-  return () => {
-    m.off?.('msg:custom', onCustom);
-    m.off?.('change:timeline', onTimeline);
-    m.off?.('change:warnings', onWarnings);
-    transport?.dispose();
-    view.destroy();
-    try {
-      m.send?.({ type: 'gone', request_id: replayId, view: viewId });
-    } catch {
-      // the kernel is gone already
-    }
-  };
-}
+  }
+});
 
 export default { render };

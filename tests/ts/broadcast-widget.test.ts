@@ -1,26 +1,14 @@
 /** The broadcast anywidget adapter: traits, one stylesheet, the html request, and the static page's minimal model. */
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import widget from '../../src/widgets/broadcast';
 import { conflictPlan, okPlan } from './broadcast-fixtures';
+import { expectWidgetBundle } from './bundle';
 import { FakeModel } from './fakemodel';
+import { mounter } from './mount';
 
-let cleanups: (() => void)[] = [];
-afterEach(() => {
-  cleanups.forEach(c => c());
-  cleanups = [];
-  document.body.replaceChildren();
-  document.head.querySelectorAll('style').forEach(s => s.remove());
-});
-
-function mount(model: unknown) {
-  const el = document.createElement('div');
-  document.body.appendChild(el);
-  const cleanup = widget.render({ model: model as any, el });
-  cleanups.push(cleanup);
-  return { el, cleanup };
-}
+const mount = mounter(widget);
 
 describe('broadcast anywidget adapter', () => {
   it('waits for a plan, then draws it; one stylesheet per document', () => {
@@ -111,11 +99,7 @@ describe('broadcast anywidget adapter', () => {
 const built = path.join(process.cwd(), 'forgeviz', 'static', 'broadcast.js');
 describe.skipIf(!existsSync(built))('forgeviz/static/broadcast.js (after jlpm build:esm:prod)', () => {
   it('is a small, offline ESM with a default export and without Graphviz', () => {
-    expect(statSync(built).size).toBeLessThanOrEqual(60 * 1024);
-    const src = readFileSync(built, 'utf8');
-    expect(src).toMatch(/export\s*\{[^}]*as default/);
-    expect(src).not.toContain('WebAssembly.instantiate');
-    expect(src).not.toMatch(/https?:\/\/(cdn|unpkg|esm\.sh|jsdelivr)/);
+    const src = expectWidgetBundle(built);
     expect(src).toContain('forgeviz-broadcast-style');
   });
 

@@ -10,6 +10,7 @@ import { VERSION } from '../../src/version';
 import widget from '../../src/widgets/graph';
 import { s1Graph, zDetail } from './fixtures';
 import { FakeModel } from './fakemodel';
+import { mounter } from './mount';
 
 let gv: Graphviz;
 beforeAll(async () => {
@@ -17,24 +18,14 @@ beforeAll(async () => {
 });
 
 type G = { __forgeviz__?: any };
-let cleanups: (() => void)[] = [];
 beforeEach(() => {
   delete (globalThis as G).__forgeviz__;
 });
 afterEach(() => {
-  cleanups.forEach(c => c());
-  cleanups = [];
-  document.body.replaceChildren();
   delete (globalThis as G).__forgeviz__;
 });
-
-function mount(model: FakeModel) {
-  const el = document.createElement('div');
-  document.body.appendChild(el);
-  const cleanup = widget.render({ model: model as any, el });
-  cleanups.push(cleanup);
-  return { el, cleanup };
-}
+// registered after: its afterEach (cleanups, then an empty body) runs before the one above
+const mount = mounter(widget);
 
 const ready = (el: HTMLElement) =>
   vi.waitFor(() => expect(el.getAttribute('data-fv-state')).toBe('ready'), { timeout: 10_000 });

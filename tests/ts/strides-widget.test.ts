@@ -1,27 +1,15 @@
 /** The stride anywidget adapter: traits, one stylesheet, requests over custom messages. */
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import widget from '../../src/widgets/strides';
 import { createTransport } from '../../src/transport';
+import { expectWidgetBundle } from './bundle';
 import { FakeModel } from './fakemodel';
+import { mounter } from './mount';
 import { bigLayout, sharedLayout, windowOf } from './strides-fixtures';
 
-let cleanups: (() => void)[] = [];
-afterEach(() => {
-  cleanups.forEach(c => c());
-  cleanups = [];
-  document.body.replaceChildren();
-  document.head.querySelectorAll('style').forEach(s => s.remove());
-});
-
-function mount(model: FakeModel) {
-  const el = document.createElement('div');
-  document.body.appendChild(el);
-  const cleanup = widget.render({ model: model as any, el });
-  cleanups.push(cleanup);
-  return { el, cleanup };
-}
+const mount = mounter(widget);
 
 describe('strides anywidget adapter', () => {
   it('waits for a layout, then draws it; one stylesheet per document', () => {
@@ -81,11 +69,7 @@ describe('strides anywidget adapter', () => {
 const built = path.join(process.cwd(), 'forgeviz', 'static', 'strides.js');
 describe.skipIf(!existsSync(built))('forgeviz/static/strides.js (after jlpm build:esm:prod)', () => {
   it('is a small, offline ESM with a default export and without Graphviz', () => {
-    expect(statSync(built).size).toBeLessThanOrEqual(60 * 1024);
-    const src = readFileSync(built, 'utf8');
-    expect(src).toMatch(/export\s*\{[^}]*as default/);
-    expect(src).not.toContain('WebAssembly.instantiate');
-    expect(src).not.toMatch(/https?:\/\/(cdn|unpkg|esm\.sh|jsdelivr)/);
+    const src = expectWidgetBundle(built);
     expect(src).toContain('forgeviz-strides-style');
   });
 });

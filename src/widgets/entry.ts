@@ -1,0 +1,182 @@
+/**
+ * What every anywidget entry does, written once: inject the stylesheets (style/base.css and the
+ * view's own, once per page), make the kernel transport, show the view's trait and the
+ * ``warnings`` trait as they change, optionally tell the kernel the view is drawn, and undo all
+ * of it when the view is removed. Each entry in this folder keeps only what is its own:
+ *
+ *     export const render = defineEntry({
+ *       trait: 'plan',                                        // the trait with the view's data
+ *       is: (v): v is BroadcastPlan => hasArrays(v, 'operands', 'steps'),
+ *       styleId: 'forgeviz-broadcast-style', css,             // its sheet (base.css comes too)
+ *       create: ({ el, transport }) => createBroadcastView(el, { ... }),
+ *       show: (view, plan) => view.setPlan(plan)
+ *     });
+ *     export default { render };
+ *
+ * (``create`` comes before ``show`` so that TypeScript infers the view's type from it.)
+ *
+ * The model may be a real anywidget model or a bare stand-in (the offline HTML page passes one
+ * with ``get`` and maybe ``on``/``off``/``send``): with no ``send`` (or ``static: true``) there
+ * is no transport, no announcement, and listeners are only added where ``on`` exists.
+ */
+import type { AnyModel } from '@anywidget/types';
+import baseCss from '../../style/base.css?raw';
+import { createRequests, type Requests } from '../transport';
+import { VERSION } from '../version';
+
+/** The one style element that holds style/base.css on a page, whichever views it shows. */
+export const BASE_STYLE_ID = 'forgeviz-base-style';
+
+/** Inject ``css`` once per document as ``<style id=id>`` (updated when the version changes). */
+export function ensureStyle(doc: Document, id: string, css: string): void {
+  const existing = doc.getElementById(id);
+  if (existing && existing.getAttribute('data-version') === VERSION) {
+    return;
+  }
+  const style = existing ?? doc.createElement('style');
+  style.id = id;
+  style.setAttribute('data-version', VERSION);
+  style.textContent = css;
+  if (!existing) {
+    (doc.head ?? doc.documentElement).appendChild(style);
+  }
+}
+
+/** The part of the model an entry uses; the static page's stand-in has just ``get``. */
+export interface EntryModel {
+  get(key: string): unknown;
+  on?(name: string, cb: (...args: any[]) => void): void;
+  off?(name?: string | null, cb?: ((...args: any[]) => void) | null): void;
+  send?(msg: unknown, callbacks?: unknown, buffers?: unknown): void;
+}
+
+/** What the entry base needs of a view. */
+export interface EntryView {
+  setWarnings(warnings: string[]): void;
+  destroy(): void;
+}
+
+/** What a view's ``create`` (and ``onMessage``) get from the base. */
+export interface EntryContext<R extends Requests = Requests> {
+  readonly model: EntryModel;
+  readonly el: HTMLElement;
+  /** Requests to the kernel; null without one (no ``send``, or ``static: true``). */
+  readonly transport: R | null;
+  /** Tell the kernel again that this view is drawn (see ``announce``); nothing without a kernel. */
+  announce(): void;
+  /** The request_id of the last announcement (-1 before the first). */
+  readonly announcementId: number;
+  /** Show these warnings of the view's own after the ``warnings`` trait's. */
+  setOwnWarnings(warnings: string[]): void;
+}
+
+export interface EntrySpec<T, V extends EntryView, R extends Requests = Requests> {
+  /** The trait holding the view's data (``{}`` or null until the kernel has it). */
+  trait: string;
+  /** Whether a value of ``trait`` is data to show. */
+  is(value: unknown): value is T;
+  show(view: V, value: T): void;
+  /** The view's own stylesheet and the id of its style element. */
+  styleId: string;
+  css: string;
+  /** The kernel connection: ``createRequests`` unless given (the graph view's adds named requests). */
+  connect?: (model: AnyModel, timeoutMs?: number) => R;
+  /** Its default request timeout. */
+  timeoutMs?: number;
+  /**
+   * Tell the kernel which views draw the model: ``{type, request_id, view}`` after the first
+   * render (and on ``ctx.announce()``), ``{type: 'gone', request_id, view}`` on cleanup, with
+   * the last announcement's request_id. A ``'view'`` announcement's request_id is the view's
+   * id; each ``'replay'`` is a new request (the kernel answers it with the same request_id).
+   */
+  announce?: 'view' | 'replay';
+  create(ctx: EntryContext<R>): V;
+  /** Custom messages from the kernel (replies to requests are the transport's too). */
+  onMessage?(view: V, msg: unknown, buffers: DataView[] | undefined, ctx: EntryContext<R>): void;
+}
+
+/** ``transport`` for a view's request callbacks: a getter that throws without a kernel. */
+export function kernel<R>(transport: R | null): () => R {
+  return () => {
+    if (!transport) {
+      throw new Error('no kernel connection');
+    }
+    return transport;
+  };
+}
+
+/** Whether ``v`` is an object whose ``keys`` are arrays (how a view tells data from ``{}``). */
+export function hasArrays(v: unknown, ...keys: string[]): boolean {
+  return !!v && typeof v === 'object' && keys.every(k => Array.isArray((v as Record<string, unknown>)[k]));
+}
+
+const randomId = () => 1 + Math.floor(Math.random() * 2 ** 31);
+
+type Listener = (...args: any[]) => void;
+
+/** The anywidget ``render`` for one view. */
+export function defineEntry<T, V extends EntryView, R extends Requests = Requests>(spec: EntrySpec<T, V, R>): (props: { model: EntryModel; el: HTMLElement }) => () => void {
+  return ({ model, el }) => {
+    const doc = el.ownerDocument;
+    ensureStyle(doc, BASE_STYLE_ID, baseCss);
+    ensureStyle(doc, spec.styleId, spec.css);
+    const live = typeof model.send === 'function' && model.get('static') !== true;
+    /** which of the model's views this is, so the kernel can tell when none is left */
+    const viewId = randomId();
+    /** warnings of the view's own */
+    let own: string[] = [];
+    const tell = (type: string) => {
+      try {
+        model.send!({ type, request_id: ctx.announcementId, view: viewId });
+      } catch {
+        // the kernel is gone already
+      }
+    };
+    const ctx = {
+      model,
+      el,
+      transport: live ? ((spec.connect ?? createRequests)(model as unknown as AnyModel, spec.timeoutMs) as R) : null,
+      announcementId: -1,
+      announce() {
+        if (spec.announce && live) {
+          ctx.announcementId = spec.announce === 'view' ? viewId : randomId();
+          tell(spec.announce);
+        }
+      },
+      setOwnWarnings(warnings: string[]) {
+        own = warnings;
+        onWarnings();
+      }
+    };
+    const view = spec.create(ctx);
+    const onData = () => {
+      const value = model.get(spec.trait);
+      if (spec.is(value)) {
+        spec.show(view, value);
+      }
+    };
+    const onWarnings = () => {
+      const w = model.get('warnings');
+      view.setWarnings([...(Array.isArray(w) ? (w as string[]) : []), ...own]);
+    };
+    const listeners: [string, Listener][] = [
+      [`change:${spec.trait}`, onData],
+      ['change:warnings', onWarnings]
+    ];
+    if (spec.onMessage) {
+      listeners.unshift(['msg:custom', (msg: unknown, buffers?: DataView[]) => spec.onMessage!(view, msg, buffers, ctx)]);
+    }
+    listeners.forEach(([name, cb]) => model.on?.(name, cb));
+    onWarnings();
+    onData();
+    ctx.announce();
+    return () => {
+      listeners.forEach(([name, cb]) => model.off?.(name, cb));
+      ctx.transport?.dispose();
+      view.destroy();
+      if (spec.announce && live) {
+        tell('gone');
+      }
+    };
+  };
+}

@@ -1,0 +1,16 @@
+/** What every built widget bundle (forgeviz/static/<view>.js, after `jlpm build:esm:prod`) must be. */
+import { readFileSync, statSync } from 'node:fs';
+import { expect } from 'vitest';
+
+/**
+ * Small (anywidget re-sends it with every instance), an ESM with a default export, offline
+ * (no CDN), and without Graphviz (the WASM loader). Returns the bundle's source for more checks.
+ */
+export function expectWidgetBundle(file: string): string {
+  expect(statSync(file).size).toBeLessThanOrEqual(60 * 1024);
+  const src = readFileSync(file, 'utf8');
+  expect(src).toMatch(/export\s*\{[^}]*as default/);
+  expect(src).not.toContain('WebAssembly.instantiate');
+  expect(src).not.toMatch(/https?:\/\/(cdn|unpkg|esm\.sh|jsdelivr)/);
+  return src;
+}
