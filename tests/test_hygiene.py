@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import doctest
 import gc
 import importlib
 import pkgutil
+import re
 import traceback
+from pathlib import Path
 
 import pytest
 import torch
@@ -159,6 +162,83 @@ def test_every_view_has_one_name_in_every_python_layer():
         built = getattr(bundle, "_path", None)
         assert built == STATIC / f"{view.name}.js" if built is not None else f'"{view.name}.js"' in str(bundle)
     assert [m.__name__ for m in tsgen.MODULES] == [f"forgeviz.model.{view.name}" for view in VIEWS]
+
+
+def test_every_view_has_one_folder_or_file_in_every_frontend_layer():
+    """Adding a view is one folder per layer and one entry in views.json (the README's checklist)."""
+    from forgeviz.views import VIEWS
+
+    names = [view.name for view in VIEWS]
+    render = ROOT / "src" / "render"
+    assert sorted(p.name for p in render.iterdir()) == sorted(names + ["common"])  # nothing of a view at the top
+    assert all((render / name / "view.ts").is_file() for name in names)
+    widgets = ROOT / "src" / "widgets"
+    assert sorted(p.name for p in widgets.iterdir()) == sorted([f"{name}.ts" for name in names] + ["entry.ts"])
+    style = ROOT / "style"
+    assert all((style / f"{name}.css").is_file() for name in names)
+    # the --fv-* tokens are declared once, in base.css; a view's sheet only uses them
+    declaring = sorted(p.name for p in style.glob("*.css") if re.search(r"--fv-[\w-]+\s*:", p.read_text()))
+    assert declaring == ["base.css"]
+
+
+def _forgeviz_imports() -> dict[str, set[str]]:
+    """Every forgeviz module and the forgeviz modules it imports, counting imports inside functions.
+
+    ``from a import b`` counts as importing ``a.b`` when that is a module, else ``a``.
+    """
+    package = ROOT / "forgeviz"
+    modules: dict[str, Path] = {}
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+
+    def owner(name: str) -> str:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets.update(owner(alias.name) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    stem = here.split(".")[: len(here.split(".")) - (node.level - 1)]
+                    base = ".".join(stem + ([node.module] if node.module else []))
+                targets.update(owner(f"{base}.{alias.name}") or owner(base) for alias in node.names)
+        graph[name] = {t for t in targets if t and t != name}
+    return graph
+
+
+def test_no_import_loops_and_capture_imports_only_downward():
+    graph = _forgeviz_imports()
+    assert len(graph) > 30 and "forgeviz._capture.session" in graph  # the walk found the package
+
+    def loop_from(start: str) -> list[str]:
+        stack, seen = [(start, [start])], set()
+        while stack:
+            module, path = stack.pop()
+            for target in graph[module]:
+                if target == start:
+                    return path + [start]
+                if target not in seen:
+                    seen.add(target)
+                    stack.append((target, path + [target]))
+        return []
+
+    loops = [loop for loop in map(loop_from, sorted(graph)) if loop]
+    assert loops == [], "import loops: " + "; ".join(" -> ".join(loop) for loop in loops)
+    # the lower layers never reach up: capture reads only itself and the model, the model only itself
+    allowed = {"forgeviz._capture": ("forgeviz._capture", "forgeviz.model"),
+               "forgeviz.model": ("forgeviz.model", "forgeviz.views")}
+    for module, targets in graph.items():
+        for layer, ok in allowed.items():
+            if module.startswith(layer):
+                assert all(t.startswith(ok) for t in targets), (module, sorted(targets))
 
 
 def test_every_fv_command_in_views_json_has_a_handler_and_every_handler_a_command():
