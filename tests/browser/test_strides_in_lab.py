@@ -80,6 +80,10 @@ def test_t_and_t_transpose_share_a_strip_and_hover_maps_to_storage(page, lab):
     png = open(download.value.path(), "rb").read()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 2000
     out.screenshot(path=str(ARTIFACTS / "strides-light.png"))
+    # torch's own message keeps base.css's look inside Lab's output area (whose `pre` rules once won)
+    look = out.locator(".fv-torch-msg").first.evaluate(
+        "e => { const s = getComputedStyle(e); return [s.fontSize, s.borderLeftWidth]; }")
+    assert look == ["11px", "3px"]
 
     # A sparse tensor: the explained panel, no error.
     nb.run_cell(4)
