@@ -134,13 +134,12 @@ def timeline_figure(columns, title: str = "forgeviz memory timeline"):
     """
     import plotly.graph_objects as go
 
-    from .model.memory import CATEGORIES, category_series
+    from .model.memory import CATEGORIES, CATEGORY_COLORS, category_series
 
     times, series = category_series(columns["time"], columns["bytes"], columns["storage"], columns["action"],
                                     columns["category"])
-    colors = ["#0072B2", "#CC79A7", "#D55E00", "#009E73", "#E69F00", "#56B4E9", "#999999"]
     fig = go.Figure()
-    for name, color in zip(CATEGORIES, colors):
+    for name, color in zip(CATEGORIES, CATEGORY_COLORS):
         fig.add_trace(go.Scatter(x=times, y=series[name], name=name, stackgroup="memory", mode="lines",
                                  line={"width": 0.5, "color": color}))
     fig.update_layout(title=title, xaxis_title="seconds", yaxis_title="bytes", hovermode="x unified")

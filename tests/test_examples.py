@@ -8,6 +8,8 @@ import nbformat
 import pytest
 import torch
 
+from forgeviz.model.memory import ACTIVATION
+
 from scenarios import ROOT, reset_shell
 
 
@@ -91,7 +93,7 @@ def test_memory_example_tells_m1_m2_m3_m5_truthfully(shell):
     assert any(r.nbytes == 4 * 2**20 and r.shape == (1024, 1024) for r in m1._tracker.records())
 
     def activation(view) -> int:
-        return sum(r.nbytes for r in view._tracker.records() if r.category == 3)
+        return sum(r.nbytes for r in view._tracker.records() if r.category == ACTIVATION)
 
     assert activation(m2_kept) >= 256 * 512 * 4 and activation(m2_no_grad) == 0
     # M3: each kept loss keeps its step's activations (tanh output 64x512 float32, and more)

@@ -11,7 +11,7 @@ import torch
 import forgeviz
 from forgeviz._capture.memory import live_storage_bytes
 from forgeviz._capture.memory_choice import make_tracker
-from forgeviz.model.memory import ALLOC, CATEGORIES, FREE, category_series
+from forgeviz.model.memory import ACTIVATION, ALLOC, CATEGORIES, FREE, category_series
 
 
 @pytest.fixture(params=["native", "dispatch"])
@@ -151,7 +151,7 @@ def test_load_ext_timeline_links_cells_and_nodes(nb):
     view = nb.ok("forgeviz.memory()")
     tracker = view._tracker
     assert tracker.backend == "native"  # ./dev.sh builds it; the kernel's timeline uses it
-    saved = [r for r in tracker.records() if r.category == 3]  # activation
+    saved = [r for r in tracker.records() if r.category == ACTIVATION]
     assert saved and all(r.cell == cell for r in saved)
     assert any(r.node_name and r.node_name.endswith("Backward0") for r in saved)
     graph = nb.ok("forgeviz.graph(loss)")
@@ -219,7 +219,7 @@ def test_cell_magic_sees_activations_and_m2_no_grad(nb):
     freed = nb.ok("%%fv memory\nwith torch.no_grad():\n    out2 = model(x).sum()")
     def by(view) -> dict[str, int]:
         return {c: sum(r.nbytes for r in view._tracker.records() if r.category == k)
-                for k, c in enumerate(["parameter", "optimizer state", "gradient", "activation"])}
+                for k, c in enumerate(CATEGORIES)}
 
     # M2: without no_grad the graph keeps the hidden activations (tanh saves its output); with it, none
     assert by(kept)["activation"] >= 64 * 256 * 4 and by(freed)["activation"] == 0

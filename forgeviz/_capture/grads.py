@@ -68,9 +68,14 @@ class LeafHistory:
     values: list[Optional[TensorSummary]] = field(default_factory=list)  # .grad after each pass; None = reset
 
 
-class _NodeGone:
-    """Kept in a Node's ``metadata``, a dict that dies with the Node: so does this, and it tells the
-    store which Node id is gone (no weakref to a Node is possible)."""
+class NodeGone:
+    """Kept in a Node's ``metadata``, a dict that dies with the Node: so does this, and it appends
+    the Node's id to ``dead`` (no weakref to a Node is possible).
+
+    >>> from collections import deque
+    >>> dead = deque(); gone = NodeGone(dead, 7); del gone; list(dead)
+    [7]
+    """
 
     __slots__ = ("dead", "nid")
 
@@ -108,7 +113,7 @@ class GradStore:
         """Drop ``nid``'s records some time after ``node`` dies (unless a view shows it)."""
         meta = node.metadata
         if "fv_gone" not in meta:
-            meta["fv_gone"] = _NodeGone(self.dead, nid)
+            meta["fv_gone"] = NodeGone(self.dead, nid)
 
     def add(self, nid: int, record: GradRecord) -> NodeGrads:
         entry = self.nodes.get(nid)

@@ -19,6 +19,10 @@ import torch
 
 from ..model import memory as m
 
+# What a storage that a Node saves may be, to count as that Node's activation while it is saved:
+# parameters, buffers, gradients, optimizer state and inputs keep their own role.
+CLAIMABLE = (m.TEMPORARY, m.OTHER)
+
 # The event columns' numpy kinds as ``array`` typecodes.
 TYPECODES = {"float32": "f", "float64": "d", "uint32": "I", "uint16": "H", "uint8": "B"}
 
@@ -39,6 +43,8 @@ class StorageRecord:
     filename: Optional[str]
     node: Optional[int] = None
     node_name: Optional[str] = None
+    own: int = m.OTHER  # while claimed: the category it goes back to
+    claims: int = 0  # how many live Nodes hold it as an activation
 
 
 class LedgerStats(NamedTuple):
@@ -96,11 +102,18 @@ class StorageLedger(Protocol):
         """Start tracking a storage that exists (an alloc event); None if already tracked."""
 
     def recategorize(self, tensor: torch.Tensor, category: int, only_from: tuple = ()) -> None:
-        """The tensor's storage is ``category`` (if it is one of ``only_from``, when given); tracked
-        now if it was not."""
+        """The tensor's storage is ``category`` (if its own category is one of ``only_from``, when
+        given); tracked now if it was not. While Nodes hold it as an activation, a ``CLAIMABLE``
+        category only changes what it goes back to; any other ends the claims."""
 
-    def claim(self, t: torch.Tensor, nid: int, grad_fn) -> None:
-        """``grad_fn`` (node ``nid``) saved ``t``: a temporary's storage is that node's activation."""
+    def claim(self, t: torch.Tensor, nid: int, grad_fn) -> Optional[tuple[int, int]]:
+        """``grad_fn`` (node ``nid``) saved ``t``: if its storage is ``CLAIMABLE`` (or claimed already),
+        it is an activation until every Node that claimed it released it. Returns (data pointer,
+        storage id) to release it with, or None when nothing was claimed."""
+
+    def release(self, key: int, sid: int) -> None:
+        """A Node that claimed storage ``sid`` (at data pointer ``key``) freed its saved tensors or
+        died: after the last one, the storage goes back to its own category (an event, dated now)."""
 
     def lookup(self, key: int) -> Optional[StorageRecord]:
         """The live record at data pointer ``key``, if tracked."""

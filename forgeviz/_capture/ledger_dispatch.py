@@ -16,13 +16,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from ..model import memory as m
-from .ledger import TYPECODES, LedgerStats, StorageRecord, intern
+from .ledger import CLAIMABLE, TYPECODES, LedgerStats, StorageRecord, intern
 from .session import current_module_path
 from .source import cell_number, user_location
 from .summary import dtype_name
 from .untraced import untraced
-
-_CLAIMABLE = (m.TEMPORARY, m.OTHER, m.ACTIVATION)  # what a saved tensor's storage may have been
 
 
 class _AllocMode(TorchDispatchMode):
@@ -156,15 +154,36 @@ class DispatchLedger:
             if storage.nbytes():
                 self.track(storage, category, None, tuple(tensor.shape), tensor.dtype)
             return
-        if rec.category == category or (only_from and rec.category not in only_from):
+        if only_from and (rec.own if rec.claims else rec.category) not in only_from:
             return
+        if rec.claims:
+            if category in CLAIMABLE:
+                rec.own = category
+                return
+            rec.claims = 0
         self._relabel(rec, category)
 
-    def claim(self, t: torch.Tensor, nid: int, grad_fn) -> None:
-        rec = self._live.get(t.untyped_storage().data_ptr())
-        if rec is None or rec.category not in _CLAIMABLE:
-            return
+    def claim(self, t: torch.Tensor, nid: int, grad_fn) -> Optional[tuple[int, int]]:
+        key = t.untyped_storage().data_ptr()
+        rec = self._live.get(key)
+        if rec is None:
+            return None
+        if rec.claims:
+            rec.claims += 1
+            return key, rec.sid
+        if rec.category not in CLAIMABLE:
+            return None
+        rec.own, rec.claims = rec.category, 1
         self._relabel(rec, m.ACTIVATION, nid, grad_fn.name())
+        return key, rec.sid
+
+    def release(self, key: int, sid: int) -> None:
+        rec = self._live.get(key)
+        if rec is None or rec.sid != sid or not rec.claims:
+            return
+        rec.claims -= 1
+        if not rec.claims:
+            self._relabel(rec, rec.own)
 
     def live(self) -> list[tuple[int, StorageRecord]]:
         return list(self._live.items())

@@ -24,13 +24,15 @@ import torch
 
 from ..model import memory as m
 from . import native
-from .ledger import LedgerStats, StorageRecord, intern
+from .ledger import CLAIMABLE, LedgerStats, StorageRecord, intern
 from .session import current_module_path
 from .source import cell_number, user_location
 from .summary import dtype_name
 
-_CLAIM_MASK = sum(1 << c for c in (m.TEMPORARY, m.OTHER, m.ACTIVATION))
-_MAX_SHAPES = 200_000  # shapes remembered for hovering freed storages (live ones are always kept)
+_CLAIM_MASK = sum(1 << c for c in CLAIMABLE)
+# Shapes and Node names remembered for hovering freed storages (live ones are always kept): a
+# training loop frees thousands each step, and what is remembered must not grow with the steps.
+_MAX_SHAPES = 4096
 _MASKS: dict[tuple, int] = {}  # only_from categories → the ledger's bit mask
 _ITEMSIZE = {"float32": 4, "float64": 8, "uint32": 4, "uint16": 2, "uint8": 1}
 
@@ -314,18 +316,24 @@ class NativeLedger:
         else:
             self._remember_shape(sid, tensor)
 
-    def claim(self, t: torch.Tensor, nid: int, grad_fn) -> None:
+    def claim(self, t: torch.Tensor, nid: int, grad_fn) -> Optional[tuple[int, int]]:
         # Every forward op with a grad_fn comes here: one call into the ledger, no record built.
         if not t.is_cpu:  # (is_cpu: a sixth of device.type's cost, on the hot path)
-            return
+            return None
         node = nid & 0xFFFFFFFF
-        sid = self._lib.fv_recategorize(self._h, t.untyped_storage().data_ptr(), m.ACTIVATION, node, _CLAIM_MASK)
-        if sid >= 0:
-            if node not in self._node_names:
-                self._node_names[node] = grad_fn.name()
-                if len(self._node_names) > 2 * _MAX_SHAPES:  # a long loop that nobody reads meanwhile
-                    self._forget_old_names()
-            self._remember_shape(sid, t)
+        key = t.untyped_storage().data_ptr()
+        sid = self._lib.fv_claim(self._h, key, node, _CLAIM_MASK, m.ACTIVATION)
+        if sid < 0:
+            return None
+        if node not in self._node_names:
+            self._node_names[node] = grad_fn.name()
+            if len(self._node_names) > 2 * _MAX_SHAPES:  # a long loop that nobody reads meanwhile
+                self._forget_old_names()
+        self._remember_shape(sid, t)
+        return key, sid
+
+    def release(self, key: int, sid: int) -> None:
+        self._lib.fv_release(self._h, key, sid)
 
     def _remember_shape(self, sid: int, tensor: torch.Tensor) -> None:
         """The first tensor seen on a storage names its shape and dtype (the ledger knows bytes only)."""

@@ -5,9 +5,12 @@ a TorchDispatchMode with a ``weakref.finalize`` per storage) that records when s
 go. The tracker adds what each storage is. Categories come from public hooks, never from names:
 
 - parameter: an ``nn.Parameter``'s storage (seeded, registration hooks, module forward pre-hooks);
+- buffer: a module's buffer (running statistics, anything ``register_buffer`` keeps), found the same ways;
 - gradient: a parameter's ``.grad`` after a backward pass;
-- activation: tensors an autograd Node saved for backward (its ``_saved_*`` attributes, read
-  right after the op, with the capture session's TorchFunctionMode);
+- activation: a temporary (or older) storage while an autograd Node saves it for backward (its
+  ``_saved_*`` attributes, read right after the op, with the capture session's TorchFunctionMode).
+  It goes back to its own category, an event on the timeline, when the last Node that saved it
+  frees its saved tensors (a backward without ``retain_graph``) or dies;
 - optimizer state: tensors in ``optimizer.state`` after ``step()`` (optimizer step post-hook);
 - input: tensors passed to a root module's ``forward``;
 - temporary: any other op output; other: what already existed when tracking started.
@@ -21,13 +24,14 @@ import gc
 import itertools
 import warnings
 import weakref
+from collections import deque
 from typing import Any, Callable, Optional
 
 import torch
 from torch.utils._pytree import tree_flatten
 
 from ..model import memory as m
-from .grads import node_id
+from .grads import NodeGone, iter_graph, node_id
 from .ledger import TYPECODES, LedgerFactory, StorageLedger, StorageRecord
 from .ledger_dispatch import DispatchLedger
 from .session import current_module_path, get_session
@@ -82,6 +86,10 @@ class MemoryTracker:
         self._module_depth = 0
         self._seed = seed
         self._grads_synced = False  # since the last optimizer step, by a backward's end (late categories)
+        # Node id → (a _saved_* attribute to probe, [(data pointer, storage id)] it claimed as activations)
+        self._claims: dict[int, tuple[str, list[tuple[int, int]]]] = {}
+        self._gone: deque = deque()  # ids of claiming Nodes that died, to release
+        self._gone_key = f"fv_claims_{next(_tracker_ids)}"  # its sentinel's key in a Node's metadata
 
     # --- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> "MemoryTracker":
@@ -101,10 +109,14 @@ class MemoryTracker:
             self._seed_existing()
         for p in self._live_params():
             self._watch_grad(p)
-        from torch.nn.modules.module import register_module_parameter_registration_hook
+        from torch.nn.modules.module import (
+            register_module_buffer_registration_hook,
+            register_module_parameter_registration_hook,
+        )
         from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
         self._handles += [register_module_parameter_registration_hook(quiet(self._parameter_registered)),
+                          register_module_buffer_registration_hook(quiet(self._buffer_registered)),
                           register_optimizer_step_post_hook(quiet(self._after_step))]
         if self.wants_sites:
             self._handles.append(register_optimizer_step_pre_hook(quiet(self._step_pre)))
@@ -122,6 +134,7 @@ class MemoryTracker:
             traces.remove(self)
         self._recording = False
         self.ledger.end()
+        self._release_gone()
         if self.ledger.late_categories:
             self._sync_grads()
         for handle in self._handles:
@@ -219,6 +232,7 @@ class MemoryTracker:
         return out
 
     def timeline(self, device: str = "cpu", message: Optional[str] = None) -> m.MemoryTimeline:
+        self._release_gone()
         if self.ledger.late_categories:
             self._sync_grads()
         cells = self.ledger.cell_marks()
@@ -229,12 +243,14 @@ class MemoryTracker:
 
     def records(self) -> list[StorageRecord]:
         """What is known of every live tracked storage."""
+        self._release_gone()
         if self.ledger.late_categories:
             self._sync_grads()
         return [rec for _, rec in self.ledger.live()]
 
     def tracked_bytes(self) -> dict[int, int]:
         """Every live tracked storage: data pointer → nbytes (compare with :func:`live_storage_bytes`)."""
+        self._release_gone()
         if self.ledger.late_categories:
             self._sync_grads()
         return {key: rec.nbytes for key, rec in self.ledger.live()}
@@ -258,6 +274,10 @@ class MemoryTracker:
                 out[p.untyped_storage().data_ptr()] = m.PARAMETER
                 if p.grad is not None:
                     out[p.grad.untyped_storage().data_ptr()] = m.GRADIENT
+        for module in (ref() for ref in list(self._modules_seen.values())):
+            for b in module.buffers(recurse=False) if module is not None else ():
+                if b.device.type == device_type:
+                    out[b.untyped_storage().data_ptr()] = m.BUFFER
         return out
 
     def publish(self, count: int) -> None:
@@ -292,12 +312,15 @@ class MemoryTracker:
             self.ledger.push_site(where, current_module_path(), "backward")
 
     def claim_saved(self, grad_fn) -> None:
-        """The tensors ``grad_fn`` saved for backward are activations of that autograd node.
+        """The tensors ``grad_fn`` saved for backward are activations of that autograd node, while
+        it holds them (see :meth:`before_backward` and the Node's death).
 
         Read from the node's own ``_saved_*`` attributes right after the op made it (no
         saved_tensors_hooks: packing an op's own output would tie it to its grad_fn in a cycle gc
         cannot free, and a detached copy would break double backward).
         """
+        if self._gone:
+            self._release_gone()
         if grad_fn is None:
             return
         names = _SAVED_NAMES.get(type(grad_fn))
@@ -307,6 +330,8 @@ class MemoryTracker:
             return
         nid = None
         claim = self.ledger.claim
+        claimed: list[tuple[int, int]] = []
+        probe = None
         for name in names:
             try:
                 value = getattr(grad_fn, name)
@@ -317,7 +342,49 @@ class MemoryTracker:
                     continue
                 if nid is None:
                     nid = node_id(grad_fn)
-                claim(t, nid, grad_fn)
+                    if nid in self._claims:  # an op that returned an older tensor (x.contiguous())
+                        return
+                got = claim(t, nid, grad_fn)
+                if got is not None:
+                    claimed.append(got)
+                    probe = probe or name
+        if claimed:
+            self._claims[nid] = (probe, claimed)
+            grad_fn.metadata[self._gone_key] = NodeGone(self._gone, nid)
+
+    def before_backward(self, roots: list) -> list:
+        """The claiming Nodes a backward from ``roots`` may run: give them to :meth:`after_backward`."""
+        if not self._claims:
+            return []
+        claims = self._claims
+        out = []
+        for node in iter_graph(roots):
+            nid = node.metadata.get("fv_id")
+            if nid is not None and nid in claims:
+                out.append((node, nid))
+        return out
+
+    def after_backward(self, nodes: list) -> None:
+        """Of ``nodes``, those that freed their saved tensors (a backward without ``retain_graph``
+        ran them) release what they claimed: it goes back to its own category."""
+        for node, nid in nodes:
+            entry = self._claims.get(nid)
+            if entry is None:
+                continue
+            try:
+                getattr(node, entry[0])
+            except RuntimeError:  # "Trying to backward through the graph a second time": freed
+                del self._claims[nid]
+                for key, sid in entry[1]:
+                    self.ledger.release(key, sid)
+
+    def _release_gone(self) -> None:
+        """Claiming Nodes that died release what they claimed."""
+        gone, claims, release = self._gone, self._claims, self.ledger.release
+        while gone:
+            entry = claims.pop(gone.popleft(), None)
+            for key, sid in entry[1] if entry is not None else ():
+                release(key, sid)
 
     # --- hooks ----------------------------------------------------------------------------
     def _forward_pre(self, module, args):
@@ -361,13 +428,16 @@ class MemoryTracker:
         self.ledger.pop_site()
 
     def _adopt_module(self, module, recurse: bool) -> None:
-        """A module's parameters are parameters, read once per module (later ones come through
-        _parameter_registered)."""
+        """A module's parameters are parameters and its buffers buffers, read once per module (later
+        ones come through _parameter_registered and _buffer_registered)."""
         seen = self._modules_seen.get(id(module))
         if seen is None or seen() is not module:
             for p in module.parameters(recurse=recurse):
                 self._adopt_parameter(p)
-            self._modules_seen[id(module)] = weakref.ref(module)
+            for b in module.buffers(recurse=recurse):
+                self.ledger.recategorize(b, m.BUFFER)
+            key = id(module)
+            self._modules_seen[key] = weakref.ref(module, lambda _: self._modules_seen.pop(key, None))
 
     def _adopt_parameter(self, p: torch.Tensor) -> None:
         if not self._knows(p):
@@ -388,6 +458,14 @@ class MemoryTracker:
                 self._adopt_parameter(param)
         except Exception as exc:  # noqa: BLE001 - runs inside the user's module code: reported, never raised
             self.fault(f"reading a new parameter failed: {exc!r}")
+        return None
+
+    def _buffer_registered(self, module, name, buffer):
+        try:
+            if isinstance(buffer, torch.Tensor):
+                self.ledger.recategorize(buffer, m.BUFFER)
+        except Exception as exc:  # noqa: BLE001 - runs inside the user's module code: reported, never raised
+            self.fault(f"reading a new buffer failed: {exc!r}")
         return None
 
     def _knows(self, p: torch.Tensor) -> bool:
@@ -451,14 +529,16 @@ class MemoryTracker:
     def _seed_existing(self) -> None:
         """Storages that exist now become baseline events at time 0, categorised."""
         with untraced():
-            params, grads, states = set(), set(), set()
+            params, grads, states, buffers = set(), set(), set(), set()
             tensors = []
-            for obj in _gc_objects():
+            for obj in _gc_objects(torch.nn.Module):
                 if isinstance(obj, torch.Tensor):
                     tensors.append(obj)
                 elif isinstance(obj, torch.optim.Optimizer):
                     for state in obj.state.values():
                         states.update(id(v) for v in state.values() if isinstance(v, torch.Tensor))
+                elif isinstance(obj, torch.nn.Module):
+                    buffers.update(id(b) for b in obj._buffers.values() if b is not None)
             for t in tensors:
                 if isinstance(t, torch.nn.Parameter):
                     params.add(id(t))
@@ -475,7 +555,8 @@ class MemoryTracker:
                 if storage.nbytes() == 0:
                     continue
                 category = (m.PARAMETER if id(t) in params else m.GRADIENT if id(t) in grads
-                            else m.OPTIMIZER_STATE if id(t) in states else m.OTHER)
+                            else m.OPTIMIZER_STATE if id(t) in states else m.BUFFER if id(t) in buffers
+                            else m.OTHER)
                 rec = self.ledger.track(storage, category, None, tuple(t.shape), t.dtype, (None, None), 0.0)
                 if rec is not None:
                     self.baseline_bytes += rec.nbytes
@@ -495,11 +576,11 @@ def _reporter(faults: list[str], report: Optional[Callable[[str], None]]) -> Cal
     return fault
 
 
-def _gc_objects() -> list:
-    """The tensors and optimizers among gc.get_objects(), quietly (isinstance on some lazily
-    deprecated torch names warns). Decided once per type, and filtered at C speed: an isinstance
-    per object cost ~80 ms on a kernel with torch loaded."""
-    wanted = (torch.Tensor, torch.optim.Optimizer)
+def _gc_objects(*more: type) -> list:
+    """The tensors and optimizers (and instances of ``more``) among gc.get_objects(), quietly
+    (isinstance on some lazily deprecated torch names warns). Decided once per type, and filtered
+    at C speed: an isinstance per object cost ~80 ms on a kernel with torch loaded."""
+    wanted = (torch.Tensor, torch.optim.Optimizer, *more)
     objects = gc.get_objects()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -508,6 +589,7 @@ def _gc_objects() -> list:
 
 
 _SAVED_NAMES: dict[type, list[str]] = {}  # Node type → its _saved_* attribute names
+_tracker_ids = itertools.count(1)
 
 
 def _tensor_slots(grad_fn) -> list[str]:

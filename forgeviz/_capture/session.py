@@ -120,11 +120,15 @@ class _TagMode(TorchFunctionMode):
                 raise
         session = self.session
         if func in _BACKWARD_FUNCS and (session.record_grads or session.traces):
-            try:
-                return session.run_backward(func, args, kwargs)
+            watch = session.backward_begins(func, args, kwargs)
+            try:  # called here, not in a helper: a failing backward's traceback gets one forgeviz frame
+                return func(*args, **kwargs)  # your backward runs here; forgeviz only watches (errors are torch's)
             except BaseException:
-                args = kwargs = None
+                args = kwargs = None  # the traceback keeps this frame, not the graph it was asked to run
                 raise
+            finally:
+                session.backward_ends(watch)
+                watch = None  # nor the Nodes it watched
         try:
             out = func(*args, **kwargs)  # your torch op runs here; forgeviz only watches (errors are torch's)
         except BaseException as exc:
@@ -349,35 +353,51 @@ class CaptureSession:
         except Exception as fault:  # noqa: BLE001 - explaining never changes the user's error
             self.fault(f"reading the failed op's shapes failed: {fault!r}")
 
-    def run_backward(self, func, args, kwargs):
-        """Run the user's backward with Node hooks armed; their exception propagates untouched."""
+    def backward_begins(self, func, args, kwargs) -> tuple:
+        """Arm what watches the user's backward (Node hooks, the memory trackers' lines and claims);
+        never raises. Give what it returns to :meth:`backward_ends` once the backward returned or raised."""
         finish = None
+        roots: list = []
         try:
+            roots = _roots_of_backward(func, args, kwargs)
             if self.record_grads:  # memory_trace() alone wants the backward's line, not its gradients
-                finish = self.recorder.arm(_roots_of_backward(func, args, kwargs))
+                finish = self.recorder.arm(roots)
         except Exception as exc:  # noqa: BLE001 - the backward then runs unrecorded, as without forgeviz
             self.fault(f"arming gradient hooks failed: {exc!r}")
         sites = [t for t in self.traces if t.wants_sites]
-        for tracker in sites:  # the backward's allocations happen in C++, on behalf of this line
-            tracker.set_site(user_location(3))
-        try:
-            return func(*args, **kwargs)
-        except BaseException:
-            args = kwargs = None  # the traceback keeps this frame, not the graph it was asked to run
-            raise
-        finally:
-            for tracker in sites:
+        claims = []
+        for tracker in self.traces:
+            try:
+                if tracker in sites:  # the backward's allocations happen in C++, on behalf of this line
+                    tracker.set_site(user_location(3))
+                claims.append((tracker, tracker.before_backward(roots)))
+            except Exception as exc:  # noqa: BLE001 - the backward runs regardless
+                self.fault(f"preparing the memory timeline for backward failed: {exc!r}")
+        return finish, sites, claims
+
+    def backward_ends(self, watch: tuple) -> None:
+        """The backward armed by :meth:`backward_begins` returned or raised; never raises."""
+        finish, sites, claims = watch
+        for tracker in sites:
+            try:
                 tracker.set_site(None)
-            if finish is not None:
-                try:
-                    finish()
-                except Exception as exc:  # noqa: BLE001 - the user's backward result (or error) stands
-                    self.fault(f"completing the gradient records failed: {exc!r}")
-            for callback in list(self.after_backward):
-                try:
-                    callback()
-                except Exception as exc:  # noqa: BLE001 - the user's backward result (or error) stands
-                    self.fault(f"refreshing views after backward failed: {exc!r}")
+            except Exception as exc:  # noqa: BLE001 - the user's backward result (or error) stands
+                self.fault(f"closing the backward's memory site failed: {exc!r}")
+        for tracker, nodes in claims:
+            try:
+                tracker.after_backward(nodes)
+            except Exception as exc:  # noqa: BLE001 - the user's backward result (or error) stands
+                self.fault(f"releasing freed activations failed: {exc!r}")
+        if finish is not None:
+            try:
+                finish()
+            except Exception as exc:  # noqa: BLE001 - the user's backward result (or error) stands
+                self.fault(f"completing the gradient records failed: {exc!r}")
+        for callback in list(self.after_backward):
+            try:
+                callback()
+            except Exception as exc:  # noqa: BLE001 - the user's backward result (or error) stands
+                self.fault(f"refreshing views after backward failed: {exc!r}")
 
     def fault(self, message: str) -> None:
         """A failure inside forgeviz: logged and shown in views, never raised into the user's code."""

@@ -15,8 +15,14 @@ ALLOC, FREE, RECATEGORIZE = 0, 1, 2
 ACTIONS = ["alloc", "free", "recategorize"]
 
 # Categories, in the stacking order of the timeline (bottom first). Each comes from a public hook.
-CATEGORIES = ["parameter", "optimizer state", "gradient", "activation", "input", "temporary", "other"]
-PARAMETER, OPTIMIZER_STATE, GRADIENT, ACTIVATION, INPUT, TEMPORARY, OTHER = range(len(CATEGORIES))
+# A category is a role with a lifetime: a storage that a live Node saves is an activation, and goes
+# back to its own category (temporary, other) when the graph frees it or dies; "other" stays last.
+CATEGORIES = ["parameter", "buffer", "optimizer state", "gradient", "activation", "input", "temporary", "other"]
+PARAMETER, BUFFER, OPTIMIZER_STATE, GRADIENT, ACTIVATION, INPUT, TEMPORARY, OTHER = range(len(CATEGORIES))
+# Okabe–Ito per category (the views and the plotly export), and a pattern each, so that colour is
+# never the only cue.
+CATEGORY_COLORS = ["#0072B2", "#F0E442", "#CC79A7", "#D55E00", "#009E73", "#E69F00", "#56B4E9", "#999999"]
+CATEGORY_PATTERNS = ["solid", "checker", "diagonal", "dots", "backdiagonal", "horizontal", "vertical", "cross"]
 
 NO_ID = 0xFFFFFFFF  # "none" in a u32 column
 NO_SMALL = 0xFFFF  # "none" in a u16 column
@@ -146,7 +152,8 @@ class DetailReply:
 WIRE_TYPES = [CellMark, StorageDetail, CudaOomMark, CudaSegmentSummary, CudaState, MemoryTimeline, DetailRequest,
               DetailReply]
 # Constants the TypeScript side gets verbatim.
-TS_CONSTANTS = ["ACTIONS", "CATEGORIES", "EVENT_COLUMNS", "BYTES_PER_EVENT", "NO_ID", "NO_SMALL"]
+TS_CONSTANTS = ["ACTIONS", "CATEGORIES", "CATEGORY_COLORS", "CATEGORY_PATTERNS", "EVENT_COLUMNS", "BYTES_PER_EVENT",
+                "NO_ID", "NO_SMALL"]
 
 
 def category_series(time, nbytes, storage, action, category, max_points: int = 4000):

@@ -15,8 +15,8 @@ CELLS = [
     "losses = []\nfor _ in range(10):\n    x = torch.randn(64, 512)\n"
     "    losses.append(model(x).logsumexp(1).mean())",
     # 3: which storage to hover: the biggest (then newest) activation, and the cell that made it
-    "from forgeviz._capture.session import get_session\n"
-    "rec = max((r for r in get_session().memory.records() if r.category == 3), key=lambda r: (r.nbytes, r.sid))\n"
+    "from forgeviz._capture.session import get_session\nfrom forgeviz.model.memory import ACTIVATION\n"
+    "rec = max((r for r in get_session().memory.records() if r.category == ACTIVATION), key=lambda r: (r.nbytes, r.sid))\n"
     "print(rec.sid, rec.cell)",
     "forgeviz.memory()",  # 4
     "more = [torch.ones(256, 1024) for _ in range(4)]",  # 5: the live timeline above grows by itself

@@ -59,16 +59,16 @@ export function randomEvents(n: number, seed = 1, opts: { unknown?: boolean } = 
       t += r() * 0.01;
     }
     if (opts.unknown && x < 0.02) {
-      out.push({ time: t, bytes: 1 + Math.floor(r() * 100), storage: 1_000_000 + sid++, action: r() < 0.5 ? FREE : RECATEGORIZE, category: Math.floor(r() * 7) });
+      out.push({ time: t, bytes: 1 + Math.floor(r() * 100), storage: 1_000_000 + sid++, action: r() < 0.5 ? FREE : RECATEGORIZE, category: Math.floor(r() * CATEGORIES.length) });
     } else if (x < 0.5 || live.length === 0) {
-      const e = { sid: sid++, bytes: 1 + Math.floor(r() * 4096) * (r() < 0.1 ? 1024 : 1), cat: Math.floor(r() * 7) };
+      const e = { sid: sid++, bytes: 1 + Math.floor(r() * 4096) * (r() < 0.1 ? 1024 : 1), cat: Math.floor(r() * CATEGORIES.length) };
       live.push(e);
       out.push({ time: t, bytes: e.bytes, storage: e.sid, action: ALLOC, category: e.cat, node: r() < 0.3 ? sid : undefined, op: Math.floor(r() * 3), cell: 1 + Math.floor(t), line: 1 + Math.floor(r() * 9) });
     } else if (x < 0.85) {
       const k = Math.floor(r() * live.length);
       const e = live.splice(k, 1)[0];
       // the kernel sends the current category; a stale one must not matter
-      out.push({ time: t, bytes: e.bytes, storage: e.sid, action: FREE, category: opts.unknown && r() < 0.2 ? Math.floor(r() * 7) : e.cat });
+      out.push({ time: t, bytes: e.bytes, storage: e.sid, action: FREE, category: opts.unknown && r() < 0.2 ? Math.floor(r() * CATEGORIES.length) : e.cat });
     } else if (opts.unknown && x < 0.87) {
       // an id allocated again while alive: the first lifetime ends there
       const e = live[Math.floor(r() * live.length)];
@@ -77,7 +77,7 @@ export function randomEvents(n: number, seed = 1, opts: { unknown?: boolean } = 
       e.bytes = bytes;
     } else {
       const e = live[Math.floor(r() * live.length)];
-      e.cat = Math.floor(r() * 7);
+      e.cat = Math.floor(r() * CATEGORIES.length);
       out.push({ time: t, bytes: e.bytes, storage: e.sid, action: RECATEGORIZE, category: e.cat });
     }
   }
@@ -86,7 +86,7 @@ export function randomEvents(n: number, seed = 1, opts: { unknown?: boolean } = 
 
 /** The reference: forgeviz.model.memory.category_series, without sampling (totals after each event). */
 export function naiveTotals(events: Ev[]): number[][] {
-  const totals = new Array(7).fill(0);
+  const totals = new Array(CATEGORIES.length).fill(0);
   const current = new Map<number, number>();
   return events.map(e => {
     const c = e.category;

@@ -6,7 +6,10 @@
 import { CATEGORIES, NO_ID, NO_SMALL, type CellMark, type MemoryTimeline } from '../../src/model/wire';
 import { ALLOC, emptyColumns, type EventColumns, FREE, RECATEGORIZE } from '../../src/render/memory/data';
 
-const [PARAMETER, OPTIMIZER_STATE, GRADIENT, ACTIVATION, INPUT, TEMPORARY, OTHER] = CATEGORIES.map((_, i) => i);
+const cat = (name: (typeof CATEGORIES)[number]) => CATEGORIES.indexOf(name);
+const [PARAMETER, BUFFER, OPTIMIZER_STATE, GRADIENT, ACTIVATION, INPUT, TEMPORARY, OTHER] = (
+  ['parameter', 'buffer', 'optimizer state', 'gradient', 'activation', 'input', 'temporary', 'other'] as const
+).map(cat);
 
 export interface SyntheticTrace {
   columns: EventColumns;
@@ -114,12 +117,14 @@ export function buildSynthetic(n: number, seed = 1, layers = 12): SyntheticTrace
     t += mean * (0.5 + rand());
   };
 
-  // seeded: parameters (weight + bias per layer) and a few other storages, at time 0
+  // seeded: parameters (weight + bias per layer), a norm's running statistics (buffers) and a few
+  // other storages, at time 0
   const hidden = 256 * (1 + Math.floor(rand() * 4));
   const params: number[] = [];
   for (let k = 0; k < layers; k++) {
     params.push(alloc(hidden * hidden * 4, PARAMETER, NO_SMALL, NO_SMALL, 0));
     params.push(alloc(hidden * 4, PARAMETER, NO_SMALL, NO_SMALL, 0));
+    alloc(hidden * 4 * 2, BUFFER, NO_SMALL, NO_SMALL, 0);
   }
   for (let k = 0; k < 3; k++) {
     alloc(4096 * (1 + Math.floor(rand() * 64)), OTHER, NO_SMALL, NO_SMALL, 0);

@@ -32,7 +32,7 @@ import torch
 from ..untraced import use_native_pause
 
 SOURCES = [Path(__file__).with_name("cpu_ledger.cpp"), Path(__file__).with_name("tensor_stats.cpp")]
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 
 class FvRecord(ctypes.Structure):
@@ -127,6 +127,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "fv_intern": (i32, [c.c_char_p]), "fv_pause": (None, [i32]), "fv_record_ops": (None, [i32]),
         "fv_track": (i64, [vp, u64, dbl, i32, c.c_char_p, i32, i32, i32, dbl]),
         "fv_untrack": (i32, [vp, u64, i64]), "fv_recategorize": (i64, [vp, u64, i32, u32, u32]),
+        "fv_claim": (i64, [vp, u64, u32, u32, i32]), "fv_release": (i32, [vp, u64, i64]),
         "fv_fresh_address": (vp, [vp]), "fv_name_fresh": (i64, [vp, u64, u64, dbl]),
         "fv_sid_of": (i64, [vp, u64, dbl]), "fv_forget_fresh": (None, [vp]),
         "fv_find": (i32, [vp, u32, c.POINTER(FvRecord)]), "fv_lookup": (i32, [vp, u64, c.POINTER(FvRecord)]),

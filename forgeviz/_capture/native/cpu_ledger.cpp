@@ -24,7 +24,7 @@
 namespace {
 
 constexpr uint8_t kAlloc = 0, kFree = 1, kRecategorize = 2;  // model/memory.py ACTIONS
-constexpr uint8_t kTemporary = 5;                              // model/memory.py TEMPORARY
+constexpr uint8_t kTemporary = 6;                              // model/memory.py TEMPORARY
 constexpr uint32_t kNoId = 0xFFFFFFFF;
 constexpr uint16_t kNoSmall = 0xFFFF;
 
@@ -39,6 +39,8 @@ struct Live {
   double bytes;
   uint16_t op, module, cell, line;
   uint8_t category;
+  uint8_t own = 0;      // while claimed: the category it goes back to
+  uint32_t claims = 0;  // how many live Nodes hold it as an activation (fv_claim, fv_release)
 };
 
 }  // namespace
@@ -79,6 +81,7 @@ struct Ledger {
   // every op, and a memory read is cheaper than a call. An aligned 8-byte word: reads never tear.
   alignas(8) volatile int64_t fresh_count = 0;
   size_t published = 0;  // events before this index were sent somewhere: never rewrite them
+  uint32_t claimable = 0;  // the categories a claim may turn into an activation (bit mask, fv_claim)
 
   size_t count() const { return time.size(); }
 
@@ -290,7 +293,7 @@ Ledger* as_ledger(void* handle) { return static_cast<Ledger*>(handle); }
 
 extern "C" {
 
-int fv_abi_version() { return 1; }
+int fv_abi_version() { return 2; }
 
 double fv_now() { return now_s(); }
 
@@ -391,33 +394,82 @@ int fv_untrack(void* handle, uint64_t ptr, int64_t sid) {
   return 1;
 }
 
+// Give r a new category. A hook learns some categories late (a gradient at the end of backward,
+// optimizer state after the step, an activation once its op returned) though they held from the
+// allocation on: when `late` and that allocation is recent, unpublished and r's only event, it is
+// rewritten; else a recategorize event marks the change now.
+void set_category(Ledger* ledger, Live& r, uint8_t category, bool late) {
+  r.category = category;
+  if (late) {
+    const size_t n = ledger->count();
+    const size_t floor = std::max(ledger->published, n > (1u << 16) ? n - (1u << 16) : size_t{0});
+    for (size_t i = n; i > floor; --i) {
+      if (ledger->storage[i - 1] != r.sid) continue;
+      if (ledger->action[i - 1] != kAlloc) break;  // it changed since its allocation: this is a change too
+      ledger->category[i - 1] = category;
+      return;
+    }
+  }
+  ledger->emit(kRecategorize, r, static_cast<float>(now_s() - ledger->t0));
+}
+
 // Give a live storage a category (and the autograd node that saved it). only_from is a bit mask
-// of the categories it may change from (0: any). A hook learns a category late (a gradient at the
-// end of backward, optimizer state after the step) though it held from the allocation on: when
-// that allocation is recent and unpublished, its events are rewritten; else a recategorize event
-// marks the change now. Returns its storage id, or -1 when not tracked.
+// of the categories its own category may be (0: any). While Nodes hold it as an activation, a
+// category a claim may take over (temporary, other) only changes what it goes back to; any other
+// (a parameter, a buffer) ends the claims. Returns its storage id, or -1 when not tracked.
 int64_t fv_recategorize(void* handle, uint64_t ptr, int category, uint32_t node, uint32_t only_from) {
   std::lock_guard<std::mutex> guard(g->mutex);
   Ledger* ledger = as_ledger(handle);
   auto it = ledger->live.find(ptr);
   if (it == ledger->live.end()) return -1;
   Live& r = it->second;
-  if (only_from != 0 && !(only_from & (1u << r.category))) return r.sid;  // e.g. a parameter a node saved
+  const uint8_t own = r.claims ? r.own : r.category;
+  if (only_from != 0 && !(only_from & (1u << own))) return r.sid;  // e.g. a parameter passed as input
   if (node != kNoId && r.node == kNoId) r.node = node;
-  if (r.category == category) return r.sid;
-  r.category = static_cast<uint8_t>(category);
-  const size_t n = ledger->count();
-  const size_t floor = std::max(ledger->published, n > (1u << 16) ? n - (1u << 16) : size_t{0});
-  for (size_t i = n; i > floor; --i) {
-    if (ledger->storage[i - 1] != r.sid) continue;
-    if (ledger->action[i - 1] == kAlloc) {
-      for (size_t j = i - 1; j < n; ++j)
-        if (ledger->storage[j] == r.sid) ledger->category[j] = r.category;
+  if (r.claims) {
+    if (ledger->claimable & (1u << category)) {
+      r.own = static_cast<uint8_t>(category);
       return r.sid;
     }
+    r.claims = 0;
   }
-  ledger->emit(kRecategorize, r, static_cast<float>(now_s() - ledger->t0));
+  if (r.category != category) set_category(ledger, r, static_cast<uint8_t>(category), true);
   return r.sid;
+}
+
+// Node `node` saved the storage at ptr for backward: if its category is one of `claimable` (a bit
+// mask), it is an `activation` until every Node that claimed it released it. Returns its storage
+// id, or -1 when it is not claimed (untracked, or a parameter, a buffer ...).
+int64_t fv_claim(void* handle, uint64_t ptr, uint32_t node, uint32_t claimable, int activation) {
+  std::lock_guard<std::mutex> guard(g->mutex);
+  Ledger* ledger = as_ledger(handle);
+  auto it = ledger->live.find(ptr);
+  if (it == ledger->live.end()) return -1;
+  Live& r = it->second;
+  ledger->claimable = claimable;
+  if (r.claims) {
+    ++r.claims;
+    return r.sid;
+  }
+  if (!(claimable & (1u << r.category))) return -1;
+  r.own = r.category;
+  r.claims = 1;
+  if (node != kNoId && r.node == kNoId) r.node = node;
+  set_category(ledger, r, static_cast<uint8_t>(activation), true);
+  return r.sid;
+}
+
+// A Node that claimed storage `sid` at ptr freed its saved tensors, or died: when it was the last,
+// the storage goes back to its own category, an event dated now. 1 if it went back.
+int fv_release(void* handle, uint64_t ptr, int64_t sid) {
+  std::lock_guard<std::mutex> guard(g->mutex);
+  Ledger* ledger = as_ledger(handle);
+  auto it = ledger->live.find(ptr);
+  if (it == ledger->live.end() || it->second.sid != static_cast<uint32_t>(sid) || it->second.claims == 0) return 0;
+  Live& r = it->second;
+  if (--r.claims) return 0;
+  set_category(ledger, r, r.own, false);
+  return 1;
 }
 
 // Events before `count` were sent to a view: later category changes must not rewrite them.

@@ -2,13 +2,11 @@
  * The memory timeline's pure helpers: byte and time text, axis ticks, hit-testing and the
  * tooltip's sentence. No DOM.
  */
-import { CATEGORIES, NO_ID, NO_SMALL, type MemoryTimeline, type StorageDetail } from '../../model/wire';
+import { CATEGORIES, CATEGORY_COLORS, CATEGORY_PATTERNS, NO_ID, NO_SMALL, type MemoryTimeline, type StorageDetail } from '../../model/wire';
 import { type Envelope, grown, type MemoryStore, NCAT, type XMode } from './data';
 
-/** Okabe–Ito per category (the same as the plotly export in forgeviz/export.py). */
-export const CATEGORY_COLORS = ['#0072B2', '#CC79A7', '#D55E00', '#009E73', '#E69F00', '#56B4E9', '#999999'];
-/** A pattern per category, so colour is never the only cue. */
-export const CATEGORY_PATTERNS = ['solid', 'diagonal', 'dots', 'backdiagonal', 'horizontal', 'vertical', 'cross'] as const;
+/** Okabe–Ito per category and a pattern each, so colour is never the only cue (forgeviz/model/memory.py). */
+export { CATEGORY_COLORS, CATEGORY_PATTERNS };
 export type PatternKind = (typeof CATEGORY_PATTERNS)[number];
 
 const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];

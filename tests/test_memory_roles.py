@@ -1,0 +1,131 @@
+"""Categories are roles with lifetimes: buffers are buffers, and a storage that a Node saves is an
+activation only while a live Node saves it. Every number is torch's own (``untyped_storage().nbytes()``)."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import forgeviz
+from forgeviz._capture.memory import live_storage_bytes
+from forgeviz.model.memory import CATEGORIES, OTHER, RECATEGORIZE, category_series
+
+from scenarios import make_cnn
+
+
+@pytest.fixture(params=["native", "dispatch"])
+def backend(request, monkeypatch):
+    monkeypatch.setenv("FORGEVIZ_MEMORY_BACKEND", request.param)
+    return request.param
+
+
+def nbytes(tensors) -> int:
+    """The bytes of the distinct storages of ``tensors``."""
+    return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}.values())
+
+
+def totals_are_exact(trace, leaves=(), graph_alive: bool = False) -> dict[str, int]:
+    """Check the timeline against the records and a gc walk; return bytes by category.
+
+    The walk finds storages through Python tensors: not those only a live graph holds (a Node's
+    saved intermediates), nor a leaf's ``.grad`` before it is read (so it reads those of ``leaves``).
+    """
+    grads = [leaf.grad for leaf in leaves]
+    gc.collect()
+    by_category = trace.bytes_by_category()
+    tracker = trace.tracker
+    c = tracker.column_arrays()
+    _, series = category_series(c["time"], c["bytes"], c["storage"], c["action"], c["category"])
+    # replaying every event (category changes included) lands on the live records, category by category
+    assert {name: series[name][-1] for name in CATEGORIES} == by_category
+    assert sum(by_category.values()) == trace.live_bytes
+    if not graph_alive:
+        assert tracker.tracked_bytes() == live_storage_bytes()  # the same storages, the same bytes
+        assert trace.live_bytes == sum(live_storage_bytes().values())
+    del grads
+    return by_category
+
+
+def test_batchnorm_state_is_buffer_and_the_target_is_an_activation_only_while_saved(backend):
+    torch.manual_seed(0)
+    bn = torch.nn.BatchNorm1d(1024).train()
+    x, y = torch.randn(8, 1024), torch.randint(0, 1024, (8,))
+    with forgeviz.memory_trace() as trace:
+        loss = F.cross_entropy(bn(x), y)
+        during = totals_are_exact(trace, graph_alive=True)
+        loss.backward()
+        del loss
+        after = totals_are_exact(trace, list(bn.parameters()))
+        y_sid = next(r.sid for r in trace.tracker.records() if r.nbytes == 64 and r.shape == tuple(y.shape))
+    assert trace.tracker.backend == backend
+    buffers = nbytes(bn.buffers())
+    assert buffers == 1024 * 4 * 2 + 8  # running mean, running var, num_batches_tracked
+    assert during["buffer"] == after["buffer"] == buffers
+    assert during["activation"] >= y.untyped_storage().nbytes()  # the target, while NllLoss saves it
+    assert after["activation"] == 0
+    assert after["other"] == y.untyped_storage().nbytes() == 64  # the target went back to what it was
+    assert after["parameter"] == nbytes(bn.parameters())
+    assert after["gradient"] == nbytes(p.grad for p in bn.parameters())
+    # going back is an event on the timeline, dated when the graph freed it
+    events = trace.events
+    back = [i for i in range(len(events["time"]))
+            if events["storage"][i] == y_sid and events["action"][i] == RECATEGORIZE and events["category"][i] == OTHER]
+    assert len(back) == 1
+
+
+def test_a_resnet_like_training_step_leaves_no_activation_and_exact_roles(backend):
+    model = make_cnn(seed=3).train()
+    opt = torch.optim.Adam(model.parameters())
+    torch.manual_seed(4)
+    x, target = torch.randn(4, 3, 8, 8), torch.tensor([1, 2, 3, 4])
+    with forgeviz.memory_trace() as trace:
+        loss = F.cross_entropy(model(x), target)
+        forward = totals_are_exact(trace, graph_alive=True)
+        opt.zero_grad()
+        loss.backward()
+        del loss
+        after_backward = totals_are_exact(trace, list(model.parameters()))
+        opt.step()
+        after_step = totals_are_exact(trace, list(model.parameters()))
+    assert forward["activation"] > 0
+    for roles in (after_backward, after_step):
+        assert roles["activation"] == 0
+        assert roles["parameter"] == nbytes(model.parameters())
+        assert roles["buffer"] == nbytes(model.buffers()) == 4 * (8 * 4 * 2 + 8)  # 4 BatchNorm2d(8)
+        assert roles["gradient"] == nbytes(p.grad for p in model.parameters())
+    assert after_step["optimizer state"] == nbytes(v for s in opt.state.values() for v in s.values()
+                                                   if isinstance(v, torch.Tensor) and v.numel() > 1)
+    assert after_step["input"] == x.untyped_storage().nbytes()
+
+
+def test_a_graph_that_dies_without_backward_releases_its_activations(backend):
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Tanh(), torch.nn.Linear(64, 1))
+    target = torch.randn(16, 1)
+    with forgeviz.memory_trace() as trace:
+        loss = F.mse_loss(model(torch.randn(16, 64)), target)
+        assert totals_are_exact(trace, graph_alive=True)["activation"] > 0
+        del loss  # validation without no_grad, then the graph goes: its Nodes die
+        after = totals_are_exact(trace)
+    assert after["activation"] == 0
+    assert after["other"] == target.untyped_storage().nbytes()
+
+
+def test_retain_graph_keeps_activations_and_shared_saves_are_counted(backend):
+    w1 = torch.randn(256, requires_grad=True)
+    w2 = torch.randn(256, requires_grad=True)
+    shared = torch.randn(256)  # saved by both graphs below
+    size = shared.untyped_storage().nbytes()
+    with forgeviz.memory_trace() as trace:
+        a = (w1 * shared).sum()
+        b = (w2 * shared).sum()
+        a.backward(retain_graph=True)
+        assert totals_are_exact(trace, [w1], graph_alive=True)["activation"] == size  # a's graph holds it
+        a.backward()
+        assert totals_are_exact(trace, [w1], graph_alive=True)["activation"] == size  # b's graph holds it
+        b.backward()
+        after = totals_are_exact(trace, [w1, w2])
+    assert after["activation"] == 0 and after["other"] == 3 * size  # shared, and the leaves w1, w2
+    assert torch.equal(w1.grad, 2 * shared) and torch.equal(w2.grad, shared)
