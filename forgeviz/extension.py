@@ -81,6 +81,11 @@ class _CellHooks:
 
 _hooks: _CellHooks | None = None
 
+# Events the kernel's live memory timeline keeps in full (30 B each: 1.9 MiB); older ones merge into
+# the storages still alive then, so a long training run costs forgeviz the same after its first
+# few hundred steps as after thousands (``forgeviz.memory_trace(max_events=...)`` keeps more).
+LIVE_TIMELINE_EVENTS = 1 << 16
+
 
 def load(shell) -> None:
     global _hooks
@@ -93,7 +98,8 @@ def load(shell) -> None:
     session = get_session()
     session.install()
     session.describe_error = describe_failed_op  # shape errors are drawn after their cell (explain)
-    session.memory = make_tracker(fault=session.fault)  # seeded at the first cell it sees
+    # seeded at the first cell it sees; its history is bounded (older events merge, see LIVE_TIMELINE_EVENTS)
+    session.memory = make_tracker(max_events=LIVE_TIMELINE_EVENTS, fault=session.fault)
     _hooks = _CellHooks(shell)
     shell.events.register("pre_run_cell", _hooks.pre_run_cell)
     shell.events.register("post_run_cell", _hooks.post_run_cell)

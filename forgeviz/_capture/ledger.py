@@ -127,6 +127,9 @@ class StorageLedger(Protocol):
     def stats(self) -> LedgerStats:
         """Events held and merged away, live bytes and the peak."""
 
+    def own_bytes(self) -> int:
+        """The bytes the ledger holds for its own bookkeeping (events, tables), not the user's."""
+
     @property
     def ops(self) -> list[str]:
         """The op names the ``op`` column indexes."""

@@ -22,6 +22,7 @@ import array
 import functools
 import gc
 import itertools
+import time
 import warnings
 import weakref
 from collections import deque
@@ -34,6 +35,7 @@ from ..model import memory as m
 from .grads import NodeGone, iter_graph, node_id
 from .ledger import TYPECODES, LedgerFactory, StorageLedger, StorageRecord
 from .ledger_dispatch import DispatchLedger
+from .own import deep_bytes
 from .session import current_module_path, get_session
 from .source import source_line, user_location
 from .untraced import untraced
@@ -90,6 +92,7 @@ class MemoryTracker:
         self._claims: dict[int, tuple[str, list[tuple[int, int]]]] = {}
         self._gone: deque = deque()  # ids of claiming Nodes that died, to release
         self._gone_key = f"fv_claims_{next(_tracker_ids)}"  # its sentinel's key in a Node's metadata
+        self._own: tuple[float, Optional[int]] = (0.0, None)  # (when, bytes) of the last own_bytes()
 
     # --- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> "MemoryTracker":
@@ -216,6 +219,17 @@ class MemoryTracker:
         """Events ``[start, end)`` of each column as little-endian bytes (copies)."""
         return self.ledger.columns(start, end)
 
+    def own_bytes(self, max_age: float = 0.0) -> int:
+        """What forgeviz holds to draw this timeline: its ledger, and the tracker's own tables
+        (measured again when the last measure is older than ``max_age`` seconds: a walk of ~15 ms)."""
+        when, value = self._own
+        now = time.monotonic()
+        if value is None or now - when > max_age:
+            tables = [self._params, self._modules_seen, self._states_seen, self._claims, self.faults]
+            value = self.ledger.own_bytes() + deep_bytes(tables) + get_session().own_bytes()
+            self._own = (now, value)
+        return value
+
     def column_arrays(self) -> dict[str, array.array]:
         """Every event column as an ``array.array`` (a copy).
 
@@ -239,7 +253,7 @@ class MemoryTracker:
         s = self.ledger.stats()
         return m.MemoryTimeline(1, device, s.count, s.dropped, self.max_events, list(m.CATEGORIES), self.ops,
                                 self.modules, cells, s.peak_bytes, s.peak_time, s.live_bytes, self.baseline_bytes,
-                                message)
+                                message, own_bytes=self.own_bytes(max_age=2.0))
 
     def records(self) -> list[StorageRecord]:
         """What is known of every live tracked storage."""

@@ -13,6 +13,7 @@ from torch.overrides import TorchFunctionMode
 from . import native
 from .grads import BackwardRecorder, GradStore
 from .modules import ModuleStack
+from .own import deep_bytes
 from .source import user_location
 from .untraced import untraced
 
@@ -398,6 +399,12 @@ class CaptureSession:
                 callback()
             except Exception as exc:  # noqa: BLE001 - the user's backward result (or error) stands
                 self.fault(f"refreshing views after backward failed: {exc!r}")
+
+    def own_bytes(self) -> int:
+        """What the session holds for itself: the gradient records of each Node and leaf (the memory
+        trackers count their own)."""
+        store = self.store
+        return deep_bytes([store.nodes, store.leaves, store.dead, self.faults])
 
     def fault(self, message: str) -> None:
         """A failure inside forgeviz: logged and shown in views, never raised into the user's code."""

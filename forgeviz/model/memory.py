@@ -129,6 +129,7 @@ class MemoryTimeline:
     baseline_bytes: int  # bytes that already existed when tracking started (seeded)
     message: Optional[str]
     cuda: Optional[CudaState] = None  # a CUDA allocator history's own view, when the timeline is one
+    own_bytes: int = 0  # what forgeviz itself holds for this timeline and the graphs' gradient records
 
 
 @dataclass

@@ -495,6 +495,7 @@ export interface MemoryTimeline {
   baseline_bytes: number;
   message: string | null;
   cuda: CudaState | null;
+  own_bytes: number;
 }
 
 /** Asks what one storage is: shape, dtype, category, op, cell and line. */

@@ -472,6 +472,20 @@ int fv_release(void* handle, uint64_t ptr, int64_t sid) {
   return 1;
 }
 
+// The bytes this ledger holds for its own bookkeeping: the event columns (as allocated) and the
+// table of live storages (nodes and buckets, as libstdc++ lays them out).
+double fv_own_bytes(void* handle) {
+  std::lock_guard<std::mutex> guard(g->mutex);
+  const Ledger* l = as_ledger(handle);
+  const double columns = 4.0 * l->time.capacity() + 8.0 * l->bytes.capacity() + 4.0 * l->storage.capacity() +
+                         4.0 * l->node.capacity() + 2.0 * (l->op.capacity() + l->module.capacity() +
+                                                           l->cell.capacity() + l->line.capacity()) +
+                         l->action.capacity() + l->category.capacity();
+  const double live = (sizeof(void*) + sizeof(uint64_t) + sizeof(Live) + sizeof(size_t)) * l->live.size() +
+                      sizeof(void*) * l->live.bucket_count();
+  return columns + live + 8.0 * (l->cuts.capacity() + l->fresh.capacity()) + sizeof(Ledger);
+}
+
 // Events before `count` were sent to a view: later category changes must not rewrite them.
 void fv_publish(void* handle, int64_t count) {
   std::lock_guard<std::mutex> guard(g->mutex);

@@ -101,7 +101,8 @@ export function refreshText(ctx: MemoryContext): void {
   const live = store.totalAt(n - 1);
   ui.summary.textContent = n
     ? `peak ${bytesLabel(store.peakBytes)} · live ${bytesLabel(live)} · ${n.toLocaleString('en-US')} event${n === 1 ? '' : 's'}` +
-      (timeline?.cuda ? ` · reserved peak ${bytesLabel(timeline.cuda.peak_reserved)}` : '')
+      (timeline?.cuda ? ` · reserved peak ${bytesLabel(timeline.cuda.peak_reserved)}` : '') +
+      (timeline?.own_bytes ? ` · forgeviz ${bytesLabel(timeline.own_bytes)}` : '')
     : 'no events yet';
   ui.canvas.setAttribute(
     'aria-label',
