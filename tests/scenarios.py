@@ -66,3 +66,24 @@ def make_cnn(seed: int = 0) -> torch.nn.Module:
             return self.head(x.mean(dim=(2, 3)))
 
     return Net()
+
+
+# A long training loop in notebook cells (the small MLP, Adam, losses kept as floats): the bookkeeping
+# test and bench_bookkeeping.py run TRAIN_SETUP once, then TRAIN_100_STEPS again and again.
+TRAIN_SETUP = """\
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(),
+                            torch.nn.Linear(256, 10))
+opt = torch.optim.Adam(model.parameters())
+x, y = torch.randn(32, 256), torch.randn(32, 10)
+losses = []
+loss = torch.nn.functional.mse_loss(model(x), y)
+"""
+TRAIN_100_STEPS = """\
+for _ in range(100):
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    losses.append(loss.item())
+"""

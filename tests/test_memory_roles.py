@@ -27,6 +27,11 @@ def nbytes(tensors) -> int:
     return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}.values())
 
 
+def category_of(trace, t: torch.Tensor) -> str:
+    """The category the timeline gives ``t``'s storage now."""
+    return CATEGORIES[trace.tracker.ledger.lookup(t.untyped_storage().data_ptr()).category]
+
+
 def totals_are_exact(trace, leaves=(), graph_alive: bool = False) -> dict[str, int]:
     """Check the timeline against the records and a gc walk; return bytes by category.
 
@@ -54,19 +59,23 @@ def test_batchnorm_state_is_buffer_and_the_target_is_an_activation_only_while_sa
     bn = torch.nn.BatchNorm1d(1024).train()
     x, y = torch.randn(8, 1024), torch.randint(0, 1024, (8,))
     with forgeviz.memory_trace() as trace:
+        start = trace.bytes_by_category()  # "other": y, and whatever earlier tests left alive
         loss = F.cross_entropy(bn(x), y)
         during = totals_are_exact(trace, graph_alive=True)
+        y_during = category_of(trace, y)
         loss.backward()
         del loss
         after = totals_are_exact(trace, list(bn.parameters()))
+        y_after = category_of(trace, y)
         y_sid = next(r.sid for r in trace.tracker.records() if r.nbytes == 64 and r.shape == tuple(y.shape))
     assert trace.tracker.backend == backend
     buffers = nbytes(bn.buffers())
     assert buffers == 1024 * 4 * 2 + 8  # running mean, running var, num_batches_tracked
     assert during["buffer"] == after["buffer"] == buffers
-    assert during["activation"] >= y.untyped_storage().nbytes()  # the target, while NllLoss saves it
+    assert y_during == "activation" and during["activation"] >= y.untyped_storage().nbytes() == 64
     assert after["activation"] == 0
-    assert after["other"] == y.untyped_storage().nbytes() == 64  # the target went back to what it was
+    # the target went back to what it was (x, seeded as other too, is now the model's input)
+    assert y_after == "other" and after["other"] == start["other"] - x.untyped_storage().nbytes()
     assert after["parameter"] == nbytes(bn.parameters())
     assert after["gradient"] == nbytes(p.grad for p in bn.parameters())
     # going back is an event on the timeline, dated when the graph freed it
@@ -105,12 +114,15 @@ def test_a_graph_that_dies_without_backward_releases_its_activations(backend):
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Tanh(), torch.nn.Linear(64, 1))
     target = torch.randn(16, 1)
     with forgeviz.memory_trace() as trace:
+        start = trace.bytes_by_category()
         loss = F.mse_loss(model(torch.randn(16, 64)), target)
         assert totals_are_exact(trace, graph_alive=True)["activation"] > 0
+        assert category_of(trace, target) == "activation"
         del loss  # validation without no_grad, then the graph goes: its Nodes die
         after = totals_are_exact(trace)
+        assert category_of(trace, target) == "other"
     assert after["activation"] == 0
-    assert after["other"] == target.untyped_storage().nbytes()
+    assert after["other"] == start["other"]
 
 
 def test_retain_graph_keeps_activations_and_shared_saves_are_counted(backend):
@@ -119,13 +131,16 @@ def test_retain_graph_keeps_activations_and_shared_saves_are_counted(backend):
     shared = torch.randn(256)  # saved by both graphs below
     size = shared.untyped_storage().nbytes()
     with forgeviz.memory_trace() as trace:
+        start = trace.bytes_by_category()
         a = (w1 * shared).sum()
         b = (w2 * shared).sum()
         a.backward(retain_graph=True)
         assert totals_are_exact(trace, [w1], graph_alive=True)["activation"] == size  # a's graph holds it
         a.backward()
         assert totals_are_exact(trace, [w1], graph_alive=True)["activation"] == size  # b's graph holds it
+        assert category_of(trace, shared) == "activation"
         b.backward()
         after = totals_are_exact(trace, [w1, w2])
-    assert after["activation"] == 0 and after["other"] == 3 * size  # shared, and the leaves w1, w2
+        assert category_of(trace, shared) == "other"
+    assert after["activation"] == 0 and after["other"] == start["other"]
     assert torch.equal(w1.grad, 2 * shared) and torch.equal(w2.grad, shared)

@@ -69,6 +69,7 @@ class NativeLedger:
         self._modules: dict[str, int] = {}
         self._shapes: dict[int, tuple[tuple, str]] = {}  # storage id → (shape, dtype) where known
         self._node_names: dict[int, str] = {}
+        self._names_cap = 2 * _MAX_SHAPES  # prune the two tables above beyond this many
         self._files: dict[tuple[int, int], str] = {}  # (cell, line) → filename, to show the source
         self._cuts_seen = 0
         self._sites: list[tuple] = []  # (cell, module, line, op) to restore after a call
@@ -227,7 +228,7 @@ class NativeLedger:
     def _forget_old_names(self) -> None:
         """Keep the shapes and Node names of live storages and the most recent ones: a training run
         makes new storages and Nodes every step, and hovering a long-freed one may say less."""
-        if len(self._shapes) > _MAX_SHAPES or len(self._node_names) > _MAX_SHAPES:
+        if len(self._shapes) > self._names_cap or len(self._node_names) > self._names_cap:
             records = [rec for _, rec in self.live()]
             live = {rec.sid for rec in records}
             newest = max(self._shapes, default=0) - _MAX_SHAPES // 2
@@ -235,6 +236,8 @@ class NativeLedger:
             live = {rec.node for rec in records}
             newest = max(self._node_names, default=0) - _MAX_SHAPES // 2
             self._node_names = {n: v for n, v in self._node_names.items() if n in live or n >= newest}
+            # what stays is (mostly) alive: a graph of 10,000 saved storages must not prune at every op
+            self._names_cap = 2 * max(_MAX_SHAPES, len(self._shapes), len(self._node_names))
 
     # --- the ledger's totals and tables -----------------------------------------------------
     def own_bytes(self) -> int:
@@ -334,7 +337,7 @@ class NativeLedger:
             return None
         if node not in self._node_names:
             self._node_names[node] = grad_fn.name()
-            if len(self._node_names) > 2 * _MAX_SHAPES:  # a long loop that nobody reads meanwhile
+            if len(self._node_names) > self._names_cap:  # a long loop that nobody reads meanwhile
                 self._forget_old_names()
         self._remember_shape(sid, t)
         return key, sid
@@ -346,7 +349,7 @@ class NativeLedger:
         """The first tensor seen on a storage names its shape and dtype (the ledger knows bytes only)."""
         if sid not in self._shapes:
             self._shapes[sid] = (tuple(tensor.shape), dtype_name(tensor.dtype))
-            if len(self._shapes) > 2 * _MAX_SHAPES:
+            if len(self._shapes) > self._names_cap:
                 self._forget_old_names()
 
     def live(self) -> list[tuple[int, StorageRecord]]:

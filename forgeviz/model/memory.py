@@ -22,7 +22,7 @@ PARAMETER, BUFFER, OPTIMIZER_STATE, GRADIENT, ACTIVATION, INPUT, TEMPORARY, OTHE
 # Okabe–Ito per category (the views and the plotly export), and a pattern each, so that colour is
 # never the only cue.
 CATEGORY_COLORS = ["#0072B2", "#F0E442", "#CC79A7", "#D55E00", "#009E73", "#E69F00", "#56B4E9", "#999999"]
-CATEGORY_PATTERNS = ["solid", "checker", "diagonal", "dots", "backdiagonal", "horizontal", "vertical", "cross"]
+CATEGORY_PATTERNS = ["solid", "dashes", "diagonal", "dots", "backdiagonal", "horizontal", "vertical", "cross"]
 
 NO_ID = 0xFFFFFFFF  # "none" in a u32 column
 NO_SMALL = 0xFFFF  # "none" in a u16 column

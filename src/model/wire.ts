@@ -518,7 +518,7 @@ export const CATEGORIES = ["parameter", "buffer", "optimizer state", "gradient",
 
 export const CATEGORY_COLORS = ["#0072B2", "#F0E442", "#CC79A7", "#D55E00", "#009E73", "#E69F00", "#56B4E9", "#999999"] as const;
 
-export const CATEGORY_PATTERNS = ["solid", "checker", "diagonal", "dots", "backdiagonal", "horizontal", "vertical", "cross"] as const;
+export const CATEGORY_PATTERNS = ["solid", "dashes", "diagonal", "dots", "backdiagonal", "horizontal", "vertical", "cross"] as const;
 
 export const EVENT_COLUMNS = [["time", "float32"], ["bytes", "float64"], ["storage", "uint32"], ["node", "uint32"], ["op", "uint16"], ["module", "uint16"], ["cell", "uint16"], ["line", "uint16"], ["action", "uint8"], ["category", "uint8"]] as const;
 

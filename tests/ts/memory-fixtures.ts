@@ -111,6 +111,7 @@ export function timelineFor(n: number, extra: Partial<MemoryTimeline> = {}): Mem
   return {
     version: 1,
     device: 'cpu',
+    own_bytes: 0,
     count: n,
     dropped: 0,
     max_events: 1_000_000,

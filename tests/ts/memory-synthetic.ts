@@ -201,6 +201,7 @@ export function buildSynthetic(n: number, seed = 1, layers = 12): SyntheticTrace
   const timeline: MemoryTimeline = {
     version: 1,
     device: 'cpu',
+    own_bytes: 0,
     count: n,
     dropped: 0,
     max_events: Math.max(n, 1_000_000),

@@ -394,6 +394,12 @@ int fv_untrack(void* handle, uint64_t ptr, int64_t sid) {
   return 1;
 }
 
+// The live record at ptr, or null (g->mutex held).
+Live* live_at(Ledger* ledger, uint64_t ptr) {
+  auto it = ledger->live.find(ptr);
+  return it == ledger->live.end() ? nullptr : &it->second;
+}
+
 // Give r a new category. A hook learns some categories late (a gradient at the end of backward,
 // optimizer state after the step, an activation once its op returned) though they held from the
 // allocation on: when `late` and that allocation is recent, unpublished and r's only event, it is
@@ -420,9 +426,9 @@ void set_category(Ledger* ledger, Live& r, uint8_t category, bool late) {
 int64_t fv_recategorize(void* handle, uint64_t ptr, int category, uint32_t node, uint32_t only_from) {
   std::lock_guard<std::mutex> guard(g->mutex);
   Ledger* ledger = as_ledger(handle);
-  auto it = ledger->live.find(ptr);
-  if (it == ledger->live.end()) return -1;
-  Live& r = it->second;
+  Live* found = live_at(ledger, ptr);
+  if (found == nullptr) return -1;
+  Live& r = *found;
   const uint8_t own = r.claims ? r.own : r.category;
   if (only_from != 0 && !(only_from & (1u << own))) return r.sid;  // e.g. a parameter passed as input
   if (node != kNoId && r.node == kNoId) r.node = node;
@@ -443,9 +449,9 @@ int64_t fv_recategorize(void* handle, uint64_t ptr, int category, uint32_t node,
 int64_t fv_claim(void* handle, uint64_t ptr, uint32_t node, uint32_t claimable, int activation) {
   std::lock_guard<std::mutex> guard(g->mutex);
   Ledger* ledger = as_ledger(handle);
-  auto it = ledger->live.find(ptr);
-  if (it == ledger->live.end()) return -1;
-  Live& r = it->second;
+  Live* found = live_at(ledger, ptr);
+  if (found == nullptr) return -1;
+  Live& r = *found;
   ledger->claimable = claimable;
   if (r.claims) {
     ++r.claims;

@@ -276,11 +276,14 @@ export function stateIndexAt(store: MemoryStore, mode: XMode, u: number): number
 // ---- painting -------------------------------------------------------------------------------
 
 /** Draw one pattern tile's lines (tile is ``size`` px square). */
-function patternLines(kind: PatternKind, size: number): [number, number, number, number][] | 'dots' | 'checker' | null {
+function patternLines(kind: PatternKind, size: number): [number, number, number, number][] | 'dots' | null {
   const z = size;
   switch (kind) {
-    case 'checker':
-      return 'checker';
+    case 'dashes':
+      return [
+        [0, z / 4, z / 2, z / 4],
+        [z / 2, (3 * z) / 4, z, (3 * z) / 4]
+      ];
     case 'diagonal':
       return [
         [0, z, z, 0],
@@ -336,9 +339,6 @@ export function canvasPatterns(doc: Document, theme: Theme, dpr: number): (Canva
       t.beginPath();
       t.arc(TILE / 2, TILE / 2, 1.3, 0, Math.PI * 2);
       t.fill();
-    } else if (lines === 'checker') {
-      t.fillRect(0, 0, TILE / 4, TILE / 4);
-      t.fillRect(TILE / 2, TILE / 2, TILE / 4, TILE / 4);
     } else {
       t.beginPath();
       for (const [a, b, c2, d] of lines) {
@@ -583,9 +583,6 @@ export function svgPatterns(doc: Document, prefix: string, theme: Theme, only = 
     pat.appendChild(s(doc, 'rect', { width: TILE, height: TILE, fill: color }));
     if (lines === 'dots') {
       pat.appendChild(s(doc, 'circle', { cx: TILE / 2, cy: TILE / 2, r: 1.3, fill: theme.ink }));
-    } else if (lines === 'checker') {
-      const q = TILE / 4;
-      pat.appendChild(s(doc, 'path', { d: `M0 0h${q}v${q}h-${q}zM${2 * q} ${2 * q}h${q}v${q}h-${q}z`, fill: theme.ink }));
     } else {
       pat.appendChild(s(doc, 'path', { d: lines.map(([a, b, c2, d]) => `M${a} ${b}L${c2} ${d}`).join(''), stroke: theme.ink, 'stroke-width': 1, fill: 'none' }));
     }
