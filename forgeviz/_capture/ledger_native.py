@@ -225,10 +225,12 @@ class NativeLedger:
             self._cuts_seen += 1
         self._forget_old_names()
 
-    def _forget_old_names(self) -> None:
+    def _forget_old_names(self, hot: bool = False) -> None:
         """Keep the shapes and Node names of live storages and the most recent ones: a training run
-        makes new storages and Nodes every step, and hovering a long-freed one may say less."""
-        if len(self._shapes) > self._names_cap or len(self._node_names) > self._names_cap:
+        makes new storages and Nodes every step, and hovering a long-freed one may say less. On the
+        ``hot`` path (an op) only past twice what stayed last time; when a view reads, past that."""
+        cap = self._names_cap if hot else self._names_cap // 2
+        if len(self._shapes) > cap or len(self._node_names) > cap:
             records = [rec for _, rec in self.live()]
             live = {rec.sid for rec in records}
             newest = max(self._shapes, default=0) - _MAX_SHAPES // 2
@@ -338,7 +340,7 @@ class NativeLedger:
         if node not in self._node_names:
             self._node_names[node] = grad_fn.name()
             if len(self._node_names) > self._names_cap:  # a long loop that nobody reads meanwhile
-                self._forget_old_names()
+                self._forget_old_names(hot=True)
         self._remember_shape(sid, t)
         return key, sid
 
@@ -350,7 +352,7 @@ class NativeLedger:
         if sid not in self._shapes:
             self._shapes[sid] = (tuple(tensor.shape), dtype_name(tensor.dtype))
             if len(self._shapes) > self._names_cap:
-                self._forget_old_names()
+                self._forget_old_names(hot=True)
 
     def live(self) -> list[tuple[int, StorageRecord]]:
         cap = 256

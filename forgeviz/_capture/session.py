@@ -96,6 +96,27 @@ def _roots_of_backward(func, args, kwargs) -> list:
     return roots
 
 
+_BACKWARD_PARAMS = {  # each backward function's leading parameters, in order
+    torch.Tensor.backward: ("self", "gradient", "retain_graph", "create_graph", "inputs"),
+    torch.autograd.backward: ("tensors", "grad_tensors", "retain_graph", "create_graph", "grad_variables", "inputs"),
+    torch.autograd.grad: ("outputs", "inputs", "grad_outputs", "retain_graph", "create_graph"),
+}
+
+
+def _frees_saved(func, args, kwargs) -> Optional[bool]:
+    """Whether a backward that returns will have freed the saved tensors of every Node reachable from
+    its roots (True), of none (False: ``retain_graph``), or of some (None: ``inputs=`` or ``grad``).
+
+    >>> _frees_saved(torch.Tensor.backward, (None,), {}), _frees_saved(torch.Tensor.backward, (None, None, True), {})
+    (True, False)
+    """
+    bound = dict(zip(_BACKWARD_PARAMS[func], args), **kwargs)
+    retain = bound.get("retain_graph")
+    if retain if retain is not None else bound.get("create_graph", False):
+        return False
+    return None if func is torch.autograd.grad or bound.get("inputs") is not None else True
+
+
 class _TagMode(TorchFunctionMode):
     """Tags each new ``grad_fn`` with the op, its source line and module; arms backward hooks."""
 
@@ -122,13 +143,16 @@ class _TagMode(TorchFunctionMode):
         session = self.session
         if func in _BACKWARD_FUNCS and (session.record_grads or session.traces):
             watch = session.backward_begins(func, args, kwargs)
+            returned = False
             try:  # called here, not in a helper: a failing backward's traceback gets one forgeviz frame
-                return func(*args, **kwargs)  # your backward runs here; forgeviz only watches (errors are torch's)
+                out = func(*args, **kwargs)  # your backward runs here; forgeviz only watches (errors are torch's)
+                returned = True
+                return out
             except BaseException:
                 args = kwargs = None  # the traceback keeps this frame, not the graph it was asked to run
                 raise
             finally:
-                session.backward_ends(watch)
+                session.backward_ends(watch, returned)
                 watch = None  # nor the Nodes it watched
         try:
             out = func(*args, **kwargs)  # your torch op runs here; forgeviz only watches (errors are torch's)
@@ -367,18 +391,22 @@ class CaptureSession:
             self.fault(f"arming gradient hooks failed: {exc!r}")
         sites = [t for t in self.traces if t.wants_sites]
         claims = []
+        frees = None
         for tracker in self.traces:
             try:
                 if tracker in sites:  # the backward's allocations happen in C++, on behalf of this line
                     tracker.set_site(user_location(3))
-                claims.append((tracker, tracker.before_backward(roots)))
+                if not claims:
+                    frees = _frees_saved(func, args, kwargs)
+                if frees is not False:  # (retain_graph: the Nodes keep what they saved)
+                    claims.append((tracker, tracker.before_backward(roots)))
             except Exception as exc:  # noqa: BLE001 - the backward runs regardless
                 self.fault(f"preparing the memory timeline for backward failed: {exc!r}")
-        return finish, sites, claims
+        return finish, sites, claims, frees
 
-    def backward_ends(self, watch: tuple) -> None:
-        """The backward armed by :meth:`backward_begins` returned or raised; never raises."""
-        finish, sites, claims = watch
+    def backward_ends(self, watch: tuple, returned: bool) -> None:
+        """The backward armed by :meth:`backward_begins` returned (or raised); never raises."""
+        finish, sites, claims, frees = watch
         for tracker in sites:
             try:
                 tracker.set_site(None)
@@ -386,7 +414,7 @@ class CaptureSession:
                 self.fault(f"closing the backward's memory site failed: {exc!r}")
         for tracker, nodes in claims:
             try:
-                tracker.after_backward(nodes)
+                tracker.after_backward(nodes, freed_all=returned and frees is True)
             except Exception as exc:  # noqa: BLE001 - the user's backward result (or error) stands
                 self.fault(f"releasing freed activations failed: {exc!r}")
         if finish is not None:
