@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from labdriver import ARTIFACTS, LabNotebook, write_notebook
@@ -39,6 +41,8 @@ def test_m3_timeline_hover_names_cell_and_category(page, lab):
     assert int(root.get_attribute("data-fv-events")) > 0
     present = out.locator('.fv-mem-legend-item[data-category="activation"]').get_attribute("data-present")
     assert present == "true"
+    # the summary says what forgeviz itself holds for this timeline (its events, tables, records)
+    assert re.search(r"· forgeviz \d+(\.\d+)? (B|KiB|MiB)$", out.locator(".fv-mem-summary").text_content())
     out.screenshot(path=str(ARTIFACTS / "memory-light.png"))
 
     out.scroll_into_view_if_needed()
