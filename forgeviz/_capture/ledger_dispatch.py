@@ -17,7 +17,7 @@ from torch.utils._pytree import tree_flatten
 
 from ..model import memory as m
 from .ledger import CLAIMABLE, TYPECODES, LedgerStats, StorageRecord, intern
-from .own import deep_bytes
+from .own import FINALIZER_BYTES, deep_bytes
 from .session import current_module_path
 from .source import cell_number, user_location
 from .summary import dtype_name
@@ -189,7 +189,8 @@ class DispatchLedger:
     def own_bytes(self) -> int:
         """What this ledger holds for itself: its event columns, records and finalizers."""
         columns = sum(col.buffer_info()[1] * col.itemsize for col in self._columns.values())
-        return columns + deep_bytes([self._live, self._ops, self._modules, self.cells]) + 200 * len(self._finalizers)
+        tables = deep_bytes([self._live, self._ops, self._modules, self.cells])
+        return columns + tables + FINALIZER_BYTES * len(self._finalizers)
 
     def live(self) -> list[tuple[int, StorageRecord]]:
         return list(self._live.items())

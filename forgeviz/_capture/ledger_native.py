@@ -25,7 +25,7 @@ import torch
 from ..model import memory as m
 from . import native
 from .ledger import CLAIMABLE, LedgerStats, StorageRecord, intern
-from .own import deep_bytes
+from .own import FINALIZER_BYTES, deep_bytes
 from .session import current_module_path
 from .source import cell_number, user_location
 from .summary import dtype_name
@@ -246,7 +246,7 @@ class NativeLedger:
         """What this ledger holds for itself: its C++ columns and tables, and its Python tables."""
         tables = [self._shapes, self._node_names, self._files, self._modules, self._op_ids, self._where_cache,
                   self._packed, self.cells]
-        return int(self._lib.fv_own_bytes(self._h)) + deep_bytes(tables) + 200 * len(self._finalizers)
+        return int(self._lib.fv_own_bytes(self._h)) + deep_bytes(tables) + FINALIZER_BYTES * len(self._finalizers)
 
     def stats(self) -> LedgerStats:
         out = (ctypes.c_double * 5)()

@@ -288,8 +288,8 @@ class MemoryTracker:
                 out[p.untyped_storage().data_ptr()] = m.PARAMETER
                 if p.grad is not None:
                     out[p.grad.untyped_storage().data_ptr()] = m.GRADIENT
-        for module in (ref() for ref in list(self._modules_seen.values())):
-            for b in module.buffers(recurse=False) if module is not None else ():
+        for module in (ref() for ref in list(self._modules_seen.values())):  # (a root's submodules too)
+            for b in module.buffers() if module is not None else ():
                 if b.device.type == device_type:
                     out[b.untyped_storage().data_ptr()] = m.BUFFER
         return out

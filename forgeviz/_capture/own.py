@@ -8,6 +8,8 @@ from typing import Iterable
 import torch
 
 _ATOMS = (int, float, str, bytes, bool, type(None))
+# An estimate of one weakref.finalize with its registry entry, which the walk cannot see into.
+FINALIZER_BYTES = 200
 
 
 def deep_bytes(roots: Iterable[object], limit: int = 200_000) -> int:

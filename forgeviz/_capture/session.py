@@ -77,14 +77,25 @@ _REFLECTED = {"add", "sub", "mul", "matmul", "truediv", "floordiv", "pow", "mod"
               "rshift", "div"}
 
 
+_BACKWARD_PARAMS = {  # each backward function's leading parameters, in order
+    torch.Tensor.backward: ("self", "gradient", "retain_graph", "create_graph", "inputs"),
+    torch.autograd.backward: ("tensors", "grad_tensors", "retain_graph", "create_graph", "grad_variables", "inputs"),
+    torch.autograd.grad: ("outputs", "inputs", "grad_outputs", "retain_graph", "create_graph"),
+}
+
+
+def _backward_arguments(func, args, kwargs) -> dict:
+    """A backward function's arguments by parameter name (the leading ones, and any keyword).
+
+    >>> _backward_arguments(torch.autograd.grad, ("out", "inp"), {"retain_graph": True})["inputs"]
+    'inp'
+    """
+    return dict(zip(_BACKWARD_PARAMS[func], args), **kwargs)
+
+
 def _roots_of_backward(func, args, kwargs) -> list:
     """The Nodes a backward/grad call starts from."""
-    if func is torch.Tensor.backward:
-        outputs = args[0] if args else kwargs.get("self")
-    elif func is torch.autograd.grad:
-        outputs = args[0] if args else kwargs.get("outputs")
-    else:
-        outputs = args[0] if args else kwargs.get("tensors")
+    outputs = _backward_arguments(func, args, kwargs).get(_BACKWARD_PARAMS[func][0])
     if isinstance(outputs, (torch.Tensor, torch.autograd.graph.GradientEdge)):
         outputs = [outputs]
     roots = []
@@ -96,13 +107,6 @@ def _roots_of_backward(func, args, kwargs) -> list:
     return roots
 
 
-_BACKWARD_PARAMS = {  # each backward function's leading parameters, in order
-    torch.Tensor.backward: ("self", "gradient", "retain_graph", "create_graph", "inputs"),
-    torch.autograd.backward: ("tensors", "grad_tensors", "retain_graph", "create_graph", "grad_variables", "inputs"),
-    torch.autograd.grad: ("outputs", "inputs", "grad_outputs", "retain_graph", "create_graph"),
-}
-
-
 def _frees_saved(func, args, kwargs) -> Optional[bool]:
     """Whether a backward that returns will have freed the saved tensors of every Node reachable from
     its roots (True), of none (False: ``retain_graph``), or of some (None: ``inputs=`` or ``grad``).
@@ -110,7 +114,7 @@ def _frees_saved(func, args, kwargs) -> Optional[bool]:
     >>> _frees_saved(torch.Tensor.backward, (None,), {}), _frees_saved(torch.Tensor.backward, (None, None, True), {})
     (True, False)
     """
-    bound = dict(zip(_BACKWARD_PARAMS[func], args), **kwargs)
+    bound = _backward_arguments(func, args, kwargs)
     retain = bound.get("retain_graph")
     if retain if retain is not None else bound.get("create_graph", False):
         return False
@@ -392,12 +396,14 @@ class CaptureSession:
         sites = [t for t in self.traces if t.wants_sites]
         claims = []
         frees = None
+        try:
+            frees = _frees_saved(func, args, kwargs) if self.traces else None
+        except Exception as exc:  # noqa: BLE001 - each claiming Node is then asked after the backward
+            self.fault(f"reading the backward's arguments failed: {exc!r}")
         for tracker in self.traces:
             try:
                 if tracker in sites:  # the backward's allocations happen in C++, on behalf of this line
                     tracker.set_site(user_location(3))
-                if not claims:
-                    frees = _frees_saved(func, args, kwargs)
                 if frees is not False:  # (retain_graph: the Nodes keep what they saved)
                     claims.append((tracker, tracker.before_backward(roots)))
             except Exception as exc:  # noqa: BLE001 - the backward runs regardless
