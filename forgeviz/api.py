@@ -13,7 +13,7 @@ from ._capture.names import NameIndex
 from ._capture.session import CaptureSession, get_session
 from ._capture.source import names_by_identity
 from ._capture.strides import accepts
-from ._capture.walk import is_node
+from ._capture.walk import MAX_NODES, is_node
 from .widgets.broadcast import BroadcastWidget
 from .widgets.graph import GraphWidget
 from .widgets.strides import StridesWidget
@@ -36,11 +36,14 @@ def _user_namespace(depth: int) -> Mapping[str, object]:
     return frame.f_globals
 
 
-def graph(*tensors_or_nodes, namespace: Optional[Mapping[str, object]] = None) -> GraphWidget:
+def graph(*tensors_or_nodes, namespace: Optional[Mapping[str, object]] = None,
+          max_nodes: int = MAX_NODES) -> GraphWidget:
     """A live widget of the autograd graph reachable from the given tensors or Nodes.
 
     Leaves are named after your variables, parameters after ``named_parameters``, and ops are
-    grouped by module. Gradients appear after ``backward()`` runs under forgeviz.
+    grouped by module: a graph of more than 50 Nodes opens folded, one box per module, with
+    repeated blocks stacked. Gradients appear after ``backward()`` runs under forgeviz. A graph of
+    more than ``max_nodes`` Nodes is cut to those nearest the output, and the view says so.
 
     >>> import torch, forgeviz
     >>> x = torch.tensor([2.], requires_grad=True)
@@ -56,9 +59,11 @@ def graph(*tensors_or_nodes, namespace: Optional[Mapping[str, object]] = None) -
                 "forgeviz.graph() accepts torch.Tensor, autograd Node (a tensor's .grad_fn) or "
                 f"GradientEdge arguments; got {type(value).__name__}: {value!r:.60}"
             )
+    if not isinstance(max_nodes, int) or isinstance(max_nodes, bool) or max_nodes < 1:
+        raise ValueError(f"forgeviz.graph(max_nodes=...) expects a positive int, got {max_nodes!r}")
     if namespace is None:
         namespace = _user_namespace(1)
-    return GraphWidget(tensors_or_nodes, get_session(), _names, namespace)
+    return GraphWidget(tensors_or_nodes, get_session(), _names, namespace, max_nodes)
 
 
 def strides(*tensors, names: Optional[Sequence[str]] = None) -> StridesWidget:

@@ -48,15 +48,15 @@ def to_digraph(graph: Graph) -> graphviz.Digraph:
     """Build a ``graphviz.Digraph`` of the model graph, clusters nested by module path.
 
     >>> from forgeviz.model.graph import Graph
-    >>> to_digraph(Graph(1, [], [], [], [], "", None, 0)).source.startswith("digraph")
+    >>> to_digraph(Graph(1, [], [], [], [], [], None, 0, 0, None)).source.startswith("digraph")
     True
     """
     dot = graphviz.Digraph("forgeviz", graph_attr=_GRAPH_ATTRS, node_attr=_NODE_ATTRS, edge_attr=_EDGE_ATTRS)
     nodes = {n.id: n for n in graph.nodes}
     children: dict[str | None, list] = {}
-    for cluster in graph.clusters:
-        children.setdefault(cluster.parent, []).append(cluster)
-    clustered = {nid for c in graph.clusters for nid in c.nodes}
+    for module in graph.modules:
+        children.setdefault(module.parent, []).append(module)
+    clustered = {nid for m in graph.modules for nid in m.nodes}
     # Number clusters in a stable order so the DOT is deterministic.
     counter = iter(range(1_000_000))
 
@@ -92,7 +92,7 @@ def to_dot(graph: Graph) -> str:
     """The DOT source of a model graph (no ``dot`` binary needed).
 
     >>> from forgeviz.model.graph import Graph
-    >>> "digraph forgeviz" in to_dot(Graph(1, [], [], [], [], "", None, 0))
+    >>> "digraph forgeviz" in to_dot(Graph(1, [], [], [], [], [], None, 0, 0, None))
     True
     """
     return to_digraph(graph).source

@@ -87,3 +87,77 @@ for _ in range(100):
     opt.step()
     losses.append(loss.item())
 """
+
+
+# GPT-2-small's shape, written by hand (no transformers on CPU): the graph-scale tests, the browser
+# test and bench_graph_scale.py build it. ``n_layer`` blocks of width ``d`` with ``n_head`` heads.
+GPT2_SOURCE = """\
+import math
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Attention(nn.Module):
+    def __init__(self, d, n_head):
+        super().__init__()
+        self.n_head = n_head
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.c_proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class MLP(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.c_fc = nn.Linear(d, 4 * d)
+        self.c_proj = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
+
+
+class Block(nn.Module):
+    def __init__(self, d, n_head):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d)
+        self.attn = Attention(d, n_head)
+        self.ln_2 = nn.LayerNorm(d)
+        self.mlp = MLP(d)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab=1024, seq=64, d=768, n_layer=12, n_head=12):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(seq, d)
+        self.h = nn.ModuleList(Block(d, n_head) for _ in range(n_layer))
+        self.ln_f = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, idx):
+        pos = torch.arange(idx.shape[1])
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.h:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+"""
+
+
+def make_gpt2(n_layer: int = 12, d: int = 768, n_head: int = 12, vocab: int = 1024, seq: int = 64,
+              seed: int = 0) -> torch.nn.Module:
+    """GPT-2-small's shape (12 blocks, d=768) with a small vocabulary; see GPT2_SOURCE."""
+    namespace: dict = {}
+    exec(compile(GPT2_SOURCE, "<gpt2>", "exec"), namespace)  # noqa: S102 - our own source, above
+    torch.manual_seed(seed)
+    return namespace["GPT"](vocab=vocab, seq=seq, d=d, n_layer=n_layer, n_head=n_head)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import weakref
 
@@ -12,6 +13,7 @@ import forgeviz
 from forgeviz._capture.grads import iter_graph
 from forgeviz._capture.session import get_session
 from forgeviz._capture.walk import NO_HISTORY
+from forgeviz.export import to_dot
 
 from scenarios import S1, by_label, make_cnn
 
@@ -31,6 +33,19 @@ def independent_walk(root):
                     nxt_frontier.append(parent)
         frontier = nxt_frontier
     return nodes, edges
+
+
+def merged_nodes(widget) -> list[dict]:
+    """The Nodes as the browser has them: the graph trait with the last state trait applied."""
+    state = widget.state
+    by_id = dict(zip(state["ids"], zip(state["grad_passes"], state["grad_briefs"])))
+    nodes = []
+    for node in widget.graph["nodes"]:
+        passes, brief = by_id.get(node["id"], (0, None))
+        nodes.append({**node, "grad_passes": passes, "grad_brief": brief, "freed": node["id"] in state["freed"],
+                      "nonfinite": node["id"] in state["nonfinite"],
+                      "first_nonfinite": node["id"] in state["first_nonfinite"]})
+    return nodes
 
 
 def test_s1_per_node_gradients_equal_torch(nb):
@@ -106,14 +121,15 @@ def test_counts_equal_an_independent_walk_on_a_cnn(nb):
     convs = [n for n in graph.nodes if n.op == "conv2d"]
     assert sorted(n.module_path for n in convs) == sorted(
         ["stem", "layer1.0.conv1", "layer1.0.conv2", "layer1.1.conv1", "layer1.1.conv2"])
-    cluster_ids = {c.id for c in graph.clusters}
-    assert {"model", "model.layer1", "model.layer1.0", "model.layer1.0.conv1"} <= cluster_ids
-    conv1 = next(c for c in graph.clusters if c.id == "model.layer1.0.conv1")
+    module_ids = {m.id for m in graph.modules}
+    assert {"model", "model.layer1", "model.layer1.0", "model.layer1.0.conv1"} <= module_ids
+    conv1 = next(m for m in graph.modules if m.id == "model.layer1.0.conv1")
     assert conv1.parent == "model.layer1.0" and conv1.label == "layer1.0.conv1 · Conv2d"
     members = {nid for nid in conv1.nodes}
     weight = by_label(graph, "layer1.0.conv1.weight")
     assert weight.id in members and any(n.id in members and n.op == "conv2d" for n in graph.nodes)
-    assert 'subgraph cluster_' in graph.dot and 'label="layer1.0.conv1 · Conv2d"' in graph.dot
+    dot = to_dot(graph)
+    assert 'subgraph cluster_' in dot and 'label="layer1.0.conv1 · Conv2d"' in dot
 
 
 def test_ten_thousand_op_chain_needs_no_recursion(nb):
@@ -132,11 +148,16 @@ def test_graph_updates_after_backward_without_rerunning_its_cell(nb):
     assert by_label(widget.model, "x").grad_brief is None
     assert not any(n["freed"] for n in before["nodes"])
     nb.ok("loss.backward()")  # another cell: the widget refreshes at post_run_cell
-    after = {n["label"]: n for n in widget.graph["nodes"]}
+    assert widget.graph is before  # the structure is not sent again: only the state is
+    after = {n["label"]: n for n in merged_nodes(widget)}
     assert after["x"]["grad_brief"] == "64" and after["y"]["grad_brief"] == "32"
     assert after["z"]["freed"] and after["loss"]["freed"]  # Mul and Pow saved tensors, now freed
     assert not after["w"]["has_saved"] and not after["w"]["freed"]  # Add saves nothing
-    assert widget.graph["backward_passes"] > before["backward_passes"]
+    assert widget.state["backward_passes"] > before["backward_passes"]
+    # What the browser makes of the graph and the state is what the kernel holds.
+    model = {n.id: n for n in widget.model.nodes}
+    for node in merged_nodes(widget):
+        assert node == dataclasses.asdict(model[node["id"]])
 
 
 def test_second_backward_raises_torch_error_and_view_shows_freed(nb):
@@ -262,7 +283,7 @@ def test_dot_export_is_a_graphviz_digraph_of_the_same_graph(nb):
     nb.ok(S1)
     widget = nb.ok("forgeviz.graph(loss)")
     dot = widget.to_dot()
-    assert dot == widget.model.dot == request(widget, {"type": "dot", "request_id": 1})["dot"]
+    assert dot == request(widget, {"type": "dot", "request_id": 1})["dot"]
     assert dot.startswith("digraph forgeviz {")
     for node in widget.model.nodes:
         assert f"n{node.id} [label=" in dot

@@ -16,6 +16,7 @@ from typing import Callable, Iterable, Optional
 import torch
 
 from ..model.graph import GradRecord, TensorSummary
+from .chain import LOCAL_DERIVATIVES, local_derivatives
 from .summary import DeferredSummaries, summarize
 
 log = logging.getLogger("forgeviz")
@@ -60,6 +61,8 @@ def has_nonfinite(summaries: Iterable[Optional[TensorSummary]]) -> bool:
 class NodeGrads:
     records: list[GradRecord] = field(default_factory=list)
     first_nonfinite_pass: Optional[int] = None  # the pass in which this node was the first non-finite one
+    # (backward index, per input the local derivative's values) of a small elementwise Node's last pass
+    local: Optional[tuple[int, list]] = None
 
 
 @dataclass
@@ -181,7 +184,8 @@ class BackwardRecorder:
         for node in iter_graph(roots):
             nid = node_id(node)
             self.store.watch(node, nid)
-            hook = self._make_hook(nid, backward_index, state)
+            chain = node if node.name() in LOCAL_DERIVATIVES else None
+            hook = self._make_hook(nid, backward_index, state, chain)
             if type(node).__name__ == "AccumulateGrad":
                 hook = self._make_leaf_hook(node, hook, state)
             handles.append(node.register_hook(hook))
@@ -212,7 +216,8 @@ class BackwardRecorder:
         cache[id(grad)] = (weakref.ref(grad), summary, grad._version)
         return summary
 
-    def _make_hook(self, nid: int, backward_index: int, state: dict):
+    def _make_hook(self, nid: int, backward_index: int, state: dict, chain_node=None):
+        """``chain_node``: an elementwise Node whose local derivatives are kept too (see chain.py)."""
         def hook(grad_inputs, grad_outputs):
             # A fault here must never break the user's backward: record it and move on.
             try:
@@ -221,7 +226,11 @@ class BackwardRecorder:
                     [self._summary(g, state) for g in grad_outputs],
                     [self._summary(g, state) for g in grad_inputs],
                 )
-                state["recorded"].append((self.store.add(nid, record), record))
+                entry = self.store.add(nid, record)
+                state["recorded"].append((entry, record))
+                if chain_node is not None:  # its saved tensors live until this hook returns
+                    local = local_derivatives(chain_node, grad_outputs[0] if grad_outputs else None)
+                    entry.local = (backward_index, local) if local is not None else None
             except Exception as exc:  # noqa: BLE001 - reported, never raised into torch
                 self.on_fault(f"recording gradients failed: {exc!r}")
         return hook

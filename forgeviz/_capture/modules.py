@@ -66,6 +66,11 @@ class ModuleStack:
             self.parameters.add_module(root)
         return paths
 
+    def root(self, root_id: int) -> Optional[torch.nn.Module]:
+        """The root module with this id, while it lives (and was seen in a forward)."""
+        ref = self._roots.get(root_id)
+        return ref() if ref is not None else None
+
     def root_type(self, root_id: int) -> Optional[str]:
         root = self._roots.get(root_id)
         module = root() if root is not None else None

@@ -121,6 +121,29 @@ def _frees_saved(func, args, kwargs) -> Optional[bool]:
     return None if func is torch.autograd.grad or bound.get("inputs") is not None else True
 
 
+_next_sequence_nr = torch._C._autograd._get_sequence_nr  # the number the next Node made on this thread gets
+
+
+def _tag_inner_nodes(grad_fn, tag: tuple, first_new: int) -> None:
+    """Give ``tag`` to the untagged Nodes behind ``grad_fn`` that its op created (numbered from
+    ``first_new``): the ``TBackward0`` and ``AddmmBackward0`` inside a linear on 3-D input, say.
+
+    A Node made before the op (a leaf's ``AccumulateGrad`` is numbered past every op) stops the walk.
+    """
+    end = _next_sequence_nr()
+    if end - first_new <= 1:  # the op made one Node, its output's: the common case costs this check
+        return
+    todo = [grad_fn]
+    while todo:
+        for child, _ in todo.pop().next_functions:
+            if child is None or not first_new <= child._sequence_nr() < end:
+                continue
+            meta = child.metadata
+            if "fv_op" not in meta:
+                meta["fv_op"] = tag
+                todo.append(child)
+
+
 class _TagMode(TorchFunctionMode):
     """Tags each new ``grad_fn`` with the op, its source line and module; arms backward hooks."""
 
@@ -158,6 +181,7 @@ class _TagMode(TorchFunctionMode):
             finally:
                 session.backward_ends(watch, returned)
                 watch = None  # nor the Nodes it watched
+        first_new = _next_sequence_nr()  # Nodes this op creates are numbered from here (this thread)
         try:
             out = func(*args, **kwargs)  # your torch op runs here; forgeviz only watches (errors are torch's)
         except BaseException as exc:
@@ -177,7 +201,7 @@ class _TagMode(TorchFunctionMode):
                 except Exception as exc:  # noqa: BLE001 - the user's op has run: its result is returned regardless
                     session.fault(f"linking memory to its op and node failed: {exc!r}")
         try:
-            session.tag(func, out, where)
+            session.tag(func, out, where, first_new)
         except Exception as exc:  # noqa: BLE001 - a forgeviz fault never breaks the user's op
             session.fault(f"tagging {getattr(func, '__name__', func)} failed: {exc!r}")
         return out
@@ -349,24 +373,28 @@ class CaptureSession:
                 self.uninstall()
 
     # --- capture ---------------------------------------------------------------------------
-    def tag(self, func, out, where: Optional[tuple] = None) -> None:
-        if isinstance(out, torch.Tensor):
-            self._tag_tensor(func, out, where)
-        elif isinstance(out, (tuple, list)):
-            for item in out:
-                if isinstance(item, torch.Tensor):
-                    self._tag_tensor(func, item, where)
+    def tag(self, func, out, where: Optional[tuple] = None, first_new: Optional[int] = None) -> None:
+        """Tag the Nodes ``func`` created with the op, its line and the running module.
 
-    def _tag_tensor(self, func, tensor: torch.Tensor, where: Optional[tuple] = None) -> None:
-        grad_fn = tensor.grad_fn
-        if grad_fn is None:
-            return
-        meta = grad_fn.metadata
-        if "fv_op" in meta:
-            return
-        op, qualname = _op_name(func)
-        filename, line = where or user_location(4)
-        meta["fv_op"] = (op, qualname, filename, line, self.modules.current())
+        ``first_new`` is the autograd sequence number before the op ran (``_next_sequence_nr()``): a
+        composite op (linear on 3-D input, attention) makes several Nodes, and only its outputs'
+        ``grad_fn`` reach the mode; the others are found walking back from those, among the Nodes
+        numbered since.
+        """
+        tensors = [out] if isinstance(out, torch.Tensor) else (
+            [t for t in out if isinstance(t, torch.Tensor)] if isinstance(out, (tuple, list)) else [])
+        tag = None
+        for tensor in tensors:
+            grad_fn = tensor.grad_fn
+            if grad_fn is None or "fv_op" in grad_fn.metadata:
+                continue
+            if tag is None:
+                op, qualname = _op_name(func)
+                filename, line = where or user_location(3)
+                tag = (op, qualname, filename, line, self.modules.current())
+            grad_fn.metadata["fv_op"] = tag
+            if first_new is not None:
+                _tag_inner_nodes(grad_fn, tag, first_new)
 
     def note_error(self, func, args, kwargs, exc: RuntimeError) -> None:
         """Remember the shapes of an op that raised a shape error, to draw it after the cell."""

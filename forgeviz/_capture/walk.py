@@ -11,21 +11,27 @@ import torch
 
 from ..model.graph import (
     WIRE_VERSION,
-    Cluster,
+    ChainTerm,
     Edge,
     GradContribution,
     Graph,
+    GraphState,
+    Module,
+    ModuleDetail,
     Node,
     NodeDetail,
+    ParameterRow,
     SavedValue,
     TensorMeta,
     shape_times_text,
 )
-from .grads import has_nonfinite, iter_graph, node_id
+from .chain import formulas
+from .grads import has_nonfinite, node_id
+from .module_tree import ModuleTree, leaf_norm
 from .names import NameIndex, node_names
 from .session import CaptureSession
 from .source import cell_number, source_line
-from .summary import brief, dtype_name, summarize
+from .summary import brief, dtype_name, summarize, wire_float
 
 NO_HISTORY = "no autograd history (requires_grad=False)"
 _saved_attrs_by_type: dict[type, list[str]] = {}
@@ -104,8 +110,38 @@ def is_node(value: object) -> bool:
     return isinstance(value, torch.autograd.graph.Node)
 
 
-def build_graph(roots: list, session: CaptureSession, names: NameIndex, message: Optional[str] = None) -> LiveGraph:
-    """Walk from ``roots`` and describe every reachable Node.
+MAX_NODES = 20_000  # past this, a graph is cut to the Nodes nearest its roots
+
+
+def reachable(roots: list, cap: int) -> tuple[list, int]:
+    """The Nodes reachable from ``roots``, breadth-first (nearest the output first), at most ``cap``;
+    and how many were found: more than ``cap`` when the graph goes on past them.
+
+    The walk stops there rather than count the rest: torch frees a long chain of Nodes that Python
+    has touched recursively, and past about 40,000 of them that overflows the stack.
+
+    >>> x = torch.tensor([2.], requires_grad=True)
+    >>> nodes, found = reachable([((x * 3) * 4).grad_fn], 2)
+    >>> [n.name() for n in nodes], found
+    (['MulBackward0', 'MulBackward0'], 3)
+    """
+    seen = {id(r) for r in roots if r is not None}
+    kept = [r for r in roots if r is not None]
+    i = 0
+    while i < len(kept):
+        for nxt, _ in kept[i].next_functions:
+            if nxt is None or id(nxt) in seen:
+                continue
+            seen.add(id(nxt))
+            if len(kept) < cap:
+                kept.append(nxt)
+        i += 1
+    return kept, len(seen)
+
+
+def build_graph(roots: list, session: CaptureSession, names: NameIndex, message: Optional[str] = None,
+                max_nodes: int = MAX_NODES) -> LiveGraph:
+    """Walk from ``roots`` and describe every reachable Node (the ``max_nodes`` nearest the roots).
 
     >>> x = torch.tensor([2.], requires_grad=True)
     >>> g = build_graph([(x * 3).grad_fn], CaptureSession(), NameIndex()).graph
@@ -113,12 +149,18 @@ def build_graph(roots: list, session: CaptureSession, names: NameIndex, message:
     ['MulBackward0', 'torch::autograd::AccumulateGrad']
     """
     store = session.store
-    order = iter_graph(roots)
-    live = LiveGraph(Graph(WIRE_VERSION, [], [], [], [], "", message, store.passes))
+    order, found = reachable(roots, max_nodes)
+    live = LiveGraph(Graph(WIRE_VERSION, [], [], [], [], [], message, store.passes, found, None))
+    if len(order) < found:
+        live.graph.cut = (f"showing the {len(order):,} Nodes nearest the output; the graph has more. "
+                          f"forgeviz.graph(..., max_nodes={4 * max_nodes}) draws more (slower)")
     ids = {id(n): node_id(n) for n in order}
-    cluster_members: dict[tuple[int, str], list[int]] = {}
-    cluster_info: dict[tuple[int, str], tuple[str, Optional[str]]] = {}  # key -> (root type, module type)
+    tree = ModuleTree(session, names.module_name)
+    seq: dict[int, int] = {}
+    leaf_info: dict[int, tuple[str, list[int], int, Optional[float]]] = {}
     output_metas: dict[int, list[Optional[TensorMeta]]] = {}  # per producer, shared by its out-edges
+    in_grad_norms: dict[tuple[int, int], float] = {}  # per edge (dst, input_nr), of the last backward
+    out_grad_norms: dict[tuple[int, int], float] = {}  # per tensor (producer, output_nr)
     for node in order:
         nid = ids[id(node)]
         live.nodes[nid] = node
@@ -126,7 +168,6 @@ def build_graph(roots: list, session: CaptureSession, names: NameIndex, message:
         tag = node.metadata.get("fv_op")
         grads = store.get(nid)
         last = grads.records[-1] if grads and grads.records else None
-        cluster_key = None
         if is_leaf_node(node):
             variable = node.variable
             live.leaves[nid] = weakref.ref(variable)
@@ -134,25 +175,35 @@ def build_graph(roots: list, session: CaptureSession, names: NameIndex, message:
             param = session.modules.parameters.lookup(variable) or names.parameters.lookup(variable)
             label = var_names[0] if var_names else param[0] if param else shape_times_text(list(variable.shape))
             module_path = param[1] if param else None
-            if param:
-                cluster_key = (param[2], param[1])
             history = store.leaf_history(variable)
             grad_brief = brief(history.values[-1]) if history and history.values and variable.grad is not None else None
+            if param:
+                root_type = session.modules.root_type(param[2]) or "model"
+                tree.add(nid, (param[2], root_type, param[1], None))
+                summary = history.values[-1] if history and history.values else None
+                leaf_info[nid] = (param[0], list(variable.shape), variable.numel() * variable.element_size(),
+                                  leaf_norm(variable, summary))
             kind, op = "leaf", None
         else:
+            seq[nid] = node._sequence_nr()
             var_names = node_names(node)
             op = tag[0] if tag else None
             label = var_names[0] if var_names else (op or _short_op(node))
             module = tag[4] if tag else None
             module_path = module[2] if module else None
             if module:
-                cluster_key = (module[0], module[2])
-                cluster_info.setdefault(cluster_key, (module[1], module[3]))
+                tree.add(nid, module)
             grad_brief = brief(last.grad_outputs[0]) if last and last.grad_outputs else None
+            if last is not None and last.backward_index == store.passes:
+                for input_nr, grad in enumerate(last.grad_inputs):
+                    if grad is not None and isinstance(grad.norm, (int, float)):
+                        in_grad_norms[(nid, input_nr)] = float(grad.norm)
             kind = "op"
         live.tags[nid] = tag
-        if cluster_key is not None:
-            cluster_members.setdefault(cluster_key, []).append(nid)
+        if last is not None and last.backward_index == store.passes:
+            for output_nr, grad in enumerate(last.grad_outputs):
+                if grad is not None and isinstance(grad.norm, (int, float)):
+                    out_grad_norms[(nid, output_nr)] = float(grad.norm)
         nonfinite = bool(last and has_nonfinite(last.grad_inputs + last.grad_outputs))
         live.graph.nodes.append(Node(
             id=nid, name=node.name(), kind=kind, label=label, var_names=var_names, op=op,
@@ -163,7 +214,7 @@ def build_graph(roots: list, session: CaptureSession, names: NameIndex, message:
             first_nonfinite=bool(nonfinite and grads.first_nonfinite_pass == last.backward_index),
         ))
         for input_nr, (nxt, output_nr) in enumerate(node.next_functions):
-            if nxt is None:
+            if nxt is None or id(nxt) not in ids:
                 continue
             metas = output_metas.get(id(nxt))
             if metas is None:
@@ -171,28 +222,61 @@ def build_graph(roots: list, session: CaptureSession, names: NameIndex, message:
             meta = metas[output_nr] if output_nr < len(metas) else None
             live.graph.edges.append(Edge(ids[id(nxt)], nid, input_nr, output_nr, meta))
     live.graph.roots = [ids[id(r)] for r in roots if r is not None and id(r) in ids]
-    live.graph.clusters = _clusters(cluster_members, cluster_info, session, names)
+    edges_by_dst: dict[int, list[Edge]] = {}
+    for edge in live.graph.edges:
+        edges_by_dst.setdefault(edge.dst, []).append(edge)
+    live.graph.modules = tree.modules(live.graph.nodes, edges_by_dst, seq, leaf_info, in_grad_norms,
+                                      out_grad_norms)
+    live.graph.repeats = tree.repeats(live.graph.modules, live.graph.edges)
+    live.graph.modules += _line_groups(live.graph, live.tags)
     return live
 
 
-def _clusters(members, info, session: CaptureSession, names: NameIndex) -> list[Cluster]:
-    """Nested clusters: every prefix of every module path becomes a cluster under its root."""
-    clusters: dict[str, Cluster] = {}
-    for (root_id, path), node_ids in members.items():
-        root_name = (names.module_name(root_id) or session.modules.root_type(root_id)
-                     or info.get((root_id, path), ("model",))[0])
-        parts = path.split(".") if path else []
-        parent = None
-        for depth in range(len(parts) + 1):
-            sub = ".".join(parts[:depth])
-            cid = f"{root_name}.{sub}" if sub else root_name
-            if cid not in clusters:
-                mod_type = session.modules.module_type(root_id, sub) or (info.get((root_id, sub)) or (None, None))[1]
-                shown = sub or root_name
-                clusters[cid] = Cluster(cid, f"{shown} · {mod_type}" if mod_type else shown, parent, [])
-            parent = cid
-        clusters[parent].nodes.extend(node_ids)
-    return list(clusters.values())
+LINE_GROUP_MIN = 50  # top-level Nodes made by one line (a loop) fold into one box past this many
+
+
+def _line_groups(graph: Graph, tags: dict[int, tuple]) -> list[Module]:
+    """Boxes for the Nodes made outside any module by one line of code, when a loop made many: a
+    10,000-step chain opens as one box "cell [4] line 3 · mul × 10,000", not as 10,000 boxes."""
+    in_module = {nid for m in graph.modules for nid in m.nodes}
+    groups: dict[tuple, list[Node]] = {}
+    for node in graph.nodes:
+        if node.kind == "op" and node.id not in in_module:
+            tag = tags.get(node.id)
+            groups.setdefault((tag[2], tag[3]) if tag else (None, None), []).append(node)
+    out = []
+    for (filename, line), nodes in groups.items():
+        if len(nodes) <= LINE_GROUP_MIN:
+            continue
+        first = nodes[0]
+        ops = sorted({n.op or n.name for n in nodes})
+        what = ops[0] if len(ops) == 1 else f"{len(ops)} ops"
+        if line is None:
+            where = "made outside forgeviz's capture"
+        else:
+            where = f"cell [{first.cell}] line {line}" if first.cell is not None else f"{filename}:{line}"
+        out.append(Module(
+            id=f"line:{where}", path=where, label=f"{where} · {what} × {len(nodes):,}", type=None, parent=None,
+            nodes=[n.id for n in nodes], op_count=len(nodes), param_count=0, param_bytes=0,
+            signature="", grad_norm=None, param_grad_norm=None))
+    return out
+
+
+def graph_state(graph: Graph) -> GraphState:
+    """What a backward changes in ``graph``: the columns the view applies without laying out again.
+
+    >>> graph_state(Graph(WIRE_VERSION, [], [], [], [], [], None, 3, 0, None)).backward_passes
+    3
+    """
+    changed = [n for n in graph.nodes if n.grad_passes or n.grad_brief is not None]
+    return GraphState(
+        backward_passes=graph.backward_passes, ids=[n.id for n in changed],
+        grad_passes=[n.grad_passes for n in changed], grad_briefs=[n.grad_brief for n in changed],
+        freed=[n.id for n in graph.nodes if n.freed], nonfinite=[n.id for n in graph.nodes if n.nonfinite],
+        first_nonfinite=[n.id for n in graph.nodes if n.first_nonfinite],
+        module_ids=[m.id for m in graph.modules], module_grad_norms=[m.grad_norm for m in graph.modules],
+        module_param_grad_norms=[m.param_grad_norm for m in graph.modules],
+    )
 
 
 def node_detail(nid: int, live: LiveGraph, session: CaptureSession, alive: bool) -> NodeDetail:
@@ -214,7 +298,7 @@ def node_detail(nid: int, live: LiveGraph, session: CaptureSession, alive: bool)
         module_type=tag[4][3] if tag and tag[4] else None, cell=model.cell, line=model.line,
         source=source_line(tag[2], tag[3]) if tag else None, inputs=inputs, outputs=[], saved=[],
         freed=model.freed, alive=node is not None, grads=records, contributions=[],
-        leaf_grad=None, leaf_grad_history=[],
+        leaf_grad=None, leaf_grad_history=[], chain=[],
     )
     if node is not None:
         detail.outputs = _output_metas(node)
@@ -227,6 +311,7 @@ def node_detail(nid: int, live: LiveGraph, session: CaptureSession, alive: bool)
         detail.leaf_grad = summarize(leaf.grad)
         history = store.leaf_history(leaf)
         detail.leaf_grad_history = list(history.values) if history else []
+    detail.chain = _chain_terms(grads, live, nid)
     # Each consumer's grad_inputs[input_nr] from its last pass: the paths that sum to this grad.
     for edge in live.graph.edges:
         if edge.src != nid:
@@ -239,6 +324,82 @@ def node_detail(nid: int, live: LiveGraph, session: CaptureSession, alive: bool)
             grad = record.grad_inputs[edge.input_nr] if edge.input_nr < len(record.grad_inputs) else None
             detail.contributions.append(GradContribution(edge.dst, snapshot[edge.dst].label, edge.input_nr, grad))
     return detail
+
+
+def _chain_terms(grads, live: LiveGraph, nid: int) -> list[ChainTerm]:
+    """grad_output × local = grad_input for each input of a small elementwise Node's last pass."""
+    if grads is None or grads.local is None or not grads.records:
+        return []
+    index, locals_ = grads.local
+    record = grads.records[-1]
+    if record.backward_index != index or not record.grad_outputs or record.grad_outputs[0] is None:
+        return []
+    grad_output = record.grad_outputs[0].values
+    if grad_output is None:
+        return []
+    labels = {n.id: n.label for n in live.graph.nodes}
+    producers = {e.input_nr: e.src for e in live.graph.edges if e.dst == nid}
+    names = formulas(next(n.name for n in live.graph.nodes if n.id == nid))
+    terms = []
+    for input_nr, local in enumerate(locals_):
+        grad_input = record.grad_inputs[input_nr] if input_nr < len(record.grad_inputs) else None
+        if local is None or grad_input is None or grad_input.values is None or len(grad_input.values) != local.numel():
+            continue  # an input that was broadcast got a summed gradient: not one product per element
+        src = producers.get(input_nr)
+        label = labels.get(src, f"input {input_nr}") if src is not None else f"input {input_nr}"
+        terms.append(ChainTerm(input_nr, label, names[input_nr] if input_nr < len(names) else "", list(grad_output),
+                               [wire_float(v) for v in local.tolist()], list(grad_input.values)))
+    return terms
+
+
+def module_detail(module_id: str, live: LiveGraph, session: CaptureSession) -> ModuleDetail:
+    """The inspector's view of one module: its parameters (with their gradients now) and a
+    histogram of all their gradients together."""
+    modules = {m.id: m for m in live.graph.modules}
+    module = modules[module_id]
+    inside = {module_id}
+    for m in live.graph.modules:  # parents come before children in named_modules() order
+        if m.parent in inside:
+            inside.add(m.id)
+    rows: list[ParameterRow] = []
+    grads: list[torch.Tensor] = []
+    alive = False
+    for mid in (m.id for m in live.graph.modules if m.id in inside):
+        for nid in modules[mid].nodes:
+            ref = live.leaves.get(nid)
+            if ref is None:
+                continue
+            leaf = ref()
+            label = next(n.label for n in live.graph.nodes if n.id == nid) if leaf is None else None
+            if leaf is None:
+                rows.append(ParameterRow(label or f"node {nid}", nid, [], "", None))
+                continue
+            alive = True
+            param = session.modules.parameters.lookup(leaf)
+            name = param[0] if param else (label or f"node {nid}")
+            if module.path and name.startswith(module.path + "."):
+                name = name[len(module.path) + 1:]
+            rows.append(ParameterRow(name, nid, list(leaf.shape), dtype_name(leaf.dtype), summarize(leaf.grad)))
+            if leaf.grad is not None:
+                grads.append(leaf.grad)
+    return ModuleDetail(module.id, module.path, module.type, module.op_count, module.param_count,
+                        module.param_bytes, rows, _pooled_histogram(grads), module.grad_norm,
+                        module.param_grad_norm, alive)
+
+
+def _pooled_histogram(grads: list[torch.Tensor], sample: int = 65_536):
+    """One histogram of many tensors' values: each contributes an evenly strided sample in proportion
+    to its size, so a bias does not weigh as much as a weight matrix."""
+    total = sum(g.numel() for g in grads)
+    if not total:
+        return None
+    parts = []
+    for g in grads:
+        flat = g.detach().reshape(-1)
+        step = max(1, round(total / sample))
+        parts.append(flat[::step].to("cpu", torch.float32))
+    summary = summarize(torch.cat(parts))
+    return summary.histogram if summary is not None else None
 
 
 def _saved_value(node, attr: str) -> SavedValue:

@@ -106,13 +106,52 @@ class Edge:
 
 
 @dataclass
-class Cluster:
-    """A module (by qualified path) that groups the ops it ran."""
+class Module:
+    """A module whose forward ran ops of this graph; ``Graph.modules`` is in ``named_modules()`` order.
 
-    id: str  # module path, "" for the root module
-    label: str  # e.g. "layer1.0.conv1 · Conv2d"
+    The graph view folds by these: a Module is drawn as one box until expanded. Its gradient fields
+    change with each backward (``GraphState`` sends them alone).
+    """
+
+    id: str  # the root's name and the path: "model.h.0"; the root module itself is "model"
+    path: str  # the ``named_modules()`` name under its root: "h.0"; "" for the root
+    label: str  # e.g. "h.0 · Block"
+    type: Optional[str]  # class name, e.g. "Block"
+    parent: Optional[str]  # the enclosing Module's id
+    nodes: list[int]  # Nodes directly inside (a child module's Nodes are listed by the child)
+    op_count: int  # op Nodes inside, children's included
+    param_count: int  # parameter elements inside, children's included
+    param_bytes: int
+    signature: str  # structural hash of the ops it ran, in order, with their shapes, and of its parameters
+    grad_norm: Optional[WireFloat]  # ‖gradients that left the module‖ (towards its inputs), last backward
+    param_grad_norm: Optional[WireFloat]  # ‖.grad of its parameters‖, all together, last backward
+
+
+@dataclass
+class Repeat:
+    """Consecutive sibling Modules with equal signatures, drawn as one stack: "h · Block × 12"."""
+
+    id: str  # "model.h.0×12": the first member's id and the count
     parent: Optional[str]
-    nodes: list[int]
+    members: list[str]  # Module ids, in order
+    label: str
+
+
+@dataclass
+class GraphState:
+    """What a backward changes, sent alone while the graph's structure stays: the Nodes whose state is
+    not the default, as columns (``grad_passes[i]`` is node ``ids[i]``'s), and every Module's norms."""
+
+    backward_passes: int
+    ids: list[int]
+    grad_passes: list[int]
+    grad_briefs: list[Optional[str]]
+    freed: list[int]  # ids of Nodes whose saved tensors are freed
+    nonfinite: list[int]  # ids of Nodes whose last gradient holds NaN or Inf
+    first_nonfinite: list[int]  # ...the first of them that backward reached
+    module_ids: list[str]
+    module_grad_norms: list[Optional[WireFloat]]
+    module_param_grad_norms: list[Optional[WireFloat]]
 
 
 @dataclass
@@ -122,11 +161,13 @@ class Graph:
     version: int
     nodes: list[Node]
     edges: list[Edge]
-    clusters: list[Cluster]
+    modules: list[Module]
+    repeats: list[Repeat]
     roots: list[int]
-    dot: str  # Graphviz DOT of this graph: the layout input in the browser and the DOT export
     message: Optional[str]  # shown instead of a graph, e.g. "no autograd history (requires_grad=False)"
     backward_passes: int  # backward passes forgeviz has recorded in this kernel
+    total_nodes: int  # Nodes reachable from the roots; more than len(nodes) when the graph was cut
+    cut: Optional[str]  # what was left out of a graph past the cap, and how to see more
 
 
 @dataclass
@@ -149,6 +190,22 @@ class GradContribution:
     consumer_label: str
     input_nr: int
     grad: Optional[TensorSummary]
+
+
+@dataclass
+class ChainTerm:
+    """The chain rule at one input of an elementwise op: grad_input = grad_output × local derivative.
+
+    For S1's Mul: 16 × 3 = 48 towards x. Values are flattened, row-major, and broadcast to the output's
+    shape; ``local`` comes from the tensors the Node saved.
+    """
+
+    input_nr: int
+    input_label: str
+    formula: str  # the local derivative, e.g. "∂(x·y)/∂x = y"
+    grad_output: list[WireFloat]
+    local: list[WireFloat]
+    grad_input: list[WireFloat]  # what backward recorded leaving the Node towards this input
 
 
 @dataclass
@@ -175,6 +232,35 @@ class NodeDetail:
     contributions: list[GradContribution]  # per consumer, from the last backward pass
     leaf_grad: Optional[TensorSummary]  # a leaf's .grad now
     leaf_grad_history: list[Optional[TensorSummary]]  # a leaf's .grad after each backward; None = reset
+    chain: list[ChainTerm]  # for a small elementwise op after backward, while its saved tensors live
+
+
+@dataclass
+class ParameterRow:
+    """One parameter of a module, and its gradient now."""
+
+    name: str  # under the module, e.g. "attn.c_attn.weight"
+    node: Optional[int]  # its AccumulateGrad Node in this graph
+    shape: list[int]
+    dtype: str
+    grad: Optional[TensorSummary]  # None before backward (or after zero_grad(set_to_none=True))
+
+
+@dataclass
+class ModuleDetail:
+    """Everything the inspector shows for one folded module, fetched lazily."""
+
+    id: str
+    path: str
+    type: Optional[str]
+    op_count: int
+    param_count: int
+    param_bytes: int
+    parameters: list[ParameterRow]
+    grad_histogram: Optional[Histogram]  # every parameter's gradient values together
+    grad_norm: Optional[WireFloat]
+    param_grad_norm: Optional[WireFloat]
+    alive: bool  # False once the model is gone: the rest is what the graph recorded
 
 
 # Messages between the browser and the kernel (anywidget custom messages).
@@ -183,6 +269,13 @@ class InspectRequest:
     type: Literal["inspect"]
     request_id: int
     node: int
+
+
+@dataclass
+class ModuleRequest:
+    type: Literal["module"]
+    request_id: int
+    module: str  # a Module id
 
 
 @dataclass
@@ -204,6 +297,13 @@ class InspectReply:
     type: Literal["inspect"]
     request_id: int
     detail: NodeDetail
+
+
+@dataclass
+class ModuleReply:
+    type: Literal["module"]
+    request_id: int
+    detail: ModuleDetail
 
 
 @dataclass
@@ -238,7 +338,7 @@ def shape_times_text(shape: list[int]) -> str:
 
 
 WIRE_TYPES = [
-    Histogram, TensorSummary, TensorMeta, GradRecord, Node, Edge, Cluster, Graph,
-    SavedValue, GradContribution, NodeDetail, InspectRequest, DotRequest, GraphvizRequest,
-    InspectReply, DotReply, GraphvizReply, ErrorReply,
+    Histogram, TensorSummary, TensorMeta, GradRecord, Node, Edge, Module, Repeat, Graph, GraphState,
+    SavedValue, GradContribution, ChainTerm, NodeDetail, ParameterRow, ModuleDetail, InspectRequest,
+    ModuleRequest, DotRequest, GraphvizRequest, InspectReply, ModuleReply, DotReply, GraphvizReply, ErrorReply,
 ]

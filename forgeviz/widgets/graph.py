@@ -13,9 +13,19 @@ import traitlets
 from .._capture.names import NameIndex
 from .._capture.session import CaptureSession
 from .._capture.untraced import untraced
-from .._capture.walk import NO_HISTORY, LiveGraph, build_graph, node_detail, roots_of
+from .._capture.walk import (
+    MAX_NODES,
+    NO_HISTORY,
+    LiveGraph,
+    build_graph,
+    graph_state,
+    module_detail,
+    node_detail,
+    roots_of,
+)
 from ..export import to_digraph, to_dot
-from ..model.graph import Graph
+from ..model import as_wire
+from ..model.graph import WIRE_VERSION, Graph
 from .base import STATIC, RequestError, RequestWidget, esm
 
 
@@ -27,12 +37,19 @@ class GraphWidget(RequestWidget):
     """
 
     _esm = esm("graph.js")
+    # The structure, sent once (again only when it changes: new names, say) ...
     graph = traitlets.Dict().tag(sync=True)
-    requests = ("inspect", "dot", "graphviz")
+    # ... and what each backward changes: gradients, freed saved tensors (a GraphState).
+    state = traitlets.Dict().tag(sync=True)
+    # Module and Repeat ids the view shows expanded; the browser writes it, so a refresh or a new
+    # display of this widget opens as the user left it.
+    expanded = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    requests = ("inspect", "module", "dot", "graphviz")
 
     def __init__(self, values: tuple, session: CaptureSession, names: NameIndex,
-                 namespace: Optional[Mapping[str, object]] = None) -> None:
+                 namespace: Optional[Mapping[str, object]] = None, max_nodes: int = MAX_NODES) -> None:
         super().__init__(session)
+        self._max_nodes = max_nodes
         self._names = names
         self._namespace = namespace
         self._tensor_refs: list[weakref.ref] = []
@@ -50,7 +67,8 @@ class GraphWidget(RequestWidget):
             else:
                 self._held_nodes.append(value)
         self._message = None if roots_of(values) else NO_HISTORY
-        self._live = LiveGraph(Graph(1, [], [], [], [], "", self._message, 0))
+        self._live = LiveGraph(Graph(WIRE_VERSION, [], [], [], [], [], self._message, 0, 0, None))
+        self._structure: Optional[dict] = None  # the graph trait as sent, less its dynamic fields
         self.dirty = False
         self.refresh()
         session.widgets.add(self)
@@ -69,12 +87,24 @@ class GraphWidget(RequestWidget):
                     self._names.scan(self._namespace)
                 roots = self._roots()
                 if roots or not self._live.graph.nodes:
-                    self._live = build_graph(roots, self._session, self._names, self._message)
-                    self._live.graph.dot = to_dot(self._live.graph)  # the layout input, and the export
-                    self.graph = dataclasses.asdict(self._live.graph)
+                    self._live = build_graph(roots, self._session, self._names, self._message, self._max_nodes)
+                    self._send_graph(self._live.graph)
         except Exception as exc:  # noqa: BLE001 - a forgeviz fault is shown, never raised into the cell
             self._session.fault(f"drawing the graph failed: {exc!r}")
             self._warn(f"forgeviz could not draw this graph: {exc!r}")
+
+    def _send_graph(self, graph: Graph) -> None:
+        """Send the structure only when it changed; the state (a few bytes per Node) always."""
+        wire = as_wire(graph)
+        structure = _without_state(wire)
+        state = as_wire(graph_state(graph))
+        if structure != self._structure:
+            self._structure = structure
+            with self.hold_sync():
+                self.graph = wire
+                self.state = state
+        else:
+            self.state = state
 
     def shown_nodes(self) -> set[int]:
         """The Node ids this view draws (the store keeps their gradients while it lives)."""
@@ -93,7 +123,7 @@ class GraphWidget(RequestWidget):
         >>> "MulBackward0" in forgeviz.graph(x * 3).to_dot()
         True
         """
-        return self._live.graph.dot or to_dot(self._live.graph)
+        return to_dot(self._live.graph)
 
     def to_digraph(self) -> graphviz.Digraph:
         """The same graph as a ``graphviz.Digraph`` (render it with a local ``dot`` if you have one)."""
@@ -111,9 +141,30 @@ class GraphWidget(RequestWidget):
             detail = node_detail(nid, self._live, self._session, alive)
         return {"type": "inspect", "request_id": request_id, "detail": dataclasses.asdict(detail)}, None
 
+    def _answer_module(self, request_id: int, content: dict) -> tuple[dict, None]:
+        module = content.get("module")
+        if not isinstance(module, str):
+            raise RequestError(f"expected a module id (a string), got {module!r}")
+        if module not in {m.id for m in self._live.graph.modules}:
+            raise RequestError(f"no module {module!r} in this graph")
+        with untraced():
+            detail = module_detail(module, self._live, self._session)
+        return {"type": "module", "request_id": request_id, "detail": dataclasses.asdict(detail)}, None
+
     def _answer_dot(self, request_id: int, content: dict) -> tuple[dict, None]:
         return {"type": "dot", "request_id": request_id, "dot": self.to_dot()}, None
 
     def _answer_graphviz(self, request_id: int, content: dict) -> tuple[dict, list]:
         bundle = (STATIC / "graphviz.js").read_bytes()
         return {"type": "graphviz", "request_id": request_id}, [bundle]
+
+
+_NODE_STATE = ("grad_passes", "grad_brief", "freed", "nonfinite", "first_nonfinite")
+_MODULE_STATE = ("grad_norm", "param_grad_norm")
+
+
+def _without_state(wire: dict) -> dict:
+    """The graph trait less what a GraphState carries, to tell whether the structure changed."""
+    return {**wire, "backward_passes": None,
+            "nodes": [{k: v for k, v in n.items() if k not in _NODE_STATE} for n in wire["nodes"]],
+            "modules": [{k: v for k, v in m.items() if k not in _MODULE_STATE} for m in wire["modules"]]}

@@ -67,12 +67,28 @@ export interface Edge {
   meta: TensorMeta | null;
 }
 
-/** A module (by qualified path) that groups the ops it ran. */
-export interface Cluster {
+/** A module whose forward ran ops of this graph; ``Graph.modules`` is in ``named_modules()`` order. */
+export interface Module {
   id: string;
+  path: string;
   label: string;
+  type: string | null;
   parent: string | null;
   nodes: number[];
+  op_count: number;
+  param_count: number;
+  param_bytes: number;
+  signature: string;
+  grad_norm: number | string | null;
+  param_grad_norm: number | string | null;
+}
+
+/** Consecutive sibling Modules with equal signatures, drawn as one stack: "h · Block × 12". */
+export interface Repeat {
+  id: string;
+  parent: string | null;
+  members: string[];
+  label: string;
 }
 
 /** The autograd graph reachable from some roots, ready to draw. */
@@ -80,11 +96,27 @@ export interface Graph {
   version: number;
   nodes: Node[];
   edges: Edge[];
-  clusters: Cluster[];
+  modules: Module[];
+  repeats: Repeat[];
   roots: number[];
-  dot: string;
   message: string | null;
   backward_passes: number;
+  total_nodes: number;
+  cut: string | null;
+}
+
+/** What a backward changes, sent alone while the graph's structure stays: the Nodes whose state is */
+export interface GraphState {
+  backward_passes: number;
+  ids: number[];
+  grad_passes: number[];
+  grad_briefs: (string | null)[];
+  freed: number[];
+  nonfinite: number[];
+  first_nonfinite: number[];
+  module_ids: string[];
+  module_grad_norms: (number | string | null)[];
+  module_param_grad_norms: (number | string | null)[];
 }
 
 /** A tensor or value a node saved for backward. */
@@ -100,6 +132,16 @@ export interface GradContribution {
   consumer_label: string;
   input_nr: number;
   grad: TensorSummary | null;
+}
+
+/** The chain rule at one input of an elementwise op: grad_input = grad_output × local derivative. */
+export interface ChainTerm {
+  input_nr: number;
+  input_label: string;
+  formula: string;
+  grad_output: (number | string)[];
+  local: (number | string)[];
+  grad_input: (number | string)[];
 }
 
 /** Everything the inspector shows for one clicked node, fetched lazily. */
@@ -124,6 +166,31 @@ export interface NodeDetail {
   contributions: GradContribution[];
   leaf_grad: TensorSummary | null;
   leaf_grad_history: (TensorSummary | null)[];
+  chain: ChainTerm[];
+}
+
+/** One parameter of a module, and its gradient now. */
+export interface ParameterRow {
+  name: string;
+  node: number | null;
+  shape: number[];
+  dtype: string;
+  grad: TensorSummary | null;
+}
+
+/** Everything the inspector shows for one folded module, fetched lazily. */
+export interface ModuleDetail {
+  id: string;
+  path: string;
+  type: string | null;
+  op_count: number;
+  param_count: number;
+  param_bytes: number;
+  parameters: ParameterRow[];
+  grad_histogram: Histogram | null;
+  grad_norm: number | string | null;
+  param_grad_norm: number | string | null;
+  alive: boolean;
 }
 
 /** InspectRequest(type: "Literal['inspect']", request_id: 'int', node: 'int') */
@@ -131,6 +198,13 @@ export interface InspectRequest {
   type: "inspect";
   request_id: number;
   node: number;
+}
+
+/** ModuleRequest(type: "Literal['module']", request_id: 'int', module: 'str') */
+export interface ModuleRequest {
+  type: "module";
+  request_id: number;
+  module: string;
 }
 
 /** DotRequest(type: "Literal['dot']", request_id: 'int') */
@@ -150,6 +224,13 @@ export interface InspectReply {
   type: "inspect";
   request_id: number;
   detail: NodeDetail;
+}
+
+/** ModuleReply(type: "Literal['module']", request_id: 'int', detail: 'ModuleDetail') */
+export interface ModuleReply {
+  type: "module";
+  request_id: number;
+  detail: ModuleDetail;
 }
 
 /** DotReply(type: "Literal['dot']", request_id: 'int', dot: 'str') */
