@@ -7,6 +7,8 @@ import type {
   GraphvizReply,
   HtmlReply,
   InspectReply,
+  ModuleDetail,
+  ModuleReply,
   NodeDetail,
   StorageReply,
   TryReply,
@@ -16,6 +18,7 @@ import type {
 /** Each request type and the reply it gets (an ErrorReply rejects instead). */
 export interface ReplyByType {
   inspect: InspectReply;
+  module: ModuleReply;
   dot: DotReply;
   graphviz: GraphvizReply;
   values: ValuesReply;
@@ -50,6 +53,8 @@ export interface Requests {
 /** The requests and the graph view's by name. */
 export interface Transport extends Requests {
   inspect(node: number): Promise<NodeDetail>;
+  /** What the inspector shows for one Module (``ModuleRequest`` with its id, e.g. "model.h.0"). */
+  module(id: string): Promise<ModuleDetail>;
   dot(): Promise<string>;
   /** The Graphviz ESM source bytes the kernel sends in buffers[0]. */
   graphvizSource(): Promise<ArrayBuffer>;
@@ -129,6 +134,10 @@ export function createTransport(model: AnyModel, timeoutMs = DEFAULT_TIMEOUT_MS)
     ...requests,
     async inspect(node) {
       const { msg } = await request('inspect', { node });
+      return msg.detail;
+    },
+    async module(id) {
+      const { msg } = await request('module', { module: id });
       return msg.detail;
     },
     async dot() {

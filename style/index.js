@@ -1,2 +1,3 @@
 import './base.css';
 import './graph.css';
+import './lab.css';

@@ -74,9 +74,10 @@ def test_every_node_made_in_a_forward_carries_its_module_and_line(nb):
     nb.ok("with torch.autograd.detect_anomaly(check_nan=False):\n"
           "    out = model(torch.randn(2, 5, 4))\n"
           "loss = out.square().mean()")
-    graph = nb.ok("forgeviz.graph(loss)").model
+    widget = nb.ok("forgeviz.graph(loss)")
+    graph = widget.model
     spans = nb["spans"]
-    live = nb["_"]._live.nodes
+    live = widget._live.nodes
     ops = [n for n in graph.nodes if n.kind == "op"]
     assert len(ops) > 40  # linear on 3-D input, attention and SDPA make many Nodes inside one op
     checked = 0

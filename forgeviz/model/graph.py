@@ -156,7 +156,12 @@ class GraphState:
 
 @dataclass
 class Graph:
-    """The autograd graph reachable from some roots, ready to draw."""
+    """The autograd graph reachable from some roots, ready to draw.
+
+    The graph view's ``graph`` trait carries it without the fields a GraphState carries (a Node's
+    grad_passes, grad_brief, freed, nonfinite, first_nonfinite; a Module's grad_norm and
+    param_grad_norm): its ``state`` trait, always sent with it, fills them in.
+    """
 
     version: int
     nodes: list[Node]

@@ -94,14 +94,15 @@ class GraphWidget(RequestWidget):
             self._warn(f"forgeviz could not draw this graph: {exc!r}")
 
     def _send_graph(self, graph: Graph) -> None:
-        """Send the structure only when it changed; the state (a few bytes per Node) always."""
-        wire = as_wire(graph)
-        structure = _without_state(wire)
+        """Send the structure only when it changed, less what the state carries; the state (a few
+        bytes per Node) always: the browser applies it to the structure."""
+        structure = _without_state(as_wire(graph))
         state = as_wire(graph_state(graph))
-        if structure != self._structure:
-            self._structure = structure
+        key = {**structure, "backward_passes": None}
+        if key != self._structure:
+            self._structure = key
             with self.hold_sync():
-                self.graph = wire
+                self.graph = structure
                 self.state = state
         else:
             self.state = state
@@ -164,7 +165,7 @@ _MODULE_STATE = ("grad_norm", "param_grad_norm")
 
 
 def _without_state(wire: dict) -> dict:
-    """The graph trait less what a GraphState carries, to tell whether the structure changed."""
-    return {**wire, "backward_passes": None,
+    """The graph less what a GraphState carries: the graph trait (the state trait has the rest)."""
+    return {**wire,
             "nodes": [{k: v for k, v in n.items() if k not in _NODE_STATE} for n in wire["nodes"]],
             "modules": [{k: v for k, v in m.items() if k not in _MODULE_STATE} for m in wire["modules"]]}

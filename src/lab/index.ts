@@ -1,30 +1,77 @@
 /**
- * forgeviz JupyterLab extension. For now it only provides Graphviz (WASM, in a
- * lazily loaded chunk) to every forgeviz view on the page, so widgets never
- * ask the kernel for it.
+ * forgeviz JupyterLab extension. It provides Graphviz (WASM: forgeviz/static/graphviz.js, served
+ * by Lab from this extension's static folder) to every forgeviz view on the page, so widgets never
+ * ask the kernel for it, and answers the graph inspector's "go to cell" (see goto.ts).
  */
 import type { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { importFromSource } from '../graphviz-loader';
 import type { ForgevizGlobal, GraphvizLike } from '../graphviz-loader';
 import { VERSION } from '../version';
+import { installGoto } from './goto';
 
-export function installGlobal(): ForgevizGlobal {
+/**
+ * Where Lab serves this extension's copy of forgeviz/static/graphviz.js (the build copies it into
+ * forgeviz/labextension/static): ``<fullLabextensionsUrl>/forgeviz/static/graphviz.js``, from the
+ * page config Lab writes into every page. Null when the page has none (not Lab).
+ *
+ * Example: ``graphvizUrl(doc)`` → ``"/lab/extensions/forgeviz/static/graphviz.js"``.
+ */
+export function graphvizUrl(doc: Document): string | null {
+  const text = doc.getElementById('jupyter-config-data')?.textContent;
+  if (!text) {
+    return null;
+  }
+  try {
+    const base = (JSON.parse(text) as { fullLabextensionsUrl?: string }).fullLabextensionsUrl;
+    return base ? `${base.replace(/\/$/, '')}/forgeviz/static/graphviz.js` : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Give every forgeviz view on the page Graphviz from the server (never from the kernel): its ESM
+ * source for the layout worker (``graphvizSource``) and, where no worker can run, the module itself
+ * on the main thread (``loadGraphviz``). Fetched once per page.
+ */
+export function installGlobal(doc: Document = document): ForgevizGlobal {
   const g = globalThis as { __forgeviz__?: ForgevizGlobal };
   const existing = g.__forgeviz__ ?? {};
+  const url = graphvizUrl(doc);
+  if (!url) {
+    g.__forgeviz__ = { ...existing, version: VERSION };
+    return g.__forgeviz__;
+  }
+  let source: Promise<ArrayBuffer> | null = null;
+  const graphvizSource = (): Promise<ArrayBuffer> => {
+    source ??= fetch(url).then(response => {
+      if (!response.ok) {
+        throw new Error(`fetching ${url} for the graph layout failed: HTTP ${response.status}`);
+      }
+      return response.arrayBuffer();
+    });
+    source.catch(() => (source = null)); // a later view may retry
+    return source;
+  };
   g.__forgeviz__ = {
     ...existing,
     version: VERSION,
-    loadGraphviz: (): Promise<GraphvizLike> =>
-      import(/* webpackChunkName: "forgeviz-graphviz" */ '@hpcc-js/wasm-graphviz').then(m => m.Graphviz.load())
+    graphvizSource,
+    loadGraphviz: async (): Promise<GraphvizLike> => {
+      const mod = await importFromSource(await graphvizSource());
+      return (mod.Graphviz as { load(): Promise<GraphvizLike> }).load();
+    }
   };
   return g.__forgeviz__;
 }
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: 'forgeviz:plugin',
-  description: 'Provides Graphviz (WASM) to forgeviz autograd graph views.',
+  description: 'Provides Graphviz (WASM) to forgeviz autograd graph views and takes their source links to the cell.',
   autoStart: true,
-  activate: (_app: JupyterFrontEnd) => {
+  activate: (app: JupyterFrontEnd) => {
     installGlobal();
+    installGoto(app.shell);
   }
 };
 

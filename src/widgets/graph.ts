@@ -2,29 +2,76 @@
  * anywidget entry (esbuild → forgeviz/static/graph.js): a thin adapter from
  * the widget model to the pure graph renderer.
  *
- * Traits: ``graph`` (wire Graph JSON), ``warnings`` (list of strings).
- * Custom messages: see src/model/wire.ts (inspect / dot / graphviz / error).
+ * Traits: ``graph`` (wire Graph JSON, re-sent when the structure changes), ``state`` (wire
+ * GraphState after each backward: applied with no new layout), ``expanded`` (the expanded Module
+ * ids; the browser writes it, so expansion survives re-display and refresh), ``warnings``.
+ * Custom messages: see src/model/wire.ts (inspect / module / dot / graphviz / error).
  */
 import css from '../../style/graph.css?raw';
 import { getGraphviz } from '../graphviz-loader';
-import type { Graph } from '../model/wire';
-import { createGraphView } from '../render/graph/view';
+import type { Graph, GraphState } from '../model/wire';
+import { createGraphView, GraphView } from '../render/graph/view';
 import { createTransport } from '../transport';
-import { defineEntry, kernel } from './entry';
+import { defineEntry, hasArrays, kernel } from './entry';
+
+/** The model calls beyond ``EntryModel`` that writing a trait needs (absent on the static page). */
+interface WritableModel {
+  set?(key: string, value: unknown): void;
+  save_changes?(): void;
+}
+
+const isState = (v: unknown): v is GraphState => hasArrays(v, 'ids', 'module_ids');
+const expandedOf = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
 
 export const render = defineEntry({
   trait: 'graph',
-  is: (g): g is Graph => !!g,
+  is: (g): g is Graph => !!g && hasArrays(g, 'nodes', 'edges'),
   styleId: 'forgeviz-style',
   css,
   connect: createTransport,
-  create({ el, transport }) {
+  create({ el, transport, model }) {
     const t = kernel(transport);
-    return createGraphView(el, {
+    const writable = model as unknown as WritableModel;
+    const view = createGraphView(el, {
       layout: async dot => (await getGraphviz(() => t().graphvizSource())).layout(dot, 'json', 'dot'),
       requestDetail: node => t().inspect(node),
-      requestDot: () => t().dot()
+      requestModule: id => t().module(id),
+      requestDot: () => t().dot(),
+      expanded: expandedOf(model.get('expanded')),
+      onExpandedChange: ids => {
+        if (typeof writable.set === 'function') {
+          writable.set('expanded', ids);
+          writable.save_changes?.();
+        }
+      }
     });
+    /** The state trait, unless it is older than the graph shown (the graph then has it already). */
+    let graphPasses = -1;
+    const onState = () => {
+      const s = model.get('state');
+      if (isState(s) && s.backward_passes >= graphPasses) {
+        view.setState(s);
+      }
+    };
+    const onExpanded = () => void view.setExpanded(expandedOf(model.get('expanded')));
+    model.on?.('change:state', onState);
+    model.on?.('change:expanded', onExpanded);
+    const out: GraphView = {
+      ...view,
+      setGraph(g) {
+        graphPasses = g.backward_passes;
+        const drawn = view.setGraph(g);
+        // the state may be newer than the graph (the graph is sent only when its structure changes)
+        onState();
+        return drawn;
+      },
+      destroy() {
+        model.off?.('change:state', onState);
+        model.off?.('change:expanded', onExpanded);
+        view.destroy();
+      }
+    };
+    return out;
   },
   show: (view, g) => void view.setGraph(g)
 });

@@ -118,7 +118,7 @@ def main() -> None:
     base = statistics.median(times["off"])
     print(f"ResNet-18-like, batch {args.batch}, {args.size}x{args.size}, {args.rounds} interleaved rounds, "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads; graph: {len(graph.nodes)} nodes, "
-          f"{len(graph.edges)} edges, {len(graph.clusters)} clusters")
+          f"{len(graph.edges)} edges, {len(graph.modules)} modules")
     print(f"{'variant':<15}{'median ms':>11}{'ratio':>8}")
     for name, samples in times.items():
         median = statistics.median(samples)

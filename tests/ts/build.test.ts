@@ -29,13 +29,14 @@ describe.skipIf(!existsSync(path.join(staticDir, 'graph.js')))('forgeviz/static'
 });
 
 describe.skipIf(!existsSync(path.join(labDir, 'package.json')))('forgeviz/labextension', () => {
-  it('keeps the Graphviz WASM in a lazily loaded chunk', () => {
+  it('serves the Graphviz WASM as static/graphviz.js, outside the plugin and its entry', () => {
     const pkg = JSON.parse(readFileSync(path.join(labDir, 'package.json'), 'utf8'));
     expect(pkg.name).toBe('forgeviz');
     const load: string = pkg.jupyterlab._build.load;
     const files = readdirSync(path.join(labDir, 'static')).filter(f => f.endsWith('.js'));
     const withWasm = files.filter(f => readFileSync(path.join(labDir, 'static', f), 'utf8').includes(WASM_LOADER));
-    expect(withWasm).toHaveLength(1);
+    expect(withWasm).toEqual(['graphviz.js']);
+    expect(readFileSync(path.join(labDir, 'static', 'graphviz.js'))).toEqual(readFileSync(path.join(staticDir, 'graphviz.js')));
     expect(`static/${withWasm[0]}`).not.toBe(load);
     // the plugin chunk (the one holding the plugin id) must not contain it either
     const pluginChunks = files.filter(f =>

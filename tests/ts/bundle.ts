@@ -1,5 +1,6 @@
 /** What every built widget bundle (forgeviz/static/<view>.js, after `jlpm build:esm:prod`) must be. */
 import { readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
 import { expect } from 'vitest';
 
 /**
@@ -7,7 +8,13 @@ import { expect } from 'vitest';
  * (no CDN), and without Graphviz (the WASM loader). Returns the bundle's source for more checks.
  */
 export function expectWidgetBundle(file: string): string {
-  expect(statSync(file).size).toBeLessThanOrEqual(60 * 1024);
+  const views = JSON.parse(readFileSync(path.join(process.cwd(), 'forgeviz', 'views.json'), 'utf8')).views as {
+    name: string;
+    budget_kib?: number;
+  }[];
+  const view = views.find(v => `${v.name}.js` === path.basename(file));
+  expect(view, `${file} is not a view of forgeviz/views.json`).toBeDefined();
+  expect(statSync(file).size).toBeLessThanOrEqual((view!.budget_kib ?? 60) * 1024);
   const src = readFileSync(file, 'utf8');
   expect(src).toMatch(/export\s*\{[^}]*as default/);
   expect(src).not.toContain('WebAssembly.instantiate');

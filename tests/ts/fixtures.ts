@@ -1,42 +1,40 @@
 /** Fixtures shaped exactly like src/model/wire.ts. Scenario S1:
  *  x=[2.], y=[3.] requires_grad; z=x*y; w=z+x; loss=w**2; loss.backward(). */
-import type { Graph, Node, NodeDetail, TensorSummary } from '../../src/model/wire';
+import type { Graph, Module, Node, NodeDetail, TensorSummary } from '../../src/model/wire';
 
-/** The graph, node and edge defaults that forgeviz writes at the top of every DOT. */
-const DOT_HEAD = `digraph forgeviz {
+/** The DOT the browser makes of S1 (dotgen.ts; the graph, node and edge defaults of forgeviz/export.py). */
+export const S1_DOT = `digraph forgeviz {
 	graph [fontname=Helvetica fontsize=10 labeljust=l nodesep=0.3 rankdir=TB ranksep=0.35]
 	node [fontname=Helvetica fontsize=11 margin="0.12,0.06" shape=box style=rounded]
 	edge [fontname=Helvetica fontsize=9]
-`;
-
-export const S1_DOT = `${DOT_HEAD}	n1 [label="x\\nleaf" id=n1]
+	n1 [label="x\\nleaf" id=n1]
 	n2 [label="y\\nleaf" id=n2]
 	n3 [label="z\\nMulBackward0" id=n3]
 	n4 [label="w\\nAddBackward0" id=n4]
 	n5 [label="loss\\nPowBackward0" id=n5]
-	n1 -> n3 [label=1]
-	n2 -> n3 [label=1]
-	n3 -> n4 [label=1]
-	n1 -> n4 [label=1]
-	n4 -> n5 [label=1]
+	n1 -> n3 [label="1"]
+	n2 -> n3 [label="1"]
+	n3 -> n4 [label="1"]
+	n1 -> n4 [label="1"]
+	n4 -> n5 [label="1"]
 }
 `;
 
-export const CLUSTER_DOT = `${DOT_HEAD}	n1 [label="x\\nleaf" id=n1]
-	n2 [label="layer1.0.weight\\nleaf" id=n2]
-	subgraph cluster_0 {
-		label="layer1 · Sequential" id="cluster:layer1" style="rounded,dashed"
-		subgraph cluster_1 {
-			label="layer1.0 · Linear" id="cluster:layer1.0" style="rounded,dashed"
-			n3 [label="layer1.0\\nMmBackward0" id=n3]
-		}
-		n4 [label="layer1.1\\nReluBackward0" id=n4]
-	}
-	n1 -> n3 [label=1]
-	n2 -> n3 [label=1]
-	n3 -> n4 [label=1]
+/** A Module shaped like the wire's, totals left to the caller. */
+export function module(over: Partial<Module> & Pick<Module, 'id' | 'path' | 'label'>): Module {
+  return {
+    type: null,
+    parent: null,
+    nodes: [],
+    op_count: 0,
+    param_count: 0,
+    param_bytes: 0,
+    signature: over.id,
+    grad_norm: null,
+    param_grad_norm: null,
+    ...over
+  };
 }
-`;
 
 export function node(over: Partial<Node> & Pick<Node, 'id' | 'label' | 'name'>): Node {
   return {
@@ -74,11 +72,13 @@ export function s1Graph(grads = true): Graph {
       { src: 1, dst: 4, input_nr: 1, output_nr: 0, meta: { shape: [1], dtype: 'torch.float32', device: 'cpu' } },
       { src: 4, dst: 5, input_nr: 0, output_nr: 0, meta: { shape: [1], dtype: 'torch.float32', device: 'cpu' } }
     ],
-    clusters: [],
+    modules: [],
+    repeats: [],
     roots: [5],
-    dot: S1_DOT,
     message: null,
-    backward_passes: grads ? 1 : 0
+    backward_passes: grads ? 1 : 0,
+    total_nodes: 5,
+    cut: null
   };
 }
 
@@ -96,14 +96,17 @@ export function clusterGraph(): Graph {
       { src: 2, dst: 3, input_nr: 1, output_nr: 0, meta: null },
       { src: 3, dst: 4, input_nr: 0, output_nr: 0, meta: null }
     ],
-    clusters: [
-      { id: 'layer1', label: 'layer1 · Sequential', parent: null, nodes: [4] },
-      { id: 'layer1.0', label: 'layer1.0 · Linear', parent: 'layer1', nodes: [3] }
+    modules: [
+      module({ id: 'model', path: '', label: 'model · Net', type: 'Net', op_count: 2, param_count: 12, param_bytes: 48 }),
+      module({ id: 'model.layer1', path: 'layer1', label: 'layer1 · Sequential', type: 'Sequential', parent: 'model', nodes: [4], op_count: 2, param_count: 12, param_bytes: 48 }),
+      module({ id: 'model.layer1.0', path: 'layer1.0', label: 'layer1.0 · Linear', type: 'Linear', parent: 'model.layer1', nodes: [2, 3], op_count: 1, param_count: 12, param_bytes: 48 })
     ],
+    repeats: [],
     roots: [4],
-    dot: CLUSTER_DOT,
     message: null,
-    backward_passes: 0
+    backward_passes: 0,
+    total_nodes: 4,
+    cut: null
   };
 }
 
@@ -145,6 +148,7 @@ function detail(over: Partial<NodeDetail> & Pick<NodeDetail, 'id' | 'label' | 'n
     contributions: [],
     leaf_grad: null,
     leaf_grad_history: [],
+    chain: [],
     ...over
   };
 }

@@ -9,6 +9,7 @@ import { createTransport } from '../../src/transport';
 import { VERSION } from '../../src/version';
 import widget from '../../src/widgets/graph';
 import { s1Graph, zDetail } from './fixtures';
+import { gptGraph, gptState } from './gpt-fixture';
 import { FakeModel } from './fakemodel';
 import { mounter } from './mount';
 
@@ -97,6 +98,37 @@ describe('anywidget adapter', () => {
     expect(model.listenerCount('msg:custom')).toBe(0);
   });
 
+  it('binds the state and expanded traits, writes expanded back and asks for modules', async () => {
+    const layouts: string[] = [];
+    (globalThis as G).__forgeviz__ = {
+      loadGraphviz: async () => ({ layout: (dot: string, f: 'json', e: 'dot') => (layouts.push(dot), gv.layout(dot, f, e)) })
+    };
+    const g = gptGraph();
+    const model = new FakeModel({ graph: g, state: gptState(g), expanded: ['model', 'model.h', 'model.h.2'], warnings: [] });
+    const { el, cleanup } = mount(model);
+    await ready(el);
+    // the expansion from the trait, and the state newer than the graph, applied
+    expect(el.querySelector('.fv-cluster[data-fv-module="h.2"]')).not.toBeNull();
+    expect(el.querySelectorAll('[data-fv-repeat] .fv-bar-fill')).toHaveLength(11);
+    expect(layouts).toHaveLength(1);
+    // a new state: redecorated, not laid out
+    model.set('state', { ...gptState(g, 2), module_param_grad_norms: g.modules.map(() => null) });
+    expect(el.querySelectorAll('[data-fv-repeat] .fv-bar-fill')).toHaveLength(0);
+    expect(layouts).toHaveLength(1);
+    // a click writes the trait and asks the kernel about the module
+    el.querySelector('.fv-box[data-fv-module="wte"] .fv-node-box')!.dispatchEvent(new MouseEvent('click', { bubbles: true }));
+    expect(model.get('expanded')).toEqual(['model', 'model.wte', 'model.h', 'model.h.2']);
+    expect(model.sent.find(m => m.type === 'module')).toEqual({ type: 'module', request_id: expect.any(Number), module: 'model.wte' });
+    await ready(el);
+    await vi.waitFor(() => expect(el.querySelector('.fv-cluster[data-fv-module="wte"]')).not.toBeNull());
+    // another view of the same model writes the trait: this one follows
+    model.set('expanded', ['model']);
+    await vi.waitFor(() => expect(el.querySelector('.fv-box[data-fv-module="h"]')).not.toBeNull());
+    cleanup();
+    expect(model.listenerCount('change:state')).toBe(0);
+    expect(model.listenerCount('change:expanded')).toBe(0);
+  });
+
   it('falls back to the kernel for Graphviz, sent in buffers[0], and caches it', async () => {
     const source = new TextEncoder().encode('export const Graphviz = {};');
     const model = new FakeModel({ graph: s1Graph(), warnings: [] }, (msg, m) => {
@@ -143,6 +175,16 @@ describe('transport', () => {
     t.dispose();
   });
 
+  it('module request/reply', async () => {
+    const model = new FakeModel({}, (msg, m) =>
+      m.reply({ type: 'module', request_id: msg.request_id, detail: { id: msg.module, path: 'h.0', type: 'Block' } })
+    );
+    const t = createTransport(model as any);
+    expect((await t.module('model.h.0')).type).toBe('Block');
+    expect(model.sent[0]).toEqual({ type: 'module', request_id: expect.any(Number), module: 'model.h.0' });
+    t.dispose();
+  });
+
   it('rejects pending requests when disposed', async () => {
     const model = new FakeModel({});
     const t = createTransport(model as any);
@@ -153,17 +195,46 @@ describe('transport', () => {
 });
 
 describe('Lab plugin and version', () => {
-  it('registers loadGraphviz and version, keeping what was there', async () => {
-    (globalThis as G).__forgeviz__ = { other: 1 };
-    expect(plugin.id).toBe('forgeviz:plugin');
-    expect(plugin.autoStart).toBe(true);
-    plugin.activate({} as any);
-    const fv = (globalThis as G).__forgeviz__;
-    expect(fv.other).toBe(1);
-    expect(fv.version).toBe(VERSION);
-    const g = await fv.loadGraphviz();
-    expect(g.layout('digraph { a }', 'json', 'dot')).toContain('"name": "a"');
-    expect(installGlobal()).toBe((globalThis as G).__forgeviz__);
+  it('registers Graphviz from the server and the version, keeping what was there', async () => {
+    const config = document.createElement('script');
+    config.id = 'jupyter-config-data';
+    config.textContent = JSON.stringify({ fullLabextensionsUrl: '/base/lab/extensions/' });
+    document.body.appendChild(config);
+    const bytes = new TextEncoder().encode('export const Graphviz = {};').buffer;
+    const statuses = [500, 200];
+    const fetched: string[] = [];
+    const realFetch = globalThis.fetch;
+    globalThis.fetch = vi.fn(async (url: string | URL | Request) => {
+      fetched.push(String(url));
+      const status = statuses.shift()!;
+      return new Response(status === 200 ? bytes : 'no', { status });
+    }) as typeof fetch;
+    try {
+      (globalThis as G).__forgeviz__ = { other: 1 };
+      expect(plugin.id).toBe('forgeviz:plugin');
+      expect(plugin.autoStart).toBe(true);
+      plugin.activate({} as any);
+      const fv = (globalThis as G).__forgeviz__;
+      expect(fv.other).toBe(1);
+      expect(fv.version).toBe(VERSION);
+      expect(typeof fv.loadGraphviz).toBe('function');
+      // A failed fetch says what and why, and is forgotten: the next view fetches again.
+      await expect(fv.graphvizSource()).rejects.toThrow(
+        'fetching /base/lab/extensions/forgeviz/static/graphviz.js for the graph layout failed: HTTP 500'
+      );
+      expect(new Uint8Array(await fv.graphvizSource())).toEqual(new Uint8Array(bytes));
+      await fv.graphvizSource(); // fetched once per page
+      expect(fetched).toEqual(['/base/lab/extensions/forgeviz/static/graphviz.js', '/base/lab/extensions/forgeviz/static/graphviz.js']);
+      expect(installGlobal()).toBe((globalThis as G).__forgeviz__);
+    } finally {
+      globalThis.fetch = realFetch;
+      config.remove();
+    }
+    // Not in Lab (no page config): nothing to fetch from, so views ask their kernel.
+    (globalThis as G).__forgeviz__ = {};
+    const bare = installGlobal();
+    expect(bare.graphvizSource).toBeUndefined();
+    expect(bare.loadGraphviz).toBeUndefined();
   });
 
   it('VERSION matches package.json', () => {

@@ -333,9 +333,14 @@ describe('clusters', () => {
   it('renders module clusters as labelled groups, nested', async () => {
     make();
     await view!.setGraph(clusterGraph());
-    const cs = Array.from(el.querySelectorAll('.fv-cluster'));
-    expect(cs.map(c => c.getAttribute('data-cluster-id'))).toEqual(['cluster:layer1', 'cluster:layer1.0']);
-    expect(cs.map(c => c.getAttribute('data-depth'))).toEqual(['0', '1']);
+    const cs = Array.from(el.querySelectorAll('.fv-cluster')).slice(1);
+    expect(Array.from(el.querySelectorAll('.fv-cluster')).map(c => c.getAttribute('data-cluster-id'))).toEqual([
+      'cluster:model',
+      'cluster:model.layer1',
+      'cluster:model.layer1.0'
+    ]);
+    expect(cs.map(c => c.getAttribute('data-depth'))).toEqual(['1', '2']);
+    expect(cs.map(c => c.getAttribute('data-fv-module'))).toEqual(['layer1', 'layer1.0']);
     expect(cs[0].querySelector('.fv-cluster-label')!.textContent).toBe('layer1 · Sequential');
     expect(cs[1].querySelector('.fv-cluster-label')!.textContent).toBe('layer1.0 · Linear');
     // the inner cluster lies inside the outer one, and contains its node

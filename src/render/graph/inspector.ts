@@ -1,5 +1,15 @@
-/** The inspector panel: everything about one node, fetched lazily. */
-import type { Edge, Graph, GradRecord, NodeDetail, TensorSummary } from '../../model/wire';
+/** The inspector panel: everything about one node or one module, fetched lazily. */
+import type {
+  ChainTerm,
+  Edge,
+  Graph,
+  GradRecord,
+  Histogram,
+  ModuleDetail,
+  NodeDetail,
+  ParameterRow,
+  TensorSummary
+} from '../../model/wire';
 import { h, r2, s } from '../common/dom';
 import {
   formatCompact,
@@ -7,8 +17,25 @@ import {
   formatNumber,
   formatShape,
   formatValues,
-  histogramBounds
+  histogramBounds,
+  wireNumber
 } from '../common/format';
+
+/** The event the source button dispatches; the JupyterLab extension (src/lab/goto.ts) answers it. */
+export const GOTO_CELL_EVENT = 'forgeviz:goto-cell';
+
+/**
+ * ``detail`` of a {@link GOTO_CELL_EVENT}: the cell's execution count, a 1-based line, and the
+ * source line (which tells apart cells that show the same count after a kernel restart).
+ */
+export interface GotoCellDetail {
+  cell: number;
+  line: number | null;
+  source: string | null;
+}
+
+/** Chain-rule terms with more elements than this show only the formula. */
+export const CHAIN_TABLE_MAX = 64;
 
 /** Label of a model node by id, for naming producers and consumers. */
 function labelOf(graph: Graph | null, id: number): string {
@@ -30,9 +57,12 @@ function row(doc: Document, key: string, value: Node | string, cls?: string): HT
   );
 }
 
-/** A small SVG bar histogram. */
-export function histogramSvg(doc: Document, t: TensorSummary): SVGElement | null {
-  const hist = t.histogram;
+/**
+ * A small SVG bar histogram of a Histogram, or of a TensorSummary's; null when there is none
+ * (or it has no bins).
+ */
+export function histogramSvg(doc: Document, source: TensorSummary | Histogram | null): SVGElement | null {
+  const hist = source === null ? null : 'counts' in source ? source : source.histogram;
   if (!hist || hist.counts.length === 0) {
     return null;
   }
@@ -146,6 +176,106 @@ export function historyText(detail: NodeDetail): string {
   return detail.leaf_grad_history.map(t => (t ? formatCompact(t) : '∅ (zero_grad)')).join(' → ');
 }
 
+/**
+ * A button that asks the notebook to show ``detail.cell`` (an execution count) at its line: it
+ * dispatches a bubbling {@link GOTO_CELL_EVENT} that reaches the document (from the button, so a
+ * listener can tell which notebook it sits in).
+ */
+function gotoButton(doc: Document, detail: GotoCellDetail, loc: string): HTMLButtonElement {
+  const btn = h(doc, 'button', {
+    type: 'button',
+    class: 'fv-goto',
+    title: `Go to ${loc} in the notebook`,
+    'aria-label': `Go to ${loc} in the notebook`
+  });
+  btn.addEventListener('click', () => {
+    const event = new CustomEvent<GotoCellDetail>(GOTO_CELL_EVENT, {
+      detail: { ...detail },
+      bubbles: true,
+      composed: true
+    });
+    // Detached (a closed output): the document still hears it.
+    (btn.isConnected ? btn : doc).dispatchEvent(event);
+  });
+  return btn;
+}
+
+/** The ``i``-th value of a flat wire list as text; "—" past its end. */
+function nth(values: (number | string)[], i: number): string {
+  return i < values.length ? formatNumber(values[i]) : '—';
+}
+
+/** "16 × 3 = 48 → x" for one-element terms. */
+export function chainText(term: ChainTerm): string {
+  return `${nth(term.grad_output, 0)} × ${nth(term.local, 0)} = ${nth(term.grad_input, 0)} → ${term.input_label}`;
+}
+
+/**
+ * A real table: ``columns`` head it (``th scope=col``), each row starts with its own ``th
+ * scope=row``; ``attrs`` go on the row.
+ */
+function dataTable(
+  doc: Document,
+  cls: string,
+  caption: string,
+  columns: string[],
+  rows: { head: string; cells: string[]; attrs?: Record<string, string | number | null> }[]
+): HTMLTableElement {
+  const body = h(doc, 'tbody', {});
+  for (const r of rows) {
+    body.appendChild(
+      h(doc, 'tr', r.attrs, h(doc, 'th', { scope: 'row' }, r.head), ...r.cells.map(c => h(doc, 'td', {}, c)))
+    );
+  }
+  return h(
+    doc,
+    'table',
+    { class: `fv-table ${cls}` },
+    h(doc, 'caption', {}, caption),
+    h(doc, 'thead', {}, h(doc, 'tr', {}, ...columns.map(c => h(doc, 'th', { scope: 'col' }, c)))),
+    body
+  );
+}
+
+/** Elementwise grad_out, local and grad_in of one term, one row per element. */
+function chainTable(doc: Document, term: ChainTerm, n: number): HTMLElement {
+  const rows = Array.from({ length: n }, (_, i) => ({
+    head: String(i),
+    cells: [nth(term.grad_output, i), nth(term.local, i), nth(term.grad_input, i)]
+  }));
+  const caption = `towards ${term.input_label}, elementwise`;
+  return dataTable(doc, 'fv-chain-table', caption, ['#', 'grad_out', 'local', 'grad_in'], rows);
+}
+
+/** "Chain rule": grad_out × local = grad_in at each input; null when the node has no terms. */
+function chainSection(doc: Document, terms: ChainTerm[]): HTMLElement | null {
+  if (terms.length === 0) {
+    return null;
+  }
+  const list = h(doc, 'ul', { class: 'fv-chain' });
+  for (const term of terms) {
+    const n = Math.max(term.grad_output.length, term.local.length, term.grad_input.length);
+    const item = h(doc, 'li', { class: 'fv-chain-term', 'data-input-nr': term.input_nr });
+    item.appendChild(
+      h(
+        doc,
+        'code',
+        { class: 'fv-chain-eq' },
+        n === 1 ? chainText(term) : `grad_out × local = grad_in → ${term.input_label}`
+      )
+    );
+    item.appendChild(h(doc, 'code', { class: 'fv-chain-formula' }, term.formula));
+    if (n > 1 && n <= CHAIN_TABLE_MAX) {
+      item.appendChild(chainTable(doc, term, n));
+    } else if (n > CHAIN_TABLE_MAX) {
+      item.appendChild(h(doc, 'div', { class: 'fv-none' }, `${n} elements: too many to list`));
+    }
+    list.appendChild(item);
+  }
+  return section(doc, 'Chain rule', list);
+}
+
+/** The node inspector's content for one NodeDetail. */
 export function renderDetail(doc: Document, detail: NodeDetail, graph: Graph | null): HTMLElement {
   const frag = h(doc, 'div', { class: 'fv-detail' });
   const node = graph?.nodes.find(n => n.id === detail.id);
@@ -169,19 +299,26 @@ export function renderDetail(doc: Document, detail: NodeDetail, graph: Graph | n
     frag.appendChild(row(doc, 'names', detail.var_names.join(', ')));
   }
 
-  // Where it came from.
+  // Where it came from. With an execution count, the source (or the location) is a button to its cell.
   const where: HTMLElement[] = [];
-  if (detail.cell !== null || detail.line !== null) {
-    const loc = [
-      detail.cell !== null ? `cell [${detail.cell}]` : null,
-      detail.line !== null ? `line ${detail.line}` : null
-    ]
-      .filter(Boolean)
-      .join(', ');
-    where.push(row(doc, 'source', loc, 'fv-loc'));
+  const loc = [detail.cell !== null ? `cell [${detail.cell}]` : null, detail.line !== null ? `line ${detail.line}` : null]
+    .filter(Boolean)
+    .join(', ');
+  const goto =
+    detail.cell !== null ? gotoButton(doc, { cell: detail.cell, line: detail.line, source: detail.source }, loc) : null;
+  if (loc) {
+    // No source text: the location itself is the button.
+    if (goto && !detail.source) {
+      goto.textContent = loc;
+    }
+    where.push(row(doc, 'source', goto && !detail.source ? goto : loc, 'fv-loc'));
   }
   if (detail.source) {
-    where.push(h(doc, 'pre', { class: 'fv-source' }, h(doc, 'code', {}, detail.source)));
+    const code = h(doc, 'code', {}, detail.source);
+    if (goto) {
+      goto.appendChild(code);
+    }
+    where.push(h(doc, 'pre', { class: 'fv-source' }, goto ?? code));
   }
   if (detail.module_path || detail.module_type) {
     where.push(
@@ -236,6 +373,11 @@ export function renderDetail(doc: Document, detail: NodeDetail, graph: Graph | n
     frag.appendChild(section(doc, 'Gradients', h(doc, 'div', { class: 'fv-none' }, 'no backward pass seen yet')));
   }
 
+  const chain = chainSection(doc, detail.chain ?? []);
+  if (chain) {
+    frag.appendChild(chain);
+  }
+
   // Leaves: .grad, path sum, history.
   if (isLeaf || detail.leaf_grad || detail.contributions.length || detail.leaf_grad_history.length) {
     const lg = h(doc, 'div', { class: 'fv-leaf-grad' });
@@ -251,6 +393,101 @@ export function renderDetail(doc: Document, detail: NodeDetail, graph: Graph | n
   return frag;
 }
 
+/** "12,345" */
+function formatCount(n: number): string {
+  return Math.round(n).toLocaleString('en-US');
+}
+
+/** "0 B", "512 B", "1.5 MiB", "117 MiB": as the memory view writes bytes. */
+export function formatBytes(n: number): string {
+  if (!Number.isFinite(n)) {
+    return '—';
+  }
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let v = Math.abs(n);
+  let u = 0;
+  while (v >= 1024 && u < units.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  const signed = n < 0 ? -v : v;
+  return u === 0 ? `${Math.round(signed)} B` : `${Number(signed.toPrecision(3))} ${units[u]}`;
+}
+
+/** True when a gradient summary counted NaN or Inf. */
+function nonfinite(t: TensorSummary | null): boolean {
+  return !!t && (t.nan_count > 0 || t.inf_count > 0);
+}
+
+/** The parameters as a real table: name, shape, ‖grad‖, mean, max ("—" before backward). */
+function parameterTable(doc: Document, params: ParameterRow[]): HTMLElement {
+  const rows = params.map(p => {
+    const g = p.grad;
+    const bad = nonfinite(g);
+    return {
+      head: bad ? `⚠ ${p.name}` : p.name,
+      cells: [
+        p.shape.length ? p.shape.join('×') : 'scalar',
+        ...(g ? [g.norm, g.mean, g.max].map(v => formatNumber(v)) : ['—', '—', '—'])
+      ],
+      attrs: {
+        class: bad ? 'fv-bad' : null,
+        'data-node-id': p.node,
+        title: g && bad ? `${g.nan_count} NaN, ${g.inf_count} Inf in the gradient` : formatShape(p.shape, p.dtype)
+      }
+    };
+  });
+  const caption = `${params.length} parameter${params.length === 1 ? '' : 's'}`;
+  const table = dataTable(doc, 'fv-param-table', caption, ['name', 'shape', '‖grad‖', 'mean', 'max'], rows);
+  // A scrolling region of its own (long modules), reachable by keyboard.
+  return h(doc, 'div', { class: 'fv-table-scroll', tabindex: 0, role: 'region', 'aria-label': 'parameters' }, table);
+}
+
+/** The module inspector's content for one ModuleDetail. */
+export function renderModule(doc: Document, detail: ModuleDetail): HTMLElement {
+  const frag = h(doc, 'div', { class: 'fv-detail fv-module-detail' });
+  frag.appendChild(
+    h(
+      doc,
+      'header',
+      { class: 'fv-detail-head' },
+      h(doc, 'h3', {}, detail.path || detail.id),
+      h(doc, 'div', { class: 'fv-sub' }, detail.type ?? 'module', detail.path ? ` · ${detail.id}` : '')
+    )
+  );
+  if (!detail.alive) {
+    frag.appendChild(
+      h(doc, 'div', { class: 'fv-note fv-stale' }, 'ℹ module no longer in the kernel; showing what the graph recorded')
+    );
+  }
+  const sizes = h(doc, 'div', { class: 'fv-module-sizes' });
+  sizes.appendChild(row(doc, 'ops', formatCount(detail.op_count)));
+  sizes.appendChild(
+    row(doc, 'parameters', `${formatCount(detail.param_count)} elements · ${formatBytes(detail.param_bytes)}`)
+  );
+  frag.appendChild(section(doc, 'Module', sizes));
+
+  const grads = h(doc, 'div', { class: 'fv-module-grads' });
+  const norms = [detail.grad_norm, detail.param_grad_norm].map(wireNumber);
+  if (norms.every(v => v === null)) {
+    grads.appendChild(h(doc, 'div', { class: 'fv-none' }, 'no backward pass seen yet'));
+  } else {
+    grads.appendChild(row(doc, '‖grad → inputs‖', formatNumber(detail.grad_norm)));
+    grads.appendChild(row(doc, '‖params .grad‖', formatNumber(detail.param_grad_norm)));
+  }
+  const hist = histogramSvg(doc, detail.grad_histogram);
+  if (hist) {
+    hist.setAttribute('aria-label', `gradients of all parameters: ${hist.getAttribute('aria-label')}`);
+    grads.appendChild(hist);
+  }
+  frag.appendChild(section(doc, 'Gradients', grads));
+
+  if (detail.parameters.length) {
+    frag.appendChild(section(doc, 'Parameters', parameterTable(doc, detail.parameters)));
+  }
+  return frag;
+}
+
 /**
  * The ``aside.fv-inspector`` beside the graph and its states (``data-state``): empty (a hint),
  * loading (a placeholder, or the last detail marked ``.fv-refreshing``), ready, error.
@@ -260,6 +497,8 @@ export interface InspectorPanel {
   showEmpty(): void;
   showLoading(nodeId: number, label: string): void;
   showDetail(detail: NodeDetail, graph: Graph | null): void;
+  /** One module: sizes, gradient norms, a histogram of its parameters' gradients, its parameters. */
+  showModule(detail: ModuleDetail): void;
   showError(text: string): void;
   /** The request is over (answered or not): drop the refreshing mark. */
   settle(): void;
@@ -276,10 +515,12 @@ export function createInspectorPanel(doc: Document): InspectorPanel {
     el,
     showEmpty() {
       el.removeAttribute('data-node-id');
+      el.removeAttribute('data-module-id');
       el.setAttribute('data-state', 'empty');
       el.replaceChildren(h(doc, 'div', { class: 'fv-hint' }, 'Select a node (click it, or Tab to it and press Enter) to see its tensors and gradients.'));
     },
     showLoading(nodeId: number, label: string) {
+      el.removeAttribute('data-module-id');
       el.setAttribute('data-node-id', String(nodeId));
       el.setAttribute('data-state', 'loading');
       if (!el.querySelector('.fv-detail')) {
@@ -289,7 +530,14 @@ export function createInspectorPanel(doc: Document): InspectorPanel {
       }
     },
     showDetail(detail: NodeDetail, graph: Graph | null) {
+      el.removeAttribute('data-module-id');
       el.replaceChildren(renderDetail(doc, detail, graph));
+      el.setAttribute('data-state', 'ready');
+    },
+    showModule(detail: ModuleDetail) {
+      el.removeAttribute('data-node-id');
+      el.setAttribute('data-module-id', detail.id);
+      el.replaceChildren(renderModule(doc, detail));
       el.setAttribute('data-state', 'ready');
     },
     showError(text: string) {

@@ -1,6 +1,8 @@
 /**
- * Pointer and keyboard on the graph: a click or Enter selects a node, the arrow keys move the
- * focus to the nearest node that way, and a focused node off-screen is panned into view.
+ * Pointer and keyboard on the graph: a click or Enter selects a Node, expands a module box or a
+ * stack (a stack's bar k: member k), or collapses an expanded module (its cluster's label); the
+ * arrow keys move the focus to the nearest item that way, and a focused item off-screen is
+ * panned into view.
  */
 import type { DrawnGraph } from './draw';
 import type { NodeBox } from './layout';
@@ -8,22 +10,31 @@ import type { PanZoom } from './panzoom';
 
 /** What the handlers read and write of the view's state. */
 export interface InteractionState {
-  /** The nodes drawn now; null while there is no graph. */
+  /** The items drawn now; null while there is no graph. */
   drawn: DrawnGraph | null;
-  /** Refit on resize; a pan to a focused node turns it off. */
+  /** Refit on resize; a pan to a focused item turns it off. */
   autoFit: boolean;
 }
 
+/** What a click or Enter does. */
+export interface ItemActions {
+  selectNode(id: number): void;
+  /** Expand a module box, or a stack's member ``instance`` (0 when the stack itself was hit). */
+  openItem(key: string, instance: number): void;
+  /** Collapse an expanded module (its cluster's label was hit). */
+  closeModule(moduleId: string): void;
+}
+
 /**
- * The node nearest ``from`` in the direction of an arrow key: the smallest distance along
+ * The item nearest ``from`` in the direction of an arrow key: the smallest distance along
  * that direction plus twice the distance across it; null where none lies that way.
  */
-export function nearestNode(boxes: ReadonlyMap<number, NodeBox>, from: number, key: string): number | null {
+export function nearestNode<K>(boxes: ReadonlyMap<K, NodeBox>, from: K, key: string): K | null {
   const a = boxes.get(from);
   if (!a) {
     return null;
   }
-  let best: number | null = null;
+  let best: K | null = null;
   let bestScore = Infinity;
   for (const [id, b] of boxes) {
     if (id === from) {
@@ -54,43 +65,70 @@ export function nearestNode(boxes: ReadonlyMap<number, NodeBox>, from: number, k
   return best;
 }
 
-function nodeFromEvent(e: Event): number | null {
+type Target =
+  | { kind: 'node'; id: number; key: string }
+  | { kind: 'box'; key: string; instance: number }
+  | { kind: 'cluster'; moduleId: string };
+
+function targetOf(e: Event): Target | null {
   const t = e.target as Element | null;
-  const ng = t?.closest?.('.fv-node');
-  const id = ng?.getAttribute('data-node-id');
-  return id === null || id === undefined ? null : Number(id);
+  const el = t?.closest?.('.fv-node, .fv-box, .fv-cluster-head');
+  if (!el) {
+    return null;
+  }
+  if (el.classList.contains('fv-cluster-head')) {
+    const id = el.closest('.fv-cluster')?.getAttribute('data-module-id');
+    return id === null || id === undefined ? null : { kind: 'cluster', moduleId: id };
+  }
+  const key = el.getAttribute('data-fv-key') ?? '';
+  if (el.classList.contains('fv-box')) {
+    const bar = t?.closest?.('.fv-bar');
+    return { kind: 'box', key, instance: bar ? Number(bar.getAttribute('data-instance')) || 0 : 0 };
+  }
+  const id = el.getAttribute('data-node-id');
+  return id === null ? null : { kind: 'node', id: Number(id), key };
 }
 
-/** Listen on ``svg`` for clicks, keys and focus on nodes; returns the function that stops listening. */
-export function bindNodeEvents(svg: SVGSVGElement, pz: PanZoom, state: InteractionState, select: (id: number) => void): () => void {
+function act(target: Target, actions: ItemActions): void {
+  if (target.kind === 'node') {
+    actions.selectNode(target.id);
+  } else if (target.kind === 'box') {
+    actions.openItem(target.key, target.instance);
+  } else {
+    actions.closeModule(target.moduleId);
+  }
+}
+
+/** Listen on ``svg`` for clicks, keys and focus on items; returns the function that stops listening. */
+export function bindNodeEvents(svg: SVGSVGElement, pz: PanZoom, state: InteractionState, actions: ItemActions): () => void {
   const onClick = (e: MouseEvent) => {
     if (pz.dragged()) {
       return;
     }
-    const id = nodeFromEvent(e);
-    if (id !== null) {
-      select(id);
+    const target = targetOf(e);
+    if (target) {
+      act(target, actions);
     }
   };
   const onKey = (e: KeyboardEvent) => {
-    const id = nodeFromEvent(e);
-    if (id === null) {
+    const target = targetOf(e);
+    if (!target) {
       return;
     }
     if (e.key === 'Enter' || e.key === ' ' || e.key === 'Spacebar') {
       e.preventDefault();
-      select(id);
-    } else if (e.key.startsWith('Arrow')) {
+      act(target, actions);
+    } else if (e.key.startsWith('Arrow') && target.kind !== 'cluster') {
       e.preventDefault();
-      const best = state.drawn ? nearestNode(state.drawn.boxes, id, e.key) : null;
+      const best = state.drawn ? nearestNode(state.drawn.itemBoxes, target.key, e.key) : null;
       if (best !== null) {
-        state.drawn?.nodeEls.get(best)?.focus();
+        state.drawn?.items.get(best)?.el.focus();
       }
     }
   };
   const onFocus = (e: FocusEvent) => {
-    const id = nodeFromEvent(e);
-    const b = id === null ? undefined : state.drawn?.boxes.get(id);
+    const target = targetOf(e);
+    const b = target && target.kind !== 'cluster' ? state.drawn?.itemBoxes.get(target.key) : undefined;
     if (!b) {
       return;
     }

@@ -8,11 +8,18 @@ export interface Point {
   y: number;
 }
 
+/** What a laid-out box draws: a Node, a collapsed Module, or a stack of repeated Modules. */
+export type BoxKind = 'node' | 'module' | 'stack';
+
 export interface NodeBox {
-  /** DOT name, ``n<id>``. */
+  /** DOT name: ``n<id>`` (a Node), ``m<index>`` (a module box), ``r<repeat>_<start>`` (a stack). */
   name: string;
-  /** Model node id parsed from the name (NaN if the name is foreign). */
+  /** Model node id parsed from the name (NaN if it is no Node's name). */
   id: number;
+  /** What the name says it is (a foreign name counts as a node). */
+  kind: BoxKind;
+  /** The item's key in the visible graph: its DOT name. */
+  key: string;
   cx: number;
   cy: number;
   w: number;
@@ -23,8 +30,12 @@ export interface NodeBox {
 }
 
 export interface EdgePath {
+  /** Node ids of the ends (NaN for a module box or stack end). */
   src: number;
   dst: number;
+  /** DOT names of the ends. */
+  srcKey: string;
+  dstKey: string;
   /** SVG path data of the spline. */
   d: string;
   /** Arrowhead polygon points. */
@@ -37,7 +48,7 @@ export interface EdgePath {
 
 export interface ClusterBox {
   name: string;
-  /** The DOT ``id`` attribute (``cluster:<module path>``), or the name. */
+  /** The DOT ``id`` attribute (``cluster:<module id>``), or the name. */
   id: string;
   label: string;
   x: number;
@@ -123,6 +134,11 @@ export function splitLabel(label: string): string[] {
   return lines;
 }
 
+/** Kind of a box from its DOT name. */
+export function boxKind(name: string): BoxKind {
+  return /^m\d+$/.test(name) ? 'module' : /^r\d+_\d+$/.test(name) ? 'stack' : 'node';
+}
+
 function nums(s: string | undefined): number[] {
   return s ? s.split(',').map(Number) : [];
 }
@@ -168,6 +184,8 @@ export function parseLayout(json: string | object): Layout {
       nodes.push({
         name: o.name,
         id: m ? Number(m[1]) : NaN,
+        kind: boxKind(o.name),
+        key: o.name,
         cx: fx(x),
         cy: fy(y),
         w: Number(o.width) * 72,
@@ -229,6 +247,8 @@ export function parseLayout(json: string | object): Layout {
     edges.push({
       src: idOf(e.tail),
       dst: idOf(e.head),
+      srcKey: nodeName(e.tail),
+      dstKey: nodeName(e.head),
       d,
       head: polygon(e._hdraw_),
       tail: polygon(e._tdraw_),

@@ -1,4 +1,8 @@
-/** Minimal pan & zoom for an SVG group: wheel zoom about the pointer, drag to pan. */
+/**
+ * Minimal pan & zoom for an SVG group: wheel zoom about the pointer, drag to pan. Only the
+ * group's transform changes while the user moves; ``onSettle`` runs once the view has been
+ * still for a moment (the graph view culls off-screen Nodes of huge graphs then).
+ */
 
 export interface Transform {
   x: number;
@@ -22,14 +26,24 @@ const MAX_K = 8;
 export function createPanZoom(
   svg: SVGSVGElement,
   group: SVGGElement,
-  onInteract: () => void = () => undefined
+  onInteract: () => void = () => undefined,
+  onSettle: () => void = () => undefined,
+  settleMs = 120
 ): PanZoom {
   let t: Transform = { x: 0, y: 0, k: 1 };
   let drag: { id: number; x0: number; y0: number; tx: number; ty: number; moved: boolean } | null = null;
   let justDragged = false;
 
+  let settleTimer: ReturnType<typeof setTimeout> | null = null;
   const apply = () => {
     group.setAttribute('transform', `translate(${round(t.x)},${round(t.y)}) scale(${round(t.k, 4)})`);
+    if (settleTimer !== null) {
+      clearTimeout(settleTimer);
+    }
+    settleTimer = setTimeout(() => {
+      settleTimer = null;
+      onSettle();
+    }, settleMs);
   };
   const size = () => ({ w: svg.clientWidth || 0, h: svg.clientHeight || 0 });
   const local = (e: { clientX: number; clientY: number }) => {
@@ -124,6 +138,9 @@ export function createPanZoom(
       return d;
     },
     destroy() {
+      if (settleTimer !== null) {
+        clearTimeout(settleTimer);
+      }
       svg.removeEventListener('wheel', onWheel);
       svg.removeEventListener('pointerdown', onDown);
       svg.removeEventListener('pointermove', onMove);

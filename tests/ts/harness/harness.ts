@@ -4,7 +4,7 @@
  * (bytes of forgeviz/static/graphviz.js in buffers[0], imported from a Blob URL).
  * Served by scripts/harness.mjs.
  */
-import { clusterGraph, s1Graph, xDetail, zDetail } from '../fixtures';
+import { clusterGraph, S1_DOT, s1Graph, xDetail, zDetail } from '../fixtures';
 import { FakeModel } from '../fakemodel';
 
 const params = new URLSearchParams(location.search);
@@ -24,7 +24,7 @@ function kernel(msg: any, model: FakeModel) {
     const detail = msg.node === 1 ? xDetail() : { ...zDetail(), id: msg.node };
     setTimeout(() => model.reply({ type: 'inspect', request_id: msg.request_id, detail }), 20);
   } else if (msg.type === 'dot') {
-    model.reply({ type: 'dot', request_id: msg.request_id, dot: s1Graph().dot });
+    model.reply({ type: 'dot', request_id: msg.request_id, dot: S1_DOT });
   }
 }
 
@@ -41,7 +41,7 @@ g2.nodes[1].grad_brief = '‖g‖=3.2';
 const mounts: [string, any, string[]][] = [
   ['w1', s1Graph(), []],
   ['w2', g2, ['forgeviz: hook on ReluBackward0 raised RuntimeError: example warning']],
-  ['w3', { ...s1Graph(false), nodes: [], edges: [], dot: '', message: 'no autograd history (requires_grad=False)' }, []]
+  ['w3', { ...s1Graph(false), nodes: [], edges: [], message: 'no autograd history (requires_grad=False)' }, []]
 ];
 for (const [id, graph, warnings] of mounts) {
   const model = new FakeModel({ graph, warnings }, kernel);
