@@ -1,6 +1,6 @@
 /** The folded graph view with real Graphviz: expand, collapse, stacks, search, state, stable positions. */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { ModuleDetail, NodeDetail } from '../../src/model/wire';
+import type { Graph, ModuleDetail, NodeDetail } from '../../src/model/wire';
 import { createGraphView, GraphView } from '../../src/render/graph/view';
 import { zDetail } from './fixtures';
 import { gptGraph, gptState } from './gpt-fixture';
@@ -283,5 +283,52 @@ describe('speed (indicative: happy-dom and Graphviz in Node)', () => {
     const all = performance.now() - t;
     console.log(`GPT-2 fixture: first view ${first.toFixed(0)} ms, one block ${one.toFixed(0)} ms, expand all ${all.toFixed(0)} ms`);
     expect(qa('.fv-node')).toHaveLength(g.nodes.length);
+  });
+});
+
+/** A 10,000-op chain made by one loop line, as the kernel sends it: one line-group Module. */
+function loopGraph(n = 10_000): Graph {
+  const nodes: Graph['nodes'] = [];
+  const edges: Graph['edges'] = [];
+  const base = { var_names: [], module_path: null, cell: 4, line: 3, has_saved: true, freed: false, grad_passes: 0, grad_brief: null, nonfinite: false, first_nonfinite: false };
+  nodes.push({ ...base, id: 0, name: 'torch::autograd::AccumulateGrad', kind: 'leaf', label: 't', op: null, cell: null, line: null, has_saved: false });
+  for (let i = 1; i <= n; i++) {
+    nodes.push({ ...base, id: i, name: 'MulBackward0', kind: 'op', label: i === n ? 'h' : 'mul', op: 'mul' });
+    edges.push({ src: i - 1, dst: i, input_nr: 0, output_nr: 0, meta: { shape: [3], dtype: 'float32', device: 'cpu' } });
+  }
+  const where = 'cell [4] line 3';
+  const group = {
+    id: `line:${where}`, path: where, label: `${where} · mul × ${n}`, type: null, parent: null,
+    nodes: nodes.slice(1).map(x => x.id), op_count: n, param_count: 0, param_bytes: 0, signature: '', grad_norm: null, param_grad_norm: null
+  };
+  return { version: 1, nodes, edges, modules: [group], repeats: [], roots: [n], message: null, backward_passes: 0, total_nodes: n + 1, cut: null };
+}
+
+describe('a 10,000-op loop', () => {
+  it('opens as one box, and an expansion past what a view can draw is refused with a message', async () => {
+    make();
+    await view.setGraph(loopGraph());
+    await ready();
+    expect(qa('.fv-graph .fv-node, .fv-graph .fv-box')).toHaveLength(2); // the leaf t, the loop's box
+    expect(q('[data-fv-module="cell [4] line 3"]')).not.toBeNull();
+    await view.expandAll();
+    expect(el.textContent).toContain('That would draw 10,001 boxes; a view draws at most 3,000 at once.');
+    expect(qa('.fv-graph .fv-node, .fv-graph .fv-box')).toHaveLength(2); // nothing was lost
+    expect(el.getAttribute('data-fv-state')).toBe('ready');
+  });
+});
+
+describe('the transcript of a big view', () => {
+  it('is written when opened, not at every expand', async () => {
+    make();
+    await view.setGraph(gptGraph());
+    await ready();
+    await view.expandAll();
+    const t = el.querySelector<HTMLDetailsElement>('details.fv-transcript')!;
+    expect(t.querySelectorAll('li')).toHaveLength(0);
+    expect(t.textContent).toBe('Text description');
+    t.open = true;
+    t.dispatchEvent(new Event('toggle'));
+    expect(t.querySelectorAll('.fv-transcript-nodes li').length).toBeGreaterThan(500);
   });
 });

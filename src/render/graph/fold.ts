@@ -236,14 +236,16 @@ export function expandedToDepth(ix: FoldIndex, depth: number): Set<string> {
 
 /**
  * The first view: a small graph (≤ 50 Nodes) fully expanded; a larger one with its root Modules
- * expanded, then pure containers (no op Nodes of their own: ModuleList, Sequential) expanded
- * while the view keeps at most ``maxItems`` items.
+ * expanded (those that fit in ``maxItems``: a 10,000-step loop's box stays one box), then pure
+ * containers (no op Nodes of their own: ModuleList, Sequential) expanded while the view keeps at
+ * most ``maxItems`` items.
  */
 export function defaultExpanded(ix: FoldIndex, maxItems = FIRST_VIEW_ITEMS): Set<string> {
   if (ix.graph.nodes.length <= SMALL_GRAPH_NODES) {
     return allModules(ix);
   }
-  const expanded = new Set((ix.children.get(null) ?? []).map(m => m.id));
+  const roots = (ix.children.get(null) ?? []).filter(m => m.nodes.length + (ix.children.get(m.id)?.length ?? 0) <= maxItems);
+  const expanded = new Set(roots.map(m => m.id));
   for (;;) {
     const vis = foldGraph(ix, expanded);
     let count = vis.itemCount;

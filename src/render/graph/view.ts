@@ -48,6 +48,11 @@ export { nodeAriaLabel } from './draw';
 
 /** Past this many drawn Nodes, Nodes off-screen are hidden once a pan or zoom settles. */
 export const CULL_NODES = 2000;
+/** The most boxes one view lays out: past this an expansion is refused with a message (Graphviz
+ * needs tens of seconds for 10,000 boxes, and nobody reads them at once: search reaches one). */
+export const MAX_DRAWN_ITEMS = 3000;
+/** A transcript of more items than this is written when it is opened, not at every expand. */
+const EAGER_TRANSCRIPT_ITEMS = 200;
 
 export interface GraphViewOptions {
   /** Lay out DOT; returns Graphviz `json` output of the `dot` engine. */
@@ -324,6 +329,26 @@ export function createGraphView(el: HTMLElement, opts: GraphViewOptions): GraphV
   }
 
   /** Decorate everything drawn from the graph's dynamic fields, then the search marks. */
+  /** What the closed transcript will say when opened (a big one is written only then). */
+  let unwritten: (() => void) | null = null;
+  function writeTranscript(g: Graph | null, vis: VisibleGraph | null) {
+    const write = () => renderTranscript(doc, transcript, g, vis);
+    if (transcript.open || (vis?.itemCount ?? 0) <= EAGER_TRANSCRIPT_ITEMS) {
+      unwritten = null;
+      write();
+    } else {
+      unwritten = write;
+      transcript.replaceChildren(h(doc, 'summary', {}, 'Text description'));
+    }
+  }
+  transcript.addEventListener('toggle', () => {
+    if (transcript.open && unwritten) {
+      const write = unwritten;
+      unwritten = null;
+      write();
+    }
+  });
+
   function redecorate() {
     if (!io.drawn) {
       return;
@@ -386,11 +411,9 @@ export function createGraphView(el: HTMLElement, opts: GraphViewOptions): GraphV
       selected = null;
     }
     redecorate();
-    renderTranscript(doc, transcript, shown, vis);
+    writeTranscript(shown, vis);
     updateCrumbs();
-    if (status.kind() === 'error') {
-      status.show(shown?.cut ?? null, 'info');
-    }
+    status.show(shown?.cut ?? null, 'info'); // an earlier error or refusal is over
     el.setAttribute('data-fv-state', 'ready');
     return true;
   }
@@ -404,6 +427,15 @@ export function createGraphView(el: HTMLElement, opts: GraphViewOptions): GraphV
   /** Expand or collapse to ``next``, keeping ``ref`` (drawn as ``after`` from then on) still on screen. */
   async function changeTo(next: Set<string>, ref: Ref | null, after: Ref | null, tell = true): Promise<void> {
     if (!fix) {
+      return;
+    }
+    const count = foldGraph(fix, next).itemCount;
+    if (count > MAX_DRAWN_ITEMS && count > (visible?.itemCount ?? 0)) {
+      status.show(
+        `That would draw ${count.toLocaleString('en-US')} boxes; a view draws at most ${MAX_DRAWN_ITEMS.toLocaleString('en-US')} ` +
+          'at once. Expand a smaller module, or search for an op, a module or a parameter.',
+        'info'
+      );
       return;
     }
     open = next;
@@ -578,7 +610,7 @@ export function createGraphView(el: HTMLElement, opts: GraphViewOptions): GraphV
     g.backward_passes = state.backward_passes;
     if (io.drawn) {
       redecorate();
-      renderTranscript(doc, transcript, g, visible);
+      writeTranscript(g, visible);
     }
     if (selected !== null) {
       void select(selected);
