@@ -79,6 +79,15 @@ def test_s1_graph_click_update_export(page, lab):
                            arg=inspector.element_handle())
     values = inspector.locator(".fv-grad-inputs .fv-values").all_text_contents()
     assert any("48" in v for v in values) and any("32" in v for v in values), values
+    # The chain rule at Mul: grad_out × local = grad_in, per input.
+    terms = [" ".join(t.split()) for t in inspector.locator(".fv-chain-eq").all_text_contents()]
+    assert any("16 × 3 = 48" in t and "x" in t for t in terms), terms
+    assert any("16 × 2 = 32" in t and "y" in t for t in terms), terms
+    # Its source line goes to its cell (the second), which Lab activates and flashes.
+    page.evaluate("() => { window.jupyterapp.shell.currentWidget.content.activeCellIndex = 4; }")
+    inspector.locator(".fv-goto").click()
+    page.wait_for_function("() => window.jupyterapp.shell.currentWidget.content.activeCellIndex === 1")
+    page.wait_for_selector(".jp-Cell.fv-goto-flash", state="attached", timeout=5_000)
     # Keyboard: focus w and press Enter.
     first.locator('.fv-node[data-label="w"]').focus()
     page.keyboard.press("Enter")
