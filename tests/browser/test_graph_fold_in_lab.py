@@ -4,6 +4,7 @@ search finds a parameter, the inspector of a folded module lists its parameters.
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -22,18 +23,23 @@ CELLS = [
     "loss.backward()",  # 3: the graph above gains its gradients
     "print(' '.join(f'{torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in b.parameters()])).item():.6e}'"
     " for b in model.h))",  # 4: torch's norm of each block's parameter gradients
+    "g",  # 5: the same widget displayed again
 ]
 BOXES = ".fv-graph .fv-node, .fv-graph .fv-box"
 
 
 def test_gpt2_opens_folded_stacks_blocks_expands_searches_and_inspects(page, lab):
     write_notebook(lab["root"] / "gpt2.ipynb", CELLS)
+    received: list[int] = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: received.append(len(payload))))
     nb = LabNotebook(page, lab, "gpt2.ipynb")
     for i in range(2):
         nb.run_cell(i)
+    mark = len(received)
     nb.run_cell(2)
     view = nb.output(2).locator(".fv-root")
     page.wait_for_selector(".jp-Cell:nth-child(3) .fv-root[data-fv-state=ready]")
+    first_display = sum(received[mark:])  # the graph, its state and the widget's module
     boxes = view.locator(BOXES)
     first_view = boxes.count()
     assert 3 <= first_view <= 40, first_view
@@ -44,8 +50,13 @@ def test_gpt2_opens_folded_stacks_blocks_expands_searches_and_inspects(page, lab
     assert view.locator(".fv-graph .fv-node").count() < 20  # ...not 530 Nodes
 
     # backward in a later cell: each block's bar is torch's norm of its parameters' gradients.
+    mark = len(received)
     nb.run_cell(3)
     stack.locator(".fv-bar-fill").nth(11).wait_for()
+    refresh = sum(received[mark:])  # only the state: the graph is not sent again
+    (ARTIFACTS / "gpt2-bytes.json").write_text(json.dumps({"first_display": first_display, "refresh": refresh}))
+    print(f"GPT-2-small shape over the websocket: first display {first_display} bytes, refresh {refresh}")
+    assert first_display <= 300_000 and refresh <= 50_000
     nb.run_cell(4)
     expected = [float(v) for v in nb.output(4).text_content().split()]
     titles = stack.locator(".fv-bar title").all_text_contents()
@@ -68,6 +79,10 @@ def test_gpt2_opens_folded_stacks_blocks_expands_searches_and_inspects(page, lab
     page.keyboard.press("Enter")
     block = view.locator('g.fv-cluster[data-fv-module="h.0"]')
     block.wait_for()
+    # Displayed again, the widget opens as it was left.
+    nb.run_cell(5)
+    nb.output(5).locator('g.fv-cluster[data-fv-module="h.0"]').wait_for()
+    assert nb.output(5).locator('[data-fv-repeat="11"]').count() == 1
     page.wait_for_selector(".jp-Cell:nth-child(3) .fv-root[data-fv-state=ready]")
     assert view.locator('[data-fv-repeat="11"]').count() == 1
     assert view.locator(BOXES).count() > first_view
