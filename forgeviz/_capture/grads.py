@@ -61,7 +61,8 @@ def has_nonfinite(summaries: Iterable[Optional[TensorSummary]]) -> bool:
 class NodeGrads:
     records: list[GradRecord] = field(default_factory=list)
     first_nonfinite_pass: Optional[int] = None  # the pass in which this node was the first non-finite one
-    # (backward index, per input the local derivative's values) of a small elementwise Node's last pass
+    # (backward index, per input the local derivative's values or None) of a small elementwise CPU
+    # Node's last pass
     local: Optional[tuple[int, list]] = None
 
 
@@ -228,9 +229,14 @@ class BackwardRecorder:
                 )
                 entry = self.store.add(nid, record)
                 state["recorded"].append((entry, record))
-                if chain_node is not None:  # its saved tensors live until this hook returns
-                    local = local_derivatives(chain_node, grad_outputs[0] if grad_outputs else None)
-                    entry.local = (backward_index, local) if local is not None else None
+                out = grad_outputs[0] if grad_outputs else None
+                # Its saved tensors live until this hook returns. Numbers, not tensors, are kept (a
+                # tensor per Node of a 10,000-op loop would outlive the loop); on an accelerator,
+                # reading them would wait for it, so the chain rule is shown for CPU gradients.
+                if chain_node is not None and out is not None and not self.deferred(out):
+                    local = local_derivatives(chain_node, out)
+                    entry.local = None if local is None else (
+                        backward_index, [d.tolist() if d is not None else None for d in local])
             except Exception as exc:  # noqa: BLE001 - reported, never raised into torch
                 self.on_fault(f"recording gradients failed: {exc!r}")
         return hook

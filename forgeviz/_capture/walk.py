@@ -343,12 +343,12 @@ def _chain_terms(grads, live: LiveGraph, nid: int) -> list[ChainTerm]:
     terms = []
     for input_nr, local in enumerate(locals_):
         grad_input = record.grad_inputs[input_nr] if input_nr < len(record.grad_inputs) else None
-        if local is None or grad_input is None or grad_input.values is None or len(grad_input.values) != local.numel():
+        if local is None or grad_input is None or grad_input.values is None or len(grad_input.values) != len(local):
             continue  # an input that was broadcast got a summed gradient: not one product per element
         src = producers.get(input_nr)
         label = labels.get(src, f"input {input_nr}") if src is not None else f"input {input_nr}"
         terms.append(ChainTerm(input_nr, label, names[input_nr] if input_nr < len(names) else "", list(grad_output),
-                               [wire_float(v) for v in local.tolist()], list(grad_input.values)))
+                               [wire_float(v) for v in local], list(grad_input.values)))
     return terms
 
 

@@ -332,3 +332,27 @@ describe('the transcript of a big view', () => {
     expect(t.querySelectorAll('.fv-transcript-nodes li').length).toBeGreaterThan(500);
   });
 });
+
+describe('a big drawing', () => {
+  it('goes on the page a few hundred groups per frame, and is ready only when all are there', async () => {
+    make();
+    await view.setGraph(gptGraph());
+    await ready();
+    const frames = vi.spyOn(window, 'requestAnimationFrame');
+    const seen: number[] = [];
+    const watch = new MutationObserver(() => {
+      if (el.getAttribute('data-fv-state') === 'loading') {
+        seen.push(qa('.fv-graph .fv-node, .fv-graph .fv-box').length);
+      }
+    });
+    watch.observe(el, { subtree: true, childList: true });
+    await view.expandAll();
+    watch.disconnect();
+    const total = qa('.fv-graph .fv-node, .fv-graph .fv-box').length;
+    expect(total).toBeGreaterThan(500);
+    expect(frames.mock.calls.length).toBeGreaterThanOrEqual(3);
+    expect(seen.some(n => n > 0 && n < total)).toBe(true); // part of it was on the page, still loading
+    expect(el.getAttribute('data-fv-state')).toBe('ready');
+    frames.mockRestore();
+  });
+});

@@ -51,6 +51,8 @@ export const CULL_NODES = 2000;
 /** The most boxes one view lays out: past this an expansion is refused with a message (Graphviz
  * needs tens of seconds for 10,000 boxes, and nobody reads them at once: search reaches one). */
 export const MAX_DRAWN_ITEMS = 3000;
+/** Groups (Nodes, boxes, edges, clusters) attached per frame when a big drawing goes on the page. */
+const ATTACH_PER_FRAME = 250;
 /** A transcript of more items than this is written when it is opened, not at every expand. */
 const EAGER_TRANSCRIPT_ITEMS = 200;
 
@@ -358,6 +360,48 @@ export function createGraphView(el: HTMLElement, opts: GraphViewOptions): GraphV
   }
 
   /**
+   * Put a drawn graph on the page: at once when small; a big one (an "Expand all") a few hundred
+   * groups per frame, so that styling thousands of SVG elements never holds the page for one long
+   * task. False when a newer layout or destroy() overtook it.
+   */
+  async function attach(g: SVGGElement, gen: number): Promise<boolean> {
+    const parts = Array.from(g.children).map(part => [part, Array.from(part.children)] as const);
+    if (parts.reduce((n, [, kids]) => n + kids.length, 0) <= ATTACH_PER_FRAME) {
+      viewport.replaceChildren(g);
+      return true;
+    }
+    for (const [part] of parts) {
+      part.replaceChildren();
+    }
+    viewport.replaceChildren(g);
+    let room = ATTACH_PER_FRAME;
+    for (const [part, kids] of parts) {
+      for (const kid of kids) {
+        if (room-- === 0) {
+          await nextFrame();
+          if (gen !== generation || destroyed) {
+            return false;
+          }
+          room = ATTACH_PER_FRAME - 1;
+        }
+        part.appendChild(kid);
+      }
+    }
+    return true;
+  }
+
+  /** The next frame (a hidden page has none: then the next task). */
+  function nextFrame(): Promise<void> {
+    return new Promise(resolve => {
+      if (win && doc.visibilityState !== 'hidden' && typeof win.requestAnimationFrame === 'function') {
+        win.requestAnimationFrame(() => resolve());
+      } else {
+        setTimeout(resolve, 0);
+      }
+    });
+  }
+
+  /**
    * Fold, lay out and draw the graph for ``open``. ``anchor`` (an item and where it was on
    * screen) keeps its screen position; else a new drawing is fitted to the stage.
    */
@@ -387,11 +431,15 @@ export function createGraphView(el: HTMLElement, opts: GraphViewOptions): GraphV
     el.setAttribute('data-fv-mode', 'graph');
     message.hidden = true;
     visible = vis;
+    if (selected !== null && !vis.items.has(`n${selected}`)) {
+      selected = null;
+    }
     if (drawnDot !== dot || !io.drawn) {
       laid = lay;
       culled = [];
-      io.drawn = drawGraph(doc, lay, vis);
-      viewport.replaceChildren(io.drawn.g);
+      const drawn = drawGraph(doc, lay, vis);
+      io.drawn = drawn;
+      redecorate(); // while detached: the page styles each element once, when it is attached
       drawnDot = dot;
       // a new graph gets the height it needs; an expand only ever grows the stage
       const prev = parseFloat(el.style.getPropertyValue('--fv-stage-h')) || 0;
@@ -406,11 +454,12 @@ export function createGraphView(el: HTMLElement, opts: GraphViewOptions): GraphV
         io.autoFit = true;
         fit();
       }
+      if (!(await attach(drawn.g, gen))) {
+        return false;
+      }
+    } else {
+      redecorate();
     }
-    if (selected !== null && !vis.items.has(`n${selected}`)) {
-      selected = null;
-    }
-    redecorate();
     writeTranscript(shown, vis);
     updateCrumbs();
     status.show(shown?.cut ?? null, 'info'); // an earlier error or refusal is over
