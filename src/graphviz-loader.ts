@@ -4,19 +4,13 @@
  * layouts run in one module worker (layout-worker.ts) so a large graph does not
  * freeze the page; elsewhere, or when the worker cannot start, on the main thread.
  */
-import { createLayoutPool, DEFAULT_TIMEOUT_MS, pageWorker, type WorkerConstructor } from './layout-worker';
+import { createLayoutPool, DEFAULT_TIMEOUT_MS, type GraphvizLike, pageWorker, type WorkerConstructor } from './layout-worker';
 
-/**
- * The subset of @hpcc-js/wasm-graphviz's Graphviz we use. The main-thread Graphviz answers at
- * once, the worker's later: callers ``await`` either.
- */
-export interface GraphvizLike {
-  layout(dot: string, format: 'json', engine: 'dot'): string | Promise<string>;
-}
+export type { GraphvizLike };
 
 export interface ForgevizGlobal {
   version?: string;
-  /** Set by the JupyterLab extension: loads the bundled WASM from a lazy chunk (main thread). */
+  /** Set by the JupyterLab extension: loads Graphviz on the main thread (where no worker runs). */
   loadGraphviz?: () => Promise<GraphvizLike>;
   /**
    * Where the layout worker gets the Graphviz ESM's source; when unset, from the kernel

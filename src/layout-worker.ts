@@ -7,7 +7,14 @@
  * Layouts go to the worker one at a time, so a deadline measures that layout alone: one that
  * runs past it stops the worker (Graphviz cannot be interrupted) and the next starts a fresh one.
  */
-import type { GraphvizLike } from './graphviz-loader';
+
+/**
+ * The subset of @hpcc-js/wasm-graphviz's Graphviz we use. The main-thread Graphviz answers at
+ * once, the worker's later: callers ``await`` either.
+ */
+export interface GraphvizLike {
+  layout(dot: string, format: 'json', engine: 'dot'): string | Promise<string>;
+}
 
 /**
  * The worker's program (plain ES2020, kept terse: it travels inside every widget ESM). On

@@ -1,7 +1,8 @@
 /**
  * The graph as text: a ``<details>`` transcript of what is drawn for screen readers. A fully
  * expanded graph lists its Nodes and edges; a folded one lists its visible items (Nodes, module
- * boxes, stacks, each with the module it sits in) and the edges between them.
+ * boxes, stacks, each with the module it sits in) and the edges between them. A big one is
+ * written when it is opened, not at every expand.
  */
 import type { Graph, Node as GraphNode } from '../../model/wire';
 import { h } from '../common/dom';
@@ -110,4 +111,33 @@ export function renderTranscript(doc: Document, transcript: HTMLElement, g: Grap
     el.appendChild(h(doc, 'li', {}, `${name(e.src)} feeds ${name(e.dst)} as input ${e.input_nr}${meta}.`));
   }
   transcript.append(h(doc, 'h5', {}, 'Nodes'), nl, h(doc, 'h5', {}, 'Edges (forward direction)'), el);
+}
+
+/** A transcript of more items than this is written when it is opened, not at every expand. */
+const EAGER_TRANSCRIPT_ITEMS = 200;
+
+/**
+ * A writer for ``transcript``: it describes a graph as drawn at once when the transcript is open
+ * or small, else when it is opened (a big one is not written at every expand).
+ */
+export function lazyTranscript(doc: Document, transcript: HTMLDetailsElement): (g: Graph | null, vis: VisibleGraph | null) => void {
+  /** What the closed transcript will say when opened. */
+  let unwritten: (() => void) | null = null;
+  transcript.addEventListener('toggle', () => {
+    if (transcript.open && unwritten) {
+      const write = unwritten;
+      unwritten = null;
+      write();
+    }
+  });
+  return (g, vis) => {
+    const write = () => renderTranscript(doc, transcript, g, vis);
+    if (transcript.open || (vis?.itemCount ?? 0) <= EAGER_TRANSCRIPT_ITEMS) {
+      unwritten = null;
+      write();
+    } else {
+      unwritten = write;
+      transcript.replaceChildren(h(doc, 'summary', {}, 'Text description'));
+    }
+  };
 }
