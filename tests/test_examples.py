@@ -107,3 +107,22 @@ def test_memory_example_tells_m1_m2_m3_m5_truthfully(shell):
     assert before - activation(live) >= 20 * 64 * 512 * 4  # the 20 graphs went with the losses
     norms = ns["norms"]
     assert all(b > a for a, b in zip(norms, norms[1:]))  # M5
+
+
+def test_real_models_example_folds_twelve_blocks_and_its_bars_are_torch_norms(shell):
+    results = run_notebook(shell, "05_real_models.ipynb")
+    ns = shell.user_ns
+    widget = ns["g"]
+    assert [len(r.members) for r in widget.model.repeats] == [12]
+    norms = dict(zip(widget.state["module_ids"], widget.state["module_param_grad_norms"]))
+    torch_norms = results[4].result  # the notebook's own cell: torch's norm of each block's parameter gradients
+    assert len(torch_norms) == 12
+    for i, expected in enumerate(torch_norms):
+        assert norms[f"model.h.{i}"] == pytest.approx(expected, abs=1e-4)
+    for i, block in enumerate(ns["model"].h):
+        if i != 5:  # (the last cell gave block 5 new parameters)
+            assert norms[f"model.h.{i}"] == pytest.approx(
+                torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in block.parameters()])).item(), rel=1e-5)
+    split = results[-1].result.model  # block 5 made different: the stack splits around it
+    assert [r.members for r in split.repeats] == [[f"model.h.{i}" for i in range(5)],
+                                                  [f"model.h.{i}" for i in range(6, 12)]]
