@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "browser"))
 
-from labdriver import ARTIFACTS, LabNotebook, launch_chromium, running_lab, write_notebook  # noqa: E402 - tests/browser on sys.path first
+from labdriver import ARTIFACTS, LabNotebook, launch_chromium, running_lab, websocket_bytes, write_notebook  # noqa: E402 - tests/browser on sys.path first
 
 ROUNDS = 5
 SETUP = [
@@ -48,8 +48,7 @@ def main() -> None:
         browser = launch_chromium(p)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(120_000)
-        received: list[int] = []
-        page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: received.append(len(payload))))
+        received = websocket_bytes(page)
         write_notebook(Path(tmp) / "bench.ipynb", cells)
         nb = LabNotebook(page, lab, "bench.ipynb")
         for i in range(len(SETUP)):

@@ -105,6 +105,14 @@ class LabNotebook:
         return self.page.locator(f"[id='{self.panel_id}'] .jp-Notebook .jp-Cell").nth(index).locator(".jp-OutputArea")
 
 
+def websocket_bytes(page) -> list[int]:
+    """The sizes of the websocket frames the page receives from now on: ``sum(frames[mark:])`` is what
+    arrived since ``mark = len(frames)``."""
+    frames: list[int] = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: frames.append(len(payload))))
+    return frames
+
+
 def write_notebook(path: Path, cells: list[str]) -> None:
     import nbformat
 

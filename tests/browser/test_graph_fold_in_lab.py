@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from labdriver import ARTIFACTS, LabNotebook, write_notebook
+from labdriver import ARTIFACTS, LabNotebook, websocket_bytes, write_notebook
 from scenarios import GPT2_SOURCE
 
 pytestmark = pytest.mark.browser
@@ -30,8 +30,7 @@ BOXES = ".fv-graph .fv-node, .fv-graph .fv-box"
 
 def test_gpt2_opens_folded_stacks_blocks_expands_searches_and_inspects(page, lab):
     write_notebook(lab["root"] / "gpt2.ipynb", CELLS)
-    received: list[int] = []
-    page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: received.append(len(payload))))
+    received = websocket_bytes(page)
     nb = LabNotebook(page, lab, "gpt2.ipynb")
     for i in range(2):
         nb.run_cell(i)

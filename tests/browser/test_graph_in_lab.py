@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from labdriver import ARTIFACTS, LabNotebook, write_notebook
+from labdriver import ARTIFACTS, LabNotebook, websocket_bytes, write_notebook
 
 pytestmark = pytest.mark.browser
 
@@ -33,8 +33,7 @@ def test_labextension_is_installed_and_enabled():
 
 def test_s1_graph_click_update_export(page, lab):
     write_notebook(lab["root"] / "s1.ipynb", CELLS)
-    received: list[int] = []
-    page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: received.append(len(payload))))
+    received = websocket_bytes(page)
     nb = LabNotebook(page, lab, "s1.ipynb")
     for i in range(2):
         nb.run_cell(i)

@@ -1,13 +1,9 @@
 /** The inspector panel on its own: the module view, the chain rule and the source button. */
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ChainTerm, ModuleDetail, NodeDetail, ParameterRow, TensorSummary } from '../../src/model/wire';
-import {
-  chainText,
-  createInspectorPanel,
-  formatBytes,
-  GOTO_CELL_EVENT,
-  histogramSvg
-} from '../../src/render/graph/inspector';
+import { bytesShort } from '../../src/render/common/format';
+import { chainText, createInspectorPanel, GOTO_CELL_EVENT, histogramSvg } from '../../src/render/graph/inspector';
+import { detail } from './fixtures';
 
 afterEach(() => document.body.replaceChildren());
 
@@ -30,30 +26,18 @@ function grad(over: Partial<TensorSummary> = {}): TensorSummary {
 }
 
 function nodeDetail(over: Partial<NodeDetail> = {}): NodeDetail {
-  return {
+  return detail({
     id: 3,
     name: 'MulBackward0',
     label: 'z',
     var_names: ['z'],
     op: 'aten::mul',
     op_qualname: 'torch.mul',
-    module_path: null,
-    module_type: null,
     cell: 3,
     line: 2,
     source: 'z = x * y',
-    inputs: [],
-    outputs: [],
-    saved: [],
-    freed: false,
-    alive: true,
-    grads: [],
-    contributions: [],
-    leaf_grad: null,
-    leaf_grad_history: [],
-    chain: [],
     ...over
-  };
+  });
 }
 
 function param(name: string, g: TensorSummary | null, shape = [768, 768]): ParameterRow {
@@ -151,9 +135,9 @@ describe('module inspector', () => {
   });
 
   it('formats bytes like the memory view', () => {
-    expect(formatBytes(512)).toBe('512 B');
-    expect(formatBytes(1536)).toBe('1.5 KiB');
-    expect(formatBytes(124439808 * 4)).toBe('475 MiB');
+    expect(bytesShort(512)).toBe('512 B');
+    expect(bytesShort(1536)).toBe('1.5 KiB');
+    expect(bytesShort(124439808 * 4)).toBe('475 MiB');
   });
 
   it('draws a histogram from a Histogram or a TensorSummary', () => {

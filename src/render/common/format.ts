@@ -10,6 +10,28 @@ export function wireNumber(v: number | string | null | undefined): number | null
 }
 
 /** Strip the ``torch.`` prefix from a dtype. */
+const BYTE_UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+
+/** ``n`` bytes in binary units: [value, unit], e.g. ``scaledBytes(1536)`` → ``[1.5, 'KiB']``. */
+export function scaledBytes(n: number): [number, string] {
+  let v = Math.abs(n);
+  let u = 0;
+  while (v >= 1024 && u < BYTE_UNITS.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  return [n < 0 ? -v : v, BYTE_UNITS[u]];
+}
+
+/** "0 B", "512 B", "4 KiB", "1.5 MiB", "117 MiB" (up to 3 significant digits). */
+export function bytesShort(n: number): string {
+  if (!Number.isFinite(n)) {
+    return '—';
+  }
+  const [v, u] = scaledBytes(n);
+  return u === 'B' ? `${Math.round(v)} B` : `${Number(v.toPrecision(3))} ${u}`;
+}
+
 export function dtypeName(dtype: string): string {
   return dtype.startsWith('torch.') ? dtype.slice(6) : dtype;
 }

@@ -7,6 +7,7 @@
  *     toDot(foldGraph(ix, expanded))   // 'digraph forgeviz {\n\tgraph [...]\n\tn1 [label="x\\nleaf" id=n1]\n…'
  */
 import type { Module, Node } from '../../model/wire';
+import { bytesShort } from '../common/format';
 import type { VisibleEntry, VisibleGraph, VisibleItem } from './fold';
 
 const HEAD = `digraph forgeviz {
@@ -39,22 +40,10 @@ export function countText(n: number): string {
   return String(n);
 }
 
-/** "512 B", "27.1 MiB". */
-export function bytesText(n: number): string {
-  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
-  let v = n;
-  let u = -1;
-  while (v >= 1024 && u < units.length - 1) {
-    v /= 1024;
-    u++;
-  }
-  return u < 0 ? `${n} B` : `${Number(v.toPrecision(3))} ${units[u]}`;
-}
-
 /** "44 ops · 7.09M params · 27 MiB" (no parameter part for a module without any). */
 export function moduleStats(m: Module): string {
   const ops = `${m.op_count} op${m.op_count === 1 ? '' : 's'}`;
-  return m.param_count ? `${ops} · ${countText(m.param_count)} params · ${bytesText(m.param_bytes)}` : ops;
+  return m.param_count ? `${ops} · ${countText(m.param_count)} params · ${bytesShort(m.param_bytes)}` : ops;
 }
 
 /** The two lines of a Node: what the user calls it, then torch's Node name (or "leaf"). */

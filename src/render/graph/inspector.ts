@@ -12,6 +12,7 @@ import type {
 } from '../../model/wire';
 import { h, r2, s } from '../common/dom';
 import {
+  bytesShort,
   formatCompact,
   formatMeta,
   formatNumber,
@@ -398,22 +399,6 @@ function formatCount(n: number): string {
   return Math.round(n).toLocaleString('en-US');
 }
 
-/** "0 B", "512 B", "1.5 MiB", "117 MiB": as the memory view writes bytes. */
-export function formatBytes(n: number): string {
-  if (!Number.isFinite(n)) {
-    return '—';
-  }
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let v = Math.abs(n);
-  let u = 0;
-  while (v >= 1024 && u < units.length - 1) {
-    v /= 1024;
-    u++;
-  }
-  const signed = n < 0 ? -v : v;
-  return u === 0 ? `${Math.round(signed)} B` : `${Number(signed.toPrecision(3))} ${units[u]}`;
-}
-
 /** True when a gradient summary counted NaN or Inf. */
 function nonfinite(t: TensorSummary | null): boolean {
   return !!t && (t.nan_count > 0 || t.inf_count > 0);
@@ -463,7 +448,7 @@ export function renderModule(doc: Document, detail: ModuleDetail): HTMLElement {
   const sizes = h(doc, 'div', { class: 'fv-module-sizes' });
   sizes.appendChild(row(doc, 'ops', formatCount(detail.op_count)));
   sizes.appendChild(
-    row(doc, 'parameters', `${formatCount(detail.param_count)} elements · ${formatBytes(detail.param_bytes)}`)
+    row(doc, 'parameters', `${formatCount(detail.param_count)} elements · ${bytesShort(detail.param_bytes)}`)
   );
   frag.appendChild(section(doc, 'Module', sizes));
 

@@ -180,15 +180,7 @@ export function createStage(doc: Document, el: HTMLElement, ui: GraphUi, io: Int
     message.textContent = text;
   }
 
-  function draw(
-    lay: Layout,
-    vis: VisibleGraph,
-    dot: string,
-    anchor: Anchor | null,
-    newGraph: boolean,
-    decorate: () => void,
-    overtaken: () => boolean
-  ): Promise<boolean> | null {
+  const draw: Stage['draw'] = (lay, vis, dot, anchor, newGraph, decorate, overtaken) => {
     svg.style.display = '';
     el.setAttribute('data-fv-mode', 'graph');
     message.hidden = true;
@@ -216,7 +208,7 @@ export function createStage(doc: Document, el: HTMLElement, ui: GraphUi, io: Int
       fit();
     }
     return attach(viewport, drawn.g, () => nextFrame(doc, win), overtaken);
-  }
+  };
 
   function exportSVG(shown: Graph | null): string {
     if (!io.drawn || !laid) {

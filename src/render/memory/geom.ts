@@ -3,39 +3,21 @@
  * tooltip's sentence. No DOM.
  */
 import { CATEGORIES, CATEGORY_COLORS, CATEGORY_PATTERNS, NO_ID, NO_SMALL, type MemoryTimeline, type StorageDetail } from '../../model/wire';
+import { bytesShort, scaledBytes } from '../common/format';
 import { type Envelope, grown, type MemoryStore, NCAT, type XMode } from './data';
 
 /** Okabe–Ito per category and a pattern each, so colour is never the only cue (forgeviz/model/memory.py). */
 export { CATEGORY_COLORS, CATEGORY_PATTERNS };
 export type PatternKind = (typeof CATEGORY_PATTERNS)[number];
 
-const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
-
-function scaled(n: number): [number, string] {
-  let v = Math.abs(n);
-  let u = 0;
-  while (v >= 1024 && u < UNITS.length - 1) {
-    v /= 1024;
-    u++;
-  }
-  return [n < 0 ? -v : v, UNITS[u]];
-}
-
-/** "0 B", "512 B", "4 KiB", "1.5 MiB", "117 MiB" (up to 3 significant digits). */
-export function bytesShort(n: number): string {
-  if (!Number.isFinite(n)) {
-    return '—';
-  }
-  const [v, u] = scaled(n);
-  return u === 'B' ? `${Math.round(v)} B` : `${Number(v.toPrecision(3))} ${u}`;
-}
+export { bytesShort };
 
 /** "12.0 MiB", "512 B": one decimal (labels such as the peak's). */
 export function bytesLabel(n: number): string {
   if (!Number.isFinite(n)) {
     return '—';
   }
-  const [v, u] = scaled(n);
+  const [v, u] = scaledBytes(n);
   return u === 'B' ? `${Math.round(v)} B` : `${v.toFixed(1)} ${u}`;
 }
 
