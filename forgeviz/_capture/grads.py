@@ -185,9 +185,9 @@ class BackwardRecorder:
         for node in iter_graph(roots):
             nid = node_id(node)
             self.store.watch(node, nid)
-            chain = node if node.name() in LOCAL_DERIVATIVES else None
-            hook = self._make_hook(nid, backward_index, state, chain)
-            if type(node).__name__ == "AccumulateGrad":
+            kind = type(node).__name__  # a C++ Node's class is its name(): "MulBackward0"
+            hook = self._make_hook(nid, backward_index, state, node if kind in LOCAL_DERIVATIVES else None)
+            if kind == "AccumulateGrad":
                 hook = self._make_leaf_hook(node, hook, state)
             handles.append(node.register_hook(hook))
 

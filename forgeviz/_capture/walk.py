@@ -15,7 +15,6 @@ from ..model.graph import (
     Edge,
     GradContribution,
     Graph,
-    GraphState,
     Module,
     ModuleDetail,
     Node,
@@ -262,23 +261,6 @@ def _line_groups(graph: Graph, tags: dict[int, tuple]) -> list[Module]:
     return out
 
 
-def graph_state(graph: Graph) -> GraphState:
-    """What a backward changes in ``graph``: the columns the view applies without laying out again.
-
-    >>> graph_state(Graph(WIRE_VERSION, [], [], [], [], [], None, 3, 0, None)).backward_passes
-    3
-    """
-    changed = [n for n in graph.nodes if n.grad_passes or n.grad_brief is not None]
-    return GraphState(
-        backward_passes=graph.backward_passes, ids=[n.id for n in changed],
-        grad_passes=[n.grad_passes for n in changed], grad_briefs=[n.grad_brief for n in changed],
-        freed=[n.id for n in graph.nodes if n.freed], nonfinite=[n.id for n in graph.nodes if n.nonfinite],
-        first_nonfinite=[n.id for n in graph.nodes if n.first_nonfinite],
-        module_ids=[m.id for m in graph.modules], module_grad_norms=[m.grad_norm for m in graph.modules],
-        module_param_grad_norms=[m.param_grad_norm for m in graph.modules],
-    )
-
-
 def node_detail(nid: int, live: LiveGraph, session: CaptureSession, alive: bool) -> NodeDetail:
     """Everything the inspector shows for node ``nid``, from the live Node when ``alive``."""
     snapshot = {n.id: n for n in live.graph.nodes}
@@ -311,7 +293,7 @@ def node_detail(nid: int, live: LiveGraph, session: CaptureSession, alive: bool)
         detail.leaf_grad = summarize(leaf.grad)
         history = store.leaf_history(leaf)
         detail.leaf_grad_history = list(history.values) if history else []
-    detail.chain = _chain_terms(grads, live, nid)
+    detail.chain = _chain_terms(grads, live, model, snapshot)
     # Each consumer's grad_inputs[input_nr] from its last pass: the paths that sum to this grad.
     for edge in live.graph.edges:
         if edge.src != nid:
@@ -326,7 +308,7 @@ def node_detail(nid: int, live: LiveGraph, session: CaptureSession, alive: bool)
     return detail
 
 
-def _chain_terms(grads, live: LiveGraph, nid: int) -> list[ChainTerm]:
+def _chain_terms(grads, live: LiveGraph, node: Node, snapshot: dict[int, Node]) -> list[ChainTerm]:
     """grad_output × local = grad_input for each input of a small elementwise Node's last pass."""
     if grads is None or grads.local is None or not grads.records:
         return []
@@ -337,16 +319,15 @@ def _chain_terms(grads, live: LiveGraph, nid: int) -> list[ChainTerm]:
     grad_output = record.grad_outputs[0].values
     if grad_output is None:
         return []
-    labels = {n.id: n.label for n in live.graph.nodes}
-    producers = {e.input_nr: e.src for e in live.graph.edges if e.dst == nid}
-    names = formulas(next(n.name for n in live.graph.nodes if n.id == nid))
+    producers = {e.input_nr: e.src for e in live.graph.edges if e.dst == node.id}
+    names = formulas(node.name)
     terms = []
     for input_nr, local in enumerate(locals_):
         grad_input = record.grad_inputs[input_nr] if input_nr < len(record.grad_inputs) else None
         if local is None or grad_input is None or grad_input.values is None or len(grad_input.values) != len(local):
             continue  # an input that was broadcast got a summed gradient: not one product per element
-        src = producers.get(input_nr)
-        label = labels.get(src, f"input {input_nr}") if src is not None else f"input {input_nr}"
+        src = snapshot.get(producers.get(input_nr, -1))
+        label = src.label if src is not None else f"input {input_nr}"
         terms.append(ChainTerm(input_nr, label, names[input_nr] if input_nr < len(names) else "", list(grad_output),
                                [wire_float(v) for v in local], list(grad_input.values)))
     return terms
@@ -361,6 +342,7 @@ def module_detail(module_id: str, live: LiveGraph, session: CaptureSession) -> M
     for m in live.graph.modules:  # parents come before children in named_modules() order
         if m.parent in inside:
             inside.add(m.id)
+    labels = {n.id: n.label for n in live.graph.nodes}
     rows: list[ParameterRow] = []
     grads: list[torch.Tensor] = []
     alive = False
@@ -370,13 +352,12 @@ def module_detail(module_id: str, live: LiveGraph, session: CaptureSession) -> M
             if ref is None:
                 continue
             leaf = ref()
-            label = next(n.label for n in live.graph.nodes if n.id == nid) if leaf is None else None
-            if leaf is None:
-                rows.append(ParameterRow(label or f"node {nid}", nid, [], "", None))
+            if leaf is None:  # the model is gone: what the graph recorded
+                rows.append(ParameterRow(labels[nid], nid, [], "", None))
                 continue
             alive = True
             param = session.modules.parameters.lookup(leaf)
-            name = param[0] if param else (label or f"node {nid}")
+            name = param[0] if param else labels[nid]
             if module.path and name.startswith(module.path + "."):
                 name = name[len(module.path) + 1:]
             rows.append(ParameterRow(name, nid, list(leaf.shape), dtype_name(leaf.dtype), summarize(leaf.grad)))
@@ -393,11 +374,8 @@ def _pooled_histogram(grads: list[torch.Tensor], sample: int = 65_536):
     total = sum(g.numel() for g in grads)
     if not total:
         return None
-    parts = []
-    for g in grads:
-        flat = g.detach().reshape(-1)
-        step = max(1, round(total / sample))
-        parts.append(flat[::step].to("cpu", torch.float32))
+    step = max(1, round(total / sample))
+    parts = [g.detach().reshape(-1)[::step].to("cpu", torch.float32) for g in grads]
     summary = summarize(torch.cat(parts))
     return summary.histogram if summary is not None else None
 

@@ -342,6 +342,42 @@ def shape_times_text(shape: list[int]) -> str:
     return "×".join(str(s) for s in shape) if shape else "scalar"
 
 
+
+
+
+def graph_state(graph: Graph) -> GraphState:
+    """What a backward changes in ``graph``: the columns the view applies without laying out again.
+
+    >>> graph_state(Graph(WIRE_VERSION, [], [], [], [], [], None, 3, 0, None)).backward_passes
+    3
+    """
+    changed = [n for n in graph.nodes if n.grad_passes or n.grad_brief is not None]
+    return GraphState(
+        backward_passes=graph.backward_passes, ids=[n.id for n in changed],
+        grad_passes=[n.grad_passes for n in changed], grad_briefs=[n.grad_brief for n in changed],
+        freed=[n.id for n in graph.nodes if n.freed], nonfinite=[n.id for n in graph.nodes if n.nonfinite],
+        first_nonfinite=[n.id for n in graph.nodes if n.first_nonfinite],
+        module_ids=[m.id for m in graph.modules], module_grad_norms=[m.grad_norm for m in graph.modules],
+        module_param_grad_norms=[m.param_grad_norm for m in graph.modules],
+    )
+
+
+# What a GraphState carries of each Node and Module: the graph trait is sent without these.
+NODE_STATE_FIELDS = ("grad_passes", "grad_brief", "freed", "nonfinite", "first_nonfinite")
+MODULE_STATE_FIELDS = ("grad_norm", "param_grad_norm")
+
+
+def without_state(wire: dict) -> dict:
+    """A Graph as wire JSON less what its GraphState carries: the graph view's ``graph`` trait.
+
+    >>> without_state({"nodes": [{"id": 1, "freed": True}], "modules": []})["nodes"]
+    [{'id': 1}]
+    """
+    return {**wire,
+            "nodes": [{k: v for k, v in n.items() if k not in NODE_STATE_FIELDS} for n in wire["nodes"]],
+            "modules": [{k: v for k, v in m.items() if k not in MODULE_STATE_FIELDS} for m in wire["modules"]]}
+
+
 WIRE_TYPES = [
     Histogram, TensorSummary, TensorMeta, GradRecord, Node, Edge, Module, Repeat, Graph, GraphState,
     SavedValue, GradContribution, ChainTerm, NodeDetail, ParameterRow, ModuleDetail, InspectRequest,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import weakref
 from typing import Mapping, Optional
 
@@ -18,14 +17,13 @@ from .._capture.walk import (
     NO_HISTORY,
     LiveGraph,
     build_graph,
-    graph_state,
     module_detail,
     node_detail,
     roots_of,
 )
 from ..export import to_digraph, to_dot
 from ..model import as_wire
-from ..model.graph import WIRE_VERSION, Graph
+from ..model.graph import WIRE_VERSION, Graph, graph_state, without_state
 from .base import STATIC, RequestError, RequestWidget, esm
 
 
@@ -96,7 +94,7 @@ class GraphWidget(RequestWidget):
     def _send_graph(self, graph: Graph) -> None:
         """Send the structure only when it changed, less what the state carries; the state (a few
         bytes per Node) always: the browser applies it to the structure."""
-        structure = _without_state(as_wire(graph))
+        structure = without_state(as_wire(graph))
         state = as_wire(graph_state(graph))
         key = {**structure, "backward_passes": None}
         if key != self._structure:
@@ -140,7 +138,7 @@ class GraphWidget(RequestWidget):
         with untraced():
             alive = bool(self._live.nodes)
             detail = node_detail(nid, self._live, self._session, alive)
-        return {"type": "inspect", "request_id": request_id, "detail": dataclasses.asdict(detail)}, None
+        return {"type": "inspect", "request_id": request_id, "detail": as_wire(detail)}, None
 
     def _answer_module(self, request_id: int, content: dict) -> tuple[dict, None]:
         module = content.get("module")
@@ -150,7 +148,7 @@ class GraphWidget(RequestWidget):
             raise RequestError(f"no module {module!r} in this graph")
         with untraced():
             detail = module_detail(module, self._live, self._session)
-        return {"type": "module", "request_id": request_id, "detail": dataclasses.asdict(detail)}, None
+        return {"type": "module", "request_id": request_id, "detail": as_wire(detail)}, None
 
     def _answer_dot(self, request_id: int, content: dict) -> tuple[dict, None]:
         return {"type": "dot", "request_id": request_id, "dot": self.to_dot()}, None
@@ -159,13 +157,3 @@ class GraphWidget(RequestWidget):
         bundle = (STATIC / "graphviz.js").read_bytes()
         return {"type": "graphviz", "request_id": request_id}, [bundle]
 
-
-_NODE_STATE = ("grad_passes", "grad_brief", "freed", "nonfinite", "first_nonfinite")
-_MODULE_STATE = ("grad_norm", "param_grad_norm")
-
-
-def _without_state(wire: dict) -> dict:
-    """The graph less what a GraphState carries: the graph trait (the state trait has the rest)."""
-    return {**wire,
-            "nodes": [{k: v for k, v in n.items() if k not in _NODE_STATE} for n in wire["nodes"]],
-            "modules": [{k: v for k, v in m.items() if k not in _MODULE_STATE} for m in wire["modules"]]}
