@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { ChainTerm, ModuleDetail, NodeDetail, ParameterRow, TensorSummary } from '../../src/model/wire';
 import { bytesShort } from '../../src/render/common/format';
 import { chainText, createInspectorPanel, GOTO_CELL_EVENT, histogramSvg } from '../../src/render/graph/inspector';
-import { detail } from './fixtures';
+import { zDetail } from './fixtures';
 
 afterEach(() => document.body.replaceChildren());
 
@@ -25,19 +25,9 @@ function grad(over: Partial<TensorSummary> = {}): TensorSummary {
   };
 }
 
+/** S1's Mul (fixtures.zDetail) before its tensors and gradients are known. */
 function nodeDetail(over: Partial<NodeDetail> = {}): NodeDetail {
-  return detail({
-    id: 3,
-    name: 'MulBackward0',
-    label: 'z',
-    var_names: ['z'],
-    op: 'aten::mul',
-    op_qualname: 'torch.mul',
-    cell: 3,
-    line: 2,
-    source: 'z = x * y',
-    ...over
-  });
+  return { ...zDetail(), inputs: [], outputs: [], freed: false, grads: [], ...over };
 }
 
 function param(name: string, g: TensorSummary | null, shape = [768, 768]): ParameterRow {
