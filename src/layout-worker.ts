@@ -6,7 +6,12 @@
  *
  * Layouts go to the worker one at a time, so a deadline measures that layout alone: one that
  * runs past it stops the worker (Graphviz cannot be interrupted) and the next starts a fresh one.
+ *
+ * Big views (thousands of boxes, past what Graphviz lays out in time) go to a second worker that
+ * runs the layered layout (render/graph/layered.ts) from its own source text: createLayeredRunner.
  */
+import { layeredLayout, type LayeredInput } from './render/graph/layered';
+import type { Layout } from './render/graph/layout';
 
 /**
  * The subset of @hpcc-js/wasm-graphviz's Graphviz we use. The main-thread Graphviz answers at
@@ -281,4 +286,99 @@ export function createLayoutPool(options: LayoutPoolOptions): LayoutPool {
 export function pageWorker(): WorkerConstructor | null {
   const W = (globalThis as { Worker?: WorkerConstructor }).Worker;
   return typeof W === 'function' ? W : null;
+}
+
+/**
+ * The worker program of the layered layout (render/graph/layered.ts) for big views: the function's
+ * own source text (it uses nothing outside itself) and a loop that answers ``{id, input}`` with
+ * ``{id, layout}`` or ``{id, error}``.
+ */
+export function layeredWorkerSource(): string {
+  return (
+    `const layeredLayout=${layeredLayout.toString()};` +
+    'self.onmessage=({data:m})=>{try{self.postMessage({id:m.id,layout:layeredLayout(m.input)})}' +
+    'catch(e){self.postMessage({id:m.id,error:String(e&&e.message||e)})}};'
+  );
+}
+
+/**
+ * Lay out big views in a worker of their own, started on first use and kept; one that does not
+ * answer within ``timeoutMs`` is stopped (the next layout starts a fresh one). Without a Worker,
+ * or when one cannot start, the page runs the layout itself.
+ *
+ *     const layoutLayered = createLayeredRunner(pageWorker());
+ *     const layout = await layoutLayered(toLayered(vis));
+ */
+export function createLayeredRunner(Worker: WorkerConstructor | null, timeoutMs = DEFAULT_TIMEOUT_MS): (input: LayeredInput) => Promise<Layout> {
+  let worker: WorkerLike | null = null;
+  let nextId = 1;
+  const pending = new Map<number, { resolve: (l: Layout) => void; reject: (e: Error) => void; timer: ReturnType<typeof setTimeout> }>();
+  const failAll = (err: Error) => {
+    worker?.terminate();
+    worker = null;
+    for (const p of pending.values()) {
+      clearTimeout(p.timer);
+      p.reject(err);
+    }
+    pending.clear();
+  };
+  const start = (): WorkerLike | null => {
+    if (worker || !Worker) {
+      return worker;
+    }
+    const url = URL.createObjectURL(new Blob([layeredWorkerSource()], { type: 'text/javascript' }));
+    try {
+      const w = new Worker(url, { name: 'forgeviz-layered' });
+      w.onmessage = event => {
+        const m = event.data as { id: number; layout?: Layout; error?: string };
+        const p = pending.get(m.id);
+        if (!p) {
+          return;
+        }
+        pending.delete(m.id);
+        clearTimeout(p.timer);
+        if (m.layout) {
+          p.resolve(m.layout);
+        } else {
+          p.reject(new Error(m.error ?? 'the layered layout failed'));
+        }
+      };
+      w.onerror = event => {
+        event.preventDefault?.();
+        failAll(new Error(`the layered layout worker failed: ${workerErrorText(event)}`));
+      };
+      w.onmessageerror = () => failAll(new Error('the layered layout worker sent a message that could not be read'));
+      worker = w;
+    } catch {
+      Worker = null; // refused (CSP): the page lays out from now on
+    } finally {
+      // a classic worker has read its script once constructed
+      setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    }
+    return worker;
+  };
+  return input => {
+    const w = start();
+    if (!w) {
+      return new Promise((resolve, reject) =>
+        setTimeout(() => {
+          try {
+            resolve(layeredLayout(input));
+          } catch (err) {
+            reject(err instanceof Error ? err : new Error(String(err)));
+          }
+        }, 0)
+      );
+    }
+    return new Promise<Layout>((resolve, reject) => {
+      const id = nextId++;
+      const timer = setTimeout(() => {
+        if (pending.has(id)) {
+          failAll(new Error(`the layered layout of ${input.edges.length.toLocaleString('en-US')} edges did not answer within ${seconds(timeoutMs)}; its worker was stopped`));
+        }
+      }, timeoutMs);
+      pending.set(id, { resolve, reject, timer });
+      w.postMessage({ id, input });
+    });
+  };
 }

@@ -9,6 +9,7 @@
  */
 import css from '../../style/graph.css?raw';
 import { getGraphviz } from '../graphviz-loader';
+import { createLayeredRunner, pageWorker } from '../layout-worker';
 import type { Graph, GraphState } from '../model/wire';
 import { createGraphView, GraphView } from '../render/graph/view';
 import { createTransport } from '../transport';
@@ -19,6 +20,9 @@ interface WritableModel {
   set?(key: string, value: unknown): void;
   save_changes?(): void;
 }
+
+/** One layered-layout worker for every graph view of the page, started by the first big view. */
+let layered: ReturnType<typeof createLayeredRunner> | null = null;
 
 const isState = (v: unknown): v is GraphState => hasArrays(v, 'ids', 'module_ids');
 const expandedOf = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
@@ -34,6 +38,7 @@ export const render = defineEntry({
     const writable = model as unknown as WritableModel;
     const view = createGraphView(el, {
       layout: async dot => (await getGraphviz(() => t().graphvizSource())).layout(dot, 'json', 'dot'),
+      layoutLayered: input => (layered ??= createLayeredRunner(pageWorker()))(input),
       requestDetail: node => t().inspect(node),
       requestModule: id => t().module(id),
       requestDot: () => t().dot(),

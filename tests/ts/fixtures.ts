@@ -194,3 +194,21 @@ export function xDetail(): NodeDetail {
 }
 
 export { detail };
+
+/** A 10,000-op chain made by one loop line, as the kernel sends it: one line-group Module. */
+export function loopGraph(n = 10_000): Graph {
+  const nodes: Graph['nodes'] = [];
+  const edges: Graph['edges'] = [];
+  const base = { var_names: [], module_path: null, cell: 4, line: 3, has_saved: true, freed: false, grad_passes: 0, grad_brief: null, nonfinite: false, first_nonfinite: false };
+  nodes.push({ ...base, id: 0, name: 'torch::autograd::AccumulateGrad', kind: 'leaf', label: 't', op: null, cell: null, line: null, has_saved: false });
+  for (let i = 1; i <= n; i++) {
+    nodes.push({ ...base, id: i, name: 'MulBackward0', kind: 'op', label: i === n ? 'h' : 'mul', op: 'mul' });
+    edges.push({ src: i - 1, dst: i, input_nr: 0, output_nr: 0, meta: { shape: [3], dtype: 'float32', device: 'cpu' } });
+  }
+  const where = 'cell [4] line 3';
+  const group = {
+    id: `line:${where}`, path: where, label: `${where} · mul × ${n}`, type: null, parent: null,
+    nodes: nodes.slice(1).map(x => x.id), op_count: n, param_count: 0, param_bytes: 0, signature: '', grad_norm: null, param_grad_norm: null
+  };
+  return { version: 1, nodes, edges, modules: [group], repeats: [], roots: [n], message: null, backward_passes: 0, total_nodes: n + 1, cut: null };
+}

@@ -1,8 +1,8 @@
 /** The folded graph view with real Graphviz: expand, collapse, stacks, search, state, stable positions. */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { Graph, ModuleDetail, NodeDetail } from '../../src/model/wire';
+import type { ModuleDetail, NodeDetail } from '../../src/model/wire';
 import { createGraphView, GraphView } from '../../src/render/graph/view';
-import { zDetail } from './fixtures';
+import { loopGraph, zDetail } from './fixtures';
 import { gptGraph, gptState } from './gpt-fixture';
 import { realLayout } from './graphviz';
 
@@ -286,35 +286,97 @@ describe('speed (indicative: happy-dom and Graphviz in Node)', () => {
   });
 });
 
-/** A 10,000-op chain made by one loop line, as the kernel sends it: one line-group Module. */
-function loopGraph(n = 10_000): Graph {
-  const nodes: Graph['nodes'] = [];
-  const edges: Graph['edges'] = [];
-  const base = { var_names: [], module_path: null, cell: 4, line: 3, has_saved: true, freed: false, grad_passes: 0, grad_brief: null, nonfinite: false, first_nonfinite: false };
-  nodes.push({ ...base, id: 0, name: 'torch::autograd::AccumulateGrad', kind: 'leaf', label: 't', op: null, cell: null, line: null, has_saved: false });
-  for (let i = 1; i <= n; i++) {
-    nodes.push({ ...base, id: i, name: 'MulBackward0', kind: 'op', label: i === n ? 'h' : 'mul', op: 'mul' });
-    edges.push({ src: i - 1, dst: i, input_nr: 0, output_nr: 0, meta: { shape: [3], dtype: 'float32', device: 'cpu' } });
-  }
-  const where = 'cell [4] line 3';
-  const group = {
-    id: `line:${where}`, path: where, label: `${where} · mul × ${n}`, type: null, parent: null,
-    nodes: nodes.slice(1).map(x => x.id), op_count: n, param_count: 0, param_bytes: 0, signature: '', grad_norm: null, param_grad_norm: null
-  };
-  return { version: 1, nodes, edges, modules: [group], repeats: [], roots: [n], message: null, backward_passes: 0, total_nodes: n + 1, cut: null };
-}
-
 describe('a 10,000-op loop', () => {
-  it('opens as one box, and an expansion past what a view can draw is refused with a message', async () => {
+  /** The stage's SVG as the page would size it (happy-dom lays nothing out). */
+  function sized(w = 800, h = 500) {
+    const svg = q('svg.fv-canvas')!;
+    Object.defineProperty(svg, 'clientWidth', { configurable: true, get: () => w });
+    Object.defineProperty(svg, 'clientHeight', { configurable: true, get: () => h });
+  }
+  const drawnItems = () => qa('.fv-graph .fv-node, .fv-graph .fv-box');
+  /** Boxes in the overview paths: one "h…v…h…z" each. */
+  const overviewBoxes = () => qa('.fv-overview path').reduce((n, p) => n + (p.getAttribute('d')!.match(/z/g) ?? []).length, 0);
+
+  it('opens as one box; expanded, it is laid out by layers and drawn windowed: groups in view, the rest as overview', async () => {
     make();
+    sized();
     await view.setGraph(loopGraph());
     await ready();
-    expect(qa('.fv-graph .fv-node, .fv-graph .fv-box')).toHaveLength(2); // the leaf t, the loop's box
+    expect(drawnItems()).toHaveLength(2); // the leaf t, the loop's box
     expect(q('[data-fv-module="cell [4] line 3"]')).not.toBeNull();
     await view.expandAll();
-    expect(el.textContent).toContain('That would draw 10,001 boxes; a view draws at most 3,000 at once.');
-    expect(qa('.fv-graph .fv-node, .fv-graph .fv-box')).toHaveLength(2); // nothing was lost
-    expect(el.getAttribute('data-fv-state')).toBe('ready');
+    await ready();
+    expect(q('.fv-graph.fv-windowed')).not.toBeNull();
+    // fitted: 10,001 boxes are far too many to read, so none is a group and all are overview
+    expect(drawnItems()).toHaveLength(0);
+    expect(overviewBoxes()).toBe(10_001);
+    expect(qa('.fv-overview-edges .fv-edge-path').length).toBeGreaterThan(0);
+    expect(el.textContent).toContain('10,001 boxes: zoom in to read them');
+    // zoom in on op 5,000: the ops around it become groups with their hooks, the rest stay overview
+    await view.select(5000);
+    const t = transform();
+    const near = drawnItems();
+    expect(near.length).toBeGreaterThan(0);
+    expect(near.length).toBeLessThanOrEqual(600);
+    expect(q('[data-fv-node="5000"]')).not.toBeNull();
+    expect(q('[data-fv-node="5000"]')!.getAttribute('class')).toContain('fv-selected');
+    expect(overviewBoxes() + near.length).toBe(10_001);
+    // drawn groups carry their decoration like any small view's
+    expect(q('[data-fv-node="4999"]')!.getAttribute('class')).toContain('fv-op');
+    expect(t.k).toBeGreaterThan(0);
+  });
+
+  it('moves the window with a pan: new items become groups, ones far away go back to the overview', async () => {
+    make();
+    sized();
+    await view.setGraph(loopGraph());
+    await ready();
+    await view.expandAll();
+    await ready();
+    await view.select(5000);
+    const before = new Set(drawnItems().map(g => g.getAttribute('data-fv-key')));
+    expect(before.has('n5000')).toBe(true);
+    // drag the drawing up by ten screens' worth of 400 px, as a hand on the mouse would
+    const svg = q('svg.fv-canvas')!;
+    const pointer = (type: string, y: number) =>
+      svg.dispatchEvent(new PointerEvent(type, { bubbles: true, pointerId: 1, button: 0, clientX: 400, clientY: y }));
+    pointer('pointerdown', 450);
+    for (let i = 1; i <= 10; i++) {
+      pointer('pointermove', 450 - 400 * i);
+    }
+    pointer('pointerup', 450 - 4000);
+    // once the pan settles, the window follows it
+    await vi.waitFor(() => expect(q('[data-fv-node="5000"]')).toBeNull());
+    const after = new Set(drawnItems().map(g => g.getAttribute('data-fv-key')));
+    expect(after.size).toBeGreaterThan(0);
+    expect([...after].some(k => before.has(k))).toBe(false);
+    // further down the chain: higher ids
+    expect(overviewBoxes() + after.size).toBe(10_001);
+    const first = Math.min(...[...after].map(k => Number(k!.slice(1))));
+    expect(first).toBeGreaterThan(5000);
+    expect(q(`[data-fv-node="${first}"]`)!.getAttribute('class')).toContain('fv-op'); // decorated when drawn
+  });
+
+  it('selects the box clicked in the overview, and exports every box to SVG', async () => {
+    make();
+    sized();
+    await view.setGraph(loopGraph(1300));
+    await ready();
+    await view.expandAll();
+    await ready();
+    expect(q('.fv-graph.fv-windowed')).not.toBeNull();
+    expect(drawnItems()).toHaveLength(0);
+    const exported = view.exportSVG();
+    expect(exported.match(/data-fv-node="\d+"/g) ?? []).toHaveLength(1301);
+    expect(drawnItems()).toHaveLength(0); // the export left nothing drawn on the page
+    // click inside the first op's overview rectangle: it selects that Node
+    const box = /^M([\d.-]+),([\d.-]+)h/.exec(q('.fv-overview-op')!.getAttribute('d')!)!;
+    const t = transform();
+    const svg = q('svg.fv-canvas')!;
+    svg.getBoundingClientRect = () => ({ left: 0, top: 0, right: 800, bottom: 500, width: 800, height: 500, x: 0, y: 0, toJSON: () => null });
+    svg.dispatchEvent(new MouseEvent('click', { bubbles: true, clientX: (Number(box[1]) + 10) * t.k + t.x, clientY: (Number(box[2]) + 10) * t.k + t.y }));
+    await vi.waitFor(() => expect(q('.fv-node.fv-selected')).not.toBeNull());
+    expect(q('.fv-node.fv-selected')!.getAttribute('data-fv-node')).toBe('1');
   });
 });
 

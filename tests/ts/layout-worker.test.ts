@@ -7,7 +7,11 @@ import path from 'node:path';
 import vm from 'node:vm';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { getGraphviz, type GraphvizLike } from '../../src/graphviz-loader';
-import { createLayoutPool, WORKER_SOURCE, type WorkerLike } from '../../src/layout-worker';
+import { createLayeredRunner, createLayoutPool, WORKER_SOURCE, type WorkerLike } from '../../src/layout-worker';
+import { toLayered } from '../../src/render/graph/dotgen';
+import { allModules, foldGraph, indexGraph } from '../../src/render/graph/fold';
+import { layeredLayout } from '../../src/render/graph/layered';
+import { gptGraph } from './gpt-fixture';
 
 type G = { __forgeviz__?: unknown };
 afterEach(() => {
@@ -247,5 +251,60 @@ describe('getGraphviz', () => {
     });
     expect(gv).toBe(lab);
     expect(workers).toHaveLength(0);
+  });
+});
+
+describe('the layered layout worker (big views)', () => {
+  /** Runs layeredWorkerSource() itself in a fake worker scope; messages are cloned and async. */
+  class LayeredWorker implements WorkerLike {
+    static made = 0;
+    onmessage: ((event: MessageEvent) => void) | null = null;
+    onerror: ((event: Event) => void) | null = null;
+    onmessageerror: ((event: MessageEvent) => void) | null = null;
+    private scope: { onmessage: ((event: { data: unknown }) => void) | null; postMessage(m: unknown): void };
+    constructor(url: string) {
+      LayeredWorker.made++;
+      const source = LayeredWorker.sources.get(url)!;
+      this.scope = { onmessage: null, postMessage: m => setTimeout(() => this.onmessage?.({ data: structuredClone(m) } as MessageEvent)) };
+      new vm.Script(`(function (self) {${source}})`).runInThisContext()(this.scope);
+    }
+    static sources = new Map<string, string>();
+    postMessage(m: unknown) {
+      setTimeout(() => this.scope.onmessage?.({ data: structuredClone(m) }));
+    }
+    terminate() {}
+  }
+  const input = () => {
+    const ix = indexGraph(gptGraph());
+    return toLayered(foldGraph(ix, allModules(ix)));
+  };
+
+  it('answers with the same layout the page would make, from its own source text', async () => {
+    // a Blob that keeps its text, and "Blob URLs" that name it, so the fake worker runs that text
+    const BlobSpy = vi.spyOn(globalThis, 'Blob').mockImplementation(function (this: unknown, parts: string[]) {
+      return { parts } as unknown as Blob;
+    } as unknown as typeof Blob);
+    vi.spyOn(URL, 'revokeObjectURL').mockImplementation(() => undefined);
+    vi.spyOn(URL, 'createObjectURL').mockImplementation(blob => {
+      const url = `blob:layered-${LayeredWorker.sources.size}`;
+      LayeredWorker.sources.set(url, (blob as unknown as { parts: string[] }).parts.join(''));
+      return url;
+    });
+    try {
+      const run = createLayeredRunner(LayeredWorker);
+      const inp = input();
+      const [a, b] = await Promise.all([run(inp), run(inp)]);
+      expect(LayeredWorker.made).toBe(1); // one worker, kept
+      expect(a).toEqual(layeredLayout(inp));
+      expect(b).toEqual(a);
+    } finally {
+      BlobSpy.mockRestore();
+      vi.restoreAllMocks();
+    }
+  });
+
+  it('lays out on the page where there is no Worker', async () => {
+    const inp = input();
+    expect(await createLayeredRunner(null)(inp)).toEqual(layeredLayout(inp));
   });
 });

@@ -55,31 +55,65 @@ export function resolveVars(value: string, lookup: (name: string) => string): st
   return out;
 }
 
-function inlineStyles(src: Element, dst: Element, win: Window, root: Element): void {
-  const cs = win.getComputedStyle(src);
-  const rootCs = win.getComputedStyle(root);
-  const lookup = (name: string) => cs.getPropertyValue(name) || rootCs.getPropertyValue(name);
-  const decl: string[] = [];
+/**
+ * Elements alike (same tag, class, inline style and presentation attributes, under alike parents)
+ * compute alike: one ``getComputedStyle`` serves them all, so a 10,000-box export takes one
+ * read per kind of element rather than one per element.
+ */
+interface StyleMemo {
+  /** A small id per distinct (parent id, element look). */
+  ids: Map<string, number>;
+  /** The inlined declaration of each id. */
+  decl: Map<number, string>;
+}
+
+function lookOf(el: Element, parent: number): string {
+  let key = `${parent}>${el.tagName}.${el.getAttribute('class') ?? ''}|${el.getAttribute('style') ?? ''}`;
   for (const p of STYLE_PROPS) {
-    let v = cs.getPropertyValue(p);
-    if (!v) {
-      continue;
-    }
-    if (v.includes('var(')) {
-      v = resolveVars(v, lookup);
-    }
-    if (v) {
-      decl.push(`${p}:${v}`);
+    const v = el.getAttribute(p);
+    if (v !== null) {
+      key += `|${p}=${v}`;
     }
   }
-  if (decl.length) {
-    dst.setAttribute('style', decl.join(';'));
+  return key;
+}
+
+function inlineStyles(src: Element, dst: Element, win: Window, root: Element, memo: StyleMemo, parent = -1): void {
+  const look = lookOf(src, parent);
+  let id = memo.ids.get(look);
+  if (id === undefined) {
+    id = memo.ids.size;
+    memo.ids.set(look, id);
+  }
+  let decl = memo.decl.get(id);
+  if (decl === undefined) {
+    const cs = win.getComputedStyle(src);
+    const rootCs = win.getComputedStyle(root);
+    const lookup = (name: string) => cs.getPropertyValue(name) || rootCs.getPropertyValue(name);
+    const parts: string[] = [];
+    for (const p of STYLE_PROPS) {
+      let v = cs.getPropertyValue(p);
+      if (!v) {
+        continue;
+      }
+      if (v.includes('var(')) {
+        v = resolveVars(v, lookup);
+      }
+      if (v) {
+        parts.push(`${p}:${v}`);
+      }
+    }
+    decl = parts.join(';');
+    memo.decl.set(id, decl);
+  }
+  if (decl) {
+    dst.setAttribute('style', decl);
   }
   dst.removeAttribute('tabindex');
   const sc = src.children;
   const dc = dst.children;
   for (let i = 0; i < sc.length && i < dc.length; i++) {
-    inlineStyles(sc[i], dc[i], win, root);
+    inlineStyles(sc[i], dc[i], win, root, memo, id);
   }
 }
 
@@ -122,7 +156,7 @@ export function standaloneSvg(
   bg.setAttribute('fill', cssVar(styleRoot, '--jp-layout-color0', '#ffffff'));
   svg.appendChild(bg);
   const clone = content.cloneNode(true) as SVGGElement;
-  inlineStyles(content, clone, win, styleRoot);
+  inlineStyles(content, clone, win, styleRoot, { ids: new Map(), decl: new Map() });
   clone.setAttribute('transform', `translate(${pad},${pad})`);
   svg.appendChild(clone);
   const Ser = (win as unknown as { XMLSerializer?: typeof XMLSerializer }).XMLSerializer ?? XMLSerializer;

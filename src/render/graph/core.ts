@@ -9,26 +9,31 @@ import type { Graph, GraphState, ModuleDetail, Node as GraphNode, NodeDetail } f
 import { errorMessage } from '../common/chrome';
 import { h } from '../common/dom';
 import { focusModule, showCrumbs } from './crumbs';
-import { toDot } from './dotgen';
+import { toDot, toLayered } from './dotgen';
 import { decorateAll } from './draw';
 import { defaultExpanded, type FoldIndex, foldGraph, indexGraph, orderedIds, revealNode, type VisibleGraph } from './fold';
 import type { InteractionState } from './interaction';
+import { layeredLayout, type LayeredInput } from './layered';
 import { createLayoutCache, type Layout } from './layout';
 import type { GraphUi } from './parts';
 import type { Search } from './search';
 import type { Anchor, Ref, Stage } from './stage';
 import { applyState } from './state';
 import { lazyTranscript } from './transcript';
+import { BIG_VIEW_ITEMS } from './window';
 
-/** The most boxes one view lays out: past this an expansion is refused with a message (Graphviz
- * needs tens of seconds for 10,000 boxes, and nobody reads them at once: search reaches one). */
-export const MAX_DRAWN_ITEMS = 3000;
+/** The most boxes one view lays out: past this an expansion is refused with a message. The kernel
+ * sends at most ``max_nodes`` (20,000 by default) Nodes; their module boxes come on top. */
+export const MAX_DRAWN_ITEMS = 25_000;
 
 const LAYOUT_CACHE_SIZE = 8;
 
 export interface GraphViewOptions {
   /** Lay out DOT; returns Graphviz `json` output of the `dot` engine. */
   layout: (dot: string) => Promise<string>;
+  /** Lay out a big view (past ``BIG_VIEW_ITEMS`` boxes) with layered.ts, off the main thread;
+   * without it the page runs ``layeredLayout`` itself. */
+  layoutLayered?: (input: LayeredInput) => Promise<Layout>;
   /** Fetch everything the inspector shows for one node. */
   requestDetail: (nodeId: number) => Promise<NodeDetail>;
   /** Fetch everything the inspector shows for one Module (by id, e.g. "model.h.0"). */
@@ -93,6 +98,20 @@ export function createCore(el: HTMLElement, opts: GraphViewOptions, ui: GraphUi,
   let destroyed = false;
 
   const getLayout = createLayoutCache(opts.layout, LAYOUT_CACHE_SIZE);
+  /** Big views: the last one laid out, by its DOT (an expand of the same view again is free). */
+  let bigLaid: { dot: string; layout: Layout } | null = null;
+  const layOut = async (vis: VisibleGraph, dot: string): Promise<Layout> => {
+    if (vis.itemCount <= BIG_VIEW_ITEMS) {
+      return getLayout(dot);
+    }
+    if (bigLaid?.dot === dot) {
+      return bigLaid.layout;
+    }
+    const input = toLayered(vis);
+    const layout = opts.layoutLayered ? await opts.layoutLayered(input) : layeredLayout(input);
+    bigLaid = { dot, layout };
+    return layout;
+  };
   const writeTranscript = lazyTranscript(doc, ui.transcript);
 
   /** Decorate everything drawn from the graph's dynamic fields, then the search marks. */
@@ -124,7 +143,7 @@ export function createCore(el: HTMLElement, opts: GraphViewOptions, ui: GraphUi,
     const dot = toDot(vis);
     let lay: Layout;
     try {
-      lay = await getLayout(dot);
+      lay = await layOut(vis, dot);
     } catch (err) {
       if (!overtaken()) {
         el.setAttribute('data-fv-state', 'error');
@@ -145,7 +164,12 @@ export function createCore(el: HTMLElement, opts: GraphViewOptions, ui: GraphUi,
     }
     writeTranscript(shown, vis);
     updateCrumbs();
-    status.show(shown?.cut ?? null, 'info'); // an earlier error or refusal is over
+    // (an earlier error or refusal is over)
+    const big =
+      vis.itemCount > BIG_VIEW_ITEMS
+        ? `${vis.itemCount.toLocaleString('en-US')} boxes: zoom in to read them (each is drawn as it comes into view), or search.`
+        : null;
+    status.show([shown?.cut, big].filter(Boolean).join(' ') || null, 'info');
     el.setAttribute('data-fv-state', 'ready');
     return true;
   }
@@ -249,6 +273,9 @@ export function createCore(el: HTMLElement, opts: GraphViewOptions, ui: GraphUi,
       }
     }
     redecorate();
+    if (io.drawn?.window && !io.drawn.items.has(`n${nodeId}`)) {
+      stage.centreOn(visible, { node: nodeId }); // a big view draws only what is in its window
+    }
     updateCrumbs();
     const label = byId.get(nodeId)?.label ?? `node ${nodeId}`;
     inspector.showLoading(nodeId, label);

@@ -9,6 +9,7 @@
 import type { Module, Node } from '../../model/wire';
 import { bytesShort } from '../common/format';
 import type { VisibleEntry, VisibleGraph, VisibleItem } from './fold';
+import type { LayeredEntry, LayeredInput } from './layered';
 
 const HEAD = `digraph forgeviz {
 	graph [fontname=Helvetica fontsize=10 labeljust=l nodesep=0.3 rankdir=TB ranksep=0.35]
@@ -109,4 +110,18 @@ export function toDot(vis: VisibleGraph): string {
   }
   out.push('}\n');
   return out.join('');
+}
+
+/** The input of the fast layered layout (layered.ts) for a visible graph: the same boxes and edges as ``toDot``. */
+export function toLayered(vis: VisibleGraph): LayeredInput {
+  const entries = (list: readonly VisibleEntry[]): LayeredEntry[] =>
+    list.map(e =>
+      e.kind === 'cluster'
+        ? { id: `cluster:${e.module.id}`, label: e.module.label, children: entries(e.children) }
+        : { key: e.key, lines: itemLines(e), width: e.kind === 'stack' ? e.members.length * STACK_BAR_W + 24 : undefined }
+    );
+  return {
+    children: entries(vis.children),
+    edges: vis.edges.map(e => ({ src: e.src, dst: e.dst, label: e.label === null ? null : e.count > 1 ? `${e.label} ×${e.count}` : e.label }))
+  };
 }

@@ -67,6 +67,26 @@ export interface DrawnGraph {
   itemBoxes: Map<string, NodeBox>;
   /** Clusters by Module id. */
   clusters: Map<string, DrawnCluster>;
+  /** A big view (window.ts): only the items in the window are in ``items`` and ``nodeEls``. */
+  window?: DrawWindow;
+}
+
+/** A rectangle in graph coordinates. */
+export interface Rect {
+  x0: number;
+  y0: number;
+  x1: number;
+  y1: number;
+}
+
+/** The window of a big view: which items are drawn as groups (window.ts). */
+export interface DrawWindow {
+  /** Draw the items inside ``rect`` as groups and drop the others (null: drop all). True when items were added. */
+  update(rect: Rect | null): boolean;
+  /** Draw the item ``key`` as a group (a key or a search moved to it), if it is not already. */
+  ensure(key: string): DrawnItem | undefined;
+  /** The item whose box holds the point (graph coordinates), drawn or not. */
+  hit(x: number, y: number): NodeBox | null;
 }
 
 /**
@@ -75,7 +95,7 @@ export interface DrawnGraph {
  * line left for the gradient norm (``decorateBox``); a stack ``data-fv-repeat`` (the count), two
  * shadows behind and room below its text for one bar per member.
  */
-function drawItem(doc: Document, b: NodeBox, item: VisibleItem | undefined): SVGGElement {
+export function drawItem(doc: Document, b: NodeBox, item: VisibleItem | undefined): SVGGElement {
   const id = Number.isNaN(b.id) ? null : b.id;
   const mod = item?.kind === 'module' ? item.module : null;
   const stack = item?.kind === 'stack' ? item : null;
@@ -115,7 +135,8 @@ function drawItem(doc: Document, b: NodeBox, item: VisibleItem | undefined): SVG
   return g;
 }
 
-function drawClusters(doc: Document, lay: Layout, vis: VisibleGraph | null, out: Map<string, DrawnCluster>): SVGElement {
+/** Every cluster of ``lay`` (an expanded Module: a dashed box, and a label that collapses it). */
+export function drawClusters(doc: Document, lay: Layout, vis: VisibleGraph | null, out: Map<string, DrawnCluster>): SVGElement {
   const clusters = s(doc, 'g', { class: 'fv-clusters' });
   for (const c of lay.clusters) {
     const moduleId = c.id.startsWith('cluster:') ? c.id.slice(8) : null;

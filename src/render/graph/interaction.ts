@@ -105,10 +105,24 @@ export function bindNodeEvents(svg: SVGSVGElement, pz: PanZoom, state: Interacti
     if (pz.dragged()) {
       return;
     }
-    const target = targetOf(e);
+    const target = targetOf(e) ?? overviewTarget(e);
     if (target) {
       act(target, actions);
     }
+  };
+  /** A big view zoomed out draws most items as overview paths: the box under the pointer. */
+  const overviewTarget = (e: MouseEvent): Target | null => {
+    const win = state.drawn?.window;
+    if (!win) {
+      return null;
+    }
+    const r = svg.getBoundingClientRect();
+    const t = pz.get();
+    const b = win.hit((e.clientX - r.left - t.x) / t.k, (e.clientY - r.top - t.y) / t.k);
+    if (!b) {
+      return null;
+    }
+    return b.kind === 'node' ? { kind: 'node', id: b.id, key: b.key } : { kind: 'box', key: b.key, instance: 0 };
   };
   const onKey = (e: KeyboardEvent) => {
     const target = targetOf(e);
@@ -122,7 +136,8 @@ export function bindNodeEvents(svg: SVGSVGElement, pz: PanZoom, state: Interacti
       e.preventDefault();
       const best = state.drawn ? nearestNode(state.drawn.itemBoxes, target.key, e.key) : null;
       if (best !== null) {
-        state.drawn?.items.get(best)?.el.focus();
+        // in a big view the item may be outside the window: draw it first
+        (state.drawn?.items.get(best) ?? state.drawn?.window?.ensure(best))?.el.focus();
       }
     }
   };

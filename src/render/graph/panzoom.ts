@@ -31,6 +31,8 @@ export function createPanZoom(
   settleMs = 120
 ): PanZoom {
   let t: Transform = { x: 0, y: 0, k: 1 };
+  /** The farthest zoom out: MIN_K, or less where the last fit needed less. */
+  let minK = MIN_K;
   let drag: { id: number; x0: number; y0: number; tx: number; ty: number; moved: boolean } | null = null;
   let justDragged = false;
 
@@ -55,7 +57,7 @@ export function createPanZoom(
     const { w, h } = size();
     const px = cx ?? w / 2;
     const py = cy ?? h / 2;
-    const k = Math.min(MAX_K, Math.max(MIN_K, t.k * factor));
+    const k = Math.min(MAX_K, Math.max(minK, t.k * factor));
     const f = k / t.k;
     t = { k, x: px - (px - t.x) * f, y: py - (py - t.y) * f };
     apply();
@@ -127,7 +129,9 @@ export function createPanZoom(
         t = { x: 12, y: 12, k: 1 };
       } else {
         const pad = 16;
-        const k = Math.max(MIN_K, Math.min(maxScale, (w - 2 * pad) / width, (h - 2 * pad) / height));
+        // a drawing too big to fit at MIN_K (a 10,000-op chain) is fitted all the same, and may be zoomed out to that
+        const k = Math.min(maxScale, (w - 2 * pad) / width, (h - 2 * pad) / height);
+        minK = Math.min(MIN_K, k);
         t = { k, x: (w - width * k) / 2, y: (h - height * k) / 2 };
       }
       apply();

@@ -66,7 +66,7 @@ export function createSearch(
         }
       }
     });
-    count.textContent = !query ? '' : matches.length ? `${matchIndex + 1} of ${matches.length} matches` : 'no matches';
+    count.textContent = !query ? '' : matches.length ? `${(matchIndex + 1).toLocaleString('en-US')} of ${matches.length.toLocaleString('en-US')} matches` : 'no matches';
   }
 
   async function goToMatch(i: number) {

@@ -1,22 +1,21 @@
 /**
  * The stage: the SVG the graph is drawn in, panned and zoomed by panzoom.ts. It holds what is
- * drawn (the layout, the DOT it came from, the Node groups culled off-screen), finds where a Ref
- * is drawn, centres on it, fits the drawing, puts a new drawing on the page (attach.ts), shows a
- * message instead, and exports what it shows as a standalone SVG.
+ * drawn (the layout and the DOT it came from), finds where a Ref is drawn, centres on it, fits
+ * the drawing, puts a new drawing on the page (attach.ts), shows a message instead, and exports
+ * what it shows as a standalone SVG. A big view (past ``BIG_VIEW_ITEMS`` boxes) is drawn windowed
+ * (window.ts): the window follows each pan or zoom once it settles.
  */
 import type { Graph } from '../../model/wire';
 import { s } from '../common/dom';
 import { standaloneSvg } from '../common/export';
 import { attach, nextFrame } from './attach';
-import { drawGraph } from './draw';
+import { type DrawnGraph, drawGraph } from './draw';
 import type { VisibleGraph } from './fold';
 import type { InteractionState } from './interaction';
 import type { Layout } from './layout';
 import { createPanZoom, type PanZoom } from './panzoom';
 import type { GraphUi } from './parts';
-
-/** Past this many drawn Nodes, Nodes off-screen are hidden once a pan or zoom settles. */
-export const CULL_NODES = 2000;
+import { BIG_VIEW_ITEMS, drawWindowed, READABLE_SCALE } from './window';
 
 /** A point to keep still on screen across a new layout: an item, a Module (box or cluster), a Node. */
 export type Ref = { key: string } | { module: string } | { node: number };
@@ -69,8 +68,9 @@ export function createStage(doc: Document, el: HTMLElement, ui: GraphUi, io: Int
   /** The layout drawn now and the DOT it came from; null while a message shows. */
   let laid: Layout | null = null;
   let drawnDot: string | null = null;
-  /** Node groups hidden by culling. */
-  let culled: SVGGElement[] = [];
+  let laidVis: VisibleGraph | null = null;
+  /** Decorates what is drawn (the core's): run again when a big view's window draws new items. */
+  let decorateDrawn: () => void = () => undefined;
 
   const pz: PanZoom = createPanZoom(
     svg,
@@ -78,7 +78,7 @@ export function createStage(doc: Document, el: HTMLElement, ui: GraphUi, io: Int
     () => {
       io.autoFit = false;
     },
-    () => cull()
+    () => moveWindow()
   );
   const fit = () => {
     if (laid) {
@@ -131,48 +131,38 @@ export function createStage(doc: Document, el: HTMLElement, ui: GraphUi, io: Int
     const t = pz.get();
     const w = svg.clientWidth || 0;
     const hh = svg.clientHeight || 0;
-    pz.set({ k: t.k, x: w / 2 - p.x * t.k, y: hh / 2 - p.y * t.k });
+    // a big view zoomed out draws no item: zoom in to read the one centred
+    const k = io.drawn?.window && t.k < READABLE_SCALE ? 1 : t.k;
+    pz.set({ k, x: w / 2 - p.x * k, y: hh / 2 - p.y * k });
     io.autoFit = false;
+    moveWindow();
   }
 
-  /** Hide the Node groups off-screen of a huge graph (exports un-hide them first). */
-  function cull() {
-    uncull();
-    const d = io.drawn;
-    if (!d || d.nodeEls.size <= CULL_NODES) {
-      return;
-    }
+  /** A big view: draw the items within a screen of the visible part (say whether any were added). */
+  function placeWindow(): boolean {
+    const win = io.drawn?.window;
     const w = svg.clientWidth || 0;
     const hh = svg.clientHeight || 0;
-    if (!w || !hh) {
-      return;
+    if (!win || !w || !hh) {
+      return false;
     }
     const t = pz.get();
-    const margin = 40 / t.k;
-    const x0 = -t.x / t.k - margin;
-    const y0 = -t.y / t.k - margin;
-    const x1 = x0 + w / t.k + 2 * margin;
-    const y1 = y0 + hh / t.k + 2 * margin;
-    for (const [id, g] of d.nodeEls) {
-      const b = d.boxes.get(id)!;
-      if (b.cx + b.w / 2 < x0 || b.cx - b.w / 2 > x1 || b.cy + b.h / 2 < y0 || b.cy - b.h / 2 > y1) {
-        g.setAttribute('visibility', 'hidden');
-        culled.push(g);
-      }
-    }
+    const x0 = -t.x / t.k;
+    const y0 = -t.y / t.k;
+    const vw = w / t.k;
+    const vh = hh / t.k;
+    return win.update(t.k < READABLE_SCALE ? null : { x0: x0 - vw / 2, y0: y0 - vh / 2, x1: x0 + 1.5 * vw, y1: y0 + 1.5 * vh });
   }
-  function uncull() {
-    for (const g of culled) {
-      g.removeAttribute('visibility');
+  function moveWindow() {
+    if (placeWindow()) {
+      decorateDrawn();
     }
-    culled = [];
   }
 
   function showMessage(text: string) {
     laid = null;
     drawnDot = null;
     io.drawn = null;
-    culled = [];
     viewport.replaceChildren();
     svg.style.display = 'none';
     el.setAttribute('data-fv-mode', 'message');
@@ -189,10 +179,10 @@ export function createStage(doc: Document, el: HTMLElement, ui: GraphUi, io: Int
       return null;
     }
     laid = lay;
-    culled = [];
-    const drawn = drawGraph(doc, lay, vis);
+    laidVis = vis;
+    decorateDrawn = decorate;
+    const drawn = lay.nodes.length > BIG_VIEW_ITEMS ? drawWindowed(doc, lay, vis, () => decorateDrawn()) : drawGraph(doc, lay, vis);
     io.drawn = drawn;
-    decorate(); // while detached: the page styles each element once, when it is attached
     drawnDot = dot;
     // a new graph gets the height it needs; an expand only ever grows the stage
     const prev = parseFloat(el.style.getPropertyValue('--fv-stage-h')) || 0;
@@ -207,6 +197,8 @@ export function createStage(doc: Document, el: HTMLElement, ui: GraphUi, io: Int
       io.autoFit = true;
       fit();
     }
+    placeWindow();
+    decorate(); // while detached: the page styles each element once, when it is attached
     return attach(viewport, drawn.g, () => nextFrame(doc, win), overtaken);
   };
 
@@ -223,15 +215,23 @@ export function createStage(doc: Document, el: HTMLElement, ui: GraphUi, io: Int
         tmp.remove();
       }
     }
-    // the export holds the whole graph, culled Nodes too
-    const wasCulled = culled.length > 0;
-    uncull();
-    try {
+    if (!io.drawn.window) {
       return standaloneSvg(io.drawn.g, el, laid.width, laid.height, 'forgeviz autograd graph');
+    }
+    // a big view exports every item: draw them all, decorated, where the page styles them, unseen
+    const shownNow = io.drawn;
+    const all: DrawnGraph = drawGraph(doc, laid, laidVis);
+    const unseen = s(doc, 'g', { style: 'opacity:0', 'aria-hidden': 'true' });
+    unseen.appendChild(all.g);
+    viewport.appendChild(unseen);
+    io.drawn = all;
+    try {
+      decorateDrawn();
+      return standaloneSvg(all.g, el, laid.width, laid.height, 'forgeviz autograd graph');
     } finally {
-      if (wasCulled) {
-        cull();
-      }
+      io.drawn = shownNow;
+      unseen.remove();
+      decorateDrawn();
     }
   }
 

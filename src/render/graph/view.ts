@@ -31,7 +31,7 @@ import { createStage, type Ref } from './stage';
 
 export { MAX_DRAWN_ITEMS, type GraphViewOptions } from './core';
 export { nodeAriaLabel } from './draw';
-export { CULL_NODES } from './stage';
+export { BIG_VIEW_ITEMS } from './window';
 
 export interface GraphView {
   /** Show a graph (its structure changed): fold it, lay it out, draw it. */
