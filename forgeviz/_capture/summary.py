@@ -111,36 +111,30 @@ def _summarize(t: torch.Tensor, histogram: bool) -> TensorSummary:
     return summary
 
 
-_NATIVE_DTYPES = {torch.float32: 0, torch.float64: 1}
-_Stats, _Counts, _Values = ctypes.c_double * 4, ctypes.c_int64 * HISTOGRAM_BINS, ctypes.c_double * SMALL_NUMEL
+# What fv_summarize_tensor writes: min, max, sum, norm and the values; the histogram counts.
+_Out, _Counts = ctypes.c_double * (4 + SMALL_NUMEL), ctypes.c_int64 * HISTOGRAM_BINS
 
 
 def _summarize_natively(t: torch.Tensor, histogram: bool) -> TensorSummary | None:
     """The summary from one pass over a float CPU tensor's memory (tensor_stats.cpp), or None when
     the native library is not loaded, the tensor is not one it reads, or it holds NaN or infinity
-    (torch then counts those)."""
+    (torch then counts those).
+
+    Called for every gradient of every backward pass: one ctypes call that is handed the tensor's
+    TensorImpl and reads its sizes, strides and dtype itself.
+    """
     lib = native.loaded()
-    code = _NATIVE_DTYPES.get(t.dtype)
-    if (lib is None or code is None or not t.is_cpu or t.layout != torch.strided or t.is_neg()
-            or t.dim() > 16 or t.numel() == 0):
+    if lib is None:
         return None
-    try:
-        address = t.data_ptr()
-    except RuntimeError:  # a tensor without real memory (a fake or functional tensor)
+    out, counts = _Out(), _Counts()
+    if lib.fv_summarize_tensor(ctypes.c_void_p(t._cdata), HISTOGRAM_SAMPLE, HISTOGRAM_BINS if histogram else 0, SMALL_NUMEL,
+                               out, counts) != 0:
         return None
-    shape, numel = t.shape, t.numel()
-    ndim = len(shape)
-    sizes, strides = (ctypes.c_int64 * ndim)(*shape), (ctypes.c_int64 * ndim)(*t.stride())
-    stats, counts, values = _Stats(), _Counts(), _Values()
-    step = max(1, numel // HISTOGRAM_SAMPLE)
-    if lib.fv_summarize(address, code, ndim, sizes, strides, step, HISTOGRAM_BINS if histogram else 0,
-                        stats, counts, values, SMALL_NUMEL) != 0:
-        return None
-    lo, hi, total, norm = stats
-    summary = TensorSummary(list(shape), dtype_name(t.dtype), "cpu", numel)
-    summary.min, summary.max, summary.mean, summary.norm = lo, hi, total / numel, norm
+    numel = t.numel()
+    lo, hi, total, norm = out[:4]
+    summary = TensorSummary(list(t.shape), dtype_name(t.dtype), "cpu", numel, norm, lo, hi, total / numel)
     if numel <= SMALL_NUMEL:
-        summary.values = values[:numel]
+        summary.values = out[4:4 + numel]
     elif histogram:
         summary.histogram = Histogram(lo, hi, counts[:])
     return summary

@@ -32,7 +32,7 @@ import torch
 from ..untraced import use_native_pause
 
 SOURCES = [Path(__file__).with_name("cpu_ledger.cpp"), Path(__file__).with_name("tensor_stats.cpp")]
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 
 class FvRecord(ctypes.Structure):
@@ -139,6 +139,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "fv_op_count": (i32, []), "fv_op_name": (c.c_char_p, [i32]),
         "fv_summarize": (i32, [vp, i32, i32, c.POINTER(i64), c.POINTER(i64), i64, i32, c.POINTER(dbl),
                                c.POINTER(i64), c.POINTER(dbl), i64]),
+        # No argtypes: ctypes then passes its arrays as pointers without converting anything.
+        "fv_summarize_tensor": (i32, None),
     }
     for name, (restype, argtypes) in sigs.items():
         fn = getattr(lib, name)

@@ -293,7 +293,7 @@ Ledger* as_ledger(void* handle) { return static_cast<Ledger*>(handle); }
 
 extern "C" {
 
-int fv_abi_version() { return 2; }
+int fv_abi_version() { return 3; }
 
 double fv_now() { return now_s(); }
 

@@ -5,6 +5,8 @@
 // 90 us each in a small training loop: it tripled the loop's time. Here it is one ctypes call and
 // one pass over the data. Python (forgeviz/_capture/summary.py) falls back to torch for anything
 // this does not handle: other dtypes and devices, and tensors holding NaN or infinity.
+#include <c10/core/TensorImpl.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -185,6 +187,35 @@ int fv_summarize(const void* data, int dtype, int ndim, const int64_t* sizes, co
     return summarize(static_cast<const double*>(data), ndim, sizes, strides, sample_step, bins, stats, counts, values,
                      values_cap);
   return -1;
+}
+
+// fv_summarize for the tensor whose TensorImpl is at `impl` (torch.Tensor._cdata), its histogram a
+// sample of about `sample` elements: its sizes, strides, dtype and memory are read here. A summary is
+// taken in every backward hook, and the eleven arguments of fv_summarize cost Python more to pass
+// than a small gradient costs to summarise. Writes min, max, sum and norm to out[0..3] and the values
+// after them. Returns what fv_summarize returns; -1 also for a tensor it does not read itself (not a
+// float CPU tensor with memory, a negated or Python-dispatched one, an empty one, one of more than
+// 16 dims).
+int fv_summarize_tensor(const void* impl_address, int sample, int bins, int values_cap, double* out,
+                        int64_t* counts) {
+  try {
+    const auto* impl = static_cast<const c10::TensorImpl*>(impl_address);
+    if (impl == nullptr || impl->device_type() != c10::DeviceType::CPU || impl->layout() != c10::kStrided ||
+        impl->is_python_dispatch() || impl->key_set().has(c10::DispatchKey::Functionalize) || impl->is_neg() ||
+        !impl->has_storage())
+      return -1;
+    const auto type = impl->dtype();
+    const int dtype = type == caffe2::TypeMeta::Make<float>() ? 0 : type == caffe2::TypeMeta::Make<double>() ? 1 : -1;
+    const int64_t ndim = impl->dim(), numel = impl->numel();
+    if (dtype < 0 || ndim > kMaxDims || numel == 0) return -1;
+    const void* data = impl->data();
+    if (data == nullptr) return -1;
+    const int64_t step = std::max<int64_t>(1, numel / std::max(1, sample));
+    return fv_summarize(data, dtype, static_cast<int>(ndim), impl->sizes().data(), impl->strides().data(), step,
+                        bins, out, counts, out + 4, values_cap);
+  } catch (...) {  // sizes or memory it cannot read (symbolic, lazy): Python's torch path reads those
+    return -1;
+  }
 }
 
 }  // extern "C"

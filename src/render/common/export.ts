@@ -217,8 +217,16 @@ function rasterize<T>(
   });
 }
 
-/** Rasterise a standalone SVG string to a PNG blob at ``scale``. */
+/** The biggest canvas side and area browsers draw (Chromium: 32,767 px a side; keep well inside). */
+const MAX_CANVAS_SIDE = 16_384;
+const MAX_CANVAS_AREA = 120_000_000;
+
+/**
+ * Rasterise a standalone SVG string to a PNG blob at ``scale``, or at the largest scale a canvas
+ * can hold (a 10,000-op chain is hundreds of thousands of points tall: its PNG is a thumbnail).
+ */
 export function svgToPng(doc: Document, svgText: string, width: number, height: number, scale = 2): Promise<Blob> {
+  scale = Math.min(scale, MAX_CANVAS_SIDE / width, MAX_CANVAS_SIDE / height, Math.sqrt(MAX_CANVAS_AREA / (width * height)));
   return rasterize(doc, svgText, Math.ceil(width * scale), Math.ceil(height * scale), (ctx, img, canvas) => {
     ctx.scale(scale, scale);
     ctx.drawImage(img, 0, 0);
