@@ -10,7 +10,7 @@
  * Big views (thousands of boxes, past what Graphviz lays out in time) go to a second worker that
  * runs the layered layout (render/graph/layered.ts) from its own source text: createLayeredRunner.
  */
-import { layeredLayout, type LayeredInput } from './render/graph/layered';
+import { layeredLayout, type LayeredInput, packLayout, type PackedLayout, unpackLayout } from './render/graph/layered';
 import type { Layout } from './render/graph/layout';
 
 /**
@@ -291,12 +291,13 @@ export function pageWorker(): WorkerConstructor | null {
 /**
  * The worker program of the layered layout (render/graph/layered.ts) for big views: the function's
  * own source text (it uses nothing outside itself) and a loop that answers ``{id, input}`` with
- * ``{id, layout}`` or ``{id, error}``.
+ * ``{id, layout}`` (packed: packLayout) or ``{id, error}``.
  */
 export function layeredWorkerSource(): string {
   return (
-    `const layeredLayout=${layeredLayout.toString()};` +
-    'self.onmessage=({data:m})=>{try{self.postMessage({id:m.id,layout:layeredLayout(m.input)})}' +
+    `const layeredLayout=${layeredLayout.toString()};const packLayout=${packLayout.toString()};` +
+    'self.onmessage=({data:m})=>{try{const p=packLayout(layeredLayout(m.input));' +
+    'self.postMessage({id:m.id,layout:p},[p.geometry.buffer,p.heads.buffer])}' +
     'catch(e){self.postMessage({id:m.id,error:String(e&&e.message||e)})}};'
   );
 }
@@ -312,7 +313,7 @@ export function layeredWorkerSource(): string {
 export function createLayeredRunner(Worker: WorkerConstructor | null, timeoutMs = DEFAULT_TIMEOUT_MS): (input: LayeredInput) => Promise<Layout> {
   let worker: WorkerLike | null = null;
   let nextId = 1;
-  const pending = new Map<number, { resolve: (l: Layout) => void; reject: (e: Error) => void; timer: ReturnType<typeof setTimeout> }>();
+  const pending = new Map<number, { resolve: (l: PackedLayout) => void; reject: (e: Error) => void; timer: ReturnType<typeof setTimeout> }>();
   const failAll = (err: Error) => {
     worker?.terminate();
     worker = null;
@@ -330,7 +331,7 @@ export function createLayeredRunner(Worker: WorkerConstructor | null, timeoutMs 
     try {
       const w = new Worker(url, { name: 'forgeviz-layered' });
       w.onmessage = event => {
-        const m = event.data as { id: number; layout?: Layout; error?: string };
+        const m = event.data as { id: number; layout?: PackedLayout; error?: string };
         const p = pending.get(m.id);
         if (!p) {
           return;
@@ -370,7 +371,7 @@ export function createLayeredRunner(Worker: WorkerConstructor | null, timeoutMs 
         }, 0)
       );
     }
-    return new Promise<Layout>((resolve, reject) => {
+    return new Promise<PackedLayout>((resolve, reject) => {
       const id = nextId++;
       const timer = setTimeout(() => {
         if (pending.has(id)) {
@@ -379,6 +380,6 @@ export function createLayeredRunner(Worker: WorkerConstructor | null, timeoutMs 
       }, timeoutMs);
       pending.set(id, { resolve, reject, timer });
       w.postMessage({ id, input });
-    });
+    }).then(packed => unpackLayout(packed, input));
   };
 }

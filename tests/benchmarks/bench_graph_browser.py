@@ -5,6 +5,10 @@
   expand block  a click on one block's bar of the "Block × 12" stack, to painted
   expand all    the "Expand all" button, to painted (the first big layout of the page, then again)
   pan           frames per second while the fully expanded graph is dragged for two seconds
+  big views     "Expand all" on the 36-block model and the 10,000-op chain (past 1,200 boxes: laid out
+                by layered.ts in a worker and drawn windowed), to painted; pan at the fitted zoom
+                (all overview) and after a search zoomed in (groups near the view); the window's move
+                once a pan settles (its longest task)
 
 for the GPT-2-small shape (12 blocks, d=768, seq 32), a 36-block model and a 10,000-op chain.
 The kernel's side is bench_graph_scale.py. Run: ``.venv/bin/python tests/benchmarks/bench_graph_browser.py``
@@ -70,8 +74,17 @@ TIMED_CLICK = """async ([index, selector]) => {
   await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
   obs.disconnect();
   const boxes = cell.querySelectorAll('.fv-graph .fv-node, .fv-graph .fv-box').length;
-  return {ms: performance.now() - start, longest, boxes};
+  const overview = [...cell.querySelectorAll('.fv-overview path')]
+    .reduce((n, p) => n + (p.getAttribute('d').match(/z/g) || []).length, 0);
+  return {ms: performance.now() - start, longest, boxes: boxes + overview};
 }"""
+
+# Long tasks from now until ``stop()``: the window moving after a pan settles.
+LONG_TASKS = """() => { const out = {longest: 0}; window.__fvLong = out;
+  const obs = new PerformanceObserver(list => {
+    for (const e of list.getEntries()) out.longest = Math.max(out.longest, e.duration);
+  });
+  obs.observe({type: 'longtask'}); out.stop = () => obs.disconnect(); }"""
 
 FRAMES = """() => new Promise(resolve => {
   const times = [];
@@ -89,6 +102,14 @@ def first_view(page, nb, index: int) -> dict:
     boxes = page.evaluate("(i) => window.jupyterapp.shell.currentWidget.content.widgets[i].node"
                           ".querySelectorAll('.fv-graph .fv-node, .fv-graph .fv-box').length", index)
     return {"ms": out["ready"] - out["arrived"], "longest": out["longest"], "boxes": boxes}
+
+
+def search(page, nb, index: int, text: str) -> None:
+    box = nb.output(index).locator(".fv-search-box input")
+    box.fill(text)
+    box.press("Enter")
+    nb.output(index).locator(".fv-match").first.wait_for()
+    page.wait_for_timeout(300)
 
 
 def pan_fps(page, nb, index: int) -> tuple[float, float]:
@@ -128,13 +149,27 @@ def main() -> None:
         page.evaluate(TIMED_CLICK, [2, ".fv-collapse-all"])
         rows.append(("  expand all (again)", page.evaluate(TIMED_CLICK, [2, ".fv-expand-all"])))
         rows.append(("36 blocks (d=256): first folded view", first_view(page, nb, 3)))
+        rows.append(("  expand all (windowed)", page.evaluate(TIMED_CLICK, [3, ".fv-expand-all"])))
+        pans = [("36 blocks expanded, fitted", *pan_fps(page, nb, 3))]
         rows.append(("10,000-op chain: first view", first_view(page, nb, 4)))
+        rows.append(("  expand all (windowed)", page.evaluate(TIMED_CLICK, [4, ".fv-expand-all"])))
+        pans.append(("10,000-op chain expanded, fitted", *pan_fps(page, nb, 4)))
+        search(page, nb, 4, "MulBackward0")
+        page.evaluate(LONG_TASKS)
+        pans.append(("10,000-op chain, zoomed in to read", *pan_fps(page, nb, 4)))
+        page.wait_for_timeout(600)  # the pan settles and the window moves
+        settle = page.evaluate("() => window.__fvLong.longest")
+        drawn = page.evaluate("(i) => window.jupyterapp.shell.currentWidget.content.widgets[i].node"
+                              ".querySelectorAll('.fv-graph .fv-node').length", 4)
         browser.close()
     print("headless Chromium, real JupyterLab, layout in a Web Worker")
     print(f"  {'measure':<40}{'ms':>9}{'longest task ms':>17}{'boxes':>7}")
     for name, r in rows:
         print(f"  {name:<40}{r['ms']:>9.0f}{r['longest']:>17.0f}{r['boxes']:>7}")
     print(f"  pan, fully expanded GPT-2: {fps:.0f} frames/s, longest frame {worst:.0f} ms")
+    for name, f, w in pans:
+        print(f"  pan, {name}: {f:.0f} frames/s, longest frame {w:.0f} ms")
+    print(f"  the window moving after that pan settles: longest task {settle:.0f} ms, {drawn} Nodes drawn as groups")
 
 
 if __name__ == "__main__":

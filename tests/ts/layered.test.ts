@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { toLayered } from '../../src/render/graph/dotgen';
 import { allModules, defaultExpanded, foldGraph, indexGraph } from '../../src/render/graph/fold';
 import type { Layout, NodeBox } from '../../src/render/graph/layout';
-import { layeredLayout } from '../../src/render/graph/layered';
+import { layeredLayout, packLayout, unpackLayout } from '../../src/render/graph/layered';
 import { loopGraph } from './fixtures';
 import { gptGraph } from './gpt-fixture';
 
@@ -93,6 +93,15 @@ describe('the layered layout', () => {
     }
     expect(new Set(lay.nodes.slice(1).map(b => Math.round(b.cx))).size).toBe(1);
     expect(overlaps(lay.nodes)).toEqual([]);
+  });
+
+  it('packs for the worker\'s answer and unpacks to the same layout', () => {
+    const ix = indexGraph(gptGraph());
+    const input = toLayered(foldGraph(ix, allModules(ix)));
+    const lay = layeredLayout(input);
+    const packed = packLayout(lay);
+    expect(packed.geometry).toBeInstanceOf(Float64Array);
+    expect(unpackLayout(structuredClone(packed), input)).toEqual(lay);
   });
 
   it('runs from its own source text, as the layout worker runs it', () => {

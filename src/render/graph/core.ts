@@ -100,6 +100,8 @@ export function createCore(el: HTMLElement, opts: GraphViewOptions, ui: GraphUi,
   const getLayout = createLayoutCache(opts.layout, LAYOUT_CACHE_SIZE);
   /** Big views: the last one laid out, by its DOT (an expand of the same view again is free). */
   let bigLaid: { dot: string; layout: Layout } | null = null;
+  /** Counts the graphs shown: part of a big view's layout key. */
+  let graphSerial = 0;
   const layOut = async (vis: VisibleGraph, dot: string): Promise<Layout> => {
     if (vis.itemCount <= BIG_VIEW_ITEMS) {
       return getLayout(dot);
@@ -109,6 +111,8 @@ export function createCore(el: HTMLElement, opts: GraphViewOptions, ui: GraphUi,
     }
     const input = toLayered(vis);
     const layout = opts.layoutLayered ? await opts.layoutLayered(input) : layeredLayout(input);
+    // reading the worker's answer is one task and drawing it another: neither holds the page 100 ms
+    await new Promise(resolve => setTimeout(resolve, 0));
     bigLaid = { dot, layout };
     return layout;
   };
@@ -131,7 +135,7 @@ export function createCore(el: HTMLElement, opts: GraphViewOptions, ui: GraphUi,
    * Fold, lay out and draw the graph for ``open``. ``anchor`` (an item and where it was on
    * screen) keeps its screen position; else a new drawing is fitted to the stage.
    */
-  async function relayout(anchor: Anchor | null, newGraph = false): Promise<boolean> {
+  async function relayout(anchor: Anchor | null, newGraph = false, folded: VisibleGraph | null = null): Promise<boolean> {
     const ix = fix;
     if (!ix) {
       return false;
@@ -139,10 +143,18 @@ export function createCore(el: HTMLElement, opts: GraphViewOptions, ui: GraphUi,
     const gen = ++generation;
     const overtaken = () => gen !== generation || destroyed;
     el.setAttribute('data-fv-state', 'loading');
-    const vis = foldGraph(ix, open);
-    const dot = toDot(vis);
+    const vis = folded ?? foldGraph(ix, open);
+    const big = vis.itemCount > BIG_VIEW_ITEMS;
+    // a big view's key is what is expanded in which graph, not its DOT (10,000 lines to write)
+    const dot = big ? `big ${graphSerial}\n${orderedIds(ix, open).join('\n')}` : toDot(vis);
     let lay: Layout;
     try {
+      if (big) {
+        await new Promise(resolve => setTimeout(resolve, 0)); // the click's task ends here
+        if (overtaken()) {
+          return false;
+        }
+      }
       lay = await layOut(vis, dot);
     } catch (err) {
       if (!overtaken()) {
@@ -165,11 +177,8 @@ export function createCore(el: HTMLElement, opts: GraphViewOptions, ui: GraphUi,
     writeTranscript(shown, vis);
     updateCrumbs();
     // (an earlier error or refusal is over)
-    const big =
-      vis.itemCount > BIG_VIEW_ITEMS
-        ? `${vis.itemCount.toLocaleString('en-US')} boxes: zoom in to read them (each is drawn as it comes into view), or search.`
-        : null;
-    status.show([shown?.cut, big].filter(Boolean).join(' ') || null, 'info');
+    const hint = big ? `${vis.itemCount.toLocaleString('en-US')} boxes: zoom in to read them (each is drawn as it comes into view), or search.` : null;
+    status.show([shown?.cut, hint].filter(Boolean).join(' ') || null, 'info');
     el.setAttribute('data-fv-state', 'ready');
     return true;
   }
@@ -184,7 +193,16 @@ export function createCore(el: HTMLElement, opts: GraphViewOptions, ui: GraphUi,
     if (!fix) {
       return;
     }
-    const count = foldGraph(fix, next).itemCount;
+    if (fix.graph.nodes.length > BIG_VIEW_ITEMS) {
+      // folding thousands of Nodes is a task of its own, not part of the click's
+      const ix = fix;
+      await new Promise(resolve => setTimeout(resolve, 0));
+      if (fix !== ix || destroyed) {
+        return;
+      }
+    }
+    const vis = foldGraph(fix, next);
+    const count = vis.itemCount;
     if (count > MAX_DRAWN_ITEMS && count > (visible?.itemCount ?? 0)) {
       status.show(
         `That would draw ${count.toLocaleString('en-US')} boxes; a view draws at most ${MAX_DRAWN_ITEMS.toLocaleString('en-US')} ` +
@@ -199,13 +217,14 @@ export function createCore(el: HTMLElement, opts: GraphViewOptions, ui: GraphUi,
       notifyExpanded();
     }
     const screen = ref ? stage.screenPoint(visible, ref) : null;
-    await relayout(ref ? { ref, after: after ?? ref, screen } : null);
+    await relayout(ref ? { ref, after: after ?? ref, screen } : null, false, vis);
   }
 
   async function setGraph(g: Graph): Promise<void> {
     // our own copy: setState overwrites its gradient fields
     const copy: Graph = { ...g, nodes: g.nodes.map(n => ({ ...n })), modules: g.modules.map(m => ({ ...m })) };
     shown = copy;
+    graphSerial++;
     status.show(g.cut ? g.cut : null, 'info');
     if (g.message) {
       generation++;

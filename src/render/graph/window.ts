@@ -23,7 +23,7 @@ export const MAX_WINDOW_ITEMS = 600;
 /** Below this zoom (a label under ~3 px) no item is drawn as a group: the overview says it all. */
 export const READABLE_SCALE = 0.3;
 /** Height of one overview band, in graph units. */
-const BAND = 800;
+const BAND = 3000;
 
 /** How an overview rectangle is coloured: by what the box stands for. */
 function overviewKind(b: NodeBox, vis: VisibleGraph | null): 'leaf' | 'op' | 'box' {
