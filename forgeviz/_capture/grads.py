@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Optional
 import torch
 
 from ..model.graph import GradRecord, TensorSummary
-from .chain import LOCAL_DERIVATIVES, local_derivatives
+from .chain import LOCAL_DERIVATIVES, SMALL as CHAIN_NUMEL, local_derivatives
 from .summary import DeferredSummaries, summarize
 
 log = logging.getLogger("forgeviz")
@@ -72,6 +72,9 @@ class LeafHistory:
     values: list[Optional[TensorSummary]] = field(default_factory=list)  # .grad after each pass; None = reset
 
 
+LEAF_HISTORY = 32  # passes of a leaf's .grad kept
+
+
 class NodeGone:
     """Kept in a Node's ``metadata``, a dict that dies with the Node: so does this, and it appends
     the Node's id to ``dead`` (no weakref to a Node is possible).
@@ -120,15 +123,18 @@ class GradStore:
             meta["fv_gone"] = NodeGone(self.dead, nid)
 
     def add(self, nid: int, record: GradRecord) -> NodeGrads:
-        entry = self.nodes.get(nid)
-        if entry is None:
-            entry = self.nodes[nid] = NodeGrads()
-            if len(self.nodes) > self.max_nodes:
-                self.nodes.popitem(last=False)
-        else:
-            self.nodes.move_to_end(nid)
-        entry.records.append(record)
-        del entry.records[: -self.records_per_node]
+        nodes = self.nodes
+        entry = nodes.get(nid)
+        if entry is None:  # a new Node: every Node of a training step's new graph
+            entry = nodes[nid] = NodeGrads([record])
+            if len(nodes) > self.max_nodes:
+                nodes.popitem(last=False)
+            return entry
+        nodes.move_to_end(nid)
+        records = entry.records
+        records.append(record)
+        if len(records) > self.records_per_node:
+            del records[: -self.records_per_node]
         return entry
 
     def prune(self, force: bool = False) -> None:
@@ -173,99 +179,127 @@ class BackwardRecorder:
 
     def arm(self, roots: list) -> Callable[[], None]:
         """Register hooks on every Node reachable from ``roots``. Returns what to call when the
-        backward call ends (even by raising): it removes them and completes the pass's records."""
-        self.store.passes += 1
-        backward_index = self.store.passes
+        backward call ends (even by raising): it removes them and completes the pass's records.
+
+        Everything a hook needs is bound here, once per pass: a small training step runs a hook per
+        Node and a summary per gradient, so each attribute or dict lookup left in them is paid
+        dozens of times a step.
+
+        >>> x = torch.tensor([2.], requires_grad=True); y = x * 3
+        >>> store = GradStore(); finish = BackwardRecorder(store, print).arm([y.grad_fn])
+        >>> y.backward(); finish()
+        >>> store.get(y.grad_fn.metadata["fv_id"]).records[-1].grad_inputs[0].values
+        [3.0]
+        """
+        store = self.store
+        store.passes += 1
+        index = store.passes
+        store.prune()
+        histogram, deferred, fault, add = self.histograms, self.deferred, self.on_fault, store.add
         # One gradient is usually both one node's grad_input and the next node's grad_output:
         # summarise it once per pass. Keyed by id, confirmed by a weakref so a reused id misses.
         # Gradients on an accelerator are summarised there and read back when the pass ends.
-        state = {"cache": {}, "deferred": DeferredSummaries(), "recorded": []}
+        cache: dict = {}
+        pending = DeferredSummaries()
+        recorded: list = []  # (entry, record) in the order backward ran the Nodes
+        nonfinite = False  # a summary so far counted NaN or infinity
+        ref = weakref.ref
+
+        def summary(grad: Optional[torch.Tensor]) -> Optional[TensorSummary]:
+            nonlocal nonfinite
+            if grad is None:
+                return None
+            hit = cache.get(id(grad))
+            if hit is not None and hit[0]() is grad and hit[2] == grad._version:
+                return hit[1]
+            if deferred(grad):
+                made = pending.summarize(grad, histogram=histogram)
+            else:
+                made = summarize(grad, histogram=histogram)
+                if made is not None and (made.nan_count or made.inf_count):
+                    nonfinite = True
+            cache[id(grad)] = (ref(grad), made, grad._version)
+            return made
+
+        def node_hook(nid: int, chain_node=None):
+            """``chain_node``: an elementwise Node whose local derivatives are kept too (see chain.py)."""
+            def hook(grad_inputs, grad_outputs):
+                # A fault here must never break the user's backward: record it and move on.
+                try:
+                    record = GradRecord(index, [summary(g) for g in grad_outputs], [summary(g) for g in grad_inputs])
+                    entry = add(nid, record)
+                    recorded.append((entry, record))
+                    out = grad_outputs[0] if grad_outputs else None
+                    # Its saved tensors live until this hook returns. Numbers, not tensors, are kept (a
+                    # tensor per Node of a 10,000-op loop would outlive the loop); on an accelerator,
+                    # reading them would wait for it, so the chain rule is shown for CPU gradients.
+                    if chain_node is not None and out is not None and out.numel() <= CHAIN_NUMEL and not deferred(out):
+                        local = local_derivatives(chain_node, out)
+                        entry.local = None if local is None else (
+                            index, [d.tolist() if d is not None else None for d in local])
+                except Exception as exc:  # noqa: BLE001 - reported, never raised into torch
+                    fault(f"recording gradients failed: {exc!r}")
+            return hook
+
+        def leaf_hook(node, nid: int):
+            """The Node's record, then the leaf's ``.grad`` after this pass (and whether it was reset
+            before it), for the leaf's gradient history (scenario S2 of ../shared/SCENARIOS.md)."""
+            record_node = node_hook(nid)
+            # Read now, as the backward starts: one hook after AccumulateGrad then does it all.
+            try:
+                was_none = node.variable.grad is None
+            except Exception as exc:  # noqa: BLE001 - the Node is still recorded; its leaf history is not
+                fault(f"reading a leaf's gradient failed: {exc!r}")
+                return record_node
+
+            def hook(grad_inputs, grad_outputs):
+                record_node(grad_inputs, grad_outputs)  # summarises the incoming gradient first
+                try:
+                    leaf = node.variable
+                    history = store.leaf_history(leaf, create=True)
+                    values = history.values
+                    if was_none and values:
+                        values.append(None)  # .grad was reset (zero_grad) since the last pass
+                    # AccumulateGrad has updated .grad by now (a post-accumulate hook may have reset it).
+                    # A .grad that was None became the incoming gradient (kept, or copied into the
+                    # parameter's layout): same values, so its summary, from the cache.
+                    grad = leaf.grad
+                    seen = grad_outputs[0] if was_none and grad_outputs and grad_outputs[0] is not None else grad
+                    values.append(summary(seen) if grad is not None else None)
+                    if len(values) > LEAF_HISTORY:
+                        del values[:-LEAF_HISTORY]
+                except Exception as exc:  # noqa: BLE001 - runs inside the user's backward: reported, never raised
+                    fault(f"recording leaf gradient failed: {exc!r}")
+
+            return hook
+
         handles = []
-        self.store.prune()
+        dead = store.dead
         for node in iter_graph(roots):
-            nid = node_id(node)
-            self.store.watch(node, nid)
+            meta = node.metadata  # node_id() and GradStore.watch(), with one read of the dict
+            nid = meta.get("fv_id")
+            if nid is None:
+                nid = meta["fv_id"] = next(_node_ids)
+            if "fv_gone" not in meta:
+                meta["fv_gone"] = NodeGone(dead, nid)
             kind = type(node).__name__  # a C++ Node's class is its name(): "MulBackward0"
-            hook = self._make_hook(nid, backward_index, state, node if kind in LOCAL_DERIVATIVES else None)
             if kind == "AccumulateGrad":
-                hook = self._make_leaf_hook(node, hook, state)
+                hook = leaf_hook(node, nid)
+            else:
+                hook = node_hook(nid, node if kind in LOCAL_DERIVATIVES else None)
             handles.append(node.register_hook(hook))
 
         def finish() -> None:
             for handle in handles:
                 handle.remove()
-            state["deferred"].flush()
+            if pending:
+                pending.flush()
+            elif not nonfinite:
+                return
             # The first Node, in the order backward ran them, whose gradients are not all finite.
-            for entry, record in state["recorded"]:
+            for entry, record in recorded:
                 if has_nonfinite(record.grad_inputs + record.grad_outputs):
-                    entry.first_nonfinite_pass = backward_index
+                    entry.first_nonfinite_pass = index
                     break
 
         return finish
-
-    def _summary(self, grad: Optional[torch.Tensor], state: dict) -> Optional[TensorSummary]:
-        if grad is None:
-            return None
-        cache = state["cache"]
-        hit = cache.get(id(grad))
-        if hit is not None and hit[0]() is grad and hit[2] == grad._version:
-            return hit[1]
-        if self.deferred(grad):
-            summary = state["deferred"].summarize(grad, histogram=self.histograms)
-        else:
-            summary = summarize(grad, histogram=self.histograms)
-        cache[id(grad)] = (weakref.ref(grad), summary, grad._version)
-        return summary
-
-    def _make_hook(self, nid: int, backward_index: int, state: dict, chain_node=None):
-        """``chain_node``: an elementwise Node whose local derivatives are kept too (see chain.py)."""
-        def hook(grad_inputs, grad_outputs):
-            # A fault here must never break the user's backward: record it and move on.
-            try:
-                record = GradRecord(
-                    backward_index,
-                    [self._summary(g, state) for g in grad_outputs],
-                    [self._summary(g, state) for g in grad_inputs],
-                )
-                entry = self.store.add(nid, record)
-                state["recorded"].append((entry, record))
-                out = grad_outputs[0] if grad_outputs else None
-                # Its saved tensors live until this hook returns. Numbers, not tensors, are kept (a
-                # tensor per Node of a 10,000-op loop would outlive the loop); on an accelerator,
-                # reading them would wait for it, so the chain rule is shown for CPU gradients.
-                if chain_node is not None and out is not None and not self.deferred(out):
-                    local = local_derivatives(chain_node, out)
-                    entry.local = None if local is None else (
-                        backward_index, [d.tolist() if d is not None else None for d in local])
-            except Exception as exc:  # noqa: BLE001 - reported, never raised into torch
-                self.on_fault(f"recording gradients failed: {exc!r}")
-        return hook
-
-    def _make_leaf_hook(self, node, record_node, state: dict):
-        """The Node's record, then the leaf's ``.grad`` after this pass (and whether it was reset
-        before it), for the leaf's gradient history (scenario S2 of ../shared/SCENARIOS.md)."""
-        # Read now, as the backward starts: one hook after AccumulateGrad then does it all.
-        try:
-            was_none = node.variable.grad is None
-        except Exception as exc:  # noqa: BLE001 - the Node is still recorded; its leaf history is not
-            self.on_fault(f"reading a leaf's gradient failed: {exc!r}")
-            return record_node
-
-        def hook(grad_inputs, grad_outputs):
-            record_node(grad_inputs, grad_outputs)  # summarises the incoming gradient first
-            try:
-                leaf = node.variable
-                history = self.store.leaf_history(leaf, create=True)
-                if was_none and history.values:
-                    history.values.append(None)  # .grad was reset (zero_grad) since the last pass
-                # AccumulateGrad has updated .grad by now (a post-accumulate hook may have reset it).
-                # A .grad that was None became the incoming gradient (kept, or copied into the
-                # parameter's layout): same values, so its summary, from the cache.
-                grad = leaf.grad
-                seen = grad_outputs[0] if was_none and grad_outputs and grad_outputs[0] is not None else grad
-                history.values.append(self._summary(seen, state) if grad is not None else None)
-                del history.values[:-32]
-            except Exception as exc:  # noqa: BLE001 - runs inside the user's backward: reported, never raised
-                self.on_fault(f"recording leaf gradient failed: {exc!r}")
-
-        return hook

@@ -157,6 +157,10 @@ class DeferredSummaries:
     def __init__(self) -> None:
         self._pending: list[tuple[TensorSummary, torch.Tensor, bool]] = []
 
+    def __bool__(self) -> bool:
+        """Whether summaries wait for ``flush()``."""
+        return bool(self._pending)
+
     def summarize(self, t: torch.Tensor, histogram: bool = True) -> TensorSummary:
         """A summary of ``t`` whose numbers arrive at ``flush()`` (shape and dtype are there now)."""
         summary = TensorSummary(list(t.shape), dtype_name(t.dtype), str(t.device), t.numel())
