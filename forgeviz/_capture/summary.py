@@ -127,8 +127,8 @@ def _summarize_natively(t: torch.Tensor, histogram: bool) -> TensorSummary | Non
     if lib is None:
         return None
     out, counts = _Out(), _Counts()
-    if lib.fv_summarize_tensor(ctypes.c_void_p(t._cdata), HISTOGRAM_SAMPLE, HISTOGRAM_BINS if histogram else 0, SMALL_NUMEL,
-                               out, counts) != 0:
+    bins = HISTOGRAM_BINS if histogram else 0
+    if lib.fv_summarize_tensor(ctypes.c_void_p(t._cdata), HISTOGRAM_SAMPLE, bins, SMALL_NUMEL, out, counts) != 0:
         return None
     numel = t.numel()
     lo, hi, total, norm = out[:4]
