@@ -196,14 +196,17 @@ export function createCore(el: HTMLElement, opts: GraphViewOptions, ui: GraphUi,
     if (fix.graph.nodes.length > BIG_VIEW_ITEMS) {
       // folding thousands of Nodes is a task of its own, not part of the click's
       const ix = fix;
+      const gen = generation;
+      el.setAttribute('data-fv-state', 'loading');
       await new Promise(resolve => setTimeout(resolve, 0));
-      if (fix !== ix || destroyed) {
+      if (fix !== ix || destroyed || gen !== generation) {
         return;
       }
     }
     const vis = foldGraph(fix, next);
     const count = vis.itemCount;
     if (count > MAX_DRAWN_ITEMS && count > (visible?.itemCount ?? 0)) {
+      el.setAttribute('data-fv-state', 'ready'); // nothing changed
       status.show(
         `That would draw ${count.toLocaleString('en-US')} boxes; a view draws at most ${MAX_DRAWN_ITEMS.toLocaleString('en-US')} ` +
           'at once. Expand a smaller module, or search for an op, a module or a parameter.',

@@ -52,11 +52,12 @@ export function drawWindowed(doc: Document, lay: Layout, vis: VisibleGraph | nul
   const edgeD: string[][] = Array.from({ length: bands }, () => []);
   const headD: string[][] = Array.from({ length: bands }, () => []);
   for (const e of lay.edges) {
-    const m = /^M[\d.-]+,([\d.-]+)/.exec(e.d);
-    const band = bandOf(m ? Number(m[1]) : 0);
+    // the band of the curve's start: "M<x>,<y>…"
+    const band = bandOf(parseFloat(e.d.slice(e.d.indexOf(',') + 1)) || 0);
     edgeD[band].push(e.d);
-    if (e.head) {
-      headD[band].push(`M${e.head.map(p => `${r1(p.x)},${r1(p.y)}`).join('L')}Z`);
+    const h = e.head;
+    if (h && h.length === 3) {
+      headD[band].push(`M${r1(h[0].x)},${r1(h[0].y)}L${r1(h[1].x)},${r1(h[1].y)}L${r1(h[2].x)},${r1(h[2].y)}Z`);
     }
   }
   const edges = s(doc, 'g', { class: 'fv-edges fv-overview-edges' });
