@@ -10,7 +10,8 @@
  * changed). Below them: fold.ts (what is visible for the expanded modules), dotgen.ts (its DOT),
  * draw.ts (layout → SVG, decoration), inspector.ts (the inspector), interaction.ts (click, keys,
  * focus), transcript.ts (the text description), layout.ts (Graphviz JSON → boxes and paths),
- * panzoom.ts; the chrome comes from common/chrome.ts.
+ * panzoom.ts; the chrome comes from common/chrome.ts. A big view (past ``BIG_VIEW_ITEMS`` boxes) is
+ * laid out by layered.ts (in a worker: src/layout-worker.ts) and drawn by window.ts.
  *
  * Stable hooks for tests and notebooks (documented in the README):
  *   .fv-root[data-fv-state="ready"]   painted (also after each expand or collapse)
