@@ -4,7 +4,15 @@
  * layouts run in one module worker (layout-worker.ts) so a large graph does not
  * freeze the page; elsewhere, or when the worker cannot start, on the main thread.
  */
-import { createLayoutPool, DEFAULT_TIMEOUT_MS, type GraphvizLike, pageWorker, type WorkerConstructor } from './layout-worker';
+import {
+  createLayoutPool,
+  DEFAULT_TIMEOUT_MS,
+  type GraphvizLike,
+  type GraphvizModule,
+  loadWithLayered,
+  pageWorker,
+  type WorkerConstructor
+} from './layout-worker';
 
 export type { GraphvizLike };
 
@@ -73,12 +81,7 @@ export function getGraphviz(
     if (fv.loadGraphviz) {
       return fv.loadGraphviz();
     }
-    const mod = await importer(await getSource());
-    const Graphviz = mod.Graphviz as { load(): Promise<GraphvizLike> } | undefined;
-    if (!Graphviz || typeof Graphviz.load !== 'function') {
-      throw new Error('the Graphviz module from the kernel has no Graphviz export');
-    }
-    return Graphviz.load();
+    return loadWithLayered((await importer(await getSource())) as GraphvizModule);
   };
   const load = async (): Promise<GraphvizLike> => {
     const Worker = options.Worker === undefined ? pageWorker() : options.Worker;

@@ -7,11 +7,11 @@
  * Layouts go to the worker one at a time, so a deadline measures that layout alone: one that
  * runs past it stops the worker (Graphviz cannot be interrupted) and the next starts a fresh one.
  *
- * Big views (thousands of boxes, past what Graphviz lays out in time) go to a second worker that
- * runs the layered layout (render/graph/layered.ts) from its own source text: createLayeredRunner.
+ * Big views (thousands of boxes, past what Graphviz lays out in time) go to the same worker: the
+ * Graphviz ESM (src/graphviz-bundle.ts) also exports forgeviz's layered layout
+ * (render/graph/layered.ts), so that code too reaches the page once, not in every widget's ESM.
  */
-import { layeredLayout, type LayeredInput, packLayout, type PackedLayout, unpackLayout } from './render/graph/layered';
-import type { Layout } from './render/graph/layout';
+import type { LayeredInput, PackedLayout } from './render/graph/layered';
 
 /**
  * The subset of @hpcc-js/wasm-graphviz's Graphviz we use. The main-thread Graphviz answers at
@@ -19,21 +19,50 @@ import type { Layout } from './render/graph/layout';
  */
 export interface GraphvizLike {
   layout(dot: string, format: 'json', engine: 'dot'): string | Promise<string>;
+  /** The layered layout of a big view, packed (layered.ts); absent where only Graphviz came. */
+  layered?(input: LayeredInput): PackedLayout | Promise<PackedLayout>;
+}
+
+/** What the Graphviz ESM (forgeviz/static/graphviz.js, src/graphviz-bundle.ts) exports. */
+export interface GraphvizModule {
+  Graphviz?: { load(): Promise<GraphvizLike> };
+  layeredLayout?: (input: LayeredInput) => unknown;
+  packLayout?: (layout: never) => PackedLayout;
+}
+
+/**
+ * The Graphviz of ``mod`` loaded, with the module's layered layout beside it.
+ *
+ *     const g = await loadWithLayered(await importFromSource(source));
+ *     g.layered!(toLayered(vis))   // a PackedLayout
+ */
+export async function loadWithLayered(mod: GraphvizModule): Promise<GraphvizLike> {
+  if (!mod.Graphviz || typeof mod.Graphviz.load !== 'function') {
+    throw new Error('the Graphviz module from the kernel has no Graphviz export');
+  }
+  const g = await mod.Graphviz.load();
+  const { layeredLayout, packLayout } = mod;
+  return {
+    layout: (dot, format, engine) => g.layout(dot, format, engine),
+    layered: layeredLayout && packLayout ? input => packLayout(layeredLayout(input) as never) : undefined
+  };
 }
 
 /**
  * The worker's program (plain ES2020, kept terse: it travels inside every widget ESM). On
  * ``{type: 'init', source}`` it imports ``source`` from a Blob URL of its own and loads Graphviz,
- * answering ``ready`` or ``failed``; on ``{id, dot}`` it answers ``{id, json}`` or ``{id, error}``.
- * It must not bundle Graphviz.
+ * answering ``ready`` or ``failed``; on ``{id, dot}`` it answers ``{id, json}``, on ``{id, input}``
+ * (a big view) ``{id, layout}`` (packed, its arrays moved), or ``{id, error}``. It must not bundle
+ * Graphviz.
  */
 export const WORKER_SOURCE =
-  'let g,l;const t=e=>String(e&&e.message||e);' +
+  'let M,g,l;const t=e=>String(e&&e.message||e);' +
   'self.onmessage=async({data:m})=>{' +
   "if(m.type==='init'){l=(async()=>{const u=URL.createObjectURL(new Blob([m.source],{type:'text/javascript'}));" +
-  'try{g=await(await import(u)).Graphviz.load()}finally{URL.revokeObjectURL(u)}})();' +
+  'try{M=await import(u);g=await M.Graphviz.load()}finally{URL.revokeObjectURL(u)}})();' +
   "try{await l;self.postMessage({type:'ready'})}catch(e){self.postMessage({type:'failed',message:t(e)})}return}" +
-  "try{await l;self.postMessage({id:m.id,json:g.layout(m.dot,'json','dot')})}catch(e){self.postMessage({id:m.id,error:t(e)})}}";
+  "try{await l;if(m.input){const p=M.packLayout(M.layeredLayout(m.input));self.postMessage({id:m.id,layout:p},[p.geometry.buffer,p.heads.buffer])}" +
+  "else self.postMessage({id:m.id,json:g.layout(m.dot,'json','dot')})}catch(e){self.postMessage({id:m.id,error:t(e)})}}";
 
 /** What we use of a Web Worker (a fake one in tests). */
 export interface WorkerLike {
@@ -51,6 +80,7 @@ type Reply =
   | { type: 'ready' }
   | { type: 'failed'; message: string }
   | { id: number; json: string }
+  | { id: number; layout: PackedLayout }
   | { id: number; error: string };
 
 export const DEFAULT_TIMEOUT_MS = 20_000;
@@ -70,17 +100,39 @@ export interface LayoutPoolOptions {
 /** A GraphvizLike whose layouts run in the page's worker. */
 export interface LayoutPool extends GraphvizLike {
   layout(dot: string, format?: 'json', engine?: 'dot'): Promise<string>;
+  layered(input: LayeredInput): Promise<PackedLayout>;
   /** Start the worker (if it is not running) and wait until Graphviz is loaded in it. */
   ready(): Promise<void>;
   /** Stop the worker; pending layouts reject. */
   terminate(): void;
 }
 
+/** A Graphviz layout (``dot``) or a big view's layered one (``input``). */
 interface Job {
   id: number;
-  dot: string;
-  resolve: (json: string) => void;
+  dot?: string;
+  input?: LayeredInput;
+  resolve: (answer: string | PackedLayout) => void;
   reject: (err: Error) => void;
+}
+
+/** What a job's deadline says it was. */
+function jobWhat(job: Job): string {
+  if (job.input) {
+    return `the layered layout of ${job.input.edges.length.toLocaleString('en-US')} edges`;
+  }
+  return `Graphviz layout of ${new TextEncoder().encode(job.dot ?? '').length.toLocaleString('en-US')} bytes of DOT`;
+}
+
+/** Run ``job`` on a main-thread Graphviz. */
+async function runOn(g: GraphvizLike, job: Job): Promise<string | PackedLayout> {
+  if (job.input) {
+    if (!g.layered) {
+      throw new Error('this page has Graphviz but not the layered layout for big views');
+    }
+    return g.layered(job.input);
+  }
+  return g.layout(job.dot ?? '', 'json', 'dot');
 }
 
 /** An error event's words: a script error has a message, a refused script (CSP, …) has none. */
@@ -190,6 +242,8 @@ export function createLayoutPool(options: LayoutPoolOptions): LayoutPool {
       settle();
       if ('json' in m) {
         job.resolve(m.json);
+      } else if ('layout' in m) {
+        job.resolve(m.layout);
       } else {
         job.reject(new Error(m.error));
       }
@@ -211,11 +265,9 @@ export function createLayoutPool(options: LayoutPoolOptions): LayoutPool {
         current = null;
         stop();
         settled();
-        const bytes = new TextEncoder().encode(job.dot).length;
         job.reject(
           new Error(
-            `Graphviz layout of ${bytes.toLocaleString('en-US')} bytes of DOT did not answer within ` +
-              `${seconds(timeoutMs)}; its worker was stopped (the next layout starts a fresh one)`
+            `${jobWhat(job)} did not answer within ${seconds(timeoutMs)}; its worker was stopped (the next layout starts a fresh one)`
           )
         );
       }, timeoutMs);
@@ -226,7 +278,7 @@ export function createLayoutPool(options: LayoutPoolOptions): LayoutPool {
           settled();
         }
       };
-      w.postMessage({ id: job.id, dot: job.dot });
+      w.postMessage(job.input ? { id: job.id, input: job.input } : { id: job.id, dot: job.dot });
     });
 
   const pump = async (): Promise<void> => {
@@ -248,7 +300,7 @@ export function createLayoutPool(options: LayoutPoolOptions): LayoutPool {
           }
           fallback ??= options.fallback();
           for (const j of jobs) {
-            fallback.then(g => g.layout(j.dot, 'json', 'dot')).then(j.resolve, j.reject);
+            fallback.then(g => runOn(g, j)).then(j.resolve, j.reject);
           }
           continue;
         }
@@ -262,17 +314,20 @@ export function createLayoutPool(options: LayoutPoolOptions): LayoutPool {
     }
   };
 
+  const submit = (job: Omit<Job, 'id' | 'resolve' | 'reject'>): Promise<string | PackedLayout> => {
+    if (fallback) {
+      const fb = fallback;
+      return fb.then(g => runOn(g, { id: 0, ...job, resolve: () => undefined, reject: () => undefined }));
+    }
+    return new Promise((resolve, reject) => {
+      queue.push({ id: nextId++, ...job, resolve, reject });
+      void pump();
+    });
+  };
+
   return {
-    layout(dot: string): Promise<string> {
-      if (fallback) {
-        const fb = fallback;
-        return fb.then(g => g.layout(dot, 'json', 'dot'));
-      }
-      return new Promise<string>((resolve, reject) => {
-        queue.push({ id: nextId++, dot, resolve, reject });
-        void pump();
-      });
-    },
+    layout: async (dot: string) => (await submit({ dot })) as string,
+    layered: async (input: LayeredInput) => (await submit({ input })) as PackedLayout,
     async ready() {
       await start();
     },
@@ -288,98 +343,3 @@ export function pageWorker(): WorkerConstructor | null {
   return typeof W === 'function' ? W : null;
 }
 
-/**
- * The worker program of the layered layout (render/graph/layered.ts) for big views: the function's
- * own source text (it uses nothing outside itself) and a loop that answers ``{id, input}`` with
- * ``{id, layout}`` (packed: packLayout) or ``{id, error}``.
- */
-export function layeredWorkerSource(): string {
-  return (
-    `const layeredLayout=${layeredLayout.toString()};const packLayout=${packLayout.toString()};` +
-    'self.onmessage=({data:m})=>{try{const p=packLayout(layeredLayout(m.input));' +
-    'self.postMessage({id:m.id,layout:p},[p.geometry.buffer,p.heads.buffer])}' +
-    'catch(e){self.postMessage({id:m.id,error:String(e&&e.message||e)})}};'
-  );
-}
-
-/**
- * Lay out big views in a worker of their own, started on first use and kept; one that does not
- * answer within ``timeoutMs`` is stopped (the next layout starts a fresh one). Without a Worker,
- * or when one cannot start, the page runs the layout itself.
- *
- *     const layoutLayered = createLayeredRunner(pageWorker());
- *     const layout = await layoutLayered(toLayered(vis));
- */
-export function createLayeredRunner(Worker: WorkerConstructor | null, timeoutMs = DEFAULT_TIMEOUT_MS): (input: LayeredInput) => Promise<Layout> {
-  let worker: WorkerLike | null = null;
-  let nextId = 1;
-  const pending = new Map<number, { resolve: (l: PackedLayout) => void; reject: (e: Error) => void; timer: ReturnType<typeof setTimeout> }>();
-  const failAll = (err: Error) => {
-    worker?.terminate();
-    worker = null;
-    for (const p of pending.values()) {
-      clearTimeout(p.timer);
-      p.reject(err);
-    }
-    pending.clear();
-  };
-  const start = (): WorkerLike | null => {
-    if (worker || !Worker) {
-      return worker;
-    }
-    const url = URL.createObjectURL(new Blob([layeredWorkerSource()], { type: 'text/javascript' }));
-    try {
-      const w = new Worker(url, { name: 'forgeviz-layered' });
-      w.onmessage = event => {
-        const m = event.data as { id: number; layout?: PackedLayout; error?: string };
-        const p = pending.get(m.id);
-        if (!p) {
-          return;
-        }
-        pending.delete(m.id);
-        clearTimeout(p.timer);
-        if (m.layout) {
-          p.resolve(m.layout);
-        } else {
-          p.reject(new Error(m.error ?? 'the layered layout failed'));
-        }
-      };
-      w.onerror = event => {
-        event.preventDefault?.();
-        failAll(new Error(`the layered layout worker failed: ${workerErrorText(event)}`));
-      };
-      w.onmessageerror = () => failAll(new Error('the layered layout worker sent a message that could not be read'));
-      worker = w;
-    } catch {
-      Worker = null; // refused (CSP): the page lays out from now on
-    } finally {
-      // a classic worker has read its script once constructed
-      setTimeout(() => URL.revokeObjectURL(url), 10_000);
-    }
-    return worker;
-  };
-  return input => {
-    const w = start();
-    if (!w) {
-      return new Promise((resolve, reject) =>
-        setTimeout(() => {
-          try {
-            resolve(layeredLayout(input));
-          } catch (err) {
-            reject(err instanceof Error ? err : new Error(String(err)));
-          }
-        }, 0)
-      );
-    }
-    return new Promise<PackedLayout>((resolve, reject) => {
-      const id = nextId++;
-      const timer = setTimeout(() => {
-        if (pending.has(id)) {
-          failAll(new Error(`the layered layout of ${input.edges.length.toLocaleString('en-US')} edges did not answer within ${seconds(timeoutMs)}; its worker was stopped`));
-        }
-      }, timeoutMs);
-      pending.set(id, { resolve, reject, timer });
-      w.postMessage({ id, input });
-    }).then(packed => unpackLayout(packed, input));
-  };
-}

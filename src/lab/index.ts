@@ -5,6 +5,7 @@
  */
 import type { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { importFromSource } from '../graphviz-loader';
+import { type GraphvizModule, loadWithLayered } from '../layout-worker';
 import type { ForgevizGlobal, GraphvizLike } from '../graphviz-loader';
 import { VERSION } from '../version';
 import { installGoto } from './goto';
@@ -57,10 +58,7 @@ export function installGlobal(doc: Document = document): ForgevizGlobal {
     ...existing,
     version: VERSION,
     graphvizSource,
-    loadGraphviz: async (): Promise<GraphvizLike> => {
-      const mod = await importFromSource(await graphvizSource());
-      return (mod.Graphviz as { load(): Promise<GraphvizLike> }).load();
-    }
+    loadGraphviz: async (): Promise<GraphvizLike> => loadWithLayered((await importFromSource(await graphvizSource())) as GraphvizModule)
   };
   return g.__forgeviz__;
 }

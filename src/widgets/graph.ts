@@ -9,8 +9,8 @@
  */
 import css from '../../style/graph.css?raw';
 import { getGraphviz } from '../graphviz-loader';
-import { createLayeredRunner, pageWorker } from '../layout-worker';
 import type { Graph, GraphState } from '../model/wire';
+import { unpackLayout } from '../render/graph/layered';
 import { createGraphView, GraphView } from '../render/graph/view';
 import { createTransport } from '../transport';
 import { defineEntry, hasArrays, kernel } from './entry';
@@ -20,9 +20,6 @@ interface WritableModel {
   set?(key: string, value: unknown): void;
   save_changes?(): void;
 }
-
-/** One layered-layout worker for every graph view of the page, started by the first big view. */
-let layered: ReturnType<typeof createLayeredRunner> | null = null;
 
 const isState = (v: unknown): v is GraphState => hasArrays(v, 'ids', 'module_ids');
 const expandedOf = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
@@ -38,7 +35,13 @@ export const render = defineEntry({
     const writable = model as unknown as WritableModel;
     const view = createGraphView(el, {
       layout: async dot => (await getGraphviz(() => t().graphvizSource())).layout(dot, 'json', 'dot'),
-      layoutLayered: input => (layered ??= createLayeredRunner(pageWorker()))(input),
+      layoutLayered: async input => {
+        const g = await getGraphviz(() => t().graphvizSource());
+        if (!g.layered) {
+          throw new Error('this page has Graphviz but not the layered layout for big views');
+        }
+        return unpackLayout(await g.layered(input), input);
+      },
       requestDetail: node => t().inspect(node),
       requestModule: id => t().module(id),
       requestDot: () => t().dot(),

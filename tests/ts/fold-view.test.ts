@@ -1,6 +1,7 @@
 /** The folded graph view with real Graphviz: expand, collapse, stacks, search, state, stable positions. */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { ModuleDetail, NodeDetail } from '../../src/model/wire';
+import { layeredLayout, type LayeredInput } from '../../src/render/graph/layered';
 import { createGraphView, GraphView } from '../../src/render/graph/view';
 import { loopGraph, zDetail } from './fixtures';
 import { gptGraph, gptState } from './gpt-fixture';
@@ -16,6 +17,7 @@ function moduleDetail(id: string): ModuleDetail {
 function make() {
   const opts = {
     layout: vi.fn(realLayout),
+    layoutLayered: vi.fn(async (input: LayeredInput) => layeredLayout(input)),
     requestDetail: vi.fn(async (): Promise<NodeDetail> => zDetail()),
     requestModule: vi.fn(async (id: string) => moduleDetail(id)),
     requestDot: vi.fn(async () => 'digraph {}'),

@@ -103,11 +103,4 @@ describe('the layered layout', () => {
     expect(packed.geometry).toBeInstanceOf(Float64Array);
     expect(unpackLayout(structuredClone(packed), input)).toEqual(lay);
   });
-
-  it('runs from its own source text, as the layout worker runs it', () => {
-    const fn = new Function(`return (${layeredLayout.toString()})`)() as typeof layeredLayout;
-    const ix = indexGraph(gptGraph());
-    const input = toLayered(foldGraph(ix, allModules(ix)));
-    expect(fn(input)).toEqual(layeredLayout(input));
-  });
 });

@@ -7,10 +7,10 @@ import path from 'node:path';
 import vm from 'node:vm';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { getGraphviz, type GraphvizLike } from '../../src/graphviz-loader';
-import { createLayeredRunner, createLayoutPool, WORKER_SOURCE, type WorkerLike } from '../../src/layout-worker';
+import { createLayoutPool, WORKER_SOURCE, type WorkerLike } from '../../src/layout-worker';
 import { toLayered } from '../../src/render/graph/dotgen';
 import { allModules, foldGraph, indexGraph } from '../../src/render/graph/fold';
-import { layeredLayout } from '../../src/render/graph/layered';
+import { layeredLayout, packLayout, unpackLayout } from '../../src/render/graph/layered';
 import { gptGraph } from './gpt-fixture';
 
 type G = { __forgeviz__?: unknown };
@@ -76,6 +76,18 @@ describe('the worker program', () => {
     expect(InProcessWorker.made).toHaveLength(1);
     expect(InProcessWorker.made[0].options).toMatchObject({ type: 'module' });
     expect(InProcessWorker.made[0].url).toMatch(/^blob:/);
+  });
+
+  it('answers a big view\'s layered layout from the same module, packed, as the page would lay it out', async () => {
+    // the Graphviz ESM with the layered layout beside it, as src/graphviz-bundle.ts builds it
+    const source = `${readFileSync(GRAPHVIZ_ESM, 'utf8')}\nexport const layeredLayout = ${layeredLayout.toString()};\nexport const packLayout = ${packLayout.toString()};`;
+    const gv = await getGraphviz(async () => bytes(source), undefined, { Worker: InProcessWorker });
+    const ix = indexGraph(gptGraph());
+    const input = toLayered(foldGraph(ix, allModules(ix)));
+    const [packed, json] = await Promise.all([gv.layered!(input), gv.layout('digraph { a -> b }', 'json', 'dot')]);
+    expect(packed.geometry).toBeInstanceOf(Float64Array);
+    expect(unpackLayout(packed, input)).toEqual(layeredLayout(input));
+    expect(JSON.parse(json).objects).toHaveLength(2); // Graphviz jobs still answer in between
   });
 
   it('says when the module it is sent has no Graphviz', async () => {
@@ -254,57 +266,3 @@ describe('getGraphviz', () => {
   });
 });
 
-describe('the layered layout worker (big views)', () => {
-  /** Runs layeredWorkerSource() itself in a fake worker scope; messages are cloned and async. */
-  class LayeredWorker implements WorkerLike {
-    static made = 0;
-    onmessage: ((event: MessageEvent) => void) | null = null;
-    onerror: ((event: Event) => void) | null = null;
-    onmessageerror: ((event: MessageEvent) => void) | null = null;
-    private scope: { onmessage: ((event: { data: unknown }) => void) | null; postMessage(m: unknown): void };
-    constructor(url: string) {
-      LayeredWorker.made++;
-      const source = LayeredWorker.sources.get(url)!;
-      this.scope = { onmessage: null, postMessage: m => setTimeout(() => this.onmessage?.({ data: structuredClone(m) } as MessageEvent)) };
-      new vm.Script(`(function (self) {${source}})`).runInThisContext()(this.scope);
-    }
-    static sources = new Map<string, string>();
-    postMessage(m: unknown) {
-      setTimeout(() => this.scope.onmessage?.({ data: structuredClone(m) }));
-    }
-    terminate() {}
-  }
-  const input = () => {
-    const ix = indexGraph(gptGraph());
-    return toLayered(foldGraph(ix, allModules(ix)));
-  };
-
-  it('answers with the same layout the page would make, from its own source text', async () => {
-    // a Blob that keeps its text, and "Blob URLs" that name it, so the fake worker runs that text
-    const BlobSpy = vi.spyOn(globalThis, 'Blob').mockImplementation(function (this: unknown, parts: string[]) {
-      return { parts } as unknown as Blob;
-    } as unknown as typeof Blob);
-    vi.spyOn(URL, 'revokeObjectURL').mockImplementation(() => undefined);
-    vi.spyOn(URL, 'createObjectURL').mockImplementation(blob => {
-      const url = `blob:layered-${LayeredWorker.sources.size}`;
-      LayeredWorker.sources.set(url, (blob as unknown as { parts: string[] }).parts.join(''));
-      return url;
-    });
-    try {
-      const run = createLayeredRunner(LayeredWorker);
-      const inp = input();
-      const [a, b] = await Promise.all([run(inp), run(inp)]);
-      expect(LayeredWorker.made).toBe(1); // one worker, kept
-      expect(a).toEqual(layeredLayout(inp));
-      expect(b).toEqual(a);
-    } finally {
-      BlobSpy.mockRestore();
-      vi.restoreAllMocks();
-    }
-  });
-
-  it('lays out on the page where there is no Worker', async () => {
-    const inp = input();
-    expect(await createLayeredRunner(null)(inp)).toEqual(layeredLayout(inp));
-  });
-});

@@ -13,7 +13,7 @@ import { toDot, toLayered } from './dotgen';
 import { decorateAll } from './draw';
 import { defaultExpanded, type FoldIndex, foldGraph, indexGraph, orderedIds, revealNode, type VisibleGraph } from './fold';
 import type { InteractionState } from './interaction';
-import { layeredLayout, type LayeredInput } from './layered';
+import type { LayeredInput } from './layered';
 import { createLayoutCache, type Layout } from './layout';
 import type { GraphUi } from './parts';
 import type { Search } from './search';
@@ -31,8 +31,8 @@ const LAYOUT_CACHE_SIZE = 8;
 export interface GraphViewOptions {
   /** Lay out DOT; returns Graphviz `json` output of the `dot` engine. */
   layout: (dot: string) => Promise<string>;
-  /** Lay out a big view (past ``BIG_VIEW_ITEMS`` boxes) with layered.ts, off the main thread;
-   * without it the page runs ``layeredLayout`` itself. */
+  /** Lay out a big view (past ``BIG_VIEW_ITEMS`` boxes) with layered.ts, off the main thread (the
+   * widget: in the Graphviz worker). Without it a big view says it cannot be drawn. */
   layoutLayered?: (input: LayeredInput) => Promise<Layout>;
   /** Fetch everything the inspector shows for one node. */
   requestDetail: (nodeId: number) => Promise<NodeDetail>;
@@ -109,8 +109,10 @@ export function createCore(el: HTMLElement, opts: GraphViewOptions, ui: GraphUi,
     if (bigLaid?.dot === dot) {
       return bigLaid.layout;
     }
-    const input = toLayered(vis);
-    const layout = opts.layoutLayered ? await opts.layoutLayered(input) : layeredLayout(input);
+    if (!opts.layoutLayered) {
+      throw new Error(`${vis.itemCount.toLocaleString('en-US')} boxes need the layered layout, which this page lacks`);
+    }
+    const layout = await opts.layoutLayered(toLayered(vis));
     // reading the worker's answer is one task and drawing it another: neither holds the page 100 ms
     await new Promise(resolve => setTimeout(resolve, 0));
     bigLaid = { dot, layout };

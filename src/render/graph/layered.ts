@@ -13,7 +13,7 @@
  * when they skip layers in a column. No edge labels: the inspector and the edge's title give the
  * shape. Linear in boxes and edges but for the sorts; 10,000 boxes lay out in tens of ms.
  *
- * ``layeredLayout`` uses nothing outside itself, so the layout worker can run its source text.
+ * It runs in the layout worker: forgeviz/static/graphviz.js exports it beside Graphviz.
  *
  *     layeredLayout({children: [{key: 'n1', lines: ['x', 'leaf']}, {key: 'n2', lines: ['MulBackward0']}],
  *                    edges: [{src: 'n1', dst: 'n2', label: '2×3'}]})
@@ -54,7 +54,7 @@ export function layeredLayout(input: LayeredInput): Layout {
   const NODE_SEP = 21.6;
   const RANK_SEP = 25.2;
   const CLUSTER_PAD = 8;
-  const CLUSTER_HEAD = 18;
+  const CLUSTER_HEAD = 24;
   const CLUSTER_FONT = 10;
   const ARROW = 9;
 
@@ -542,7 +542,7 @@ export interface PackedLayout {
 }
 
 /**
- * Pack a Layout for postMessage (uses nothing outside itself: the worker runs its source text).
+ * Pack a Layout for postMessage (the layout worker's answer).
  * A 10,000-box layout is a few strings and two arrays, not 20,000 objects to clone.
  *
  *     const packed = packLayout(layeredLayout(input));   // postMessage(packed, [packed.geometry.buffer, …])
