@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -90,17 +91,9 @@ __attribute__((target("avx2,fma"))) void add_floats_avx2(const float* x, int64_t
 }
 #endif
 
-// Visits every element of a strided tensor in row-major (reshape(-1)) order, calling
-// run(pointer, count, stride) once per innermost row.
-template <typename T, typename Run>
-void for_each_row(const T* data, int ndim, const int64_t* given_sizes, const int64_t* given_strides, Run run) {
-  if (ndim == 0) {
-    run(data, 1, 1);
-    return;
-  }
-  // Merge dimensions that step through memory as one (all of them, for a contiguous tensor), so
-  // rows are as long as they can be: a row is where the vectorised loop runs.
-  int64_t sizes[kMaxDims], strides[kMaxDims];
+// Merges dimensions that step through memory as one (all of them, for a contiguous tensor), so rows
+// are as long as they can be: a row is where the vectorised loop runs. Returns the new ndim (>= 1).
+int merge_dims(int ndim, const int64_t* given_sizes, const int64_t* given_strides, int64_t* sizes, int64_t* strides) {
   int merged = 0;
   sizes[0] = given_sizes[0];
   strides[0] = given_strides[0];
@@ -114,7 +107,19 @@ void for_each_row(const T* data, int ndim, const int64_t* given_sizes, const int
       strides[merged] = given_strides[d];
     }
   }
-  ndim = merged + 1;
+  return merged + 1;
+}
+
+// Visits every element of a strided tensor in row-major (reshape(-1)) order, calling
+// run(pointer, count, stride) once per innermost row.
+template <typename T, typename Run>
+void for_each_row(const T* data, int ndim, const int64_t* given_sizes, const int64_t* given_strides, Run run) {
+  if (ndim == 0) {
+    run(data, 1, 1);
+    return;
+  }
+  int64_t sizes[kMaxDims], strides[kMaxDims];
+  ndim = merge_dims(ndim, given_sizes, given_strides, sizes, strides);
   int64_t index[kMaxDims] = {0};
   const int inner = ndim - 1;
   for (;;) {
@@ -233,16 +238,45 @@ int summarize(const T* data, int ndim, const int64_t* sizes, const int64_t* stri
   // Every sample_step-th element in reshape(-1) order, like source[::step] in summary.py.
   const double lo = totals.lo, hi = totals.hi > totals.lo ? static_cast<double>(totals.hi) : lo + 1;
   const double scale = bins / (hi - lo);
-  for (int b = 0; b < bins; ++b) counts[b] = 0;
-  int64_t position = 0, next = 0;
-  for_each_row(data, ndim, sizes, strides, [&](const T* row, int64_t n, int64_t stride) {
-    for (; next < position + n; next += sample_step) {
-      const double v = row[(next - position) * stride];
-      int64_t b = static_cast<int64_t>((v - lo) * scale);
-      counts[b < 0 ? 0 : (b >= bins ? bins - 1 : b)] += 1;  // the top edge belongs to the last bin
+  // Counted in four sets on the stack, by turns, then summed: consecutive samples often fall in one
+  // bin, and one set would make each increment wait for the last; and counts written through the
+  // caller's pointer could alias the loop's own variables, which the compiler would then reload
+  // from memory after every increment (the histogram took longer than the stats pass).
+  constexpr int kSets = 4, kMaxBins = 256;
+  if (bins > kMaxBins) return -1;
+  int64_t sets[kSets][kMaxBins] = {};
+  const int64_t last = bins - 1;
+  // Bins p[k * stride] for k = first, first + step, ... below n. Returns where the next would be.
+  auto count = [&sets, last, lo, scale](const T* p, int64_t first, int64_t n, int64_t stride, int64_t step) {
+    auto bin = [p, stride, last, lo, scale](int64_t k) {
+      const int64_t b = static_cast<int64_t>((static_cast<double>(p[k * stride]) - lo) * scale);
+      return b < 0 ? 0 : (b > last ? last : b);  // the top edge belongs to the last bin
+    };
+    int64_t k = first;
+    for (; k + 3 * step < n; k += 4 * step) {
+      ++sets[0][bin(k)];
+      ++sets[1][bin(k + step)];
+      ++sets[2][bin(k + 2 * step)];
+      ++sets[3][bin(k + 3 * step)];
     }
-    position += n;
-  });
+    for (; k < n; k += step) ++sets[0][bin(k)];
+    return k;
+  };
+  int64_t merged_sizes[kMaxDims], merged_strides[kMaxDims];
+  const int merged = ndim == 0 ? 0 : merge_dims(ndim, sizes, strides, merged_sizes, merged_strides);
+  if (merged == 2 && merged_sizes[1] % sample_step == 0 && std::abs(merged_strides[0]) < std::abs(merged_strides[1])) {
+    // A transposed matrix: every row is sampled at the same columns, so count the sampled columns,
+    // each one along memory, rather than the rows, each a stride apart for every sample.
+    for (int64_t k = 0; k < merged_sizes[1]; k += sample_step)
+      count(data + k * merged_strides[1], 0, merged_sizes[0], merged_strides[0], 1);
+  } else {
+    int64_t position = 0, next = 0;  // reshape(-1) index of the row's start, and of the next sample
+    for_each_row(data, ndim, sizes, strides, [&](const T* row, int64_t n, int64_t stride) {
+      next = position + count(row, next - position, n, stride, sample_step);
+      position += n;
+    });
+  }
+  for (int b = 0; b < bins; ++b) counts[b] = sets[0][b] + sets[1][b] + sets[2][b] + sets[3][b];
   return 0;
 }
 
