@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import sys
 import weakref
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
@@ -15,9 +16,10 @@ from typing import Callable, Iterable, Optional
 
 import torch
 
-from ..model.graph import GradRecord, TensorSummary
+from ..model.graph import GradRecord, Histogram, TensorSummary
+from . import native
 from .chain import LOCAL_DERIVATIVES, SMALL as CHAIN_NUMEL, local_derivatives
-from .summary import DeferredSummaries, summarize
+from .summary import HISTOGRAM_BINS, HISTOGRAM_SAMPLE, SMALL_NUMEL, DeferredSummaries, summarize
 
 log = logging.getLogger("forgeviz")
 
@@ -163,19 +165,41 @@ class GradStore:
         return entry
 
 
+def _on_device(grad: torch.Tensor) -> bool:
+    return not grad.is_cpu
+
+
+_PLAIN, _CHAIN, _LEAF_WITH_GRAD, _LEAF_WITHOUT_GRAD = 0, 1, 2, 3  # Node kinds, as grad_hooks.cpp reads them
+_DTYPES = ("float32", "float64")  # grad_hooks.cpp's dtype codes
+
+
+def _compiled_autograd() -> bool:
+    """Whether torch's compiled autograd may run the next backward: it asks every hook to describe
+    itself, which only Python hooks can."""
+    compiled = sys.modules.get("torch._dynamo.compiled_autograd")
+    config = sys.modules.get("torch._dynamo.config")
+    return bool((compiled is not None and (compiled.compiled_autograd_enabled or compiled.in_compiled_autograd_region))
+                or (config is not None and getattr(config, "compiled_autograd", False)))
+
+
 class BackwardRecorder:
-    """Arms Node hooks for one backward call and records summaries into a GradStore."""
+    """Arms Node hooks for one backward call and records summaries into a GradStore.
+
+    With forgeviz's native gradient hooks built (native/grad_hooks.cpp), each Node gets a C++ hook
+    that summarises float CPU gradients without Python; the Python hooks here then run only for the
+    gradients it hands over (other devices and dtypes, NaN and infinity, small elementwise Nodes
+    whose local derivatives are kept), and records are made when the backward call ends.
+    """
 
     def __init__(self, store: GradStore, on_fault: Callable[[str], None]) -> None:
         self.store = store
         self.on_fault = on_fault
         self.histograms = True
 
-    @staticmethod
-    def deferred(grad: torch.Tensor) -> bool:
-        """Whether ``grad`` is summarised on its device and read back when the pass ends (a CPU
-        gradient is read at once: that costs no wait)."""
-        return not grad.is_cpu
+    # Whether ``grad`` is summarised on its device and read back when the pass ends (a CPU gradient
+    # is read at once: that costs no wait). Tests stand in for a GPU by replacing it; the native
+    # hooks, which read CPU gradients at once, then stay off.
+    deferred = staticmethod(_on_device)
 
     def arm(self, roots: list) -> Callable[[], None]:
         """Register hooks on every Node reachable from ``roots``. Returns what to call when the
@@ -241,23 +265,17 @@ class BackwardRecorder:
                     fault(f"recording gradients failed: {exc!r}")
             return hook
 
-        def leaf_hook(node, nid: int):
+        def leaf_hook(node, nid: int, was_none: bool):
             """The Node's record, then the leaf's ``.grad`` after this pass (and whether it was reset
-            before it), for the leaf's gradient history (scenario S2 of ../shared/SCENARIOS.md)."""
+            before it: ``was_none``, read as the backward starts), for the leaf's gradient history
+            (scenario S2 of ../shared/SCENARIOS.md)."""
             record_node = node_hook(nid)
-            # Read now, as the backward starts: one hook after AccumulateGrad then does it all.
-            try:
-                was_none = node.variable.grad is None
-            except Exception as exc:  # noqa: BLE001 - the Node is still recorded; its leaf history is not
-                fault(f"reading a leaf's gradient failed: {exc!r}")
-                return record_node
 
             def hook(grad_inputs, grad_outputs):
                 record_node(grad_inputs, grad_outputs)  # summarises the incoming gradient first
                 try:
                     leaf = node.variable
-                    history = store.leaf_history(leaf, create=True)
-                    values = history.values
+                    values = store.leaf_history(leaf, create=True).values
                     if was_none and values:
                         values.append(None)  # .grad was reset (zero_grad) since the last pass
                     # AccumulateGrad has updated .grad by now (a post-accumulate hook may have reset it).
@@ -273,7 +291,9 @@ class BackwardRecorder:
 
             return hook
 
-        handles = []
+        nodes: list = []
+        nids: list[int] = []
+        kinds: list[int] = []
         dead = store.dead
         for node in iter_graph(roots):
             meta = node.metadata  # node_id() and GradStore.watch(), with one read of the dict
@@ -282,24 +302,85 @@ class BackwardRecorder:
                 nid = meta["fv_id"] = next(_node_ids)
             if "fv_gone" not in meta:
                 meta["fv_gone"] = NodeGone(dead, nid)
-            kind = type(node).__name__  # a C++ Node's class is its name(): "MulBackward0"
-            if kind == "AccumulateGrad":
-                hook = leaf_hook(node, nid)
+            name = type(node).__name__  # a C++ Node's class is its name(): "MulBackward0"
+            if name == "AccumulateGrad":
+                try:
+                    kind = _LEAF_WITHOUT_GRAD if node.variable.grad is None else _LEAF_WITH_GRAD
+                except Exception as exc:  # noqa: BLE001 - the Node is still recorded; its leaf history is not
+                    fault(f"reading a leaf's gradient failed: {exc!r}")
+                    kind = _PLAIN
             else:
-                hook = node_hook(nid, node if kind in LOCAL_DERIVATIVES else None)
-            handles.append(node.register_hook(hook))
+                kind = _CHAIN if name in LOCAL_DERIVATIVES else _PLAIN
+            nodes.append(node)
+            nids.append(nid)
+            kinds.append(kind)
+
+        def python_hook(i: int):
+            kind = kinds[i]
+            if kind >= _LEAF_WITH_GRAD:
+                return leaf_hook(nodes[i], nids[i], kind == _LEAF_WITHOUT_GRAD)
+            return node_hook(nids[i], nodes[i] if kind == _CHAIN else None)
+
+        lib = native.hooks() if deferred is _on_device and not _compiled_autograd() else None
+        armed = None
+        python_hooked: list = range(len(nodes))
+        if lib is not None:
+            handed: dict = {}  # the Python hooks of Nodes whose gradients the C++ hooks handed over
+
+            def hand_over(i: int, grad_inputs, grad_outputs) -> None:
+                hook = handed.get(i)
+                if hook is None:
+                    hook = handed[i] = python_hook(i)
+                hook(grad_inputs, grad_outputs)
+
+            try:
+                armed, python_hooked = lib.fv_arm(nodes, kinds, hand_over, HISTOGRAM_SAMPLE,
+                                                  HISTOGRAM_BINS if histogram else 0, SMALL_NUMEL, CHAIN_NUMEL)
+            except Exception as exc:  # noqa: BLE001 - Python hooks then record this pass, as without the library
+                fault(f"arming native gradient hooks failed: {exc!r}")
+        handles = [nodes[i].register_hook(python_hook(i)) for i in python_hooked]
 
         def finish() -> None:
+            nonlocal nonfinite
             for handle in handles:
                 handle.remove()
+            if armed is not None:
+                _record_native(lib.fv_finish(armed))
             if pending:
                 pending.flush()
             elif not nonfinite:
                 return
-            # The first Node, in the order backward ran them, whose gradients are not all finite.
+            # The first Node, in the order backward ran them, whose gradients are not all finite (the
+            # native hooks hand over every gradient that is not).
             for entry, record in recorded:
                 if has_nonfinite(record.grad_inputs + record.grad_outputs):
                     entry.first_nonfinite_pass = index
                     break
+
+        def _record_native(done: tuple) -> None:
+            """The records of the Nodes the native hooks recorded, in the order they ran (a slot below
+            0 is an undefined gradient)."""
+            raw, rows, faults = done
+            for message in faults:
+                fault(message)
+            made: list = []
+            for shape, dtype, numel, lo, hi, total, norm, values, counts in raw:
+                made.append(TensorSummary(list(shape), _DTYPES[dtype], "cpu", numel, norm, lo, hi, total / numel, 0, 0,
+                                          values, None if counts is None else Histogram(lo, hi, counts)))
+            for i, outs, ins, leaf_slot in rows:
+                record = GradRecord(index, [made[k] if k >= 0 else None for k in outs],
+                                    [made[k] if k >= 0 else None for k in ins])
+                add(nids[i], record)
+                if kinds[i] < _LEAF_WITH_GRAD:
+                    continue
+                try:
+                    values = store.leaf_history(nodes[i].variable, create=True).values
+                    if kinds[i] == _LEAF_WITHOUT_GRAD and values:
+                        values.append(None)  # .grad was reset (zero_grad) since the last pass
+                    values.append(made[leaf_slot] if leaf_slot >= 0 else None)
+                    if len(values) > LEAF_HISTORY:
+                        del values[:-LEAF_HISTORY]
+                except Exception as exc:  # noqa: BLE001 - the records stand; the leaf's history misses this pass
+                    fault(f"recording leaf gradient failed: {exc!r}")
 
         return finish

@@ -4,8 +4,9 @@ Arms, interleaved round by round in one process per MLP and reported as ratios t
 
   off                        plain torch
   capture, no summaries      the TorchFunctionMode that tags ops, module paths (no gradient records)
-  capture, torch summaries   ...plus every Node's gradients summarised with torch ops
-  capture, native summaries  ...summarised in one pass by forgeviz's native library (the default)
+  capture, torch summaries   ...plus every Node's gradients summarised with torch ops, by Python hooks
+  capture, Python hooks      ...summarised in one pass by forgeviz's native library, from Python hooks
+  capture, native hooks      ...by C++ Node hooks, recorded when the backward ends (the default)
 
 On a GPU (``bench_capture.py 256 32 cuda``; run by default when CUDA is available) the arms are:
 
@@ -48,11 +49,13 @@ def case(width: int, batch: int, device: str = "cpu") -> dict[str, float]:
     one_pass = summary._summarize_natively
 
     defer = BackwardRecorder.__dict__["deferred"]  # the staticmethod itself, to put back as it was
+    hooks = native.hooks
 
-    def cell(record_grads: bool, native_summaries: bool = True, per_pass: bool = True):
+    def cell(record_grads: bool, native_summaries: bool = True, per_pass: bool = True, native_hooks: bool = True):
         def run():
             summary._summarize_natively = one_pass if native_summaries else (lambda t, histogram: None)
             BackwardRecorder.deferred = defer if per_pass else staticmethod(lambda grad: False)
+            native.hooks = hooks if native_hooks else (lambda: None)
             session.install()
             session.record_grads = record_grads
             session.enter()
@@ -62,10 +65,12 @@ def case(width: int, batch: int, device: str = "cpu") -> dict[str, float]:
             session.record_grads = True
             summary._summarize_natively = one_pass
             BackwardRecorder.deferred = defer
+            native.hooks = hooks
         return run
 
     if device == "cpu":
-        arms = {"capture, torch summaries": cell(True, native_summaries=False), "capture, native summaries": cell(True)}
+        arms = {"capture, torch summaries": cell(True, native_summaries=False, native_hooks=False),
+                "capture, Python hooks": cell(True, native_hooks=False), "capture, native hooks": cell(True)}
     else:
         arms = {"capture, read per gradient": cell(True, per_pass=False), "capture, read per pass": cell(True)}
     medians = interleaved({"off": loop, "capture, no summaries": cell(False)} | arms, ROUNDS)

@@ -6,7 +6,11 @@ instead of a dozen torch ops. It needs a C++ compiler and torch's headers (in ev
 wheel); without them forgeviz falls back to Python (the dispatch-mode tracker, and torch ops for
 summaries), and says so.
 
-Build it ahead of time (``./dev.sh`` does) with ``python -m forgeviz._capture.native``.
+A second library, ``grad_hooks.cpp`` (with ``tensor_stats.cpp``), records the gradients of a backward
+pass with C++ Node hooks instead of Python ones (grads.py). It also needs Python's headers and links
+torch's Python bindings; without it gradients are recorded by Python hooks.
+
+Build both ahead of time (``./dev.sh`` does) with ``python -m forgeviz._capture.native``.
 
 >>> lib = load()  # doctest: +SKIP
 >>> lib.fv_abi_version()  # doctest: +SKIP
@@ -22,6 +26,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import threading
 from pathlib import Path
@@ -32,7 +37,9 @@ import torch
 from ..untraced import use_native_pause
 
 SOURCES = [Path(__file__).with_name("cpu_ledger.cpp"), Path(__file__).with_name("tensor_stats.cpp")]
+HOOK_SOURCES = [Path(__file__).with_name("tensor_stats.cpp"), Path(__file__).with_name("grad_hooks.cpp")]
 ABI_VERSION = 3
+HOOKS_ABI_VERSION = 1
 
 
 class FvRecord(ctypes.Structure):
@@ -46,6 +53,8 @@ class FvRecord(ctypes.Structure):
 _lock = threading.Lock()
 _lib: Optional[ctypes.CDLL] = None
 _error: Optional[str] = None
+_hooks: Optional[ctypes.CDLL] = None
+_hooks_error: Optional[str] = None
 
 
 def cache_dir() -> Path:
@@ -63,15 +72,20 @@ def _torch_key() -> str:
     return hashlib.sha256(f"{torch.__version__}|{_torch_lib_dir()}|{sys.platform}".encode()).hexdigest()[:10]
 
 
-@functools.lru_cache(maxsize=1)
-def _source_key() -> str:
+@functools.lru_cache(maxsize=2)
+def _source_key(sources: tuple = tuple(SOURCES)) -> str:
     # Read once per process: every capture() or memory_trace() asks whether a build exists.
-    return hashlib.sha256(b"".join(path.read_bytes() for path in SOURCES)).hexdigest()[:10]
+    return hashlib.sha256(b"".join(path.read_bytes() for path in sources)).hexdigest()[:10]
 
 
 def library_path() -> Path:
     """The shared library for this source and this torch build (it may not exist yet)."""
     return cache_dir() / f"cpu_ledger-{_torch_key()}-{_source_key()}.so"
+
+
+def hooks_library_path() -> Path:
+    """The gradient hooks library for this source and this torch build (it may not exist yet)."""
+    return cache_dir() / f"grad_hooks-{_torch_key()}-{_source_key(tuple(HOOK_SOURCES))}.so"
 
 
 def compiler() -> Optional[str]:
@@ -84,16 +98,34 @@ def build(verbose: bool = False) -> Path:
     Raises ``RuntimeError`` saying what is missing (a compiler, torch's headers) and what the
     compiler printed.
     """
-    target = library_path()
+    return _compile(SOURCES, library_path(), "native memory tracker", [], [], verbose)
+
+
+def build_hooks(verbose: bool = False) -> Path:
+    """Compile ``HOOK_SOURCES`` against the installed torch and Python (about 20 s). Returns the
+    library path.
+
+    Raises ``RuntimeError`` saying what is missing (a compiler, torch's or Python's headers) and what
+    the compiler printed.
+    """
+    include = sysconfig.get_paths()["include"]
+    if not os.path.exists(os.path.join(include, "Python.h")):
+        raise RuntimeError(f"Python's headers were not found in {include} (apt-get install python3-dev)")
+    return _compile(HOOK_SOURCES, hooks_library_path(), "native gradient hooks", [include], ["-ltorch_python"],
+                    verbose)
+
+
+def _compile(sources: list[Path], target: Path, what: str, includes: list[str], libraries: list[str],
+             verbose: bool) -> Path:
     if target.exists():
         return target
     cxx = compiler()
     if cxx is None:
-        raise RuntimeError("forgeviz's native memory tracker needs a C++ compiler (g++), and none was found on "
+        raise RuntimeError(f"forgeviz's {what} needs a C++ compiler (g++), and none was found on "
                            "PATH; install one (apt-get install g++) or set $CXX")
     from torch.utils.cpp_extension import include_paths
 
-    includes = include_paths()
+    includes = [*include_paths(), *includes]
     if not any(os.path.exists(os.path.join(p, "c10", "core", "CPUAllocator.h")) for p in includes):
         raise RuntimeError(f"torch's C++ headers were not found (looked in {includes})")
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -102,16 +134,17 @@ def build(verbose: bool = False) -> Path:
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         out = Path(tmp) / target.name
         cmd = [cxx, "-O2", "-shared", "-fPIC", "-std=c++20", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
-               *[f"-I{p}" for p in includes], *map(str, SOURCES), f"-L{libdir}", "-lc10", "-ltorch_cpu",
-               f"-Wl,-rpath,{libdir}", "-o", str(out)]
+               *[f"-I{p}" for p in includes], *map(str, sources), f"-L{libdir}", "-lc10", "-ltorch_cpu",
+               *libraries, f"-Wl,-rpath,{libdir}", "-o", str(out)]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
-            raise RuntimeError(f"compiling forgeviz's native memory tracker failed ({cxx} exit {done.returncode}):\n"
+            raise RuntimeError(f"compiling forgeviz's {what} failed ({cxx} exit {done.returncode}):\n"
                                f"{done.stderr[-3000:]}")
         if verbose:
             print(" ".join(cmd), file=sys.stderr)
         os.replace(out, target)  # atomic: two kernels building at once both end with a whole file
-    for old in target.parent.glob(f"cpu_ledger-{_torch_key()}-*.so"):  # older sources, same torch
+    stem = target.name.split("-", 1)[0]
+    for old in target.parent.glob(f"{stem}-{_torch_key()}-*.so"):  # older sources, same torch
         if old != target:
             old.unlink(missing_ok=True)  # a process that loaded it keeps its mapping
     return target
@@ -198,6 +231,39 @@ def load_if_built() -> Optional[ctypes.CDLL]:
 def loaded() -> Optional[ctypes.CDLL]:
     """The library if this process loaded it, else None (never builds or loads)."""
     return _lib
+
+
+def hooks() -> Optional[ctypes.PyDLL]:
+    """The gradient hooks library, loaded now if it is built for this torch and Python; else None
+    (never builds; a load that failed is remembered, see ``hooks_unavailable_reason``).
+
+    >>> hooks() is None or hooks().fv_hooks_abi_version() == HOOKS_ABI_VERSION
+    True
+    """
+    global _hooks, _hooks_error
+    if _hooks is not None or _hooks_error is not None:
+        return _hooks
+    path = hooks_library_path()
+    if not path.exists():
+        return None
+    with _lock:
+        if _hooks is None and _hooks_error is None:
+            try:
+                lib = ctypes.PyDLL(str(path))
+                if lib.fv_hooks_abi_version() != HOOKS_ABI_VERSION:
+                    raise RuntimeError(f"{path} is ABI {lib.fv_hooks_abi_version()}, expected {HOOKS_ABI_VERSION}")
+                obj, i32 = ctypes.py_object, ctypes.c_int
+                lib.fv_arm.restype, lib.fv_arm.argtypes = obj, [obj, obj, obj, i32, i32, i32, i32]
+                lib.fv_finish.restype, lib.fv_finish.argtypes = obj, [obj]
+                _hooks = lib
+            except (OSError, RuntimeError, AttributeError) as exc:
+                _hooks_error = str(exc)
+    return _hooks
+
+
+def hooks_unavailable_reason() -> Optional[str]:
+    """Why the gradient hooks library could not load in this process, or None."""
+    return _hooks_error
 
 
 def unavailable_reason() -> Optional[str]:

@@ -1,7 +1,14 @@
-"""``python -m forgeviz._capture.native``: build the native memory tracker for the installed torch."""
+"""``python -m forgeviz._capture.native``: build forgeviz's native libraries for the installed torch."""
 
-from . import build, load
+import sys
+
+from . import build, build_hooks, load
 
 if __name__ == "__main__":
     print(f"forgeviz native memory tracker: {build()}")
     load()  # proves it loads and can wrap this torch's CPU allocator
+    try:
+        print(f"forgeviz native gradient hooks: {build_hooks()}")
+    except RuntimeError as exc:  # gradients are then recorded by Python hooks: slower, not wrong
+        print(f"forgeviz native gradient hooks were not built ({exc}); Python hooks record gradients",
+              file=sys.stderr)

@@ -1,0 +1,342 @@
+// forgeviz's gradient hooks, in C++.
+//
+// Why C++: forgeviz records what every Node of a backward pass receives and sends. Through
+// Node.register_hook that is, per Node, a Python hook registered (a RemovableHandle, a dict), a call
+// that takes the GIL and wraps every gradient in a Python object, and a summary per gradient: about
+// half the time of a small training step. Here a hook is a torch::autograd::FunctionPostHook: it
+// summarises float CPU gradients in one pass each (tensor_stats.cpp), without the GIL, and keeps the
+// numbers; Python turns them into records when the backward call ends (grads.py). A gradient this
+// cannot summarise (on another device, of another dtype, holding NaN or infinity) and a Node whose
+// local derivatives are shown (a small elementwise one) go to the Node's Python hook instead, with
+// the same arguments Node.register_hook would give it.
+//
+// Built as a library of its own (it needs Python's and torch's Python headers, which the CPU ledger
+// does not): without it, forgeviz registers Python hooks, as before.
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/functions/accumulate_grad.h>
+#include <torch/csrc/autograd/python_cpp_function.h>
+#include <torch/csrc/autograd/python_function.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+extern "C" int fv_summarize_tensor(const void* impl, int sample, int bins, int values_cap, double* out,
+                                   int64_t* counts);  // tensor_stats.cpp
+
+namespace {
+
+using torch::autograd::Node;
+using torch::autograd::variable_list;
+
+constexpr int kNone = -2;  // an undefined gradient (None in Python)
+constexpr int kFail = -1;  // a gradient the Node's Python hook summarises
+
+// Node kinds, as grads.py passes them.
+constexpr int kPlain = 0, kChain = 1, kLeafWithGrad = 2, kLeafWithoutGrad = 3;
+
+struct Summary {
+  std::vector<int64_t> shape;
+  int dtype;  // 0: float32, 1: float64
+  int64_t numel;
+  double stats[4];  // min, max, sum, norm
+  std::vector<double> values;
+  std::vector<int64_t> counts;
+};
+
+struct Row {
+  int64_t node;  // its index in the list fv_arm was given
+  std::vector<int> outs, ins;  // summaries of grad_outputs and grad_inputs
+  int leaf;  // the leaf's .grad after the pass (AccumulateGrad); kNone when it has none
+};
+
+struct Seen {
+  c10::weak_intrusive_ptr<c10::TensorImpl> impl;  // keeps the address from being reused, not the tensor alive
+  int64_t version;
+  int slot;
+};
+
+struct Pass {
+  std::mutex mu;
+  bool closed = false;
+  int sample, bins, values_cap, chain_cap;
+  PyObject* fallback = nullptr;  // fallback(index, grad_inputs, grad_outputs); owned, released with the GIL
+  std::vector<Summary> summaries;
+  std::vector<Row> rows;
+  // One gradient is usually one Node's grad_input and the next one's grad_output: summarised once.
+  std::unordered_map<const c10::TensorImpl*, Seen> seen;
+  std::vector<std::pair<c10::weak_intrusive_ptr<Node>, uintptr_t>> hooks;
+  std::vector<std::string> faults;
+
+  // The slot of t's summary (with mu held), kNone for an undefined tensor, kFail for one to hand over.
+  int summarize(const at::Tensor& t) {
+    if (!t.defined()) return kNone;
+    c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+    int64_t version = -1;
+    try {
+      version = impl->version_counter().current_version();
+    } catch (...) {  // an inference tensor keeps no version: summarised each time it is seen
+    }
+    auto found = seen.find(impl);
+    if (found != seen.end() && version >= 0 && found->second.version == version) return found->second.slot;
+    Summary s;
+    std::vector<double> out(4 + values_cap);
+    s.counts.resize(bins > 0 ? bins : 0);
+    if (fv_summarize_tensor(impl, sample, bins, values_cap, out.data(), s.counts.data()) != 0) return kFail;
+    s.shape.assign(impl->sizes().begin(), impl->sizes().end());
+    s.dtype = impl->dtype() == caffe2::TypeMeta::Make<float>() ? 0 : 1;
+    s.numel = impl->numel();
+    for (int i = 0; i < 4; ++i) s.stats[i] = out[i];
+    if (s.numel <= values_cap) {
+      s.values.assign(out.begin() + 4, out.begin() + 4 + s.numel);
+      s.counts.clear();
+    } else if (bins <= 0) {
+      s.counts.clear();
+    }
+    const int slot = static_cast<int>(summaries.size());
+    summaries.push_back(std::move(s));
+    if (version >= 0) {
+      Seen entry{c10::weak_intrusive_ptr<c10::TensorImpl>(
+                     c10::intrusive_ptr<c10::TensorImpl>::unsafe_reclaim_from_nonowning(impl)),
+                 version, slot};
+      if (found != seen.end())
+        found->second = std::move(entry);
+      else
+        seen.emplace(impl, std::move(entry));
+    }
+    return slot;
+  }
+
+  void fault(std::string message) {
+    if (faults.size() < 20) faults.push_back(std::move(message));
+  }
+};
+
+PyObject* wrap_all(const variable_list& tensors) {
+  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(tensors.size()));
+  if (tuple == nullptr) return nullptr;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    PyObject* item = tensors[i].defined() ? THPVariable_Wrap(tensors[i]) : (Py_INCREF(Py_None), Py_None);
+    if (item == nullptr) {
+      Py_DECREF(tuple);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), item);
+  }
+  return tuple;
+}
+
+struct Hook : torch::autograd::FunctionPostHook {
+  std::shared_ptr<Pass> pass;
+  int64_t index;
+  int kind;
+  torch::autograd::AccumulateGrad* leaf;  // this hook's own Node, for an AccumulateGrad (it owns the hook)
+
+  Hook(std::shared_ptr<Pass> p, int64_t i, int k, torch::autograd::AccumulateGrad* l)
+      : pass(std::move(p)), index(i), kind(k), leaf(l) {}
+
+  variable_list operator()(const variable_list& grad_inputs, const variable_list& grad_outputs) override {
+    try {
+      if (!record(grad_inputs, grad_outputs)) hand_over(grad_inputs, grad_outputs);
+    } catch (const std::exception& e) {  // never into the user's backward
+      std::lock_guard<std::mutex> lock(pass->mu);
+      pass->fault(std::string("recording gradients failed: ") + e.what());
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(pass->mu);
+      pass->fault("recording gradients failed");
+    }
+    return grad_inputs;
+  }
+
+  // Records the Node's gradients; false when its Python hook is to do it.
+  bool record(const variable_list& grad_inputs, const variable_list& grad_outputs) {
+    std::lock_guard<std::mutex> lock(pass->mu);
+    if (pass->closed) return true;
+    if (kind == kChain && !grad_outputs.empty() && grad_outputs[0].defined() &&
+        grad_outputs[0].numel() <= pass->chain_cap)
+      return false;  // small and elementwise: its Python hook reads the local derivatives too
+    Row row{index, {}, {}, kNone};
+    row.outs.reserve(grad_outputs.size());
+    row.ins.reserve(grad_inputs.size());
+    for (const auto& g : grad_outputs) {
+      const int slot = pass->summarize(g);
+      if (slot == kFail) return false;
+      row.outs.push_back(slot);
+    }
+    for (const auto& g : grad_inputs) {
+      const int slot = pass->summarize(g);
+      if (slot == kFail) return false;
+      row.ins.push_back(slot);
+    }
+    if (leaf != nullptr) {
+      if (!leaf->variable.defined()) return false;  // released: the Python hook reports what it finds
+      // AccumulateGrad has updated .grad (a post-accumulate hook may have reset it). A .grad that
+      // was undefined became the incoming gradient: same values, so its summary.
+      const at::Tensor& grad = leaf->variable.grad();
+      if (grad.defined()) {
+        const bool incoming = kind == kLeafWithoutGrad && !row.outs.empty() && row.outs[0] >= 0;
+        row.leaf = incoming ? row.outs[0] : pass->summarize(grad);
+        if (row.leaf == kFail) return false;
+      }
+    }
+    pass->rows.push_back(std::move(row));
+    return true;
+  }
+
+  void hand_over(const variable_list& grad_inputs, const variable_list& grad_outputs) {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject* fallback = pass->fallback;  // cleared only with the GIL held
+    if (fallback != nullptr) {
+      Py_INCREF(fallback);
+      PyObject* ins = wrap_all(grad_inputs);
+      PyObject* outs = ins != nullptr ? wrap_all(grad_outputs) : nullptr;
+      PyObject* done = outs != nullptr ? PyObject_CallFunction(fallback, "LOO", static_cast<long long>(index), ins, outs)
+                                       : nullptr;
+      if (done == nullptr) PyErr_Clear();  // the Python hook reports its own faults; this is ours failing
+      Py_XDECREF(done);
+      Py_XDECREF(outs);
+      Py_XDECREF(ins);
+      Py_DECREF(fallback);
+    }
+    PyGILState_Release(gil);
+  }
+};
+
+Node* node_of(PyObject* obj) {
+  if (torch::autograd::THPCppFunction_Check(obj))
+    return reinterpret_cast<torch::autograd::THPCppFunction*>(obj)->cdata.get();
+  if (THPFunction_Check(obj)) return reinterpret_cast<THPFunction*>(obj)->cdata.get();
+  return nullptr;
+}
+
+void close(Pass& pass) {
+  std::lock_guard<std::mutex> lock(pass.mu);
+  pass.closed = true;
+  for (auto& [weak, key] : pass.hooks) {
+    auto node = weak.lock();
+    if (node) node->del_post_hook(key);
+  }
+  pass.hooks.clear();
+  Py_CLEAR(pass.fallback);
+}
+
+void drop(PyObject* capsule) {
+  auto* held = static_cast<std::shared_ptr<Pass>*>(PyCapsule_GetPointer(capsule, "forgeviz.Pass"));
+  if (held == nullptr) return;
+  close(**held);  // a pass never finished: its hooks go with it
+  delete held;
+}
+
+PyObject* summary_tuple(const Summary& s) {
+  PyObject* shape = PyTuple_New(static_cast<Py_ssize_t>(s.shape.size()));
+  for (size_t i = 0; i < s.shape.size(); ++i) PyTuple_SET_ITEM(shape, i, PyLong_FromLongLong(s.shape[i]));
+  PyObject* values = Py_None;
+  PyObject* counts = Py_None;
+  if (!s.values.empty() || s.numel == 0) {
+    values = PyList_New(static_cast<Py_ssize_t>(s.values.size()));
+    for (size_t i = 0; i < s.values.size(); ++i) PyList_SET_ITEM(values, i, PyFloat_FromDouble(s.values[i]));
+  } else {
+    Py_INCREF(values);
+  }
+  if (!s.counts.empty()) {
+    counts = PyList_New(static_cast<Py_ssize_t>(s.counts.size()));
+    for (size_t i = 0; i < s.counts.size(); ++i) PyList_SET_ITEM(counts, i, PyLong_FromLongLong(s.counts[i]));
+  } else {
+    Py_INCREF(counts);
+  }
+  return Py_BuildValue("(NiLddddNN)", shape, s.dtype, static_cast<long long>(s.numel), s.stats[0], s.stats[1],
+                       s.stats[2], s.stats[3], values, counts);
+}
+
+PyObject* slots_tuple(const std::vector<int>& slots) {
+  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(slots.size()));
+  for (size_t i = 0; i < slots.size(); ++i) PyTuple_SET_ITEM(tuple, i, PyLong_FromLong(slots[i]));
+  return tuple;
+}
+
+}  // namespace
+
+extern "C" {
+
+int fv_hooks_abi_version() { return 1; }
+
+// Adds a hook to each Node of `nodes` (a list of grad_fn objects) whose kind (a list of ints: kPlain,
+// kChain, kLeafWithGrad, kLeafWithoutGrad) says what it records. `fallback(index, grad_inputs,
+// grad_outputs)` is called, with the GIL, for a Node whose gradients the hook hands over: one it
+// cannot summarise, or a kChain Node whose output has at most chain_cap elements. Summaries are
+// fv_summarize_tensor's with `sample`, `bins` and `values_cap`. Returns (pass, indices of the Nodes it
+// could not hook), or NULL with a Python error set.
+PyObject* fv_arm(PyObject* nodes, PyObject* kinds, PyObject* fallback, int sample, int bins, int values_cap,
+                 int chain_cap) {
+  if (!PyList_Check(nodes) || !PyList_Check(kinds) || PyList_GET_SIZE(nodes) != PyList_GET_SIZE(kinds)) {
+    PyErr_SetString(PyExc_TypeError, "fv_arm: nodes and kinds are lists of one length");
+    return nullptr;
+  }
+  auto pass = std::make_shared<Pass>();
+  pass->sample = sample;
+  pass->bins = bins;
+  pass->values_cap = values_cap;
+  pass->chain_cap = chain_cap;
+  Py_INCREF(fallback);
+  pass->fallback = fallback;
+  PyObject* unhooked = PyList_New(0);
+  try {
+    const Py_ssize_t n = PyList_GET_SIZE(nodes);
+    pass->hooks.reserve(n);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      Node* node = node_of(PyList_GET_ITEM(nodes, i));
+      const int kind = static_cast<int>(PyLong_AsLong(PyList_GET_ITEM(kinds, i)));
+      auto* leaf = dynamic_cast<torch::autograd::AccumulateGrad*>(node);
+      if (node == nullptr || (leaf != nullptr) != (kind >= kLeafWithGrad)) {
+        PyObject* index = PyLong_FromSsize_t(i);
+        PyList_Append(unhooked, index);
+        Py_DECREF(index);
+        continue;
+      }
+      const uintptr_t key = node->add_post_hook(std::make_unique<Hook>(pass, i, kind, leaf));
+      pass->hooks.emplace_back(c10::weak_intrusive_ptr<Node>(c10::intrusive_ptr<Node>::reclaim_copy(node)), key);
+    }
+  } catch (const std::exception& e) {
+    close(*pass);
+    Py_DECREF(unhooked);
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+  PyObject* capsule = PyCapsule_New(new std::shared_ptr<Pass>(pass), "forgeviz.Pass", drop);
+  return Py_BuildValue("(NN)", capsule, unhooked);
+}
+
+// Removes the pass's hooks and returns what they recorded: (summaries, rows, faults). A summary is
+// (shape, dtype 0 float32 / 1 float64, numel, min, max, sum, norm, values or None, counts or None);
+// a row is (index, grad_outputs' slots, grad_inputs' slots, the leaf .grad's slot), in the order the
+// Nodes ran, a slot -2 standing for None.
+PyObject* fv_finish(PyObject* capsule) {
+  auto* held = static_cast<std::shared_ptr<Pass>*>(PyCapsule_GetPointer(capsule, "forgeviz.Pass"));
+  if (held == nullptr) return nullptr;
+  Pass& pass = **held;
+  close(pass);
+  std::lock_guard<std::mutex> lock(pass.mu);
+  PyObject* summaries = PyList_New(static_cast<Py_ssize_t>(pass.summaries.size()));
+  for (size_t i = 0; i < pass.summaries.size(); ++i) PyList_SET_ITEM(summaries, i, summary_tuple(pass.summaries[i]));
+  PyObject* rows = PyList_New(static_cast<Py_ssize_t>(pass.rows.size()));
+  for (size_t i = 0; i < pass.rows.size(); ++i) {
+    const Row& row = pass.rows[i];
+    PyList_SET_ITEM(rows, i,
+                    Py_BuildValue("(LNNi)", static_cast<long long>(row.node), slots_tuple(row.outs),
+                                  slots_tuple(row.ins), row.leaf));
+  }
+  PyObject* faults = PyList_New(static_cast<Py_ssize_t>(pass.faults.size()));
+  for (size_t i = 0; i < pass.faults.size(); ++i)
+    PyList_SET_ITEM(faults, i, PyUnicode_FromString(pass.faults[i].c_str()));
+  pass.summaries.clear();
+  pass.rows.clear();
+  pass.seen.clear();
+  return Py_BuildValue("(NNN)", summaries, rows, faults);
+}
+
+}  // extern "C"
