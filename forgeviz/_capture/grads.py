@@ -6,6 +6,7 @@ so a graph that never runs backward costs nothing here.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import sys
@@ -59,7 +60,7 @@ def has_nonfinite(summaries: Iterable[Optional[TensorSummary]]) -> bool:
     return any(s is not None and (s.nan_count or s.inf_count) for s in summaries)
 
 
-@dataclass
+@dataclass(slots=True)  # one per Node of every backward: slots make and free it faster
 class NodeGrads:
     records: list[GradRecord] = field(default_factory=list)
     first_nonfinite_pass: Optional[int] = None  # the pass in which this node was the first non-finite one
@@ -68,7 +69,7 @@ class NodeGrads:
     local: Optional[tuple[int, list]] = None
 
 
-@dataclass
+@dataclass(slots=True)
 class LeafHistory:
     variable: weakref.ref
     values: list[Optional[TensorSummary]] = field(default_factory=list)  # .grad after each pass; None = reset
@@ -171,15 +172,15 @@ def _on_device(grad: torch.Tensor) -> bool:
 
 _PLAIN, _CHAIN, _LEAF_WITH_GRAD, _LEAF_WITHOUT_GRAD = 0, 1, 2, 3  # Node kinds, as grad_hooks.cpp reads them
 _DTYPES = ("float32", "float64")  # grad_hooks.cpp's dtype codes
+_CHAIN_NAMES = frozenset(LOCAL_DERIVATIVES)
 
 
 def _compiled_autograd() -> bool:
-    """Whether torch's compiled autograd may run the next backward: it asks every hook to describe
-    itself, which only Python hooks can."""
+    """Whether torch's compiled autograd is on for the next backward: it asks every hook to describe
+    itself, which only Python hooks can. (Its module's own flags: torch._dynamo.config reads cost
+    ~20 us each.)"""
     compiled = sys.modules.get("torch._dynamo.compiled_autograd")
-    config = sys.modules.get("torch._dynamo.config")
-    return bool((compiled is not None and (compiled.compiled_autograd_enabled or compiled.in_compiled_autograd_region))
-                or (config is not None and getattr(config, "compiled_autograd", False)))
+    return compiled is not None and bool(compiled.compiled_autograd_enabled or compiled.in_compiled_autograd_region)
 
 
 class BackwardRecorder:
@@ -291,61 +292,53 @@ class BackwardRecorder:
 
             return hook
 
-        nodes: list = []
-        nids: list[int] = []
-        kinds: list[int] = []
-        dead = store.dead
-        for node in iter_graph(roots):
-            meta = node.metadata  # node_id() and GradStore.watch(), with one read of the dict
-            nid = meta.get("fv_id")
-            if nid is None:
-                nid = meta["fv_id"] = next(_node_ids)
-            if "fv_gone" not in meta:
-                meta["fv_gone"] = NodeGone(dead, nid)
-            name = type(node).__name__  # a C++ Node's class is its name(): "MulBackward0"
-            if name == "AccumulateGrad":
-                try:
-                    kind = _LEAF_WITHOUT_GRAD if node.variable.grad is None else _LEAF_WITH_GRAD
-                except Exception as exc:  # noqa: BLE001 - the Node is still recorded; its leaf history is not
-                    fault(f"reading a leaf's gradient failed: {exc!r}")
-                    kind = _PLAIN
-            else:
-                kind = _CHAIN if name in LOCAL_DERIVATIVES else _PLAIN
-            nodes.append(node)
-            nids.append(nid)
-            kinds.append(kind)
-
-        def python_hook(i: int):
-            kind = kinds[i]
+        def python_hook(node, nid: int, kind: int):
             if kind >= _LEAF_WITH_GRAD:
-                return leaf_hook(nodes[i], nids[i], kind == _LEAF_WITHOUT_GRAD)
-            return node_hook(nids[i], nodes[i] if kind == _CHAIN else None)
+                return leaf_hook(node, nid, kind == _LEAF_WITHOUT_GRAD)
+            return node_hook(nid, node if kind == _CHAIN else None)
 
-        lib = native.hooks() if deferred is _on_device and not _compiled_autograd() else None
+        dead = store.dead
         armed = None
-        python_hooked: list = range(len(nodes))
+        lib = native.hooks() if deferred is _on_device and not _compiled_autograd() else None
         if lib is not None:
             handed: dict = {}  # the Python hooks of Nodes whose gradients the C++ hooks handed over
 
-            def hand_over(i: int, grad_inputs, grad_outputs) -> None:
-                hook = handed.get(i)
+            def hand_over(node, nid: int, kind: int, grad_inputs, grad_outputs) -> None:
+                hook = handed.get(nid)
                 if hook is None:
-                    hook = handed[i] = python_hook(i)
+                    hook = handed[nid] = python_hook(node, nid, kind)
                 hook(grad_inputs, grad_outputs)
 
-            try:
-                armed, python_hooked = lib.fv_arm(nodes, kinds, hand_over, HISTOGRAM_SAMPLE,
-                                                  HISTOGRAM_BINS if histogram else 0, SMALL_NUMEL, CHAIN_NUMEL)
+            try:  # the walk, the ids and the hooks, in C++; None: a root it does not know
+                armed = lib.fv_arm(list(roots), _CHAIN_NAMES, _node_ids, functools.partial(NodeGone, dead), hand_over,
+                                   HISTOGRAM_SAMPLE, HISTOGRAM_BINS if histogram else 0, SMALL_NUMEL, CHAIN_NUMEL)
             except Exception as exc:  # noqa: BLE001 - Python hooks then record this pass, as without the library
                 fault(f"arming native gradient hooks failed: {exc!r}")
-        handles = [nodes[i].register_hook(python_hook(i)) for i in python_hooked]
+        handles = []
+        if armed is None:
+            for node in iter_graph(roots):
+                meta = node.metadata  # node_id() and GradStore.watch(), with one read of the dict
+                nid = meta.get("fv_id")
+                if nid is None:
+                    nid = meta["fv_id"] = next(_node_ids)
+                if "fv_gone" not in meta:
+                    meta["fv_gone"] = NodeGone(dead, nid)
+                name = type(node).__name__  # a C++ Node's class is its name(): "MulBackward0"
+                if name == "AccumulateGrad":
+                    try:
+                        kind = _LEAF_WITHOUT_GRAD if node.variable.grad is None else _LEAF_WITH_GRAD
+                    except Exception as exc:  # noqa: BLE001 - the Node is still recorded; its leaf history is not
+                        fault(f"reading a leaf's gradient failed: {exc!r}")
+                        kind = _PLAIN
+                else:
+                    kind = _CHAIN if name in LOCAL_DERIVATIVES else _PLAIN
+                handles.append(node.register_hook(python_hook(node, nid, kind)))
 
         def finish() -> None:
-            nonlocal nonfinite
             for handle in handles:
                 handle.remove()
             if armed is not None:
-                _record_native(lib.fv_finish(armed))
+                record_native(lib.fv_finish(armed))
             if pending:
                 pending.flush()
             elif not nonfinite:
@@ -357,7 +350,7 @@ class BackwardRecorder:
                     entry.first_nonfinite_pass = index
                     break
 
-        def _record_native(done: tuple) -> None:
+        def record_native(done: tuple) -> None:
             """The records of the Nodes the native hooks recorded, in the order they ran (a slot below
             0 is an undefined gradient)."""
             raw, rows, faults = done
@@ -367,15 +360,14 @@ class BackwardRecorder:
             for shape, dtype, numel, lo, hi, total, norm, values, counts in raw:
                 made.append(TensorSummary(list(shape), _DTYPES[dtype], "cpu", numel, norm, lo, hi, total / numel, 0, 0,
                                           values, None if counts is None else Histogram(lo, hi, counts)))
-            for i, outs, ins, leaf_slot in rows:
-                record = GradRecord(index, [made[k] if k >= 0 else None for k in outs],
-                                    [made[k] if k >= 0 else None for k in ins])
-                add(nids[i], record)
-                if kinds[i] < _LEAF_WITH_GRAD:
+            for nid, kind, outs, ins, leaf_slot, leaf in rows:
+                add(nid, GradRecord(index, [made[k] if k >= 0 else None for k in outs],
+                                    [made[k] if k >= 0 else None for k in ins]))
+                if leaf is None:
                     continue
                 try:
-                    values = store.leaf_history(nodes[i].variable, create=True).values
-                    if kinds[i] == _LEAF_WITHOUT_GRAD and values:
+                    values = store.leaf_history(leaf, create=True).values
+                    if kind == _LEAF_WITHOUT_GRAD and values:
                         values.append(None)  # .grad was reset (zero_grad) since the last pass
                     values.append(made[leaf_slot] if leaf_slot >= 0 else None)
                     if len(values) > LEAF_HISTORY:

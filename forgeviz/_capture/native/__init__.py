@@ -39,7 +39,7 @@ from ..untraced import use_native_pause
 SOURCES = [Path(__file__).with_name("cpu_ledger.cpp"), Path(__file__).with_name("tensor_stats.cpp")]
 HOOK_SOURCES = [Path(__file__).with_name("tensor_stats.cpp"), Path(__file__).with_name("grad_hooks.cpp")]
 ABI_VERSION = 3
-HOOKS_ABI_VERSION = 1
+HOOKS_ABI_VERSION = 2
 
 
 class FvRecord(ctypes.Structure):
@@ -253,7 +253,7 @@ def hooks() -> Optional[ctypes.PyDLL]:
                 if lib.fv_hooks_abi_version() != HOOKS_ABI_VERSION:
                     raise RuntimeError(f"{path} is ABI {lib.fv_hooks_abi_version()}, expected {HOOKS_ABI_VERSION}")
                 obj, i32 = ctypes.py_object, ctypes.c_int
-                lib.fv_arm.restype, lib.fv_arm.argtypes = obj, [obj, obj, obj, i32, i32, i32, i32]
+                lib.fv_arm.restype, lib.fv_arm.argtypes = obj, [obj, obj, obj, obj, obj, i32, i32, i32, i32]
                 lib.fv_finish.restype, lib.fv_finish.argtypes = obj, [obj]
                 _hooks = lib
             except (OSError, RuntimeError, AttributeError) as exc:

@@ -14,15 +14,19 @@
 // does not): without it, forgeviz registers Python hooks, as before.
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
+#include <torch/csrc/autograd/python_anomaly_mode.h>
 #include <torch/csrc/autograd/python_cpp_function.h>
 #include <torch/csrc/autograd/python_function.h>
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -50,9 +54,11 @@ struct Summary {
 };
 
 struct Row {
-  int64_t node;  // its index in the list fv_arm was given
+  int64_t nid;  // the Node's forgeviz id (its metadata's fv_id)
+  int kind;
   std::vector<int> outs, ins;  // summaries of grad_outputs and grad_inputs
   int leaf;  // the leaf's .grad after the pass (AccumulateGrad); kNone when it has none
+  at::Tensor variable;  // an AccumulateGrad's leaf (alive anyway while its Node is), for its history
 };
 
 struct Seen {
@@ -65,7 +71,8 @@ struct Pass {
   std::mutex mu;
   bool closed = false;
   int sample, bins, values_cap, chain_cap;
-  PyObject* fallback = nullptr;  // fallback(index, grad_inputs, grad_outputs); owned, released with the GIL
+  // fallback(node, nid, kind, grad_inputs, grad_outputs); owned, released with the GIL
+  PyObject* fallback = nullptr;
   std::vector<Summary> summaries;
   std::vector<Row> rows;
   // One gradient is usually one Node's grad_input and the next one's grad_output: summarised once.
@@ -133,12 +140,13 @@ PyObject* wrap_all(const variable_list& tensors) {
 
 struct Hook : torch::autograd::FunctionPostHook {
   std::shared_ptr<Pass> pass;
-  int64_t index;
+  Node* node;  // the Node that owns this hook
+  int64_t nid;
   int kind;
-  torch::autograd::AccumulateGrad* leaf;  // this hook's own Node, for an AccumulateGrad (it owns the hook)
+  torch::autograd::AccumulateGrad* leaf;  // the same Node, for an AccumulateGrad
 
-  Hook(std::shared_ptr<Pass> p, int64_t i, int k, torch::autograd::AccumulateGrad* l)
-      : pass(std::move(p)), index(i), kind(k), leaf(l) {}
+  Hook(std::shared_ptr<Pass> p, Node* n, int64_t i, int k, torch::autograd::AccumulateGrad* l)
+      : pass(std::move(p)), node(n), nid(i), kind(k), leaf(l) {}
 
   variable_list operator()(const variable_list& grad_inputs, const variable_list& grad_outputs) override {
     try {
@@ -160,7 +168,7 @@ struct Hook : torch::autograd::FunctionPostHook {
     if (kind == kChain && !grad_outputs.empty() && grad_outputs[0].defined() &&
         grad_outputs[0].numel() <= pass->chain_cap)
       return false;  // small and elementwise: its Python hook reads the local derivatives too
-    Row row{index, {}, {}, kNone};
+    Row row{nid, kind, {}, {}, kNone, {}};
     row.outs.reserve(grad_outputs.size());
     row.ins.reserve(grad_inputs.size());
     for (const auto& g : grad_outputs) {
@@ -183,6 +191,7 @@ struct Hook : torch::autograd::FunctionPostHook {
         row.leaf = incoming ? row.outs[0] : pass->summarize(grad);
         if (row.leaf == kFail) return false;
       }
+      row.variable = leaf->variable;
     }
     pass->rows.push_back(std::move(row));
     return true;
@@ -193,14 +202,17 @@ struct Hook : torch::autograd::FunctionPostHook {
     PyObject* fallback = pass->fallback;  // cleared only with the GIL held
     if (fallback != nullptr) {
       Py_INCREF(fallback);
-      PyObject* ins = wrap_all(grad_inputs);
+      PyObject* self = torch::autograd::functionToPyObject(c10::intrusive_ptr<Node>::reclaim_copy(node));
+      PyObject* ins = self != nullptr ? wrap_all(grad_inputs) : nullptr;
       PyObject* outs = ins != nullptr ? wrap_all(grad_outputs) : nullptr;
-      PyObject* done = outs != nullptr ? PyObject_CallFunction(fallback, "LOO", static_cast<long long>(index), ins, outs)
+      PyObject* done = outs != nullptr ? PyObject_CallFunction(fallback, "OLiOO", self, static_cast<long long>(nid),
+                                                               kind, ins, outs)
                                        : nullptr;
       if (done == nullptr) PyErr_Clear();  // the Python hook reports its own faults; this is ours failing
       Py_XDECREF(done);
       Py_XDECREF(outs);
       Py_XDECREF(ins);
+      Py_XDECREF(self);
       Py_DECREF(fallback);
     }
     PyGILState_Release(gil);
@@ -263,19 +275,42 @@ PyObject* slots_tuple(const std::vector<int>& slots) {
 
 extern "C" {
 
-int fv_hooks_abi_version() { return 1; }
+int fv_hooks_abi_version() { return 2; }
 
-// Adds a hook to each Node of `nodes` (a list of grad_fn objects) whose kind (a list of ints: kPlain,
-// kChain, kLeafWithGrad, kLeafWithoutGrad) says what it records. `fallback(index, grad_inputs,
-// grad_outputs)` is called, with the GIL, for a Node whose gradients the hook hands over: one it
-// cannot summarise, or a kChain Node whose output has at most chain_cap elements. Summaries are
-// fv_summarize_tensor's with `sample`, `bins` and `values_cap`. Returns (pass, indices of the Nodes it
-// could not hook), or NULL with a Python error set.
-PyObject* fv_arm(PyObject* nodes, PyObject* kinds, PyObject* fallback, int sample, int bins, int values_cap,
-                 int chain_cap) {
-  if (!PyList_Check(nodes) || !PyList_Check(kinds) || PyList_GET_SIZE(nodes) != PyList_GET_SIZE(kinds)) {
-    PyErr_SetString(PyExc_TypeError, "fv_arm: nodes and kinds are lists of one length");
+// Adds a hook to every Node reachable from `roots` (a list of grad_fn objects), first giving each its
+// forgeviz id in its metadata as grads.py's node_id() and GradStore.watch() would: "fv_id" from
+// next(ids), and "fv_gone" = gone(nid). A Node named in `chain` (a set) or an AccumulateGrad is
+// recorded as grads.py's Python hooks record it. `fallback(node, nid, kind, grad_inputs,
+// grad_outputs)` is called, with the GIL, for a Node whose gradients the hook hands over: one it cannot
+// summarise, or a chain Node whose output has at most chain_cap elements. Summaries are
+// fv_summarize_tensor's with `sample`, `bins` and `values_cap`. Returns the pass, None when a root is
+// not a Node it knows (Python hooks then do it all), or NULL with a Python error set.
+PyObject* fv_arm(PyObject* roots, PyObject* chain, PyObject* ids, PyObject* gone, PyObject* fallback, int sample,
+                 int bins, int values_cap, int chain_cap) {
+  if (!PyList_Check(roots) || !PyAnySet_Check(chain)) {
+    PyErr_SetString(PyExc_TypeError, "fv_arm: roots is a list and chain a set");
     return nullptr;
+  }
+  // Every Node reachable, depth first from the roots, each once (grads.iter_graph's order).
+  std::vector<Node*> todo, order;
+  for (Py_ssize_t i = PyList_GET_SIZE(roots) - 1; i >= 0; --i) {
+    PyObject* root = PyList_GET_ITEM(roots, i);
+    if (root == Py_None) continue;
+    Node* node = node_of(root);
+    if (node == nullptr) Py_RETURN_NONE;
+    todo.push_back(node);
+  }
+  std::reverse(todo.begin(), todo.end());  // popped from the back: the first root first, as in Python
+  std::unordered_set<Node*> seen;
+  while (!todo.empty()) {
+    Node* node = todo.back();
+    todo.pop_back();
+    if (!seen.insert(node).second) continue;
+    order.push_back(node);
+    for (const auto& edge : node->next_edges()) {
+      Node* next = edge.function.get();
+      if (next != nullptr && !seen.count(next)) todo.push_back(next);
+    }
   }
   auto pass = std::make_shared<Pass>();
   pass->sample = sample;
@@ -284,37 +319,63 @@ PyObject* fv_arm(PyObject* nodes, PyObject* kinds, PyObject* fallback, int sampl
   pass->chain_cap = chain_cap;
   Py_INCREF(fallback);
   pass->fallback = fallback;
-  PyObject* unhooked = PyList_New(0);
+  PyObject* capsule = PyCapsule_New(new std::shared_ptr<Pass>(pass), "forgeviz.Pass", drop);
+  if (capsule == nullptr) {
+    close(*pass);
+    return nullptr;
+  }
   try {
-    const Py_ssize_t n = PyList_GET_SIZE(nodes);
-    pass->hooks.reserve(n);
-    for (Py_ssize_t i = 0; i < n; ++i) {
-      Node* node = node_of(PyList_GET_ITEM(nodes, i));
-      const int kind = static_cast<int>(PyLong_AsLong(PyList_GET_ITEM(kinds, i)));
-      auto* leaf = dynamic_cast<torch::autograd::AccumulateGrad*>(node);
-      if (node == nullptr || (leaf != nullptr) != (kind >= kLeafWithGrad)) {
-        PyObject* index = PyLong_FromSsize_t(i);
-        PyList_Append(unhooked, index);
-        Py_DECREF(index);
-        continue;
+    pass->hooks.reserve(order.size());
+    for (Node* node : order) {
+      // Under Python every Node's metadata is a PyAnomalyMetadata (the Python engine makes them):
+      // torch's own grad_fn.metadata casts it so, and its type is not exported for a dynamic_cast.
+      PyObject* dict = static_cast<torch::autograd::PyAnomalyMetadata*>(node->metadata())->dict();
+      PyObject* nid_obj = PyDict_GetItemString(dict, "fv_id");  // borrowed
+      if (nid_obj == nullptr) {
+        PyObject* fresh = PyIter_Next(ids);
+        if (fresh == nullptr || PyDict_SetItemString(dict, "fv_id", fresh) != 0) {
+          Py_XDECREF(fresh);
+          throw std::runtime_error("giving a Node its id failed");
+        }
+        Py_DECREF(fresh);
+        nid_obj = PyDict_GetItemString(dict, "fv_id");
       }
-      const uintptr_t key = node->add_post_hook(std::make_unique<Hook>(pass, i, kind, leaf));
+      const int64_t nid = PyLong_AsLongLong(nid_obj);
+      if (PyDict_GetItemString(dict, "fv_gone") == nullptr) {
+        PyObject* watch = PyObject_CallOneArg(gone, nid_obj);
+        if (watch == nullptr || PyDict_SetItemString(dict, "fv_gone", watch) != 0) {
+          Py_XDECREF(watch);
+          throw std::runtime_error("watching a Node failed");
+        }
+        Py_DECREF(watch);
+      }
+      auto* leaf = dynamic_cast<torch::autograd::AccumulateGrad*>(node);
+      int kind = kPlain;
+      if (leaf != nullptr && leaf->variable.defined()) {
+        kind = leaf->variable.grad().defined() ? kLeafWithGrad : kLeafWithoutGrad;
+      } else {
+        leaf = nullptr;  // released: a plain Node (its Python hook reports what it finds)
+        PyObject* name = PyUnicode_FromString(node->name().c_str());
+        const int named = name != nullptr ? PySet_Contains(chain, name) : -1;
+        Py_XDECREF(name);
+        if (named < 0) throw std::runtime_error("reading a Node's name failed");
+        if (named) kind = kChain;
+      }
+      const uintptr_t key = node->add_post_hook(std::make_unique<Hook>(pass, node, nid, kind, leaf));
       pass->hooks.emplace_back(c10::weak_intrusive_ptr<Node>(c10::intrusive_ptr<Node>::reclaim_copy(node)), key);
     }
   } catch (const std::exception& e) {
-    close(*pass);
-    Py_DECREF(unhooked);
-    PyErr_SetString(PyExc_RuntimeError, e.what());
+    Py_DECREF(capsule);  // closes the pass: no hook stays
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, e.what());
     return nullptr;
   }
-  PyObject* capsule = PyCapsule_New(new std::shared_ptr<Pass>(pass), "forgeviz.Pass", drop);
-  return Py_BuildValue("(NN)", capsule, unhooked);
+  return capsule;
 }
 
 // Removes the pass's hooks and returns what they recorded: (summaries, rows, faults). A summary is
 // (shape, dtype 0 float32 / 1 float64, numel, min, max, sum, norm, values or None, counts or None);
-// a row is (index, grad_outputs' slots, grad_inputs' slots, the leaf .grad's slot), in the order the
-// Nodes ran, a slot -2 standing for None.
+// a row is (nid, kind, grad_outputs' slots, grad_inputs' slots, the leaf .grad's slot, the leaf or
+// None), in the order the Nodes ran, a slot -2 standing for None.
 PyObject* fv_finish(PyObject* capsule) {
   auto* held = static_cast<std::shared_ptr<Pass>*>(PyCapsule_GetPointer(capsule, "forgeviz.Pass"));
   if (held == nullptr) return nullptr;
@@ -326,9 +387,10 @@ PyObject* fv_finish(PyObject* capsule) {
   PyObject* rows = PyList_New(static_cast<Py_ssize_t>(pass.rows.size()));
   for (size_t i = 0; i < pass.rows.size(); ++i) {
     const Row& row = pass.rows[i];
+    PyObject* variable = row.variable.defined() ? THPVariable_Wrap(row.variable) : (Py_INCREF(Py_None), Py_None);
     PyList_SET_ITEM(rows, i,
-                    Py_BuildValue("(LNNi)", static_cast<long long>(row.node), slots_tuple(row.outs),
-                                  slots_tuple(row.ins), row.leaf));
+                    Py_BuildValue("(LiNNiN)", static_cast<long long>(row.nid), row.kind, slots_tuple(row.outs),
+                                  slots_tuple(row.ins), row.leaf, variable));
   }
   PyObject* faults = PyList_New(static_cast<Py_ssize_t>(pass.faults.size()));
   for (size_t i = 0; i < pass.faults.size(); ++i)
