@@ -16,7 +16,7 @@ WIRE_VERSION = 1
 WireFloat = Union[float, str]
 
 
-@dataclass
+@dataclass(slots=True)  # made for most gradients of every backward pass (as are the two below)
 class Histogram:
     """Counts of values in equal-width bins over [lo, hi] (finite values only)."""
 
@@ -25,7 +25,7 @@ class Histogram:
     counts: list[int]
 
 
-@dataclass
+@dataclass(slots=True)
 class TensorSummary:
     """A small, copy-free description of a tensor: never the tensor itself.
 
@@ -56,7 +56,7 @@ class TensorMeta:
     device: str
 
 
-@dataclass
+@dataclass(slots=True)
 class GradRecord:
     """What one backward pass sent through one node.
 
