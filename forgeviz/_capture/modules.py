@@ -19,12 +19,15 @@ class ModuleStack:
     """
 
     def __init__(self) -> None:
-        self._stack: list[tuple[int, int, str, str, str]] = []  # (id(mod), id(root), root type, path, type)
+        # (id(module), (id(root), root type, path, module type)): the second is what current() gives,
+        # made once per module call rather than once per op.
+        self._stack: list[tuple[int, tuple[int, str, str, str]]] = []
         self._paths: "weakref.WeakKeyDictionary[torch.nn.Module, dict[int, str]]" = weakref.WeakKeyDictionary()
         self._handles: list = []
         self.parameters = ParameterIndex()  # parameters of every root seen in a forward
         self._roots: dict[int, weakref.ref] = {}  # id(root module) -> weakref, for types and names
         self._root: Optional[torch.nn.Module] = None
+        self._root_paths: dict[int, str] = {}  # _paths_of(self._root), while it runs
         # Told when an outermost module call starts (root_call(module, args)) and ends
         # (root_return(module)): the memory timeline rides on these hooks instead of adding its own.
         self.root_listeners: list = []
@@ -51,10 +54,7 @@ class ModuleStack:
 
     def current(self) -> Optional[tuple[int, str, str, str]]:
         """(id(root), root type, path, module type) of the innermost running module."""
-        if not self._stack:
-            return None
-        _, root_id, root_type, path, mod_type = self._stack[-1]
-        return root_id, root_type, path, mod_type
+        return self._stack[-1][1] if self._stack else None
 
     def _paths_of(self, root: torch.nn.Module) -> dict[int, str]:
         paths = self._paths.get(root)
@@ -88,23 +88,24 @@ class ModuleStack:
             return None
 
     def _pre(self, module: torch.nn.Module, args) -> None:
-        if self._stack:
-            root_id, root_type = self._stack[0][1], self._stack[0][2]
-            root = self._root
-            paths = self._paths_of(root)
-            path = paths.get(id(module))
+        stack = self._stack
+        if stack:
+            root_id, root_type = stack[0][1][:2]
+            path = self._root_paths.get(id(module))
             if path is None:  # added after we indexed the root: index again once
+                root = self._root
                 self._paths.pop(root, None)
-                path = self._paths_of(root).get(id(module))
+                self._root_paths = self._paths_of(root)
+                path = self._root_paths.get(id(module))
             if path is None:  # a module called from inside another that does not own it
-                path = f"{self._stack[-1][3]}.<{type(module).__name__}>".lstrip(".")
+                path = f"{stack[-1][1][2]}.<{type(module).__name__}>".lstrip(".")
         else:
             self._root = module
             root_id, root_type = id(module), type(module).__name__
-            self._paths_of(module)
+            self._root_paths = self._paths_of(module)
             path = ""
-        self._stack.append((id(module), root_id, root_type, path, type(module).__name__))
-        if len(self._stack) == 1 and self.root_listeners:
+        stack.append((id(module), (root_id, root_type, path, type(module).__name__)))
+        if len(stack) == 1 and self.root_listeners:
             with torch._C.DisableTorchFunction():  # their tensor reads are not the user's ops
                 for listener in list(self.root_listeners):
                     listener.root_call(module, args)
@@ -116,5 +117,6 @@ class ModuleStack:
                 break
         if not self._stack:
             self._root = None
+            self._root_paths = {}
             for listener in list(self.root_listeners):
                 listener.root_return(module)

@@ -131,8 +131,6 @@ def _tag_inner_nodes(grad_fn, tag: tuple, first_new: int) -> None:
     A Node made before the op (a leaf's ``AccumulateGrad`` is numbered past every op) stops the walk.
     """
     end = _next_sequence_nr()
-    if end - first_new <= 1:  # the op made one Node, its output's: the common case costs this check
-        return
     todo = [grad_fn]
     while todo:
         for child, _ in todo.pop().next_functions:
@@ -201,7 +199,12 @@ class _TagMode(TorchFunctionMode):
                 except Exception as exc:  # noqa: BLE001 - the user's op has run: its result is returned regardless
                     session.fault(f"linking memory to its op and node failed: {exc!r}")
         try:
-            session.tag(func, out, where, first_new)
+            if isinstance(out, torch.Tensor):  # the common case, without a call
+                grad_fn = out.grad_fn
+                if grad_fn is not None:
+                    session.tag_node(func, grad_fn, where, first_new)
+            elif isinstance(out, (tuple, list)):
+                session.tag(func, out, where, first_new)
         except Exception as exc:  # noqa: BLE001 - a forgeviz fault never breaks the user's op
             session.fault(f"tagging {getattr(func, '__name__', func)} failed: {exc!r}")
         return out
@@ -380,21 +383,42 @@ class CaptureSession:
         composite op (linear on 3-D input, attention) makes several Nodes, and only its outputs'
         ``grad_fn`` reach the mode; the others are found walking back from those, among the Nodes
         numbered since.
+
+        >>> s = CaptureSession(); x = torch.ones(2, requires_grad=True); y = x * 2
+        >>> s.tag(torch.mul, y); y.grad_fn.metadata["fv_op"][0]
+        'mul'
         """
-        tensors = [out] if isinstance(out, torch.Tensor) else (
-            [t for t in out if isinstance(t, torch.Tensor)] if isinstance(out, (tuple, list)) else [])
+        if isinstance(out, torch.Tensor):
+            if out.grad_fn is not None:
+                self.tag_node(func, out.grad_fn, where, first_new)
+            return
+        if not isinstance(out, (tuple, list)):
+            return
         tag = None
-        for tensor in tensors:
-            grad_fn = tensor.grad_fn
-            if grad_fn is None or "fv_op" in grad_fn.metadata:
-                continue
-            if tag is None:
-                op, qualname = _op_name(func)
-                filename, line = where or user_location(3)
-                tag = (op, qualname, filename, line, self.modules.current())
-            grad_fn.metadata["fv_op"] = tag
-            if first_new is not None:
-                _tag_inner_nodes(grad_fn, tag, first_new)
+        for tensor in out:
+            if isinstance(tensor, torch.Tensor) and tensor.grad_fn is not None:
+                tag = self.tag_node(func, tensor.grad_fn, where, first_new, tag)
+
+    def tag_node(self, func, grad_fn, where: Optional[tuple] = None, first_new: Optional[int] = None,
+                 tag: Optional[tuple] = None) -> Optional[tuple]:
+        """:meth:`tag` for one output's ``grad_fn`` (every op reaches this: one call, one read of its
+        metadata). ``tag``: the op's tag if another output already made it. Returns the tag given.
+
+        >>> s = CaptureSession(); x = torch.ones(2, requires_grad=True); y = x * 2
+        >>> s.tag_node(torch.mul, y.grad_fn, ("cell", 3))[2:4]
+        ('cell', 3)
+        """
+        meta = grad_fn.metadata
+        if "fv_op" in meta:
+            return tag
+        if tag is None:
+            op, qualname = _op_name(func)
+            filename, line = where or user_location(3)
+            tag = (op, qualname, filename, line, self.modules.current())
+        meta["fv_op"] = tag
+        if first_new is not None and _next_sequence_nr() - first_new > 1:  # the op made more than this Node
+            _tag_inner_nodes(grad_fn, tag, first_new)
+        return tag
 
     def note_error(self, func, args, kwargs, exc: RuntimeError) -> None:
         """Remember the shapes of an op that raised a shape error, to draw it after the cell."""

@@ -30,9 +30,13 @@ def user_location(depth: int = 2) -> tuple[Optional[str], Optional[int]]:
     For an op inside ``model(x)`` this is the line of ``model(x)`` in the cell.
     """
     frame = sys._getframe(depth)
+    known = _is_user_file  # asked for every op: the lookup inline, a call only for a new file
     while frame is not None:
         filename = frame.f_code.co_filename
-        if _user_file(filename):
+        user = known.get(filename)
+        if user is None:
+            user = _user_file(filename)
+        if user:
             return filename, frame.f_lineno
         frame = frame.f_back
     return None, None
