@@ -359,6 +359,30 @@ describe('a 10,000-op loop', () => {
     expect(q(`[data-fv-node="${first}"]`)!.getAttribute('class')).toContain('fv-op'); // decorated when drawn
   });
 
+  it('moves the focus with the arrow keys past the window: the Node reached is drawn, decorated and kept in view', async () => {
+    make();
+    sized();
+    await view.setGraph(loopGraph());
+    await ready();
+    await view.expandAll();
+    await ready();
+    await view.select(5000);
+    q('[data-fv-node="5000"]')!.focus();
+    for (let i = 1; i <= 40; i++) {
+      (document.activeElement as Element).dispatchEvent(new KeyboardEvent('keydown', { key: 'ArrowDown', bubbles: true }));
+      expect(document.activeElement?.getAttribute('data-fv-node')).toBe(String(5000 + i));
+    }
+    // 40 ops down is past the window drawn around op 5,000: the key drew it, with its classes
+    expect(document.activeElement?.getAttribute('class')).toContain('fv-op');
+    // and the focus panned it into view
+    const t = transform();
+    const svg = q('svg.fv-canvas')!;
+    const box = q('[data-fv-node="5040"]')!;
+    const y = Number(/translate\([-\d.]+,([-\d.]+)\)/.exec(box.getAttribute('transform')!)![1]) * t.k + t.y;
+    expect(y).toBeGreaterThanOrEqual(-100);
+    expect(y).toBeLessThanOrEqual(svg.clientHeight);
+  });
+
   it('selects the box clicked in the overview, and exports every box to SVG', async () => {
     make();
     sized();
