@@ -72,7 +72,9 @@ class NodeGrads:
 @dataclass(slots=True)
 class LeafHistory:
     variable: weakref.ref
-    values: list[Optional[TensorSummary]] = field(default_factory=list)  # .grad after each pass; None = reset
+    # .grad after each pass; None = reset. (GradStore.leaf_history() gives them all made: inside the
+    # store, a native pass's entry waits as (summaries, made, slot).)
+    values: list[Optional[TensorSummary]] = field(default_factory=list)
 
 
 LEAF_HISTORY = 32  # passes of a leaf's .grad kept
@@ -96,6 +98,27 @@ class NodeGone:
         self.dead.append(self.nid)  # thread-safe; a Node may die on an autograd thread
 
 
+def _made(summaries: list, made: list, slot: int) -> Optional[TensorSummary]:
+    """The TensorSummary of a native pass's summary ``slot`` (made once: ``made`` keeps it)."""
+    if slot < 0:
+        return None
+    done = made[slot]
+    if done is None:
+        shape, dtype, numel, lo, hi, total, norm, values, counts = summaries[slot]
+        histogram = None if counts is None else Histogram(lo, hi, counts)
+        done = made[slot] = TensorSummary(list(shape), _DTYPES[dtype], "cpu", numel, norm, lo, hi, total / numel, 0, 0,
+                                          values, histogram)
+    return done
+
+
+def _made_all(values: list) -> None:
+    """A leaf history's entries, each a TensorSummary or None (a native pass leaves (summaries, made,
+    slot) until the history is read)."""
+    for i, value in enumerate(values):
+        if type(value) is tuple:
+            values[i] = _made(*value)
+
+
 class GradStore:
     """Bounded memory of what backward passes sent through each Node id.
 
@@ -104,20 +127,45 @@ class GradStore:
     every step, and without this the records of dead graphs would pile up to ``max_nodes``
     (least recently updated dropped first), about 2 KB each.
 
+    A pass the native hooks recorded is kept as their numbers (``add_unread``) and made into records
+    when anything reads the store: a training loop nobody looks at mid-run makes a pass of records
+    per step that its next steps' pruning drops unread.
+
     >>> store = GradStore(); store.add(7, GradRecord(1, [], [])).records[-1].backward_index
     1
     """
 
-    def __init__(self, max_nodes: int = 50_000, records_per_node: int = 8, prune_every: int = 256) -> None:
+    def __init__(self, max_nodes: int = 50_000, records_per_node: int = 8, prune_every: int = 256,
+                 max_unread: int = 64) -> None:
         self.max_nodes = max_nodes
         self.records_per_node = records_per_node
-        self.nodes: "OrderedDict[int, NodeGrads]" = OrderedDict()
-        self.leaves: dict[int, LeafHistory] = {}  # keyed by id(leaf tensor), checked by weakref
+        self._nodes: "OrderedDict[int, NodeGrads]" = OrderedDict()
+        self._leaves: dict[int, LeafHistory] = {}  # keyed by id(leaf tensor), checked by weakref
+        # Passes the native hooks recorded, oldest first: (backward index, summaries, the summaries
+        # made so far, rows), as add_unread() takes them.
+        self._unread: list[tuple[int, list, list, list]] = []
+        self.max_unread = max_unread
         self.passes = 0
         self.pinned: Callable[[], set] = set  # the session names the ids its views show
         self.prune_every = prune_every
         self.dead: deque = deque()  # ids of recorded Nodes that died since the last prune
         self._dead_but_shown: set[int] = set()
+
+    @property
+    def nodes(self) -> "OrderedDict[int, NodeGrads]":
+        """Node id → its records, least recently updated first."""
+        if self._unread:
+            self._read_all()
+        return self._nodes
+
+    @property
+    def leaves(self) -> dict[int, LeafHistory]:
+        """id(leaf tensor) → its ``.grad`` history."""
+        if self._unread:
+            self._read_all()
+        for entry in list(self._leaves.values()):
+            _made_all(entry.values)
+        return self._leaves
 
     def watch(self, node, nid: int) -> None:
         """Drop ``nid``'s records some time after ``node`` dies (unless a view shows it)."""
@@ -126,7 +174,12 @@ class GradStore:
             meta["fv_gone"] = NodeGone(self.dead, nid)
 
     def add(self, nid: int, record: GradRecord) -> NodeGrads:
-        nodes = self.nodes
+        if self._unread:  # earlier passes first
+            self._read_all()
+        return self._add(nid, record)
+
+    def _add(self, nid: int, record: GradRecord) -> NodeGrads:
+        nodes = self._nodes
         entry = nodes.get(nid)
         if entry is None:  # a new Node: every Node of a training step's new graph
             entry = nodes[nid] = NodeGrads([record])
@@ -140,6 +193,41 @@ class GradStore:
             del records[: -self.records_per_node]
         return entry
 
+    def add_unread(self, index: int, summaries: list, rows: list, leaves: list) -> None:
+        """A pass the native hooks recorded: its records are made when the store is next read, and
+        its leaves' histories get their entries now, each summary made when first read.
+
+        ``summaries``: (shape, dtype code, numel, min, max, sum, norm, values or None, counts or
+        None) each; ``rows``: (nid, grad_outputs' slots, grad_inputs' slots) in the order the Nodes
+        ran; ``leaves``: (kind, the .grad's slot, a weakref to the leaf), a slot below 0 standing for
+        an undefined gradient.
+        """
+        made: list = [None] * len(summaries)  # the summaries made so far, shared by every reader
+        for kind, slot, leaf_ref in leaves:
+            leaf = leaf_ref()
+            if leaf is None:
+                continue
+            values = self._leaf_history(leaf, create=True).values
+            if kind == _LEAF_WITHOUT_GRAD and values:
+                values.append(None)  # .grad was reset (zero_grad) since the last pass
+            values.append((summaries, made, slot) if slot >= 0 else None)  # made when the history is read
+            if len(values) > LEAF_HISTORY:
+                del values[:-LEAF_HISTORY]
+        if rows:
+            self._unread.append((index, summaries, made, rows))
+            if len(self._unread) > self.max_unread:
+                self._read(*self._unread.pop(0))
+
+    def _read_all(self) -> None:
+        unread, self._unread = self._unread, []
+        for batch in unread:
+            self._read(*batch)
+
+    def _read(self, index: int, summaries: list, made: list, rows: list) -> None:
+        for nid, outs, ins in rows:
+            self._add(nid, GradRecord(index, [_made(summaries, made, k) for k in outs],
+                                      [_made(summaries, made, k) for k in ins]))
+
     def prune(self, force: bool = False) -> None:
         """Forget dead Nodes that no view shows (every ``prune_every`` deaths, or when forced)."""
         if not force and len(self.dead) < self.prune_every:
@@ -149,20 +237,39 @@ class GradStore:
         while self.dead:
             candidates.add(self.dead.popleft())
         self._dead_but_shown = {nid for nid in candidates if nid in shown}
-        for nid in candidates - self._dead_but_shown:
-            self.nodes.pop(nid, None)
+        gone = candidates - self._dead_but_shown
+        for nid in gone:
+            self._nodes.pop(nid, None)
+        if self._unread and gone:  # unread rows of dead Nodes go unread
+            kept = []
+            for index, summaries, made, rows in self._unread:
+                rows = [row for row in rows if row[0] not in gone]
+                if rows:
+                    kept.append((index, summaries, made, rows))
+            self._unread = kept
 
     def get(self, nid: int) -> Optional[NodeGrads]:
-        return self.nodes.get(nid)
+        if self._unread:
+            self._read_all()
+        return self._nodes.get(nid)
 
     def leaf_history(self, leaf: torch.Tensor, create: bool = False) -> Optional[LeafHistory]:
-        entry = self.leaves.get(id(leaf))
+        if self._unread:
+            self._read_all()
+        entry = self._leaf_history(leaf, create)
+        if entry is not None:
+            _made_all(entry.values)
+        return entry
+
+    def _leaf_history(self, leaf: torch.Tensor, create: bool) -> Optional[LeafHistory]:
+        leaves = self._leaves
+        entry = leaves.get(id(leaf))
         if entry is not None and entry.variable() is not leaf:
             entry = None  # the id was reused by another tensor
         if entry is None and create:
             key = id(leaf)
-            entry = LeafHistory(weakref.ref(leaf, lambda _: self.leaves.pop(key, None)))
-            self.leaves[key] = entry
+            entry = LeafHistory(weakref.ref(leaf, lambda _: leaves.pop(key, None)))
+            leaves[key] = entry
         return entry
 
 
@@ -338,7 +445,10 @@ class BackwardRecorder:
             for handle in handles:
                 handle.remove()
             if armed is not None:
-                record_native(lib.fv_finish(armed))
+                summaries, rows, leaves, faults = lib.fv_finish(armed)
+                for message in faults:
+                    fault(message)
+                store.add_unread(index, summaries, rows, leaves)
             if pending:
                 pending.flush()
             elif not nonfinite:
@@ -349,30 +459,5 @@ class BackwardRecorder:
                 if has_nonfinite(record.grad_inputs + record.grad_outputs):
                     entry.first_nonfinite_pass = index
                     break
-
-        def record_native(done: tuple) -> None:
-            """The records of the Nodes the native hooks recorded, in the order they ran (a slot below
-            0 is an undefined gradient)."""
-            raw, rows, faults = done
-            for message in faults:
-                fault(message)
-            made: list = []
-            for shape, dtype, numel, lo, hi, total, norm, values, counts in raw:
-                made.append(TensorSummary(list(shape), _DTYPES[dtype], "cpu", numel, norm, lo, hi, total / numel, 0, 0,
-                                          values, None if counts is None else Histogram(lo, hi, counts)))
-            for nid, kind, outs, ins, leaf_slot, leaf in rows:
-                add(nid, GradRecord(index, [made[k] if k >= 0 else None for k in outs],
-                                    [made[k] if k >= 0 else None for k in ins]))
-                if leaf is None:
-                    continue
-                try:
-                    values = store.leaf_history(leaf, create=True).values
-                    if kind == _LEAF_WITHOUT_GRAD and values:
-                        values.append(None)  # .grad was reset (zero_grad) since the last pass
-                    values.append(made[leaf_slot] if leaf_slot >= 0 else None)
-                    if len(values) > LEAF_HISTORY:
-                        del values[:-LEAF_HISTORY]
-                except Exception as exc:  # noqa: BLE001 - the records stand; the leaf's history misses this pass
-                    fault(f"recording leaf gradient failed: {exc!r}")
 
         return finish

@@ -372,10 +372,10 @@ PyObject* fv_arm(PyObject* roots, PyObject* chain, PyObject* ids, PyObject* gone
   return capsule;
 }
 
-// Removes the pass's hooks and returns what they recorded: (summaries, rows, faults). A summary is
-// (shape, dtype 0 float32 / 1 float64, numel, min, max, sum, norm, values or None, counts or None);
-// a row is (nid, kind, grad_outputs' slots, grad_inputs' slots, the leaf .grad's slot, the leaf or
-// None), in the order the Nodes ran, a slot -2 standing for None.
+// Removes the pass's hooks and returns what they recorded: (summaries, rows, leaves, faults). A
+// summary is (shape, dtype 0 float32 / 1 float64, numel, min, max, sum, norm, values or None, counts
+// or None); a row is (nid, grad_outputs' slots, grad_inputs' slots) and a leaf (kind, its .grad's
+// slot, a weakref to it), in the order the Nodes ran, a slot -2 standing for None.
 PyObject* fv_finish(PyObject* capsule) {
   auto* held = static_cast<std::shared_ptr<Pass>*>(PyCapsule_GetPointer(capsule, "forgeviz.Pass"));
   if (held == nullptr) return nullptr;
@@ -385,12 +385,23 @@ PyObject* fv_finish(PyObject* capsule) {
   PyObject* summaries = PyList_New(static_cast<Py_ssize_t>(pass.summaries.size()));
   for (size_t i = 0; i < pass.summaries.size(); ++i) PyList_SET_ITEM(summaries, i, summary_tuple(pass.summaries[i]));
   PyObject* rows = PyList_New(static_cast<Py_ssize_t>(pass.rows.size()));
+  PyObject* leaves = PyList_New(0);
   for (size_t i = 0; i < pass.rows.size(); ++i) {
     const Row& row = pass.rows[i];
-    PyObject* variable = row.variable.defined() ? THPVariable_Wrap(row.variable) : (Py_INCREF(Py_None), Py_None);
     PyList_SET_ITEM(rows, i,
-                    Py_BuildValue("(LiNNiN)", static_cast<long long>(row.nid), row.kind, slots_tuple(row.outs),
-                                  slots_tuple(row.ins), row.leaf, variable));
+                    Py_BuildValue("(LNN)", static_cast<long long>(row.nid), slots_tuple(row.outs), slots_tuple(row.ins)));
+    if (!row.variable.defined()) continue;
+    // A weakref: the records must not keep the leaf alive.
+    PyObject* leaf = THPVariable_Wrap(row.variable);
+    PyObject* ref = leaf != nullptr ? PyWeakref_NewRef(leaf, nullptr) : nullptr;
+    Py_XDECREF(leaf);
+    if (ref == nullptr) {
+      PyErr_Clear();
+      continue;
+    }
+    PyObject* entry = Py_BuildValue("(iiN)", row.kind, row.leaf, ref);
+    PyList_Append(leaves, entry);
+    Py_DECREF(entry);
   }
   PyObject* faults = PyList_New(static_cast<Py_ssize_t>(pass.faults.size()));
   for (size_t i = 0; i < pass.faults.size(); ++i)
@@ -398,7 +409,7 @@ PyObject* fv_finish(PyObject* capsule) {
   pass.summaries.clear();
   pass.rows.clear();
   pass.seen.clear();
-  return Py_BuildValue("(NNN)", summaries, rows, faults);
+  return Py_BuildValue("(NNNN)", summaries, rows, leaves, faults);
 }
 
 }  // extern "C"
