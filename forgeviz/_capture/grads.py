@@ -73,11 +73,12 @@ class NodeGrads:
 class LeafHistory:
     variable: weakref.ref
     # .grad after each pass; None = reset. (GradStore.leaf_history() gives them all made: inside the
-    # store, a native pass's entry waits as (summaries, made, slot).)
+    # store, a native pass's entry waits as (NativePass, made, slot).)
     values: list[Optional[TensorSummary]] = field(default_factory=list)
 
 
 LEAF_HISTORY = 32  # passes of a leaf's .grad kept
+MAX_UNREAD = 64  # natively recorded passes that wait to be read, at most
 
 
 class NodeGone:
@@ -98,13 +99,13 @@ class NodeGone:
         self.dead.append(self.nid)  # thread-safe; a Node may die on an autograd thread
 
 
-def _made(summaries: list, made: list, slot: int) -> Optional[TensorSummary]:
+def _made(source, made: dict, slot: int) -> Optional[TensorSummary]:
     """The TensorSummary of a native pass's summary ``slot`` (made once: ``made`` keeps it)."""
     if slot < 0:
         return None
-    done = made[slot]
+    done = made.get(slot)
     if done is None:
-        shape, dtype, numel, lo, hi, total, norm, values, counts = summaries[slot]
+        shape, dtype, numel, lo, hi, total, norm, values, counts = source.summary(slot)
         histogram = None if counts is None else Histogram(lo, hi, counts)
         done = made[slot] = TensorSummary(list(shape), _DTYPES[dtype], "cpu", numel, norm, lo, hi, total / numel, 0, 0,
                                           values, histogram)
@@ -112,11 +113,32 @@ def _made(summaries: list, made: list, slot: int) -> Optional[TensorSummary]:
 
 
 def _made_all(values: list) -> None:
-    """A leaf history's entries, each a TensorSummary or None (a native pass leaves (summaries, made,
+    """A leaf history's entries, each a TensorSummary or None (a native pass leaves (source, made,
     slot) until the history is read)."""
     for i, value in enumerate(values):
         if type(value) is tuple:
             values[i] = _made(*value)
+
+
+class NativePass:
+    """What the native hooks recorded in one pass, kept in C++ (native/grad_hooks.cpp) until read."""
+
+    __slots__ = ("_lib", "_capsule")
+
+    def __init__(self, lib, capsule) -> None:
+        self._lib, self._capsule = lib, capsule
+
+    def rows(self) -> list[tuple]:
+        """(nid, grad_outputs' summary slots, grad_inputs' slots) per Node, in the order they ran."""
+        return self._lib.fv_rows(self._capsule)
+
+    def forget(self, gone: set) -> int:
+        """Drop the rows of the Nodes in ``gone``; returns how many rows are left."""
+        return self._lib.fv_forget(self._capsule, gone)
+
+    def summary(self, slot: int) -> tuple:
+        """(shape, dtype code, numel, min, max, sum, norm, values or None, counts or None)."""
+        return self._lib.fv_summary(self._capsule, slot)
 
 
 class GradStore:
@@ -135,16 +157,14 @@ class GradStore:
     1
     """
 
-    def __init__(self, max_nodes: int = 50_000, records_per_node: int = 8, prune_every: int = 256,
-                 max_unread: int = 64) -> None:
+    def __init__(self, max_nodes: int = 50_000, records_per_node: int = 8, prune_every: int = 256) -> None:
         self.max_nodes = max_nodes
         self.records_per_node = records_per_node
         self._nodes: "OrderedDict[int, NodeGrads]" = OrderedDict()
         self._leaves: dict[int, LeafHistory] = {}  # keyed by id(leaf tensor), checked by weakref
-        # Passes the native hooks recorded, oldest first: (backward index, summaries, the summaries
-        # made so far, rows), as add_unread() takes them.
-        self._unread: list[tuple[int, list, list, list]] = []
-        self.max_unread = max_unread
+        # Passes the native hooks recorded, oldest first: (backward index, NativePass, the summaries
+        # made so far, the ids of the Nodes it still has rows of).
+        self._unread: list[tuple[int, NativePass, dict, set]] = []
         self.passes = 0
         self.pinned: Callable[[], set] = set  # the session names the ids its views show
         self.prune_every = prune_every
@@ -193,16 +213,19 @@ class GradStore:
             del records[: -self.records_per_node]
         return entry
 
-    def add_unread(self, index: int, summaries: list, rows: list, leaves: list) -> None:
-        """A pass the native hooks recorded: its records are made when the store is next read, and
-        its leaves' histories get their entries now, each summary made when first read.
+    def add_unread(self, index: int, source: NativePass, nids: set, leaves: list) -> None:
+        """A pass the native hooks recorded (``source``, the Nodes ``nids``): its records are made when
+        the store is next read, and its leaves' histories get their entries now, each summary made
+        when first read.
 
-        ``summaries``: (shape, dtype code, numel, min, max, sum, norm, values or None, counts or
-        None) each; ``rows``: (nid, grad_outputs' slots, grad_inputs' slots) in the order the Nodes
-        ran; ``leaves``: (kind, the .grad's slot, a weakref to the leaf), a slot below 0 standing for
-        an undefined gradient.
+        ``leaves``: (kind, the .grad's summary slot, a weakref to the leaf) per AccumulateGrad, a
+        slot below 0 standing for an undefined gradient.
+
+        A pass with ``records_per_node`` newer ones loses the rows of the Nodes that each of those
+        recorded too (reading would drop them for the newer ones), and ``prune`` drops those of dead
+        Nodes: a training loop's passes go unread. Past ``MAX_UNREAD`` passes the oldest is read.
         """
-        made: list = [None] * len(summaries)  # the summaries made so far, shared by every reader
+        made: dict = {}  # the summaries made so far, shared by every reader
         for kind, slot, leaf_ref in leaves:
             leaf = leaf_ref()
             if leaf is None:
@@ -210,23 +233,33 @@ class GradStore:
             values = self._leaf_history(leaf, create=True).values
             if kind == _LEAF_WITHOUT_GRAD and values:
                 values.append(None)  # .grad was reset (zero_grad) since the last pass
-            values.append((summaries, made, slot) if slot >= 0 else None)  # made when the history is read
+            values.append((source, made, slot) if slot >= 0 else None)  # made when the history is read
             if len(values) > LEAF_HISTORY:
                 del values[:-LEAF_HISTORY]
-        if rows:
-            self._unread.append((index, summaries, made, rows))
-            if len(self._unread) > self.max_unread:
-                self._read(*self._unread.pop(0))
+        unread = self._unread
+        unread.append((index, source, made, nids))
+        depth = self.records_per_node
+        if len(unread) > depth:
+            # The pass that now has `depth` newer ones: a Node each of them recorded too would lose
+            # this pass's record to them when read.
+            behind = unread[-1 - depth][3]
+            newer = behind.intersection(*(batch[3] for batch in unread[-depth:]))
+            if newer:
+                behind -= newer
+                if not unread[-1 - depth][1].forget(newer):
+                    del unread[-1 - depth]
+        if len(unread) > MAX_UNREAD:
+            self._read(*unread.pop(0))
 
     def _read_all(self) -> None:
         unread, self._unread = self._unread, []
         for batch in unread:
             self._read(*batch)
 
-    def _read(self, index: int, summaries: list, made: list, rows: list) -> None:
-        for nid, outs, ins in rows:
-            self._add(nid, GradRecord(index, [_made(summaries, made, k) for k in outs],
-                                      [_made(summaries, made, k) for k in ins]))
+    def _read(self, index: int, source: NativePass, made: dict, nids: set = frozenset()) -> None:
+        for nid, outs, ins in source.rows():
+            self._add(nid, GradRecord(index, [_made(source, made, k) for k in outs],
+                                      [_made(source, made, k) for k in ins]))
 
     def prune(self, force: bool = False) -> None:
         """Forget dead Nodes that no view shows (every ``prune_every`` deaths, or when forced)."""
@@ -241,12 +274,9 @@ class GradStore:
         for nid in gone:
             self._nodes.pop(nid, None)
         if self._unread and gone:  # unread rows of dead Nodes go unread
-            kept = []
-            for index, summaries, made, rows in self._unread:
-                rows = [row for row in rows if row[0] not in gone]
-                if rows:
-                    kept.append((index, summaries, made, rows))
-            self._unread = kept
+            self._unread = [batch for batch in self._unread if batch[1].forget(gone)]
+            for batch in self._unread:
+                batch[3].difference_update(gone)
 
     def get(self, nid: int) -> Optional[NodeGrads]:
         if self._unread:
@@ -445,10 +475,10 @@ class BackwardRecorder:
             for handle in handles:
                 handle.remove()
             if armed is not None:
-                summaries, rows, leaves, faults = lib.fv_finish(armed)
+                nids, leaves, faults = lib.fv_finish(armed)
                 for message in faults:
                     fault(message)
-                store.add_unread(index, summaries, rows, leaves)
+                store.add_unread(index, NativePass(lib, armed), nids, leaves)
             if pending:
                 pending.flush()
             elif not nonfinite:

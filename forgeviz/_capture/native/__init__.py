@@ -39,7 +39,7 @@ from ..untraced import use_native_pause
 SOURCES = [Path(__file__).with_name("cpu_ledger.cpp"), Path(__file__).with_name("tensor_stats.cpp")]
 HOOK_SOURCES = [Path(__file__).with_name("tensor_stats.cpp"), Path(__file__).with_name("grad_hooks.cpp")]
 ABI_VERSION = 3
-HOOKS_ABI_VERSION = 2
+HOOKS_ABI_VERSION = 3
 
 
 class FvRecord(ctypes.Structure):
@@ -255,6 +255,9 @@ def hooks() -> Optional[ctypes.PyDLL]:
                 obj, i32 = ctypes.py_object, ctypes.c_int
                 lib.fv_arm.restype, lib.fv_arm.argtypes = obj, [obj, obj, obj, obj, obj, i32, i32, i32, i32]
                 lib.fv_finish.restype, lib.fv_finish.argtypes = obj, [obj]
+                lib.fv_rows.restype, lib.fv_rows.argtypes = obj, [obj]
+                lib.fv_forget.restype, lib.fv_forget.argtypes = ctypes.c_ssize_t, [obj, obj]
+                lib.fv_summary.restype, lib.fv_summary.argtypes = obj, [obj, ctypes.c_ssize_t]
                 _hooks = lib
             except (OSError, RuntimeError, AttributeError) as exc:
                 _hooks_error = str(exc)

@@ -244,6 +244,11 @@ void drop(PyObject* capsule) {
   delete held;
 }
 
+Pass* pass_of(PyObject* capsule) {
+  auto* held = static_cast<std::shared_ptr<Pass>*>(PyCapsule_GetPointer(capsule, "forgeviz.Pass"));
+  return held != nullptr ? held->get() : nullptr;
+}
+
 PyObject* summary_tuple(const Summary& s) {
   PyObject* shape = PyTuple_New(static_cast<Py_ssize_t>(s.shape.size()));
   for (size_t i = 0; i < s.shape.size(); ++i) PyTuple_SET_ITEM(shape, i, PyLong_FromLongLong(s.shape[i]));
@@ -275,7 +280,7 @@ PyObject* slots_tuple(const std::vector<int>& slots) {
 
 extern "C" {
 
-int fv_hooks_abi_version() { return 2; }
+int fv_hooks_abi_version() { return 3; }
 
 // Adds a hook to every Node reachable from `roots` (a list of grad_fn objects), first giving each its
 // forgeviz id in its metadata as grads.py's node_id() and GradStore.watch() would: "fv_id" from
@@ -372,29 +377,24 @@ PyObject* fv_arm(PyObject* roots, PyObject* chain, PyObject* ids, PyObject* gone
   return capsule;
 }
 
-// Removes the pass's hooks and returns what they recorded: (summaries, rows, leaves, faults). A
-// summary is (shape, dtype 0 float32 / 1 float64, numel, min, max, sum, norm, values or None, counts
-// or None); a row is (nid, grad_outputs' slots, grad_inputs' slots) and a leaf (kind, its .grad's
-// slot, a weakref to it), in the order the Nodes ran, a slot -2 standing for None.
+// Removes the pass's hooks and returns (nids, leaves, faults): the set of the ids of the Nodes it
+// recorded, and for each AccumulateGrad recorded, in the order they ran, (kind, its .grad's summary
+// slot, a weakref to its leaf); a slot -2 stands for None. What the Nodes recorded stays here until
+// Python reads it: fv_rows and fv_summary.
 PyObject* fv_finish(PyObject* capsule) {
-  auto* held = static_cast<std::shared_ptr<Pass>*>(PyCapsule_GetPointer(capsule, "forgeviz.Pass"));
-  if (held == nullptr) return nullptr;
-  Pass& pass = **held;
-  close(pass);
-  std::lock_guard<std::mutex> lock(pass.mu);
-  PyObject* summaries = PyList_New(static_cast<Py_ssize_t>(pass.summaries.size()));
-  for (size_t i = 0; i < pass.summaries.size(); ++i) PyList_SET_ITEM(summaries, i, summary_tuple(pass.summaries[i]));
-  PyObject* rows = PyList_New(static_cast<Py_ssize_t>(pass.rows.size()));
+  Pass* pass = pass_of(capsule);
+  if (pass == nullptr) return nullptr;
+  close(*pass);
+  std::lock_guard<std::mutex> lock(pass->mu);
+  pass->seen.clear();
   PyObject* leaves = PyList_New(0);
-  for (size_t i = 0; i < pass.rows.size(); ++i) {
-    const Row& row = pass.rows[i];
-    PyList_SET_ITEM(rows, i,
-                    Py_BuildValue("(LNN)", static_cast<long long>(row.nid), slots_tuple(row.outs), slots_tuple(row.ins)));
+  for (Row& row : pass->rows) {
     if (!row.variable.defined()) continue;
     // A weakref: the records must not keep the leaf alive.
     PyObject* leaf = THPVariable_Wrap(row.variable);
     PyObject* ref = leaf != nullptr ? PyWeakref_NewRef(leaf, nullptr) : nullptr;
     Py_XDECREF(leaf);
+    row.variable = at::Tensor();
     if (ref == nullptr) {
       PyErr_Clear();
       continue;
@@ -403,13 +403,62 @@ PyObject* fv_finish(PyObject* capsule) {
     PyList_Append(leaves, entry);
     Py_DECREF(entry);
   }
-  PyObject* faults = PyList_New(static_cast<Py_ssize_t>(pass.faults.size()));
-  for (size_t i = 0; i < pass.faults.size(); ++i)
-    PyList_SET_ITEM(faults, i, PyUnicode_FromString(pass.faults[i].c_str()));
-  pass.summaries.clear();
-  pass.rows.clear();
-  pass.seen.clear();
-  return Py_BuildValue("(NNNN)", summaries, rows, leaves, faults);
+  PyObject* nids = PySet_New(nullptr);
+  for (const Row& row : pass->rows) {
+    PyObject* nid = PyLong_FromLongLong(row.nid);
+    PySet_Add(nids, nid);
+    Py_DECREF(nid);
+  }
+  PyObject* faults = PyList_New(static_cast<Py_ssize_t>(pass->faults.size()));
+  for (size_t i = 0; i < pass->faults.size(); ++i)
+    PyList_SET_ITEM(faults, i, PyUnicode_FromString(pass->faults[i].c_str()));
+  return Py_BuildValue("(NNN)", nids, leaves, faults);
+}
+
+// The rows of a finished pass that fv_forget left: (nid, grad_outputs' slots, grad_inputs' slots), in
+// the order the Nodes ran, a slot -2 standing for None.
+PyObject* fv_rows(PyObject* capsule) {
+  Pass* pass = pass_of(capsule);
+  if (pass == nullptr) return nullptr;
+  std::lock_guard<std::mutex> lock(pass->mu);
+  PyObject* rows = PyList_New(static_cast<Py_ssize_t>(pass->rows.size()));
+  for (size_t i = 0; i < pass->rows.size(); ++i) {
+    const Row& row = pass->rows[i];
+    PyList_SET_ITEM(rows, i, Py_BuildValue("(LNN)", static_cast<long long>(row.nid), slots_tuple(row.outs),
+                                           slots_tuple(row.ins)));
+  }
+  return rows;
+}
+
+// Drops the rows of a finished pass whose nid is in `gone` (a set); returns how many are left.
+Py_ssize_t fv_forget(PyObject* capsule, PyObject* gone) {
+  Pass* pass = pass_of(capsule);
+  if (pass == nullptr || !PyAnySet_Check(gone)) return -1;
+  std::lock_guard<std::mutex> lock(pass->mu);
+  auto& rows = pass->rows;
+  rows.erase(std::remove_if(rows.begin(), rows.end(),
+                            [gone](const Row& row) {
+                              PyObject* nid = PyLong_FromLongLong(row.nid);
+                              const int found = nid != nullptr ? PySet_Contains(gone, nid) : 0;
+                              Py_XDECREF(nid);
+                              return found == 1;
+                            }),
+             rows.end());
+  if (PyErr_Occurred()) PyErr_Clear();
+  return static_cast<Py_ssize_t>(rows.size());
+}
+
+// Summary `slot` of a finished pass: (shape, dtype 0 float32 / 1 float64, numel, min, max, sum, norm,
+// values or None, counts or None).
+PyObject* fv_summary(PyObject* capsule, Py_ssize_t slot) {
+  Pass* pass = pass_of(capsule);
+  if (pass == nullptr) return nullptr;
+  std::lock_guard<std::mutex> lock(pass->mu);
+  if (slot < 0 || static_cast<size_t>(slot) >= pass->summaries.size()) {
+    PyErr_SetString(PyExc_IndexError, "fv_summary: no such slot");
+    return nullptr;
+  }
+  return summary_tuple(pass->summaries[slot]);
 }
 
 }  // extern "C"
