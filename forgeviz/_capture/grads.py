@@ -6,7 +6,6 @@ so a graph that never runs backward costs nothing here.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import logging
 import sys
@@ -447,7 +446,7 @@ class BackwardRecorder:
                 hook(grad_inputs, grad_outputs)
 
             try:  # the walk, the ids and the hooks, in C++; None: a root it does not know
-                armed = lib.fv_arm(list(roots), _CHAIN_NAMES, _node_ids, functools.partial(NodeGone, dead), hand_over,
+                armed = lib.fv_arm(list(roots), _CHAIN_NAMES, _node_ids, dead.append, hand_over,
                                    HISTOGRAM_SAMPLE, HISTOGRAM_BINS if histogram else 0, SMALL_NUMEL, CHAIN_NUMEL)
             except Exception as exc:  # noqa: BLE001 - Python hooks then record this pass, as without the library
                 fault(f"arming native gradient hooks failed: {exc!r}")

@@ -199,7 +199,9 @@ class _TagMode(TorchFunctionMode):
                 except Exception as exc:  # noqa: BLE001 - the user's op has run: its result is returned regardless
                     session.fault(f"linking memory to its op and node failed: {exc!r}")
         try:
-            if isinstance(out, torch.Tensor):  # the common case, without a call
+            if session.native_tag is not None:  # native/grad_hooks.cpp's fv_tag: no Python object per Node
+                session.native_tag(out, first_new, session.make_tag, func, where)
+            elif isinstance(out, torch.Tensor):  # the common case, without a call
                 grad_fn = out.grad_fn
                 if grad_fn is not None:
                     session.tag_node(func, grad_fn, where, first_new)
@@ -226,6 +228,8 @@ class CaptureSession:
         self.record_grads = True
         self.installed = False
         self._mode: Optional[_TagMode] = None
+        # native/grad_hooks.cpp's fv_tag(out, first_new, make_tag, func, where), while entered, if built
+        self.native_tag: Optional[Callable] = None
         self._depth = 0  # nested enter() calls (capture() inside a capturing cell)
         self._step_handles: list = []
         self._step_depth = 0  # optimizer steps running (one may call another's)
@@ -317,6 +321,8 @@ class CaptureSession:
         """Start tagging ops on this thread (IPython's pre_run_cell, or capture())."""
         if self._depth == 0:
             self._step_depth = self._stepped_aside = 0
+            hooks = native.hooks()
+            self.native_tag = hooks.fv_tag if hooks is not None else None
             self._mode = _TagMode(self)
             self._mode.__enter__()
         self._depth += 1
@@ -412,13 +418,23 @@ class CaptureSession:
         if "fv_op" in meta:
             return tag
         if tag is None:
-            op, qualname = _op_name(func)
-            filename, line = where or user_location(3)
-            tag = (op, qualname, filename, line, self.modules.current())
+            tag = self.make_tag(func, where)
         meta["fv_op"] = tag
         if first_new is not None and _next_sequence_nr() - first_new > 1:  # the op made more than this Node
             _tag_inner_nodes(grad_fn, tag, first_new)
         return tag
+
+    def make_tag(self, func, where: Optional[tuple] = None) -> tuple:
+        """The tag of an op just run: (op, qualified name, filename, line, the running module).
+        ``where``: its (filename, line) if known, else the nearest user frame's (found from the op's
+        tagging, three frames up: make_tag, tag_node or the mode, then the op's caller).
+
+        >>> CaptureSession().make_tag(torch.mul, ("cell", 3))[2:]
+        ('cell', 3, None)
+        """
+        op, qualname = _op_name(func)
+        filename, line = where or user_location(3)
+        return op, qualname, filename, line, self.modules.current()
 
     def note_error(self, func, args, kwargs, exc: RuntimeError) -> None:
         """Remember the shapes of an op that raised a shape error, to draw it after the cell."""

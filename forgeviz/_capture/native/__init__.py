@@ -39,7 +39,7 @@ from ..untraced import use_native_pause
 SOURCES = [Path(__file__).with_name("cpu_ledger.cpp"), Path(__file__).with_name("tensor_stats.cpp")]
 HOOK_SOURCES = [Path(__file__).with_name("tensor_stats.cpp"), Path(__file__).with_name("grad_hooks.cpp")]
 ABI_VERSION = 3
-HOOKS_ABI_VERSION = 3
+HOOKS_ABI_VERSION = 5
 
 
 class FvRecord(ctypes.Structure):
@@ -258,6 +258,7 @@ def hooks() -> Optional[ctypes.PyDLL]:
                 lib.fv_rows.restype, lib.fv_rows.argtypes = obj, [obj]
                 lib.fv_forget.restype, lib.fv_forget.argtypes = ctypes.c_ssize_t, [obj, obj]
                 lib.fv_summary.restype, lib.fv_summary.argtypes = obj, [obj, ctypes.c_ssize_t]
+                lib.fv_tag.restype, lib.fv_tag.argtypes = i32, [obj, ctypes.c_longlong, obj, obj, obj]
                 _hooks = lib
             except (OSError, RuntimeError, AttributeError) as exc:
                 _hooks_error = str(exc)

@@ -12,6 +12,7 @@
 //
 // Built as a library of its own (it needs Python's and torch's Python headers, which the CPU ledger
 // does not): without it, forgeviz registers Python hooks, as before.
+#include <ATen/SequenceNumber.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
 #include <torch/csrc/autograd/python_anomaly_mode.h>
@@ -219,6 +220,53 @@ struct Hook : torch::autograd::FunctionPostHook {
   }
 };
 
+// grads.NodeGone in C: kept in a Node's metadata, a dict that dies with the Node, it calls
+// append(nid) when it goes (the store's dead deque). One per Node of every backward pass: a Python
+// object with __init__ and __del__ cost more than the rest of arming the Node.
+struct Gone {
+  PyObject_HEAD
+  PyObject* append;
+  PyObject* nid;
+};
+
+void gone_dealloc(PyObject* self) {
+  auto* gone = reinterpret_cast<Gone*>(self);
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);  // a dealloc keeps any error being raised as it was
+  if (gone->append != nullptr && gone->nid != nullptr) {
+    PyObject* done = PyObject_CallOneArg(gone->append, gone->nid);
+    if (done == nullptr) PyErr_Clear();
+    Py_XDECREF(done);
+  }
+  PyErr_Restore(type, value, traceback);
+  Py_CLEAR(gone->append);
+  Py_CLEAR(gone->nid);
+  PyTypeObject* tp = Py_TYPE(self);
+  tp->tp_free(self);
+  Py_DECREF(tp);  // a heap type's instances hold it
+}
+
+PyTypeObject* gone_type() {
+  static PyTypeObject* type = [] {
+    static PyType_Slot slots[] = {{Py_tp_dealloc, reinterpret_cast<void*>(gone_dealloc)}, {0, nullptr}};
+    static PyType_Spec spec = {"forgeviz.NodeGone", sizeof(Gone), 0, Py_TPFLAGS_DEFAULT, slots};
+    return reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&spec));
+  }();
+  return type;
+}
+
+PyObject* new_gone(PyObject* append, PyObject* nid) {
+  PyTypeObject* type = gone_type();
+  if (type == nullptr) return nullptr;
+  auto* gone = PyObject_New(Gone, type);
+  if (gone == nullptr) return nullptr;
+  Py_INCREF(append);
+  Py_INCREF(nid);
+  gone->append = append;
+  gone->nid = nid;
+  return reinterpret_cast<PyObject*>(gone);
+}
+
 Node* node_of(PyObject* obj) {
   if (torch::autograd::THPCppFunction_Check(obj))
     return reinterpret_cast<torch::autograd::THPCppFunction*>(obj)->cdata.get();
@@ -280,18 +328,79 @@ PyObject* slots_tuple(const std::vector<int>& slots) {
 
 extern "C" {
 
-int fv_hooks_abi_version() { return 3; }
+int fv_hooks_abi_version() { return 5; }
+
+// Tags the Nodes an op made, as session.py's CaptureSession.tag() does: the grad_fn of `out` (a tensor,
+// or a tuple or list of them) gets "fv_op" = make_tag(func, where) in its metadata unless it has one,
+// and so do the untagged Nodes behind it numbered from first_new (a composite op's inner Nodes).
+// make_tag is called at most once. Returns 0, or -1 with a Python error set. In C++ because every
+// op the user runs while forgeviz captures comes here: in Python, reading grad_fn and its metadata
+// makes a Python object for the Node, and the inner walk one for each Node it passes.
+int fv_tag(PyObject* out, long long first_new, PyObject* make_tag, PyObject* func, PyObject* where) {
+  static PyObject* const key_op = PyUnicode_InternFromString("fv_op");
+  PyObject* tag = nullptr;
+  int status = 0;
+  auto tag_one = [&](PyObject* item) -> bool {  // false: an error is set
+    if (!THPVariable_Check(item)) return true;
+    const auto& grad_fn = THPVariable_Unpack(item).grad_fn();
+    if (!grad_fn) return true;
+    PyObject* dict = static_cast<torch::autograd::PyAnomalyMetadata*>(grad_fn->metadata())->dict();
+    if (PyDict_GetItemWithError(dict, key_op) != nullptr) return true;
+    if (PyErr_Occurred()) return false;
+    if (tag == nullptr) {
+      tag = PyObject_CallFunctionObjArgs(make_tag, func, where, nullptr);
+      if (tag == nullptr) return false;
+    }
+    if (PyDict_SetItem(dict, key_op, tag) != 0) return false;
+    const int64_t end = static_cast<int64_t>(at::sequence_number::peek());
+    if (end - first_new <= 1) return true;  // the op made one Node, its output's: the common case
+    std::vector<Node*> todo{grad_fn.get()};
+    while (!todo.empty()) {
+      Node* node = todo.back();
+      todo.pop_back();
+      for (const auto& edge : node->next_edges()) {
+        Node* child = edge.function.get();
+        if (child == nullptr) continue;
+        const auto number = static_cast<int64_t>(child->sequence_nr());
+        if (number < first_new || number >= end) continue;  // made before the op (or a leaf's)
+        PyObject* meta = static_cast<torch::autograd::PyAnomalyMetadata*>(child->metadata())->dict();
+        if (PyDict_GetItemWithError(meta, key_op) != nullptr) continue;
+        if (PyErr_Occurred() || PyDict_SetItem(meta, key_op, tag) != 0) return false;
+        todo.push_back(child);
+      }
+    }
+    return true;
+  };
+  try {
+    if (PyTuple_Check(out) || PyList_Check(out)) {
+      PyObject* items = PySequence_Fast(out, "fv_tag");
+      if (items == nullptr) return -1;
+      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items) && status == 0; ++i)
+        if (!tag_one(PySequence_Fast_GET_ITEM(items, i))) status = -1;
+      Py_DECREF(items);
+    } else if (!tag_one(out)) {
+      status = -1;
+    }
+  } catch (const std::exception& e) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, e.what());
+    status = -1;
+  }
+  Py_XDECREF(tag);
+  return status;
+}
 
 // Adds a hook to every Node reachable from `roots` (a list of grad_fn objects), first giving each its
 // forgeviz id in its metadata as grads.py's node_id() and GradStore.watch() would: "fv_id" from
-// next(ids), and "fv_gone" = gone(nid). A Node named in `chain` (a set) or an AccumulateGrad is
+// next(ids), and "fv_gone", which calls dead_append(nid) when the Node dies. A Node named in `chain` (a set) or an AccumulateGrad is
 // recorded as grads.py's Python hooks record it. `fallback(node, nid, kind, grad_inputs,
 // grad_outputs)` is called, with the GIL, for a Node whose gradients the hook hands over: one it cannot
 // summarise, or a chain Node whose output has at most chain_cap elements. Summaries are
 // fv_summarize_tensor's with `sample`, `bins` and `values_cap`. Returns the pass, None when a root is
 // not a Node it knows (Python hooks then do it all), or NULL with a Python error set.
-PyObject* fv_arm(PyObject* roots, PyObject* chain, PyObject* ids, PyObject* gone, PyObject* fallback, int sample,
-                 int bins, int values_cap, int chain_cap) {
+PyObject* fv_arm(PyObject* roots, PyObject* chain, PyObject* ids, PyObject* dead_append, PyObject* fallback,
+                 int sample, int bins, int values_cap, int chain_cap) {
+  static PyObject* const key_id = PyUnicode_InternFromString("fv_id");
+  static PyObject* const key_gone = PyUnicode_InternFromString("fv_gone");
   if (!PyList_Check(roots) || !PyAnySet_Check(chain)) {
     PyErr_SetString(PyExc_TypeError, "fv_arm: roots is a list and chain a set");
     return nullptr;
@@ -335,20 +444,20 @@ PyObject* fv_arm(PyObject* roots, PyObject* chain, PyObject* ids, PyObject* gone
       // Under Python every Node's metadata is a PyAnomalyMetadata (the Python engine makes them):
       // torch's own grad_fn.metadata casts it so, and its type is not exported for a dynamic_cast.
       PyObject* dict = static_cast<torch::autograd::PyAnomalyMetadata*>(node->metadata())->dict();
-      PyObject* nid_obj = PyDict_GetItemString(dict, "fv_id");  // borrowed
+      PyObject* nid_obj = PyDict_GetItemWithError(dict, key_id);  // borrowed
       if (nid_obj == nullptr) {
-        PyObject* fresh = PyIter_Next(ids);
-        if (fresh == nullptr || PyDict_SetItemString(dict, "fv_id", fresh) != 0) {
+        PyObject* fresh = PyErr_Occurred() ? nullptr : PyIter_Next(ids);
+        if (fresh == nullptr || PyDict_SetItem(dict, key_id, fresh) != 0) {
           Py_XDECREF(fresh);
           throw std::runtime_error("giving a Node its id failed");
         }
         Py_DECREF(fresh);
-        nid_obj = PyDict_GetItemString(dict, "fv_id");
+        nid_obj = PyDict_GetItemWithError(dict, key_id);
       }
       const int64_t nid = PyLong_AsLongLong(nid_obj);
-      if (PyDict_GetItemString(dict, "fv_gone") == nullptr) {
-        PyObject* watch = PyObject_CallOneArg(gone, nid_obj);
-        if (watch == nullptr || PyDict_SetItemString(dict, "fv_gone", watch) != 0) {
+      if (PyDict_GetItemWithError(dict, key_gone) == nullptr) {
+        PyObject* watch = PyErr_Occurred() ? nullptr : new_gone(dead_append, nid_obj);
+        if (watch == nullptr || PyDict_SetItem(dict, key_gone, watch) != 0) {
           Py_XDECREF(watch);
           throw std::runtime_error("watching a Node failed");
         }
