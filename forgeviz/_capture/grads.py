@@ -129,15 +129,15 @@ class NativePass:
 
     def rows(self) -> list[tuple]:
         """(nid, grad_outputs' summary slots, grad_inputs' slots) per Node, in the order they ran."""
-        return self._lib.fv_rows(self._capsule)
+        return self._lib.rows(self._capsule)
 
     def forget(self, gone: set) -> int:
         """Drop the rows of the Nodes in ``gone``; returns how many rows are left."""
-        return self._lib.fv_forget(self._capsule, gone)
+        return self._lib.forget(self._capsule, gone)
 
     def summary(self, slot: int) -> tuple:
         """(shape, dtype code, numel, min, max, sum, norm, values or None, counts or None)."""
-        return self._lib.fv_summary(self._capsule, slot)
+        return self._lib.summary(self._capsule, slot)
 
 
 class GradStore:
@@ -446,7 +446,7 @@ class BackwardRecorder:
                 hook(grad_inputs, grad_outputs)
 
             try:  # the walk, the ids and the hooks, in C++; None: a root it does not know
-                armed = lib.fv_arm(list(roots), _CHAIN_NAMES, _node_ids, dead.append, hand_over,
+                armed = lib.arm(list(roots), _CHAIN_NAMES, _node_ids, dead.append, hand_over,
                                    HISTOGRAM_SAMPLE, HISTOGRAM_BINS if histogram else 0, SMALL_NUMEL, CHAIN_NUMEL)
             except Exception as exc:  # noqa: BLE001 - Python hooks then record this pass, as without the library
                 fault(f"arming native gradient hooks failed: {exc!r}")
@@ -474,7 +474,7 @@ class BackwardRecorder:
             for handle in handles:
                 handle.remove()
             if armed is not None:
-                nids, leaves, faults = lib.fv_finish(armed)
+                nids, leaves, faults = lib.finish(armed)
                 for message in faults:
                     fault(message)
                 store.add_unread(index, NativePass(lib, armed), nids, leaves)

@@ -199,7 +199,7 @@ class _TagMode(TorchFunctionMode):
                 except Exception as exc:  # noqa: BLE001 - the user's op has run: its result is returned regardless
                     session.fault(f"linking memory to its op and node failed: {exc!r}")
         try:
-            if session.native_tag is not None:  # native/grad_hooks.cpp's fv_tag: no Python object per Node
+            if session.native_tag is not None:  # native/grad_hooks.cpp's tag: no Python object per Node
                 session.native_tag(out, first_new, session.make_tag, func, where)
             elif isinstance(out, torch.Tensor):  # the common case, without a call
                 grad_fn = out.grad_fn
@@ -228,7 +228,7 @@ class CaptureSession:
         self.record_grads = True
         self.installed = False
         self._mode: Optional[_TagMode] = None
-        # native/grad_hooks.cpp's fv_tag(out, first_new, make_tag, func, where), while entered, if built
+        # native/grad_hooks.cpp's tag(out, first_new, make_tag, func, where), while entered, if built
         self.native_tag: Optional[Callable] = None
         self._depth = 0  # nested enter() calls (capture() inside a capturing cell)
         self._step_handles: list = []
@@ -322,7 +322,7 @@ class CaptureSession:
         if self._depth == 0:
             self._step_depth = self._stepped_aside = 0
             hooks = native.hooks()
-            self.native_tag = hooks.fv_tag if hooks is not None else None
+            self.native_tag = hooks.tag if hooks is not None else None
             self._mode = _TagMode(self)
             self._mode.__enter__()
         self._depth += 1

@@ -7,8 +7,9 @@ wheel); without them forgeviz falls back to Python (the dispatch-mode tracker, a
 summaries), and says so.
 
 A second library, ``grad_hooks.cpp`` (with ``tensor_stats.cpp``), records the gradients of a backward
-pass with C++ Node hooks instead of Python ones (grads.py). It also needs Python's headers and links
-torch's Python bindings; without it gradients are recorded by Python hooks.
+pass with C++ Node hooks instead of Python ones (grads.py) and tags ops (session.py). It is a Python
+extension module: it needs Python's headers and links torch's Python bindings; without it gradients
+are recorded by Python hooks, and ops tagged in Python.
 
 Build both ahead of time (``./dev.sh`` does) with ``python -m forgeviz._capture.native``.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -39,7 +41,7 @@ from ..untraced import use_native_pause
 SOURCES = [Path(__file__).with_name("cpu_ledger.cpp"), Path(__file__).with_name("tensor_stats.cpp")]
 HOOK_SOURCES = [Path(__file__).with_name("tensor_stats.cpp"), Path(__file__).with_name("grad_hooks.cpp")]
 ABI_VERSION = 3
-HOOKS_ABI_VERSION = 5
+HOOKS_ABI_VERSION = 6
 
 
 class FvRecord(ctypes.Structure):
@@ -53,7 +55,7 @@ class FvRecord(ctypes.Structure):
 _lock = threading.Lock()
 _lib: Optional[ctypes.CDLL] = None
 _error: Optional[str] = None
-_hooks: Optional[ctypes.CDLL] = None
+_hooks = None  # the _grad_hooks module, once loaded
 _hooks_error: Optional[str] = None
 
 
@@ -233,11 +235,12 @@ def loaded() -> Optional[ctypes.CDLL]:
     return _lib
 
 
-def hooks() -> Optional[ctypes.PyDLL]:
-    """The gradient hooks library, loaded now if it is built for this torch and Python; else None
-    (never builds; a load that failed is remembered, see ``hooks_unavailable_reason``).
+def hooks():
+    """The gradient hooks library as a Python module (``_grad_hooks``: tag, arm, finish, rows, forget,
+    summary), loaded now if it is built for this torch and Python; else None (never builds; a load
+    that failed is remembered, see ``hooks_unavailable_reason``).
 
-    >>> hooks() is None or hooks().fv_hooks_abi_version() == HOOKS_ABI_VERSION
+    >>> hooks() is None or hooks().ABI_VERSION == HOOKS_ABI_VERSION
     True
     """
     global _hooks, _hooks_error
@@ -248,19 +251,14 @@ def hooks() -> Optional[ctypes.PyDLL]:
         return None
     with _lock:
         if _hooks is None and _hooks_error is None:
-            try:
-                lib = ctypes.PyDLL(str(path))
-                if lib.fv_hooks_abi_version() != HOOKS_ABI_VERSION:
-                    raise RuntimeError(f"{path} is ABI {lib.fv_hooks_abi_version()}, expected {HOOKS_ABI_VERSION}")
-                obj, i32 = ctypes.py_object, ctypes.c_int
-                lib.fv_arm.restype, lib.fv_arm.argtypes = obj, [obj, obj, obj, obj, obj, i32, i32, i32, i32]
-                lib.fv_finish.restype, lib.fv_finish.argtypes = obj, [obj]
-                lib.fv_rows.restype, lib.fv_rows.argtypes = obj, [obj]
-                lib.fv_forget.restype, lib.fv_forget.argtypes = ctypes.c_ssize_t, [obj, obj]
-                lib.fv_summary.restype, lib.fv_summary.argtypes = obj, [obj, ctypes.c_ssize_t]
-                lib.fv_tag.restype, lib.fv_tag.argtypes = i32, [obj, ctypes.c_longlong, obj, obj, obj]
-                _hooks = lib
-            except (OSError, RuntimeError, AttributeError) as exc:
+            try:  # an extension module: its functions take Python objects as they are
+                spec = importlib.util.spec_from_file_location(f"{__name__}._grad_hooks", path)
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+                if module.ABI_VERSION != HOOKS_ABI_VERSION:
+                    raise RuntimeError(f"{path} is ABI {module.ABI_VERSION}, expected {HOOKS_ABI_VERSION}")
+                _hooks = module
+            except (ImportError, OSError, RuntimeError, AttributeError) as exc:
                 _hooks_error = str(exc)
     return _hooks
 

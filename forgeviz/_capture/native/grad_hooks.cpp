@@ -324,11 +324,8 @@ PyObject* slots_tuple(const std::vector<int>& slots) {
   return tuple;
 }
 
-}  // namespace
-
-extern "C" {
-
-int fv_hooks_abi_version() { return 5; }
+// The module's functions (Python calls them through the methods table at the end: a ctypes call
+// converts its arguments in Python, which costs more than most of what these do).
 
 // Tags the Nodes an op made, as session.py's CaptureSession.tag() does: the grad_fn of `out` (a tensor,
 // or a tuple or list of them) gets "fv_op" = make_tag(func, where) in its metadata unless it has one,
@@ -570,4 +567,74 @@ PyObject* fv_summary(PyObject* capsule, Py_ssize_t slot) {
   return summary_tuple(pass->summaries[slot]);
 }
 
-}  // extern "C"
+// Python's view: the module forgeviz._capture.native._grad_hooks, loaded from the built library.
+template <typename T>
+bool args_ok(const char* name, Py_ssize_t given, Py_ssize_t wanted) {
+  if (given == wanted) return true;
+  PyErr_Format(PyExc_TypeError, "%s takes %zd arguments (%zd given)", name, wanted, given);
+  return false;
+}
+
+PyObject* py_tag(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (!args_ok<void>("tag", n, 5)) return nullptr;
+  const long long first_new = PyLong_AsLongLong(args[1]);
+  if (first_new == -1 && PyErr_Occurred()) return nullptr;
+  if (fv_tag(args[0], first_new, args[2], args[3], args[4]) != 0) return nullptr;
+  Py_RETURN_NONE;
+}
+
+PyObject* py_arm(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (!args_ok<void>("arm", n, 9)) return nullptr;
+  int numbers[4];
+  for (int i = 0; i < 4; ++i) {
+    numbers[i] = static_cast<int>(PyLong_AsLong(args[5 + i]));
+    if (numbers[i] == -1 && PyErr_Occurred()) return nullptr;
+  }
+  return fv_arm(args[0], args[1], args[2], args[3], args[4], numbers[0], numbers[1], numbers[2], numbers[3]);
+}
+
+PyObject* py_finish(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  return args_ok<void>("finish", n, 1) ? fv_finish(args[0]) : nullptr;
+}
+
+PyObject* py_rows(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  return args_ok<void>("rows", n, 1) ? fv_rows(args[0]) : nullptr;
+}
+
+PyObject* py_forget(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (!args_ok<void>("forget", n, 2)) return nullptr;
+  const Py_ssize_t left = fv_forget(args[0], args[1]);
+  return left < 0 ? (PyErr_Occurred() ? nullptr : (PyErr_SetString(PyExc_TypeError, "forget: a pass and a set"), nullptr))
+                  : PyLong_FromSsize_t(left);
+}
+
+PyObject* py_summary(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (!args_ok<void>("summary", n, 2)) return nullptr;
+  const Py_ssize_t slot = PyLong_AsSsize_t(args[1]);
+  if (slot == -1 && PyErr_Occurred()) return nullptr;
+  return fv_summary(args[0], slot);
+}
+
+#define FV_METHOD(name, doc) \
+   {#name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_##name)), METH_FASTCALL, doc}
+PyMethodDef methods[] = {
+    FV_METHOD(tag, "tag(out, first_new, make_tag, func, where): fv_tag"),
+    FV_METHOD(arm, "arm(roots, chain, ids, dead_append, fallback, sample, bins, values_cap, chain_cap): fv_arm"),
+    FV_METHOD(finish, "finish(pass) -> (nids, leaves, faults): fv_finish"),
+    FV_METHOD(rows, "rows(pass) -> rows: fv_rows"),
+    FV_METHOD(forget, "forget(pass, gone) -> rows left: fv_forget"),
+    FV_METHOD(summary, "summary(pass, slot) -> summary: fv_summary"),
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_grad_hooks",
+                          "forgeviz's gradient hooks and op tags in C++ (forgeviz/_capture/native/grad_hooks.cpp)", -1,
+                          methods};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__grad_hooks() {
+  PyObject* module = PyModule_Create(&module_def);
+  if (module != nullptr && PyModule_AddIntConstant(module, "ABI_VERSION", 6) != 0) Py_CLEAR(module);
+  return module;
+}
