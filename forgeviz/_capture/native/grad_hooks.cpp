@@ -13,6 +13,7 @@
 // Built as a library of its own (it needs Python's and torch's Python headers, which the CPU ledger
 // does not): without it, forgeviz registers Python hooks, as before.
 #include <ATen/SequenceNumber.h>
+#include <c10/util/SmallVector.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
 #include <torch/csrc/autograd/python_anomaly_mode.h>
@@ -45,19 +46,24 @@ constexpr int kFail = -1;  // a gradient the Node's Python hook summarises
 // Node kinds, as grads.py passes them.
 constexpr int kPlain = 0, kChain = 1, kLeafWithGrad = 2, kLeafWithoutGrad = 3;
 
+constexpr int kMaxDims = 16, kMaxValues = 256, kMaxBins = 256;  // what fv_arm accepts
+
+// One gradient's numbers. Its values or counts live in the pass's pools: a summary is taken in every
+// hook, and vectors of its own would be allocations there.
 struct Summary {
-  std::vector<int64_t> shape;
+  int ndim;
   int dtype;  // 0: float32, 1: float64
   int64_t numel;
+  int64_t shape[kMaxDims];
   double stats[4];  // min, max, sum, norm
-  std::vector<double> values;
-  std::vector<int64_t> counts;
+  int64_t values_at = -1, counts_at = -1;  // where in the pools, or -1
+  int values_n = 0, counts_n = 0;
 };
 
 struct Row {
   int64_t nid;  // the Node's forgeviz id (its metadata's fv_id)
   int kind;
-  std::vector<int> outs, ins;  // summaries of grad_outputs and grad_inputs
+  c10::SmallVector<int, 4> outs, ins;  // summaries of grad_outputs and grad_inputs
   int leaf;  // the leaf's .grad after the pass (AccumulateGrad); kNone when it has none
   at::Tensor variable;  // an AccumulateGrad's leaf (alive anyway while its Node is), for its history
 };
@@ -75,6 +81,8 @@ struct Pass {
   // fallback(node, nid, kind, grad_inputs, grad_outputs); owned, released with the GIL
   PyObject* fallback = nullptr;
   std::vector<Summary> summaries;
+  std::vector<double> values;  // the pools
+  std::vector<int64_t> counts;
   std::vector<Row> rows;
   // One gradient is usually one Node's grad_input and the next one's grad_output: summarised once.
   std::unordered_map<const c10::TensorImpl*, Seen> seen;
@@ -92,19 +100,23 @@ struct Pass {
     }
     auto found = seen.find(impl);
     if (found != seen.end() && version >= 0 && found->second.version == version) return found->second.slot;
+    double out[4 + kMaxValues];
+    int64_t bin_counts[kMaxBins];
+    if (fv_summarize_tensor(impl, sample, bins, values_cap, out, bin_counts) != 0) return kFail;
     Summary s;
-    std::vector<double> out(4 + values_cap);
-    s.counts.resize(bins > 0 ? bins : 0);
-    if (fv_summarize_tensor(impl, sample, bins, values_cap, out.data(), s.counts.data()) != 0) return kFail;
-    s.shape.assign(impl->sizes().begin(), impl->sizes().end());
+    s.ndim = static_cast<int>(impl->dim());  // fv_summarize_tensor read at most kMaxDims
+    std::copy_n(impl->sizes().begin(), s.ndim, s.shape);
     s.dtype = impl->dtype() == caffe2::TypeMeta::Make<float>() ? 0 : 1;
     s.numel = impl->numel();
-    for (int i = 0; i < 4; ++i) s.stats[i] = out[i];
+    std::copy_n(out, 4, s.stats);
     if (s.numel <= values_cap) {
-      s.values.assign(out.begin() + 4, out.begin() + 4 + s.numel);
-      s.counts.clear();
-    } else if (bins <= 0) {
-      s.counts.clear();
+      s.values_at = static_cast<int64_t>(values.size());
+      s.values_n = static_cast<int>(s.numel);
+      values.insert(values.end(), out + 4, out + 4 + s.numel);
+    } else if (bins > 0) {
+      s.counts_at = static_cast<int64_t>(counts.size());
+      s.counts_n = bins;
+      counts.insert(counts.end(), bin_counts, bin_counts + bins);
     }
     const int slot = static_cast<int>(summaries.size());
     summaries.push_back(std::move(s));
@@ -297,20 +309,20 @@ Pass* pass_of(PyObject* capsule) {
   return held != nullptr ? held->get() : nullptr;
 }
 
-PyObject* summary_tuple(const Summary& s) {
-  PyObject* shape = PyTuple_New(static_cast<Py_ssize_t>(s.shape.size()));
-  for (size_t i = 0; i < s.shape.size(); ++i) PyTuple_SET_ITEM(shape, i, PyLong_FromLongLong(s.shape[i]));
+PyObject* summary_tuple(const Pass& pass, const Summary& s) {
+  PyObject* shape = PyTuple_New(s.ndim);
+  for (int i = 0; i < s.ndim; ++i) PyTuple_SET_ITEM(shape, i, PyLong_FromLongLong(s.shape[i]));
   PyObject* values = Py_None;
   PyObject* counts = Py_None;
-  if (!s.values.empty() || s.numel == 0) {
-    values = PyList_New(static_cast<Py_ssize_t>(s.values.size()));
-    for (size_t i = 0; i < s.values.size(); ++i) PyList_SET_ITEM(values, i, PyFloat_FromDouble(s.values[i]));
+  if (s.values_at >= 0) {
+    values = PyList_New(s.values_n);
+    for (int i = 0; i < s.values_n; ++i) PyList_SET_ITEM(values, i, PyFloat_FromDouble(pass.values[s.values_at + i]));
   } else {
     Py_INCREF(values);
   }
-  if (!s.counts.empty()) {
-    counts = PyList_New(static_cast<Py_ssize_t>(s.counts.size()));
-    for (size_t i = 0; i < s.counts.size(); ++i) PyList_SET_ITEM(counts, i, PyLong_FromLongLong(s.counts[i]));
+  if (s.counts_at >= 0) {
+    counts = PyList_New(s.counts_n);
+    for (int i = 0; i < s.counts_n; ++i) PyList_SET_ITEM(counts, i, PyLong_FromLongLong(pass.counts[s.counts_at + i]));
   } else {
     Py_INCREF(counts);
   }
@@ -318,7 +330,7 @@ PyObject* summary_tuple(const Summary& s) {
                        s.stats[2], s.stats[3], values, counts);
 }
 
-PyObject* slots_tuple(const std::vector<int>& slots) {
+PyObject* slots_tuple(const c10::SmallVector<int, 4>& slots) {
   PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(slots.size()));
   for (size_t i = 0; i < slots.size(); ++i) PyTuple_SET_ITEM(tuple, i, PyLong_FromLong(slots[i]));
   return tuple;
@@ -402,6 +414,10 @@ PyObject* fv_arm(PyObject* roots, PyObject* chain, PyObject* ids, PyObject* dead
     PyErr_SetString(PyExc_TypeError, "fv_arm: roots is a list and chain a set");
     return nullptr;
   }
+  if (values_cap < 0 || values_cap > kMaxValues || bins < 0 || bins > kMaxBins) {
+    PyErr_SetString(PyExc_ValueError, "fv_arm: values_cap and bins are at most 256");
+    return nullptr;
+  }
   // Every Node reachable, depth first from the roots, each once (grads.iter_graph's order).
   std::vector<Node*> todo, order;
   for (Py_ssize_t i = PyList_GET_SIZE(roots) - 1; i >= 0; --i) {
@@ -428,6 +444,8 @@ PyObject* fv_arm(PyObject* roots, PyObject* chain, PyObject* ids, PyObject* dead
   pass->bins = bins;
   pass->values_cap = values_cap;
   pass->chain_cap = chain_cap;
+  pass->summaries.reserve(64);
+  pass->rows.reserve(64);
   Py_INCREF(fallback);
   pass->fallback = fallback;
   PyObject* capsule = PyCapsule_New(new std::shared_ptr<Pass>(pass), "forgeviz.Pass", drop);
@@ -564,7 +582,7 @@ PyObject* fv_summary(PyObject* capsule, Py_ssize_t slot) {
     PyErr_SetString(PyExc_IndexError, "fv_summary: no such slot");
     return nullptr;
   }
-  return summary_tuple(pass->summaries[slot]);
+  return summary_tuple(*pass, pass->summaries[slot]);
 }
 
 // Python's view: the module forgeviz._capture.native._grad_hooks, loaded from the built library.
