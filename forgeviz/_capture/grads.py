@@ -182,7 +182,7 @@ class GradStore:
         """id(leaf tensor) → its ``.grad`` history."""
         if self._unread:
             self._read_all()
-        for entry in list(self._leaves.values()):
+        for entry in list(self._leaves.values()):  # (a list: a leaf that dies meanwhile leaves the dict)
             _made_all(entry.values)
         return self._leaves
 
@@ -248,14 +248,15 @@ class GradStore:
                 if not unread[-1 - depth][1].forget(newer):
                     del unread[-1 - depth]
         if len(unread) > MAX_UNREAD:
-            self._read(*unread.pop(0))
+            index, source, made, _ = unread.pop(0)
+            self._read(index, source, made)
 
     def _read_all(self) -> None:
         unread, self._unread = self._unread, []
-        for batch in unread:
-            self._read(*batch)
+        for index, source, made, _ in unread:
+            self._read(index, source, made)
 
-    def _read(self, index: int, source: NativePass, made: dict, nids: set = frozenset()) -> None:
+    def _read(self, index: int, source: NativePass, made: dict) -> None:
         for nid, outs, ins in source.rows():
             self._add(nid, GradRecord(index, [_made(source, made, k) for k in outs],
                                       [_made(source, made, k) for k in ins]))
@@ -447,7 +448,7 @@ class BackwardRecorder:
 
             try:  # the walk, the ids and the hooks, in C++; None: a root it does not know
                 armed = lib.arm(list(roots), _CHAIN_NAMES, _node_ids, dead.append, hand_over,
-                                   HISTOGRAM_SAMPLE, HISTOGRAM_BINS if histogram else 0, SMALL_NUMEL, CHAIN_NUMEL)
+                                HISTOGRAM_SAMPLE, HISTOGRAM_BINS if histogram else 0, SMALL_NUMEL, CHAIN_NUMEL)
             except Exception as exc:  # noqa: BLE001 - Python hooks then record this pass, as without the library
                 fault(f"arming native gradient hooks failed: {exc!r}")
         handles = []
