@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import json
 import weakref
 
 import pytest
@@ -14,6 +15,8 @@ from forgeviz._capture.grads import iter_graph
 from forgeviz._capture.session import get_session
 from forgeviz._capture.walk import NO_HISTORY
 from forgeviz.export import to_dot
+from forgeviz.model import as_wire, rows_of
+from forgeviz.model.graph import MODULE_STATE_FIELDS, NODE_STATE_FIELDS
 
 from scenarios import S1, by_label, make_cnn
 
@@ -40,7 +43,7 @@ def merged_nodes(widget) -> list[dict]:
     state = widget.state
     by_id = dict(zip(state["ids"], zip(state["grad_passes"], state["grad_briefs"])))
     nodes = []
-    for node in widget.graph["nodes"]:
+    for node in rows_of(widget.graph["nodes"]):
         passes, brief = by_id.get(node["id"], (0, None))
         nodes.append({**node, "grad_passes": passes, "grad_brief": brief, "freed": node["id"] in state["freed"],
                       "nonfinite": node["id"] in state["nonfinite"],
@@ -141,13 +144,26 @@ def test_ten_thousand_op_chain_needs_no_recursion(nb):
     assert nb["t"].grad.tolist() == pytest.approx([1.0001**10_000] * 3, rel=1e-3)
 
 
+def test_graph_trait_sends_the_lists_as_tables_that_read_back_as_the_graph(nb):
+    nb.ok("t = torch.ones(3, requires_grad=True)\nh = t\nfor _ in range(2_000):\n    h = h * 1.0001")
+    widget = nb.ok("forgeviz.graph(h)")
+    trait, wire = widget.graph, as_wire(widget.model)
+    state_fields = {*NODE_STATE_FIELDS, *MODULE_STATE_FIELDS}
+    for key in ("nodes", "edges", "modules", "repeats"):
+        assert rows_of(trait[key]) == [{k: v for k, v in row.items() if k not in state_fields} for row in wire[key]]
+    # repeated values are coded: the op name and the edges' shapes are each sent once
+    assert trait["nodes"]["columns"]["name"]["values"] == ["MulBackward0", "torch::autograd::AccumulateGrad"]
+    assert trait["edges"]["columns"]["meta"]["values"] == [{"shape": [3], "dtype": "float32", "device": "cpu"}]
+    assert len(json.dumps(trait)) * 4 < len(json.dumps({**wire, "nodes": wire["nodes"], "edges": wire["edges"]}))
+
+
 def test_graph_updates_after_backward_without_rerunning_its_cell(nb):
     nb.ok(S1)
     widget = nb.ok("forgeviz.graph(loss)")
     before = widget.graph
     assert by_label(widget.model, "x").grad_brief is None
     assert not any(n["freed"] for n in merged_nodes(widget))
-    assert "freed" not in before["nodes"][0]  # the state trait carries it
+    assert "freed" not in before["nodes"]["columns"]  # the state trait carries it
     nb.ok("loss.backward()")  # another cell: the widget refreshes at post_run_cell
     assert widget.graph is before  # the structure is not sent again: only the state is
     after = {n["label"]: n for n in merged_nodes(widget)}

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Optional, Union
 
+from . import as_table, as_wire
+
 WIRE_VERSION = 1
 
 # A float on the wire. JSON has no NaN or Infinity, so non-finite values travel as the strings
@@ -367,15 +369,21 @@ NODE_STATE_FIELDS = ("grad_passes", "grad_brief", "freed", "nonfinite", "first_n
 MODULE_STATE_FIELDS = ("grad_norm", "param_grad_norm")
 
 
-def without_state(wire: dict) -> dict:
-    """A Graph as wire JSON less what its GraphState carries: the graph view's ``graph`` trait.
+def graph_trait(graph: Graph) -> dict:
+    """The graph view's ``graph`` trait: ``graph`` as wire JSON less what its GraphState carries
+    (the ``state`` trait sends that after each backward), its lists as tables (``as_table``).
 
-    >>> without_state({"nodes": [{"id": 1, "freed": True}], "modules": []})["nodes"]
-    [{'id': 1}]
+    >>> g = Graph(WIRE_VERSION, [Node(0, "MulBackward0", "op", "y", ["y"], "mul", None, 3, 1, True, False,
+    ...           1, "6", False, False)], [], [], [], [0], None, 1, 1, None)
+    >>> graph_trait(g)["nodes"]["columns"]["label"], "grad_brief" in graph_trait(g)["nodes"]["columns"]
+    (['y'], False)
     """
-    return {**wire,
-            "nodes": [{k: v for k, v in n.items() if k not in NODE_STATE_FIELDS} for n in wire["nodes"]],
-            "modules": [{k: v for k, v in m.items() if k not in MODULE_STATE_FIELDS} for m in wire["modules"]]}
+    wire = as_wire(graph)
+    assert isinstance(wire, dict)
+    nodes = [{k: v for k, v in n.items() if k not in NODE_STATE_FIELDS} for n in wire["nodes"]]
+    modules = [{k: v for k, v in m.items() if k not in MODULE_STATE_FIELDS} for m in wire["modules"]]
+    return {**wire, "nodes": as_table(nodes), "edges": as_table(wire["edges"]), "modules": as_table(modules),
+            "repeats": as_table(wire["repeats"])}
 
 
 WIRE_TYPES = [

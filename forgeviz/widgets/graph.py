@@ -23,7 +23,7 @@ from .._capture.walk import (
 )
 from ..export import to_digraph, to_dot
 from ..model import as_wire
-from ..model.graph import WIRE_VERSION, Graph, graph_state, without_state
+from ..model.graph import WIRE_VERSION, Graph, graph_state, graph_trait
 from .base import STATIC, RequestError, RequestWidget, esm
 
 
@@ -94,7 +94,7 @@ class GraphWidget(RequestWidget):
     def _send_graph(self, graph: Graph) -> None:
         """Send the structure only when it changed, less what the state carries; the state (a few
         bytes per Node) always: the browser applies it to the structure."""
-        structure = without_state(as_wire(graph))
+        structure = graph_trait(graph)
         state = as_wire(graph_state(graph))
         key = {**structure, "backward_passes": None}
         if key != self._structure:

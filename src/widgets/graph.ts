@@ -2,14 +2,16 @@
  * anywidget entry (esbuild → forgeviz/static/graph.js): a thin adapter from
  * the widget model to the pure graph renderer.
  *
- * Traits: ``graph`` (wire Graph JSON, re-sent when the structure changes), ``state`` (wire
+ * Traits: ``graph`` (wire Graph JSON with its lists as tables, see src/model/table.ts; re-sent when the
+ * structure changes), ``state`` (wire
  * GraphState after each backward: applied with no new layout), ``expanded`` (the expanded Module
  * ids; the browser writes it, so expansion survives re-display and refresh), ``warnings``.
  * Custom messages: see src/model/wire.ts (inspect / module / dot / graphviz / error).
  */
 import css from '../../style/graph.css?raw';
 import { getGraphviz } from '../graphviz-loader';
-import type { Graph, GraphState } from '../model/wire';
+import { graphOfTrait, isGraphTrait, type GraphTrait } from '../model/table';
+import type { GraphState } from '../model/wire';
 import { unpackLayout } from '../render/graph/layered';
 import { createGraphView, GraphView } from '../render/graph/view';
 import { createTransport } from '../transport';
@@ -26,7 +28,7 @@ const expandedOf = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x
 
 export const render = defineEntry({
   trait: 'graph',
-  is: (g): g is Graph => !!g && hasArrays(g, 'nodes', 'edges'),
+  is: (g): g is GraphTrait => isGraphTrait(g),
   styleId: 'forgeviz-style',
   css,
   connect: createTransport,
@@ -81,7 +83,7 @@ export const render = defineEntry({
     };
     return out;
   },
-  show: (view, g) => void view.setGraph(g)
+  show: (view, g) => void view.setGraph(graphOfTrait(g))
 });
 
 export default { render };

@@ -5,6 +5,7 @@
   expand block  a click on one block's bar of the "Block × 12" stack, to painted
   expand all    the "Expand all" button, to painted (the first big layout of the page, then again)
   pan           frames per second while the fully expanded graph is dragged for two seconds
+  zoom          frames per second while the wheel zooms the fully expanded graph in and out
   big views     "Expand all" on the 36-block model and the 10,000-op chain (past 1,200 boxes: laid out
                 by layered.ts in a worker and drawn windowed), to painted; pan at the fitted zoom
                 (all overview) and after a search zoomed in (groups near the view); the window's move
@@ -115,9 +116,22 @@ def search(page, nb, index: int, text: str) -> None:
     page.wait_for_timeout(300)
 
 
-def pan_fps(page, nb, index: int) -> tuple[float, float]:
+def on_screen(nb, index: int) -> dict:
+    """The view's canvas, scrolled into the page's view (mouse events off-screen reach nothing)."""
     stage = nb.output(index).locator(".fv-canvas")
-    box = stage.bounding_box()
+    stage.scroll_into_view_if_needed()
+    nb.page.wait_for_timeout(200)
+    return stage.bounding_box()
+
+
+def transform_of(page, index: int) -> str:
+    return page.evaluate("(i) => window.jupyterapp.shell.currentWidget.content.widgets[i].node"
+                         ".querySelector('.fv-viewport').getAttribute('transform')", index)
+
+
+def pan_fps(page, nb, index: int) -> tuple[float, float]:
+    box = on_screen(nb, index)
+    before = transform_of(page, index)
     cx, cy = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
     frames = page.evaluate_handle(FRAMES)
     page.mouse.move(cx, cy)
@@ -128,6 +142,23 @@ def pan_fps(page, nb, index: int) -> tuple[float, float]:
     page.mouse.up()
     times = frames.json_value()
     gaps = [b - a for a, b in zip(times, times[1:])]
+    assert transform_of(page, index) != before, "the drag did not move the view"
+    return (len(times) - 1) / ((times[-1] - times[0]) / 1000), max(gaps)
+
+
+def zoom_fps(page, nb, index: int) -> tuple[float, float]:
+    """Frames per second while the wheel zooms in and out about the view's centre for two seconds."""
+    box = on_screen(nb, index)
+    before = transform_of(page, index)
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    frames = page.evaluate_handle(FRAMES)
+    for step in range(110):  # in, out, ..., and in: it ends zoomed in
+        page.mouse.wheel(0, -60 if (step // 20) % 2 == 0 else 60)
+        page.wait_for_timeout(16)
+    times = frames.json_value()
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    page.wait_for_timeout(300)  # the zoom settles: the group takes the scale
+    assert transform_of(page, index) != before, "the wheel did not zoom the view"
     return (len(times) - 1) / ((times[-1] - times[0]) / 1000), max(gaps)
 
 
@@ -149,6 +180,8 @@ def main() -> None:
         rows.append(("  collapse all", page.evaluate(TIMED_CLICK, [2, ".fv-collapse-all"])))
         rows.append(("  expand all (first big layout)", page.evaluate(TIMED_CLICK, [2, ".fv-expand-all"])))
         fps, worst = pan_fps(page, nb, 2)
+        search(page, nb, 2, "c_attn")  # centred on the match at a readable zoom
+        zoom, zoom_worst = zoom_fps(page, nb, 2)
         page.evaluate(TIMED_CLICK, [2, ".fv-collapse-all"])
         rows.append(("  expand all (again)", page.evaluate(TIMED_CLICK, [2, ".fv-expand-all"])))
         deep = first_view(page, nb, 3)
@@ -172,6 +205,8 @@ def main() -> None:
     for name, r in rows:
         print(f"  {name:<40}{r['ms']:>9.0f}{r['longest']:>17.0f}{r['boxes']:>7}")
     print(f"  pan, fully expanded GPT-2: {fps:.0f} frames/s, longest frame {worst:.0f} ms")
+    print(f"  wheel zoom, fully expanded GPT-2 at a readable scale: {zoom:.0f} frames/s, "
+          f"longest frame {zoom_worst:.0f} ms")
     print(f"  (before each first view arrived, while its cell ran: longest tasks {gpt['before']:.0f}, "
           f"{deep['before']:.0f}, {chain['before']:.0f} ms)")
     for name, f, w in pans:

@@ -1,5 +1,6 @@
 /** Fixtures shaped exactly like src/model/wire.ts. Scenario S1:
  *  x=[2.], y=[3.] requires_grad; z=x*y; w=z+x; loss=w**2; loss.backward(). */
+import type { Column, GraphTrait, Table } from '../../src/model/table';
 import type { Graph, Module, Node, NodeDetail, TensorSummary } from '../../src/model/wire';
 
 /** The DOT the browser makes of S1 (dotgen.ts; the graph, node and edge defaults of forgeviz/export.py). */
@@ -211,4 +212,24 @@ export function loopGraph(n = 10_000): Graph {
     nodes: nodes.slice(1).map(x => x.id), op_count: n, param_count: 0, param_bytes: 0, signature: '', grad_norm: null, param_grad_norm: null
   };
   return { version: 1, nodes, edges, modules: [group], repeats: [], roots: [n], message: null, backward_passes: 0, total_nodes: n + 1, cut: null };
+}
+
+/** ``rows`` as a table the way the kernel's ``as_table`` makes one: string columns coded. */
+export function tableOf(rows: object[]): Table {
+  const columns: Record<string, Column> = {};
+  for (const key of Object.keys(rows[0] ?? {})) {
+    const values = rows.map(r => (r as Record<string, unknown>)[key]);
+    if (values.every(v => typeof v === 'string')) {
+      const distinct = [...new Set(values)];
+      columns[key] = { values: distinct, codes: values.map(v => distinct.indexOf(v)) };
+    } else {
+      columns[key] = values;
+    }
+  }
+  return { rows: rows.length, columns };
+}
+
+/** ``g`` as the graph trait carries it (src/model/table.ts). */
+export function traitOf(g: Graph): GraphTrait {
+  return { ...g, nodes: tableOf(g.nodes), edges: tableOf(g.edges), modules: tableOf(g.modules), repeats: tableOf(g.repeats) };
 }

@@ -8,7 +8,7 @@ import plugin from '../../src/lab/index';
 import { createTransport } from '../../src/transport';
 import { VERSION } from '../../src/version';
 import widget from '../../src/widgets/graph';
-import { s1Graph, zDetail } from './fixtures';
+import { s1Graph, traitOf, zDetail } from './fixtures';
 import { gptGraph, gptState } from './gpt-fixture';
 import { FakeModel } from './fakemodel';
 import { mounter } from './mount';
@@ -35,8 +35,8 @@ describe('anywidget adapter', () => {
   it('uses the Lab-provided Graphviz once per page for every widget', async () => {
     const loadGraphviz = vi.fn(async () => gv);
     (globalThis as G).__forgeviz__ = { loadGraphviz };
-    const m1 = new FakeModel({ graph: s1Graph(), warnings: [] });
-    const m2 = new FakeModel({ graph: s1Graph(), warnings: [] });
+    const m1 = new FakeModel({ graph: traitOf(s1Graph()), warnings: [] });
+    const m2 = new FakeModel({ graph: traitOf(s1Graph()), warnings: [] });
     const a = mount(m1);
     const b = mount(m2);
     await ready(a.el);
@@ -51,7 +51,7 @@ describe('anywidget adapter', () => {
 
   it('asks the kernel for inspect and matches the reply by request_id', async () => {
     (globalThis as G).__forgeviz__ = { loadGraphviz: async () => gv };
-    const model = new FakeModel({ graph: s1Graph(), warnings: [] });
+    const model = new FakeModel({ graph: traitOf(s1Graph()), warnings: [] });
     const { el } = mount(model);
     await ready(el);
     el.querySelector('.fv-node[data-node-id="3"]')!.dispatchEvent(new MouseEvent('click', { bubbles: true }));
@@ -69,7 +69,7 @@ describe('anywidget adapter', () => {
 
   it('shows an error reply in the inspector', async () => {
     (globalThis as G).__forgeviz__ = { loadGraphviz: async () => gv };
-    const model = new FakeModel({ graph: s1Graph(), warnings: [] }, (msg, m) => {
+    const model = new FakeModel({ graph: traitOf(s1Graph()), warnings: [] }, (msg, m) => {
       if (msg.type === 'inspect') {
         m.reply({ type: 'error', request_id: msg.request_id, message: 'node 3 was garbage collected' });
       }
@@ -83,14 +83,14 @@ describe('anywidget adapter', () => {
 
   it('re-renders on change:graph and shows warnings', async () => {
     (globalThis as G).__forgeviz__ = { loadGraphviz: async () => gv };
-    const model = new FakeModel({ graph: s1Graph(false), warnings: [] });
+    const model = new FakeModel({ graph: traitOf(s1Graph(false)), warnings: [] });
     const { el, cleanup } = mount(model);
     await ready(el);
     expect(el.querySelector<HTMLElement>('.fv-warning')!.hidden).toBe(true);
     model.set('warnings', ['capture failed: RuntimeError(boom)']);
     expect(el.querySelector<HTMLElement>('.fv-warning')!.hidden).toBe(false);
     expect(el.querySelector('.fv-warning')!.textContent).toContain('capture failed: RuntimeError(boom)');
-    model.set('graph', s1Graph(true));
+    model.set('graph', traitOf(s1Graph(true)));
     await ready(el);
     await vi.waitFor(() => expect(el.querySelector('.fv-node[data-node-id="1"] .fv-badge-text')?.textContent).toBe('∇ 64'));
     cleanup();
@@ -104,7 +104,7 @@ describe('anywidget adapter', () => {
       loadGraphviz: async () => ({ layout: (dot: string, f: 'json', e: 'dot') => (layouts.push(dot), gv.layout(dot, f, e)) })
     };
     const g = gptGraph();
-    const model = new FakeModel({ graph: g, state: gptState(g), expanded: ['model', 'model.h', 'model.h.2'], warnings: [] });
+    const model = new FakeModel({ graph: traitOf(g), state: gptState(g), expanded: ['model', 'model.h', 'model.h.2'], warnings: [] });
     const { el, cleanup } = mount(model);
     await ready(el);
     // the expansion from the trait, and the state newer than the graph, applied
@@ -131,7 +131,7 @@ describe('anywidget adapter', () => {
 
   it('falls back to the kernel for Graphviz, sent in buffers[0], and caches it', async () => {
     const source = new TextEncoder().encode('export const Graphviz = {};');
-    const model = new FakeModel({ graph: s1Graph(), warnings: [] }, (msg, m) => {
+    const model = new FakeModel({ graph: traitOf(s1Graph()), warnings: [] }, (msg, m) => {
       if (msg.type === 'graphviz') {
         m.reply({ type: 'graphviz', request_id: msg.request_id }, [new DataView(source.buffer)]);
       }

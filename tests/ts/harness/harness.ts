@@ -4,7 +4,7 @@
  * (bytes of forgeviz/static/graphviz.js in buffers[0], imported from a Blob URL).
  * Served by scripts/harness.mjs.
  */
-import { clusterGraph, S1_DOT, s1Graph, xDetail, zDetail } from '../fixtures';
+import { clusterGraph, S1_DOT, s1Graph, traitOf, xDetail, zDetail } from '../fixtures';
 import { FakeModel } from '../fakemodel';
 
 const params = new URLSearchParams(location.search);
@@ -44,7 +44,7 @@ const mounts: [string, any, string[]][] = [
   ['w3', { ...s1Graph(false), nodes: [], edges: [], message: 'no autograd history (requires_grad=False)' }, []]
 ];
 for (const [id, graph, warnings] of mounts) {
-  const model = new FakeModel({ graph, warnings }, kernel);
+  const model = new FakeModel({ graph: traitOf(graph), warnings }, kernel);
   widget.render({ model, el: document.getElementById(id)! });
 }
 
