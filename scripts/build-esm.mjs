@@ -1,11 +1,14 @@
 // Build one anywidget ESM per view (src/widgets/<name>.ts → forgeviz/static/<name>.js, for each
 // view in forgeviz/views.json, the one list of views) and the Graphviz fallback bundle
-// (forgeviz/static/graphviz.js) with esbuild.
+// (forgeviz/static/graphviz.js) with esbuild; and the headless renderer (src/headless/index.ts →
+// forgeviz/static/headless.js: an IIFE for a bare V8, with happy-dom and Graphviz, that Python's
+// forgeviz.headless runs; not a view).
 //   node scripts/build-esm.mjs          production (minified)
 //   node scripts/build-esm.mjs --dev    development (source maps, readable)
 import * as esbuild from 'esbuild';
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { builtinModules } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -29,6 +32,15 @@ const rawCss = {
       const { code } = await esbuild.transform(source, { loader: 'css', minify: !dev });
       return { contents: code, loader: 'text', watchFiles: [args.path] };
     });
+  }
+};
+
+/** happy-dom imports Node builtins it never calls in our use: each is src/headless/node-builtins.cjs. */
+const nodeBuiltins = {
+  name: 'node-builtins',
+  setup(build) {
+    const names = builtinModules.map(m => m.replace(/[/]/g, '\\/')).join('|');
+    build.onResolve({ filter: new RegExp(`^(node:)?(${names}|ws)$`) }, () => ({ path: path.join(root, 'src', 'headless', 'node-builtins.cjs') }));
   }
 };
 
@@ -62,6 +74,17 @@ await Promise.all([
     minify: true,
     entryPoints: [path.join(root, 'src', 'graphviz-bundle.ts')],
     outfile: path.join(outdir, 'graphviz.js')
+  }),
+  esbuild.build({
+    ...common,
+    entryPoints: [path.join(root, 'src', 'headless', 'index.ts')],
+    outfile: path.join(outdir, 'headless.js'),
+    format: 'iife',
+    target: 'es2022',
+    // happy-dom's ESM build, with the builtins it imports stubbed; the globals a bare V8 lacks first
+    conditions: ['node', 'import'],
+    banner: { js: await readFile(path.join(root, 'src', 'headless', 'prelude.js'), 'utf8') },
+    plugins: [rawCss, nodeBuiltins]
   })
 ]);
 
@@ -77,6 +100,7 @@ for (const name of views.map(v => `${v}.js`)) {
   }
 }
 console.log(`forgeviz/static/graphviz.js ${await size('graphviz.js')} bytes`);
+console.log(`forgeviz/static/headless.js ${await size('headless.js')} bytes (run in Python, not sent to the page)`);
 if (over) {
   process.exit(1);
 }
