@@ -3,6 +3,9 @@ validated requests from the browser."""
 
 from __future__ import annotations
 
+import base64
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Optional
 
@@ -19,6 +22,67 @@ export default { render({ el }) {
 } };
 """
 MAX_WARNINGS = 5  # the newest warnings a view shows
+
+# A view's own data in a saved notebook, drawn with no kernel by the Lab renderer (src/lab/mime.ts).
+MIME_TYPE = "application/vnd.forgeviz.v1+json"
+SAVED_VERSION = 1
+# The most one output's forgeviz JSON may weigh: 20 outputs stay under 5 MB. Details go first.
+MAX_SAVED_BYTES = 200_000
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+@dataclass
+class Saved:
+    """What one view keeps in a saved notebook (``RequestWidget._saved`` makes it).
+
+    ``summary`` is the one-line ``text/plain``; ``traits`` the synced trait values the browser view
+    draws from; ``details`` precomputed replies to its requests (the graph's inspector), optional;
+    ``messages`` custom messages a view gets after it renders (``(content, buffers)``: the memory
+    timeline's events), optional. ``details`` and ``messages`` are left out, with the reason in
+    ``cut``, when the output would pass ``MAX_SAVED_BYTES``.
+    """
+
+    summary: str
+    traits: dict
+    details: dict = field(default_factory=dict)
+    messages: list = field(default_factory=list)
+    cut: Optional[str] = None
+
+
+def saved_payload(view: str, saved: Saved, max_bytes: int = MAX_SAVED_BYTES) -> Optional[dict]:
+    """The ``application/vnd.forgeviz.v1+json`` value for ``saved``, within ``max_bytes`` (JSON):
+    the details and messages are dropped first (``details_cut`` says so); None if even the traits
+    do not fit.
+
+    >>> p = saved_payload("graph", Saved("forgeviz graph: 1 Node", {"graph": {}}, {"nodes": {"1": {}}}))
+    >>> p["view"], p["traits"], p["details"]
+    ('graph', {'graph': {}}, {'nodes': {'1': {}}})
+    >>> saved_payload("graph", Saved("s", {"graph": {}}, {"nodes": {"1": "x" * 200}}), max_bytes=200)["details_cut"]
+    'the saved details would pass 200 bytes'
+    """
+    messages = [{"content": content, "buffers": [base64.b64encode(bytes(b)).decode("ascii") for b in buffers or ()]}
+                for content, buffers in saved.messages]
+    payload: dict = {"version": SAVED_VERSION, "view": view, "summary": saved.summary, "traits": saved.traits,
+                     "details": saved.details, "messages": messages}
+    if saved.cut:
+        payload["details_cut"] = saved.cut
+    if len(json.dumps(payload, separators=(",", ":"))) <= max_bytes:
+        return payload
+    payload.update(details={}, messages=[], details_cut=f"the saved details would pass {max_bytes} bytes")
+    if len(json.dumps(payload, separators=(",", ":"))) <= max_bytes:
+        return payload
+    return None
+
+
+def _split_bundle(bundle: object) -> tuple[dict, Optional[dict]]:
+    """anywidget's ``(data, metadata)`` or ipywidgets' ``data`` as ``(data, metadata)``.
+
+    >>> _split_bundle(({"text/plain": "w"}, {})), _split_bundle({"text/plain": "w"}), _split_bundle(None)
+    (({'text/plain': 'w'}, {}), ({'text/plain': 'w'}, None), ({}, None))
+    """
+    if isinstance(bundle, tuple):
+        return dict(bundle[0]), bundle[1]
+    return (dict(bundle) if isinstance(bundle, dict) else {}), None
 
 
 def esm(name: str) -> Any:
@@ -61,6 +125,8 @@ class RequestWidget(anywidget.AnyWidget):
 
     warnings = traitlets.List(traitlets.Unicode()).tag(sync=True)
     requests: ClassVar[tuple[str, ...]] = ()
+    # The view's name in forgeviz/views.json (the saved output says which view draws it).
+    view_name: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -113,6 +179,38 @@ class RequestWidget(anywidget.AnyWidget):
     def _answer_gone(self, request_id: int, content: dict) -> tuple[dict, None]:
         self._track_view(content, present=False)
         return {"type": "gone", "request_id": request_id}, None
+
+    # --- the output a notebook saves ---------------------------------------------------------
+    def _saved(self) -> Saved:
+        """What a saved notebook keeps of this view: each view says (its summary, traits, details)."""
+        raise NotImplementedError(f"{type(self).__name__} saves nothing")
+
+    def _offline_renderings(self, payload: dict) -> dict:
+        """More mime types for a page with no forgeviz renderer (``image/svg+xml``, ``text/html``
+        from a headless renderer): none yet. They go into the bundle beside the forgeviz JSON."""
+        return {}
+
+    def _repr_mimebundle_(self, **kwargs):
+        """The widget's own bundle (its view while the kernel has the model), plus a one-line
+        ``text/plain`` and the view's data as ``application/vnd.forgeviz.v1+json``, which JupyterLab
+        draws with no kernel (src/lab/mime.ts). A fault here leaves the widget's bundle as it is.
+        """
+        bundle = super()._repr_mimebundle_(**kwargs)
+        data, metadata = _split_bundle(bundle)
+        if WIDGET_VIEW not in data:
+            return bundle  # not displayable as a widget (closed): nothing to add either
+        try:
+            saved = self._saved()
+            payload = saved_payload(self.view_name, saved)
+            extra = {"text/plain": saved.summary}
+            if payload is not None:
+                extra[MIME_TYPE] = payload
+                extra.update(self._offline_renderings(payload))
+        except Exception as exc:  # noqa: BLE001 - a forgeviz fault never breaks the display
+            self._session.fault(f"saving the {self.view_name or 'view'} output failed: {exc!r}")
+            return bundle
+        data.update(extra)
+        return data if metadata is None else (data, metadata)
 
     # --- requests -------------------------------------------------------------------------
     def _answer(self, kind: object, request_id: int, content: dict) -> tuple[dict, Optional[list]]:

@@ -12,8 +12,8 @@ from typing import Optional, Union
 import traitlets
 
 from .._capture.session import CaptureSession
-from ..model.broadcast import BroadcastPlan
-from .base import STATIC, RequestError, RequestWidget, esm
+from ..model.broadcast import BroadcastPlan, format_bytes
+from .base import STATIC, RequestError, RequestWidget, Saved, esm
 
 # esbuild ends an ESM bundle with ``export{x as default, ...};``: the page binds that default export
 # to a global instead, so the bundle runs from an inline script, offline, even from file://.
@@ -66,6 +66,7 @@ class BroadcastWidget(RequestWidget):
     _esm = esm("broadcast.js")
     plan = traitlets.Dict().tag(sync=True)
     requests = ("html",)
+    view_name = "broadcast"
 
     def __init__(self, plan: BroadcastPlan, session: CaptureSession) -> None:
         super().__init__(session)
@@ -76,6 +77,39 @@ class BroadcastWidget(RequestWidget):
     def model(self) -> BroadcastPlan:
         """The plain BroadcastPlan being shown."""
         return self._plan
+
+    def summary(self) -> str:
+        """One line on what this view shows, from its plan.
+
+        >>> import forgeviz
+        >>> forgeviz.broadcast((3, 1), (1, 4), op="+").summary()
+        'forgeviz broadcast: a (3, 1) + b (1, 4) → (3, 4), 48 B; 6 steps'
+        >>> forgeviz.broadcast((3,), (4,), op="+").summary()[:56]
+        'forgeviz broadcast: a (3,) + b (4,) fails at dim -1: 3 v'
+        """
+        plan = self._plan
+        if not plan.operands:
+            return f"forgeviz broadcast: {plan.message or 'nothing to show'}"
+
+        def shape(s) -> str:
+            return "(" + ", ".join(map(str, s)) + ("," if len(s) == 1 else "") + ")"
+
+        join = f" {plan.op} " if plan.op not in ("broadcast",) else ", "
+        operands = join.join(f"{o.name} {shape(o.shape)}" for o in plan.operands)
+        if plan.ok and plan.result_shape is not None:
+            size = f", {format_bytes(plan.result_nbytes)}" if plan.result_nbytes is not None else ""
+            verdict = f"→ {shape(plan.result_shape)}{size}"
+        elif plan.conflict is not None:
+            c = plan.conflict
+            verdict = f"fails at dim {c.from_right}: {' vs '.join(map(str, c.sizes))}"
+        else:
+            verdict = "fails"
+        steps = len(plan.steps)
+        return f"forgeviz broadcast: {operands} {verdict}; {steps} step{'s' if steps != 1 else ''}"
+
+    def _saved(self) -> Saved:
+        """The plan: every step of the animation is in it."""
+        return Saved(self.summary(), {"plan": self.plan, "warnings": list(self.warnings)})
 
     def to_html(self, path: Optional[Union[str, Path]] = None, theme: str = "light") -> str:
         """The whole animation as a self-contained offline HTML page; written to ``path`` if given.

@@ -24,7 +24,10 @@ from .._capture.walk import (
 from ..export import to_digraph, to_dot
 from ..model import as_wire
 from ..model.graph import WIRE_VERSION, Graph, graph_state, graph_trait
-from .base import STATIC, RequestError, RequestWidget, esm
+from .base import STATIC, RequestError, RequestWidget, Saved, esm
+
+# A saved graph keeps the inspector's reply for each Node (and Module) up to this many Nodes.
+MAX_SAVED_DETAILS = 300
 
 
 class GraphWidget(RequestWidget):
@@ -43,6 +46,7 @@ class GraphWidget(RequestWidget):
     # display of this widget opens as the user left it.
     expanded = traitlets.List(traitlets.Unicode()).tag(sync=True)
     requests = ("inspect", "module", "dot", "graphviz")
+    view_name = "graph"
 
     def __init__(self, values: tuple, session: CaptureSession, names: NameIndex,
                  namespace: Optional[Mapping[str, object]] = None, max_nodes: int = MAX_NODES) -> None:
@@ -128,6 +132,49 @@ class GraphWidget(RequestWidget):
         """The same graph as a ``graphviz.Digraph`` (render it with a local ``dot`` if you have one)."""
         return to_digraph(self._live.graph)
 
+    def summary(self) -> str:
+        """One line on what this view shows, from its model.
+
+        >>> import forgeviz, torch
+        >>> x = torch.tensor([2.], requires_grad=True)
+        >>> forgeviz.graph(x * 3).summary()
+        'forgeviz graph: 2 Nodes, Mul ← x; no backward yet'
+        """
+        graph = self._live.graph
+        if not graph.nodes:
+            return f"forgeviz graph: {graph.message or 'empty'}"
+        by_id = {n.id: n for n in graph.nodes}
+        roots = [by_id[r].label for r in graph.roots if r in by_id]
+        leaves = [n.label for n in graph.nodes if n.kind == "leaf"]
+        shown = ", ".join(leaves[:4]) + (f" and {len(leaves) - 4} more" if len(leaves) > 4 else "")
+        count = f"{len(graph.nodes):,} Node{'s' if len(graph.nodes) != 1 else ''}"
+        if graph.total_nodes > len(graph.nodes):
+            count += f" of {graph.total_nodes:,}"
+        modules = f", {len(graph.modules):,} modules" if graph.modules else ""
+        passes = max(n.grad_passes for n in graph.nodes)
+        grads = f"grads after {passes} backward{'s' if passes != 1 else ''}" if passes else "no backward yet"
+        return f"forgeviz graph: {count}{modules}, {', '.join(roots)} ← {shown or 'no leaves'}; {grads}"
+
+    def _saved(self) -> Saved:
+        """The traits the graph view draws from, and the inspector's reply for each Node and Module
+        (for graphs of at most ``MAX_SAVED_DETAILS`` Nodes)."""
+        graph = self._live.graph
+        traits = {"graph": self.graph, "state": self.state, "expanded": list(self.expanded),
+                  "warnings": list(self.warnings)}
+        if len(graph.nodes) > MAX_SAVED_DETAILS:
+            return Saved(self.summary(), traits,
+                         cut=f"{len(graph.nodes):,} Nodes: details are saved for at most {MAX_SAVED_DETAILS}")
+        with untraced():
+            details = {"nodes": {str(n.id): as_wire(self._node_detail(n.id)) for n in graph.nodes},
+                       "modules": {m.id: as_wire(module_detail(m.id, self._live, self._session))
+                                   for m in graph.modules}}
+        return Saved(self.summary(), traits, details)
+
+    def _node_detail(self, nid: int):
+        """What the inspector shows for Node ``nid`` (asked for by the browser, or saved)."""
+        with untraced():
+            return node_detail(nid, self._live, self._session, bool(self._live.nodes))
+
     # --- requests from the browser --------------------------------------------------------
     def _answer_inspect(self, request_id: int, content: dict) -> tuple[dict, None]:
         nid = content.get("node")
@@ -135,10 +182,7 @@ class GraphWidget(RequestWidget):
             raise RequestError(f"expected an integer node id, got {nid!r}")
         if nid not in {n.id for n in self._live.graph.nodes}:
             raise RequestError(f"no node {nid} in this graph")
-        with untraced():
-            alive = bool(self._live.nodes)
-            detail = node_detail(nid, self._live, self._session, alive)
-        return {"type": "inspect", "request_id": request_id, "detail": as_wire(detail)}, None
+        return {"type": "inspect", "request_id": request_id, "detail": as_wire(self._node_detail(nid))}, None
 
     def _answer_module(self, request_id: int, content: dict) -> tuple[dict, None]:
         module = content.get("module")

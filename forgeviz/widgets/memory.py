@@ -14,9 +14,11 @@ import traitlets
 from .._capture.memory import MemoryTracker
 from .._capture.session import CaptureSession
 from ..model import memory as m
-from .base import RequestError, RequestWidget, esm
+from ..model.broadcast import format_bytes
+from .base import RequestError, RequestWidget, Saved, esm
 
 CHUNK_EVENTS = 200_000  # events per message: 6 MB at most
+MAX_SAVED_EVENTS = 4_000  # a saved timeline keeps its events up to this many (30 bytes each, base64)
 
 
 class MemoryWidget(RequestWidget):
@@ -25,6 +27,7 @@ class MemoryWidget(RequestWidget):
     _esm = esm("memory.js")
     timeline = traitlets.Dict().tag(sync=True)
     requests = ("replay", "gone", "detail")  # a view's replay request announces it
+    view_name = "memory"
 
     def __init__(self, tracker: MemoryTracker, session: CaptureSession, live: bool = True,
                  message: Optional[str] = None) -> None:
@@ -49,6 +52,29 @@ class MemoryWidget(RequestWidget):
     @property
     def model(self) -> m.MemoryTimeline:
         return self._tracker.timeline(message=self._message)
+
+    def summary(self) -> str:
+        """One line on what this timeline holds, from the tracker (``forgeviz memory (cpu): 1,204
+        events over 3 cells, peak 12.50 MiB, live 4 MiB``)."""
+        t = self.model
+        if t.message and not t.count:
+            return f"forgeviz memory ({t.device}): {t.message}"
+        return (f"forgeviz memory ({t.device}): {t.count:,} events over {len(t.cells)} cells, "
+                f"peak {format_bytes(t.peak_bytes)}, live {format_bytes(t.live_bytes)}")
+
+    def _saved(self) -> Saved:
+        """The timeline trait and its events, as the ``events`` message the view gets after a replay
+        (left out past ``MAX_SAVED_EVENTS``)."""
+        timeline = self.model
+        traits = {"timeline": dataclasses.asdict(timeline), "warnings": list(self.warnings)}
+        count = timeline.count
+        if count > MAX_SAVED_EVENTS:
+            return Saved(self.summary(), traits,
+                         cut=f"{count:,} events: the events are saved for at most {MAX_SAVED_EVENTS:,}")
+        cols = self._tracker.columns(0, count)
+        message = ({"type": "events", "start": 0, "count": count, "reset": True},
+                   [cols[name] for name, _ in m.EVENT_COLUMNS])
+        return Saved(self.summary(), traits, messages=[message])
 
     def refresh(self) -> None:
         """Send the tables and the events recorded since the last refresh (to a live timeline, only

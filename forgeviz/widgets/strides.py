@@ -13,7 +13,7 @@ from .._capture.strides import Described, Frozen, describe, read_storage, read_w
 from .._capture.untraced import untraced
 from ..model import strides as m
 from ..model.strides import StrideLayout
-from .base import RequestError, RequestWidget, esm
+from .base import RequestError, RequestWidget, Saved, esm
 
 
 def _int_list(value: object, what: str, length: Optional[int] = None) -> list[int]:
@@ -41,6 +41,7 @@ class StridesWidget(RequestWidget):
     _esm = esm("strides.js")
     layout = traitlets.Dict().tag(sync=True)
     requests = ("values", "storage", "try", "view", "gone")
+    view_name = "strides"
 
     def __init__(self, values: Sequence[object], names: Sequence[str], session: CaptureSession) -> None:
         super().__init__(session)
@@ -137,6 +138,33 @@ class StridesWidget(RequestWidget):
                 changed = True
         if changed:
             self.layout = dataclasses.asdict(self._described.layout)
+
+    def summary(self) -> str:
+        """One line on what this view shows, from its model.
+
+        >>> import forgeviz, torch
+        >>> t = torch.arange(6).reshape(2, 3)
+        >>> forgeviz.strides(t).summary()
+        'forgeviz strides: t (2, 3) stride (3, 1), contiguous; 1 storage'
+        """
+        layout = self.model
+        if not layout.tensors:
+            return f"forgeviz strides: {layout.message or 'nothing to show'}"
+        parts = []
+        for t in layout.tensors[:4]:
+            shape = "(" + ", ".join(map(str, t.shape)) + ("," if len(t.shape) == 1 else "") + ")"
+            if t.stride is None:
+                parts.append(f"{t.name} {shape} {t.layout}, no strides")
+                continue
+            stride = "(" + ", ".join(map(str, t.stride)) + ("," if len(t.stride) == 1 else "") + ")"
+            parts.append(f"{t.name} {shape} stride {stride}" + (", contiguous" if t.is_contiguous else ""))
+        more = f" and {len(layout.tensors) - 4} more" if len(layout.tensors) > 4 else ""
+        storages = len(layout.strips)
+        return f"forgeviz strides: {'; '.join(parts)}{more}; {storages} storage{'s' if storages != 1 else ''}"
+
+    def _saved(self) -> Saved:
+        """The layout trait: the visible windows of values it holds are what the view shows."""
+        return Saved(self.summary(), {"layout": self.layout, "warnings": list(self.warnings)})
 
     # --- requests from the browser --------------------------------------------------------
     def _view_appeared(self) -> None:
