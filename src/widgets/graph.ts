@@ -15,12 +15,26 @@ import type { GraphState } from '../model/wire';
 import { unpackLayout } from '../render/graph/layered';
 import { createGraphView, GraphView } from '../render/graph/view';
 import { createTransport } from '../transport';
-import { defineEntry, hasArrays, kernel } from './entry';
+import { defineEntry, hasArrays, kernel, type EntryModel } from './entry';
 
 /** The model calls beyond ``EntryModel`` that writing a trait needs (absent on the static page). */
 interface WritableModel {
   set?(key: string, value: unknown): void;
   save_changes?(): void;
+}
+
+/**
+ * A saved output's inspector reply for a Node (``'nodes'``, by id) or a Module (``'modules'``), from
+ * the ``details`` a static model holds (the Lab renderer of a saved notebook: src/lab/saved.ts).
+ */
+function savedDetail<T>(model: EntryModel, kind: 'nodes' | 'modules', id: string): Promise<T> {
+  const details = model.get('details') as Record<string, Record<string, T> | undefined> | undefined;
+  const detail = details?.[kind]?.[id];
+  if (detail) {
+    return Promise.resolve(detail);
+  }
+  const cut = model.get('details_cut');
+  return Promise.reject(new Error(`no kernel, and this saved graph has no details for it${typeof cut === 'string' ? ` (${cut})` : ''}`));
 }
 
 const isState = (v: unknown): v is GraphState => hasArrays(v, 'ids', 'module_ids');
@@ -44,8 +58,8 @@ export const render = defineEntry({
         }
         return unpackLayout(await g.layered(input), input);
       },
-      requestDetail: node => t().inspect(node),
-      requestModule: id => t().module(id),
+      requestDetail: node => (transport ? transport.inspect(node) : savedDetail(model, 'nodes', String(node))),
+      requestModule: id => (transport ? transport.module(id) : savedDetail(model, 'modules', id)),
       requestDot: () => t().dot(),
       expanded: expandedOf(model.get('expanded')),
       onExpandedChange: ids => {
