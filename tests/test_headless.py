@@ -231,3 +231,17 @@ def test_runs_with_no_display_and_no_browser_on_path(s1, tmp_path):
     assert int(done.stdout.strip()) > 1000
     width, height, pixels = decode_png(out.read_bytes())
     assert width > 100 and height > 100 and len(set(pixels)) > 20
+
+
+@pytest.mark.parametrize("ops", [300, 1500])  # attached frame by frame; past BIG_VIEW_ITEMS: the layered layout
+def test_a_long_chain_draws_every_node(nb, ops):
+    nb.ok(f"t = torch.ones(3, requires_grad=True)\nh = t\nfor _ in range({ops}):\n    h = h * 1.0001")
+    widget = nb.ok("forgeviz.graph(h)")
+    traits = headless.traits_of(widget)
+    folded = headless.render_svg("graph", traits)
+    assert f"{ops} ops" in svg_texts(folded)  # first shown: the cell's ops folded into one box
+    ids = traits["graph"]["modules"]["columns"]["id"]
+    traits["expanded"] = list(ids if isinstance(ids, list) else ids["values"])  # as the expanded trait
+    svg = headless.render_svg("graph", traits)
+    drawn = set(re.findall(r'data-fv-node="(\d+)"', svg))
+    assert len(drawn) == len(widget.model.nodes) == ops + 1  # every MulBackward0 and the leaf's AccumulateGrad

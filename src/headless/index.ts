@@ -56,6 +56,10 @@ let win: Window | null = null;
 function page(): Document {
   if (!win) {
     win = new Window({ width: 1200, height: 900 });
+    // no screen, no frames: a frame is the next task (a big graph is attached frame by frame)
+    const w = win as unknown as { requestAnimationFrame(cb: (t: number) => void): number; cancelAnimationFrame(id: number): void };
+    w.requestAnimationFrame = cb => setTimeout(() => cb(Date.now()), 0) as unknown as number;
+    w.cancelAnimationFrame = id => clearTimeout(id);
     const fv = forgevizGlobal();
     fv.loadGraphviz = () => loadWithLayered(graphvizModule);
   }

@@ -70,3 +70,11 @@
 (function (g) {
   if (!g.process) g.process = { env: {}, arch: 'x64', argv: ['node'], listenerCount: () => 0, exit() {}, platform: 'linux', version: 'v20.0.0', versions: {}, cwd: () => '/', nextTick: (f, ...a) => g.queueMicrotask(() => f(...a)), on() {}, emitWarning() {}, hrtime: Object.assign(() => [0, 0], { bigint: () => 0n }) };
 })(globalThis);
+(function (g) {
+  // mini-racer's setTimeout (Atomics.waitAsync) throws for a delay of 0 (waitAsync answers at once,
+  // with no promise): wait at least 1 ms there.
+  if (typeof g.__timer_manager !== 'undefined' && typeof g.setTimeout === 'function') {
+    const st = g.setTimeout;
+    g.setTimeout = (f, d, ...a) => st(f, Math.max(1, Number(d) || 0), ...a);
+  }
+})(globalThis);
