@@ -245,3 +245,15 @@ def test_a_long_chain_draws_every_node(nb, ops):
     svg = headless.render_svg("graph", traits)
     drawn = set(re.findall(r'data-fv-node="(\d+)"', svg))
     assert len(drawn) == len(widget.model.nodes) == ops + 1  # every MulBackward0 and the leaf's AccumulateGrad
+
+
+def test_a_missing_bundle_says_so_and_a_later_call_retries(s1, tmp_path, monkeypatch):
+    widget, _ = s1
+    traits = headless.traits_of(widget)
+    built = headless.BUNDLE
+    monkeypatch.setattr(headless, "_engine", None)  # a fresh process's state (the old engine is put back after)
+    monkeypatch.setattr(headless, "BUNDLE", tmp_path / "headless.js")
+    with pytest.raises(headless.HeadlessError, match=r"headless\.js is missing: build the frontend"):
+        headless.render_svg("graph", traits)
+    monkeypatch.setattr(headless, "BUNDLE", built)
+    assert "loss" in svg_texts(headless.render_svg("graph", traits))

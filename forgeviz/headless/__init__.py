@@ -148,6 +148,9 @@ class _Engine:
             except BaseException as err:  # noqa: BLE001 - raised in the caller's thread
                 fut.set_exception(err)
 
+    def failed(self) -> bool:
+        return self._started.done() and self._started.exception() is not None
+
     def call(self, job: Callable[[Any], Any], timeout: float) -> Any:
         if threading.current_thread() is self._thread:
             raise HeadlessError("forgeviz.headless called from inside its own engine")
@@ -164,7 +167,8 @@ _engine_lock = threading.Lock()
 def _get_engine() -> _Engine:
     global _engine
     with _engine_lock:
-        if _engine is None:
+        failed = _engine is not None and _engine.failed()
+        if _engine is None or failed:  # (an engine that could not start is tried again: the bundle may be built now)
             _engine = _Engine()
         return _engine
 
