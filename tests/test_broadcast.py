@@ -162,7 +162,7 @@ def test_standalone_html_and_the_html_request(tmp_path):
     assert (tmp_path / "b.html").read_text() == page
     urls = set(re.findall(r"https?://[^\s\"'`)<>]+", page))
     assert all(u.startswith("http://www.w3.org/") for u in urls), urls  # XML namespaces only: nothing to fetch
-    assert "globalThis.__forgevizBroadcast" in page and '"result_shape": [3, 3]' in page
+    assert "globalThis.__forgevizView" in page and '"result_shape": [3, 3]' in page
     reply = ask(widget, type="html", theme="light")
     assert reply["type"] == "html" and "<html" in reply["html"]
     assert ask(widget, type="html", theme="sepia")["type"] == "error"

@@ -12,9 +12,10 @@ from typing import Any, ClassVar, Optional
 import anywidget
 import traitlets
 
+from .. import headless
 from .._capture.session import CaptureSession
+from .page import STATIC, standalone_page
 
-STATIC = Path(__file__).resolve().parents[1] / "static"
 _MISSING_FRONTEND = """
 export default { render({ el }) {
   el.textContent = "forgeviz: the browser bundle is missing (forgeviz/static/" + "%s" + "). " +
@@ -186,9 +187,51 @@ class RequestWidget(anywidget.AnyWidget):
         raise NotImplementedError(f"{type(self).__name__} saves nothing")
 
     def _offline_renderings(self, payload: dict) -> dict:
-        """More mime types for a page with no forgeviz renderer (``image/svg+xml``, ``text/html``
-        from a headless renderer): none yet. They go into the bundle beside the forgeviz JSON."""
-        return {}
+        """The picture for a page with no forgeviz renderer (GitHub, VS Code, nbconvert, a PDF):
+        ``image/svg+xml`` drawn headless by the browser's own renderers (``forgeviz.headless``), and
+        ``text/html`` holding the same SVG. None for a view not drawn headless; a failure is a
+        recorded fault and leaves the rest of the bundle."""
+        if self.view_name not in headless.HEADLESS_VIEWS:
+            return {}
+        try:
+            svg = headless.render_svg(self.view_name, payload["traits"])
+        except Exception as exc:  # noqa: BLE001 - the saved picture is a bonus: never break the display
+            self._session.fault(f"drawing the saved {self.view_name} picture failed: {exc!r}")
+            return {}
+        inline = svg[svg.index("?>") + 2:].lstrip() if svg.startswith("<?xml") else svg  # no XML prolog in HTML
+        return {"image/svg+xml": svg, "text/html": f'<div class="forgeviz-static">{inline}</div>'}
+
+    #: More formats ``save`` writes for this view: suffix → the method returning the file's text.
+    save_formats: ClassVar[dict[str, str]] = {}
+
+    def save(self, path: "str | Path", theme: str = "light") -> Path:
+        """Write this view to ``path``, in the format its suffix names: ``.svg``, ``.png`` (drawn
+        headless: no browser, display or system binary), ``.html`` (self-contained, offline,
+        interactive where the data allows), and the view's own (``.dot`` for a graph).
+
+        >>> import forgeviz
+        >>> forgeviz.broadcast((3, 1), (1, 3)).save("b.jpg")
+        Traceback (most recent call last):
+        ...
+        ValueError: expected a path ending in .svg, .png or .html, got 'b.jpg'
+        """
+        path = Path(path)
+        suffix = path.suffix.lower()
+        own = dict(self.save_formats)
+        formats = [".svg", ".png", ".html", *own]
+        if suffix not in formats:
+            raise ValueError(f"expected a path ending in {', '.join(formats[:-1])} or {formats[-1]}, got {str(path)!r}")
+        if theme not in ("light", "dark"):
+            raise ValueError(f"theme: expected 'light' or 'dark', got {theme!r}")
+        saved = self._saved()
+        if suffix in own:
+            path.write_text(getattr(self, own[suffix])(), encoding="utf-8")
+        elif suffix == ".html":
+            payload = saved_payload(self.view_name, saved, max_bytes=1 << 62) or {}
+            path.write_text(standalone_page(payload, theme), encoding="utf-8")
+        else:
+            headless.save(self.view_name, saved.traits, path, theme)
+        return path
 
     def _repr_mimebundle_(self, **kwargs):
         """The widget's own bundle (its view while the kernel has the model), plus a one-line

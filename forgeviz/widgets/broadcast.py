@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import html
-import json
-import re
 from pathlib import Path
 from typing import Optional, Union
 
@@ -13,51 +10,8 @@ import traitlets
 
 from .._capture.session import CaptureSession
 from ..model.broadcast import BroadcastPlan, format_bytes
-from .base import STATIC, RequestError, RequestWidget, Saved, esm
-
-# esbuild ends an ESM bundle with ``export{x as default, ...};``: the page binds that default export
-# to a global instead, so the bundle runs from an inline script, offline, even from file://.
-_EXPORTS = re.compile(r"export\s*\{([^}]*)\}\s*;?\s*$")
-
-
-def standalone_html(plan: dict, theme: str = "light", title: str = "forgeviz broadcast") -> str:
-    """A self-contained offline HTML page that plays this plan (no kernel, no network).
-
-    >>> "<html" in standalone_html({"version": 1, "steps": []})
-    True
-    """
-    source = (STATIC / "broadcast.js").read_text(encoding="utf-8") if (STATIC / "broadcast.js").exists() else ""
-    match = _EXPORTS.search(source)
-    default = None
-    if match:
-        for part in match.group(1).split(","):
-            name, _, alias = part.strip().partition(" as ")
-            if alias.strip() == "default":
-                default = name.strip()
-    if match is None or default is None:
-        script = "document.body.textContent = 'forgeviz: the browser bundle is missing; install forgeviz with pip.';"
-    else:
-        script = source[: match.start()] + f"\nglobalThis.__forgevizBroadcast = {default};\n"
-    dark = theme == "dark"
-    colors = ("--jp-layout-color0:#111;--jp-layout-color1:#1e1e1e;--jp-layout-color2:#2b2b2b;"
-              "--jp-ui-font-color1:rgba(255,255,255,.87);--jp-ui-font-color2:rgba(255,255,255,.54);"
-              "--jp-ui-font-color3:rgba(255,255,255,.38);--jp-border-color1:#616161;--jp-border-color2:#424242;"
-              ) if dark else ""
-    data = json.dumps(plan).replace("</", "<\\/")
-    script = script.replace("</script", "<\\/script")
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>body{{margin:16px;font-family:system-ui,sans-serif;background:{'#111' if dark else '#fff'};{colors}}}</style>
-</head><body data-jp-theme-light="{'false' if dark else 'true'}"><div id="forgeviz"></div>
-<script type="application/json" id="forgeviz-plan">{data}</script>
-<script type="module">
-{script}
-const plan = JSON.parse(document.getElementById('forgeviz-plan').textContent);
-const traits = {{ plan, warnings: [], static: true }};
-const model = {{ get: k => traits[k], set() {{}}, on() {{}}, off() {{}}, save_changes() {{}} }};
-globalThis.__forgevizBroadcast.render({{ model, el: document.getElementById('forgeviz') }});
-</script></body></html>
-"""
+from .base import RequestError, RequestWidget, Saved, esm, saved_payload
+from .page import standalone_page
 
 
 class BroadcastWidget(RequestWidget):
@@ -115,12 +69,10 @@ class BroadcastWidget(RequestWidget):
         """The whole animation as a self-contained offline HTML page; written to ``path`` if given.
 
         >>> import forgeviz
-        >>> "forgeviz-plan" in forgeviz.broadcast((3, 1), (1, 3)).to_html()
+        >>> "forgeviz-data" in forgeviz.broadcast((3, 1), (1, 3)).to_html()
         True
         """
-        if theme not in ("light", "dark"):
-            raise ValueError(f"theme: expected 'light' or 'dark', got {theme!r}")
-        page = standalone_html(self.plan, theme)
+        page = standalone_page(saved_payload(self.view_name, self._saved(), max_bytes=1 << 62) or {}, theme)
         if path is not None:
             Path(path).write_text(page, encoding="utf-8")
         return page

@@ -47,6 +47,7 @@ class GraphWidget(RequestWidget):
     expanded = traitlets.List(traitlets.Unicode()).tag(sync=True)
     requests = ("inspect", "module", "dot", "graphviz")
     view_name = "graph"
+    save_formats = {".dot": "to_dot"}
 
     def __init__(self, values: tuple, session: CaptureSession, names: NameIndex,
                  namespace: Optional[Mapping[str, object]] = None, max_nodes: int = MAX_NODES) -> None:

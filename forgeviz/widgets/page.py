@@ -1,0 +1,86 @@
+"""A saved view as a self-contained offline HTML page: the view's own browser bundle, inlined, draws
+the saved data over a stand-in model (no kernel, no network, works from ``file://``).
+
+The page is what ``.save("x.html")`` writes and what the broadcast's HTML button downloads; it is
+the same stand-in JupyterLab's saved-output renderer mounts (src/lab/saved.ts).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+#: The built browser bundles (forgeviz/static/<view>.js), one per view.
+STATIC = Path(__file__).resolve().parents[1] / "static"
+
+# esbuild ends an ESM bundle with ``export{x as default, ...};``: the page binds that default export
+# to a global instead, so the bundle runs from an inline script, offline, even from file://.
+_EXPORTS = re.compile(r"export\s*\{([^}]*)\}\s*;?\s*$")
+
+# The JupyterLab theme variables the views read, for a page outside Lab (light: the views' defaults).
+_DARK = ("--jp-layout-color0:#111;--jp-layout-color1:#1e1e1e;--jp-layout-color2:#2b2b2b;"
+         "--jp-ui-font-color1:rgba(255,255,255,.87);--jp-ui-font-color2:rgba(255,255,255,.54);"
+         "--jp-ui-font-color3:rgba(255,255,255,.38);--jp-border-color1:#616161;--jp-border-color2:#424242;")
+
+_MOUNT = """
+const saved = JSON.parse(document.getElementById('forgeviz-data').textContent);
+const values = { ...saved.traits, static: true, details: saved.details || {}, details_cut: saved.details_cut || null };
+const listeners = {};
+const model = {
+  get: k => values[k],
+  set(k, v) { values[k] = v; },
+  save_changes() {},
+  on(name, cb) { (listeners[name] = listeners[name] || []).push(cb); },
+  off() {}
+};
+const bytes = b64 => { const s = atob(b64); const a = new Uint8Array(s.length);
+  for (let i = 0; i < s.length; i++) a[i] = s.charCodeAt(i); return new DataView(a.buffer); };
+globalThis.__forgevizView.render({ model, el: document.getElementById('forgeviz') });
+for (const m of saved.messages || []) {
+  for (const cb of listeners['msg:custom'] || []) cb(m.content, (m.buffers || []).map(bytes));
+}
+"""
+
+
+def standalone_page(payload: dict, theme: str = "light") -> str:
+    """A self-contained offline HTML page drawing ``payload`` (a saved output's
+    ``application/vnd.forgeviz.v1+json``, see ``base.saved_payload``), interactive where the saved
+    data allows (the graph's folds and inspector, the broadcast's steps).
+
+    >>> page = standalone_page({"version": 1, "view": "broadcast", "summary": "a + b", "traits": {}})
+    >>> "<html" in page and "forgeviz-data" in page
+    True
+    """
+    if theme not in ("light", "dark"):
+        raise ValueError(f"theme: expected 'light' or 'dark', got {theme!r}")
+    view = payload.get("view")
+    bundle = STATIC / f"{view}.js"
+    source = bundle.read_text(encoding="utf-8") if bundle.exists() else ""
+    match = _EXPORTS.search(source)
+    default = None
+    if match:
+        for part in match.group(1).split(","):
+            name, _, alias = part.strip().partition(" as ")
+            if alias.strip() == "default":
+                default = name.strip()
+    if match is None or default is None:
+        script = "document.body.textContent = 'forgeviz: the browser bundle is missing; install forgeviz with pip.';"
+    else:
+        script = source[: match.start()] + f"\nglobalThis.__forgevizView = {default};\n" + _MOUNT
+    dark = theme == "dark"
+    colours = f"background:#111;{_DARK}" if dark else "background:#fff;"
+    body_style = "margin:16px;font-family:system-ui,sans-serif;" + colours
+    data = json.dumps(payload).replace("</", "<\\/")
+    script = script.replace("</script", "<\\/script")
+    title = f"forgeviz {view}: {payload.get('summary') or ''}".strip(": ")
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<style>body{{{body_style}}}</style>
+</head><body data-jp-theme-light="{'false' if dark else 'true'}"><div id="forgeviz"></div>
+<script type="application/json" id="forgeviz-data">{data}</script>
+<script type="module">
+{script}
+</script></body></html>
+"""

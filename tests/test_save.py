@@ -1,0 +1,70 @@
+"""``.save()`` on every view and the picture in each saved output: the same renderers the browser
+uses, run headless (forgeviz.headless), checked against torch's numbers."""
+
+from __future__ import annotations
+
+import re
+import struct
+
+import pytest
+import torch
+
+from forgeviz.headless import HEADLESS_VIEWS
+
+from scenarios import S1
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    return struct.unpack(">II", data[16:24])
+
+
+def no_network(page: str) -> None:
+    """Nothing a page would fetch: no script or link with a URL (XML namespaces are names, not loads)."""
+    assert not re.search(r"<(script|link|img)[^>]+(src|href)=", page)
+    assert all(u.startswith("http://www.w3.org/") for u in re.findall(r"https?://[^\s\"'`)<>]+", page))
+
+
+def test_the_s1_graph_saves_as_svg_png_html_and_dot_with_torchs_gradients(nb, tmp_path):
+    nb.ok(S1)
+    nb.ok("loss.backward()\ng = forgeviz.graph(loss)")
+    g, x_grad = nb["g"], nb["x"].grad
+    svg = g.save(tmp_path / "g.svg").read_text()
+    labels = set(re.findall(r'data-label="([^"]+)"', svg))
+    assert {"x", "y", "z", "w", "loss"} <= labels
+    assert f"∇ {x_grad.item():g}" in svg  # the badge of x: 64, from torch
+    dark = g.save(tmp_path / "dark.svg", theme="dark").read_text()
+    assert dark != svg and set(re.findall(r'data-label="([^"]+)"', dark)) == labels
+    width, height = png_size(g.save(tmp_path / "g.png").read_bytes())
+    assert width > 100 and height > 100
+    page = g.save(tmp_path / "g.html").read_text()
+    no_network(page)
+    assert '"view": "graph"' in page and "globalThis.__forgevizView" in page
+    assert "MulBackward0" in g.save(tmp_path / "g.dot").read_text()
+
+
+def test_each_saved_output_carries_the_picture_for_pages_without_forgeviz(nb):
+    nb.ok(S1)
+    nb.ok("loss.backward()\ng = forgeviz.graph(loss)\nb = forgeviz.broadcast(torch.ones(3, 1), torch.ones(1, 4))"
+          "\nt = torch.arange(12.).reshape(3, 4)\ns = forgeviz.strides(t, t.T)")
+    for name in ("g", "b", "s"):
+        data, _ = nb.shell.display_formatter.format(nb[name])
+        assert data["image/svg+xml"].startswith("<svg") or "<svg" in data["image/svg+xml"][:200]
+        assert data["text/html"].startswith('<div class="forgeviz-static"><svg')
+    data, _ = nb.shell.display_formatter.format(nb["g"])
+    assert f"∇ {nb['x'].grad.item():g}" in data["image/svg+xml"]
+    data, _ = nb.shell.display_formatter.format(nb["b"])
+    assert all(str(d) in data["image/svg+xml"] for d in torch.broadcast_shapes((3, 1), (1, 4)))
+
+
+def test_save_refuses_what_it_cannot_write_and_says_what_it_can(nb, tmp_path):
+    nb.ok("b = forgeviz.broadcast(torch.ones(3, 1), torch.ones(1, 4))")
+    b = nb["b"]
+    with pytest.raises(ValueError, match=r"expected a path ending in .svg, .png or .html, got '.*b.jpg'"):
+        b.save(tmp_path / "b.jpg")
+    with pytest.raises(ValueError, match="theme: expected 'light' or 'dark', got 'sepia'"):
+        b.save(tmp_path / "b.svg", theme="sepia")
+    assert not (tmp_path / "b.svg").exists()
+    page = b.save(tmp_path / "b.html", theme="dark").read_text()
+    no_network(page)
+    assert "memory" not in HEADLESS_VIEWS  # the memory view saves as HTML only, and says so for SVG
