@@ -142,7 +142,7 @@ def test_save_chooses_the_format_by_suffix(s1, tmp_path):
     assert svg_path.read_text(encoding="utf-8").startswith("<?xml")
     png_path = headless.save("graph", traits, str(tmp_path / "loss.PNG"), theme="dark")
     assert png_path.read_bytes()[:4] == b"\x89PNG"
-    with pytest.raises(ValueError, match=r"expected \.svg or \.png, got '\.jpg'"):
+    with pytest.raises(ValueError, match=r"expected \.svg or \.png \(or \.gif for broadcast\), got '\.jpg'"):
         headless.save("graph", traits, tmp_path / "loss.jpg")
     assert not (tmp_path / "loss.jpg").exists()
 
@@ -152,7 +152,7 @@ def test_bad_inputs_say_what_was_expected_and_what_was_given(s1):
     traits = headless.traits_of(widget)
     with pytest.raises(ValueError, match=r"view must be one of 'graph', 'strides', 'broadcast', 'memory'; got 'graf'"):
         headless.render_svg("graf", traits)
-    with pytest.raises(NotImplementedError, match="the memory view cannot be drawn headless"):
+    with pytest.raises(ValueError, match=r"traits\['timeline'\] must be the memory widget's 'timeline' trait"):
         headless.render_svg("memory", {"timeline": {}})
     with pytest.raises(ValueError, match=r"theme must be 'light' or 'dark'; got 'blue'"):
         headless.render_svg("graph", traits, "blue")
@@ -257,3 +257,126 @@ def test_a_missing_bundle_says_so_and_a_later_call_retries(s1, tmp_path, monkeyp
         headless.render_svg("graph", traits)
     monkeypatch.setattr(headless, "BUNDLE", built)
     assert "loss" in svg_texts(headless.render_svg("graph", traits))
+
+
+# --- the memory timeline ---------------------------------------------------------------------------
+
+def title_of(svg: str) -> str:
+    return re.search(r"<title>([^<]*)</title>", svg).group(1)
+
+
+def kib(n: int) -> str:
+    """The view's byte label (src/render/memory/geom.ts bytesLabel) for n in [1 KiB, 1 MiB)."""
+    return f"{n / 1024:.1f} KiB"
+
+
+def test_a_memory_timeline_draws_torchs_events_and_peak():
+    with forgeviz.memory_trace() as trace:
+        a = torch.zeros(1000)
+        b = torch.ones(2000)
+        nbytes = a.nbytes + b.nbytes  # 12,000 bytes live at once: the peak
+        del a, b
+    widget = trace.widget()
+    saved = widget._saved()
+    assert saved.cut is None and len(saved.messages) == 1
+    svg = headless.render_svg("memory", saved.traits, messages=saved.messages)
+    assert trace.peak_bytes == nbytes and widget.model.count == 4  # two allocs, two frees
+    assert title_of(svg) == f"forgeviz memory timeline (cpu): peak {kib(nbytes)}, 4 events"
+    # a saved output's messages (base64) draw the same picture; without them there are no events
+    from forgeviz.widgets.base import saved_payload
+
+    payload = saved_payload("memory", saved)
+    again = headless.render_svg("memory", payload["traits"], messages=payload["messages"])
+    ids = re.compile(r"fv-mem-\d+-\d+")  # each view's own pattern ids
+    assert ids.sub("id", again) == ids.sub("id", svg)
+    assert title_of(headless.render_svg("memory", saved.traits)).endswith("peak 0 B, 0 events")
+    png = headless.render_png("memory", saved.traits, messages=saved.messages)
+    assert png[:4] == b"\x89PNG"
+
+
+def test_a_cuda_allocator_history_draws_headless_with_reserved_bytes_and_its_oom():
+    from cuda_fixtures import synthetic_snapshot
+
+    widget = forgeviz.cuda_snapshot(synthetic_snapshot())
+    saved = widget._saved()
+    svg = headless.render_svg("memory", saved.traits, messages=saved.messages)
+    model = widget.model
+    assert model.cuda is not None and len(model.cuda.ooms) == 1
+    peak = f"{model.peak_bytes / 2**20:.1f} MiB"
+    assert title_of(svg) == f"forgeviz memory timeline (cuda:0): peak {peak}, {model.count} events"
+    assert svg.count("OOM") == 1
+
+
+def test_a_long_timeline_is_saved_downsampled_with_its_exact_peak():
+    from forgeviz.model.memory import EVENT_COLUMNS, FREE
+    from forgeviz.widgets.base import MAX_SAVED_BYTES, saved_payload
+    from forgeviz.widgets.memory import MAX_SAVED_EVENTS, _arrays
+
+    with forgeviz.memory_trace() as trace:
+        keep = []
+        for i in range(3000):
+            x = torch.ones(100 + i % 50)
+            if i % 7 == 0:
+                keep.append(x)
+            if i % 300 == 0:
+                keep.clear()
+        del x, keep
+    widget = trace.widget()
+    count = widget.model.count
+    assert count > MAX_SAVED_EVENTS
+    payload = saved_payload("memory", widget._saved())
+    assert len(json.dumps(payload, separators=(",", ":"))) <= MAX_SAVED_BYTES
+    (message,) = payload["messages"]
+    kept = message["content"]["count"]
+    assert kept <= MAX_SAVED_EVENTS and payload["traits"]["timeline"]["count"] == kept
+    assert f"{count:,} events saved as {kept:,}" in payload["details_cut"]
+    # the saved events' live bytes reach torch's peak exactly, and end at what is live at the end
+    import base64
+
+    cols = _arrays({name: base64.b64decode(b) for (name, _), b in zip(EVENT_COLUMNS, message["buffers"])})
+    live = (cols["bytes"] * (1 - 2 * (cols["action"] == FREE))).cumsum()
+    assert live.max() == trace.peak_bytes and live[-1] == trace.live_bytes
+    svg = headless.render_svg("memory", payload["traits"], messages=payload["messages"])
+    assert title_of(svg) == f"forgeviz memory timeline (cpu): peak {kib(trace.peak_bytes)}, {kept:,} events"
+
+
+# --- the broadcast's GIF and steps ------------------------------------------------------------------
+
+def gif_frames(data: bytes) -> int:
+    """The number of images in a GIF (its blocks walked)."""
+    assert data[:6] == b"GIF89a"
+    flags, pos, frames = data[10], 13, 0
+    if flags & 0x80:
+        pos += 3 * 2 ** ((flags & 7) + 1)
+
+    def sub_blocks(pos: int) -> int:
+        while data[pos]:
+            pos += data[pos] + 1
+        return pos + 1
+
+    while data[pos] != 0x3B:
+        if data[pos] == 0x21:
+            pos = sub_blocks(pos + 2)
+        elif data[pos] == 0x2C:
+            local = data[pos + 9]
+            pos += 10 + (3 * 2 ** ((local & 7) + 1) if local & 0x80 else 0)
+            pos = sub_blocks(pos + 1)
+            frames += 1
+        else:
+            raise AssertionError(f"unexpected GIF block {data[pos]:#x} at {pos}")
+    return frames
+
+
+def test_the_broadcast_gif_has_a_frame_per_step_and_the_steps_draw_as_the_view_shows_them():
+    a, b = torch.ones(3, 1), torch.ones(2, 1, 4)
+    widget = forgeviz.broadcast(a, b, op="+")
+    steps = widget.plan["steps"]
+    assert len(steps) > 2
+    gif = headless.render_gif(headless.traits_of(widget))
+    assert gif_frames(gif) == len(steps)
+    svgs = headless.render_steps(headless.traits_of(widget))
+    assert len(svgs) == len(steps)
+    for k, (svg, step) in enumerate(zip(svgs, steps)):
+        assert f"step {k + 1} of {len(steps)}, {step['title']}" in title_of(svg)
+    result = torch.broadcast_shapes(a.shape, b.shape)
+    assert "(" + ", ".join(map(str, result)) + ")" in title_of(svgs[-1])

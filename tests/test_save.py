@@ -60,11 +60,38 @@ def test_each_saved_output_carries_the_picture_for_pages_without_forgeviz(nb):
 def test_save_refuses_what_it_cannot_write_and_says_what_it_can(nb, tmp_path):
     nb.ok("b = forgeviz.broadcast(torch.ones(3, 1), torch.ones(1, 4))")
     b = nb["b"]
-    with pytest.raises(ValueError, match=r"expected a path ending in .svg, .png or .html, got '.*b.jpg'"):
+    with pytest.raises(ValueError, match=r"expected a path ending in .svg, .png, .html or .gif, got '.*b.jpg'"):
         b.save(tmp_path / "b.jpg")
     with pytest.raises(ValueError, match="theme: expected 'light' or 'dark', got 'sepia'"):
         b.save(tmp_path / "b.svg", theme="sepia")
     assert not (tmp_path / "b.svg").exists()
     page = b.save(tmp_path / "b.html", theme="dark").read_text()
     no_network(page)
-    assert "memory" not in HEADLESS_VIEWS  # the memory view saves as HTML only, and says so for SVG
+    assert "memory" in HEADLESS_VIEWS
+
+
+def test_a_memory_view_saves_its_picture_and_its_bundle_carries_it(nb, tmp_path):
+    nb.ok("a = torch.zeros(1000)\nb = torch.ones(2000)")
+    nb.ok("m = forgeviz.memory()")
+    m = nb["m"]
+    data, _ = nb.shell.display_formatter.format(m)
+    count = data["application/vnd.forgeviz.v1+json"]["traits"]["timeline"]["count"]
+    assert count == m.model.count > 0
+    assert f"{count:,} events" in data["image/svg+xml"]
+    assert data["text/html"].startswith('<div class="forgeviz-static"><svg')
+    svg = m.save(tmp_path / "m.svg").read_text()
+    assert f"{m.model.count:,} events" in svg
+    assert png_size(m.save(tmp_path / "m.png").read_bytes())[0] > 100
+
+
+def test_a_broadcast_saves_a_gif_and_one_svg_per_step(nb, tmp_path):
+    nb.ok("v = forgeviz.broadcast(torch.ones(3, 1), torch.ones(1, 4), op='*')")
+    v = nb["v"]
+    steps = v.plan["steps"]
+    gif = v.save(tmp_path / "v.gif", theme="dark").read_bytes()
+    assert gif[:6] == b"GIF89a" and gif.count(b"\x21\xf9\x04") == len(steps)  # a delay per frame
+    paths = v.save_steps(tmp_path / "slides")
+    assert [p.name for p in paths] == [f"step-{k:02d}.svg" for k in range(1, len(steps) + 1)]
+    for k, (path, step) in enumerate(zip(paths, steps)):
+        assert f"step {k + 1} of {len(steps)}, {step['title']}" in path.read_text()
+    assert all(str(d) in paths[-1].read_text() for d in torch.broadcast_shapes((3, 1), (1, 4)))

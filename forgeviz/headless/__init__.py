@@ -8,31 +8,37 @@ functions may be called from any thread. Nothing heavy loads on ``import forgevi
 
 ``traits`` is what the view's widget syncs to the browser: for the graph view
 ``{"graph": w.graph, "state": w.state, "expanded": list(w.expanded)}`` (or just the widget:
-``traits_of(w)``), for strides ``{"layout": w.layout}``, for broadcast ``{"plan": w.plan}``.
-The memory view is not drawn headless (its timeline streams from the kernel).
+``traits_of(w)``), for strides ``{"layout": w.layout}``, for broadcast ``{"plan": w.plan}``, for
+memory ``{"timeline": w.timeline}`` with its events as ``messages`` (the custom messages a saved
+output keeps: ``saved_payload(...)["messages"]``, or ``(content, buffers)`` pairs). The broadcast
+view also gives its animated GIF (``render_gif``) and one SVG per step (``render_steps``).
 
 >>> import forgeviz.headless as headless
 >>> headless.HEADLESS_VIEWS
-('graph', 'strides', 'broadcast')
+('graph', 'strides', 'broadcast', 'memory')
 >>> headless.save("graph", {}, "out.jpg")
 Traceback (most recent call last):
 ...
-ValueError: expected .svg or .png, got '.jpg'
+ValueError: expected .svg or .png (or .gif for broadcast), got '.jpg'
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import queue
+import struct
 import threading
+import zlib
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Union
+from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
 from ..views import VIEWS
 
-__all__ = ["HEADLESS_VIEWS", "HeadlessError", "render_png", "render_svg", "save", "traits_of"]
+__all__ = ["HEADLESS_VIEWS", "HeadlessError", "render_gif", "render_png", "render_steps", "render_svg", "save",
+           "traits_of"]
 
 HERE = Path(__file__).resolve().parent
 BUNDLE = HERE.parent / "static" / "headless.js"
@@ -43,14 +49,17 @@ _DATA: dict[str, tuple[str, tuple[str, ...]]] = {
     "graph": ("graph", ("nodes", "edges", "modules", "repeats")),
     "strides": ("layout", ("tensors", "strips")),
     "broadcast": ("plan", ("operands", "steps")),
+    "memory": ("timeline", ("cells", "count")),
 }
 HEADLESS_VIEWS = tuple(_DATA)
 #: Each view's synced traits that the drawing reads.
 _TRAITS = {"graph": ("graph", "state", "expanded", "warnings"), "strides": ("layout", "warnings"),
-           "broadcast": ("plan", "warnings")}
+           "broadcast": ("plan", "warnings"), "memory": ("timeline", "warnings")}
 THEMES = ("light", "dark")
 #: How long one render may take, engine start included (a big graph's layout is seconds).
 TIMEOUT_S = 180.0
+#: The broadcast GIF's widest frame, in pixels, as the browser's GIF button (src/render/broadcast/export.ts).
+GIF_MAX_WIDTH = 1000
 
 
 class HeadlessError(RuntimeError):
@@ -75,7 +84,7 @@ def traits_of(widget: Any) -> dict:
                     v = getattr(widget, name)
                     out[name] = list(v) if isinstance(v, (list, tuple)) else v
             return out
-    raise TypeError(f"expected a forgeviz graph, strides or broadcast widget with its data; "
+    raise TypeError(f"expected a forgeviz graph, strides, broadcast or memory widget with its data; "
                     f"got {type(widget).__name__}")
 
 
@@ -182,13 +191,55 @@ def _js_message(err: BaseException) -> str:
     return first
 
 
-def render_svg(view: str, traits: Mapping, theme: str = "light") -> str:
+def _messages_json(messages: Optional[Iterable]) -> str:
+    """The custom messages as the headless view takes them: ``[{"content", "buffers": [base64]}]``.
+
+    ``messages`` holds saved ones (``{"content": ..., "buffers": [base64 text]}``, as in a saved
+    output) or sent ones (``(content, buffers)``, buffers as bytes).
+
+    >>> _messages_json([({"type": "events"}, [b"\\x01"]), {"content": {"n": 1}, "buffers": ["AQ=="]}])
+    '[{"content": {"type": "events"}, "buffers": ["AQ=="]}, {"content": {"n": 1}, "buffers": ["AQ=="]}]'
+    """
+    out = []
+    for m in messages or ():
+        if isinstance(m, Mapping) and "content" in m:
+            buffers = [b if isinstance(b, str) else base64.b64encode(bytes(b)).decode("ascii")
+                       for b in m.get("buffers") or ()]
+            out.append({"content": m["content"], "buffers": buffers})
+        elif isinstance(m, (tuple, list)) and len(m) == 2:
+            content, buffers = m
+            out.append({"content": content,
+                        "buffers": [base64.b64encode(bytes(b)).decode("ascii") for b in buffers or ()]})
+        else:
+            raise TypeError(f"expected each message as {{'content', 'buffers'}} or (content, buffers); got {m!r:.80}")
+    return json.dumps(_finite(out), allow_nan=False)
+
+
+def _eval(source: str, what: str) -> Any:
+    """Evaluate ``source`` in the engine (awaiting a promise) and return its value; a JavaScript
+    error becomes a HeadlessError saying ``what`` failed."""
+
+    def job(ctx: Any) -> Any:
+        try:
+            from py_mini_racer import JSPromise
+
+            value = ctx.eval(source)
+            return value.get(timeout=TIMEOUT_S) if isinstance(value, JSPromise) else value
+        except Exception as err:
+            if not type(err).__module__.startswith("py_mini_racer"):
+                raise
+            raise HeadlessError(f"forgeviz could not {what}: {_js_message(err)}") from None
+
+    return _get_engine().call(job, TIMEOUT_S + 30)
+
+
+def render_svg(view: str, traits: Mapping, theme: str = "light", *, messages: Optional[Iterable] = None) -> str:
     """The standalone SVG the browser's export button saves for ``view``, drawn from ``traits``.
 
     ``traits`` is the view's widget's synced traits (``traits_of(widget)``); ``theme`` 'light' or
-    'dark' (JupyterLab's colours). Raises ValueError or TypeError for bad input, NotImplementedError
-    for a view not drawn headless (memory), HeadlessError with the JavaScript message when drawing
-    fails.
+    'dark' (JupyterLab's colours); ``messages`` the custom messages the view gets once drawn (the
+    memory timeline's events: a saved output's ``messages``). Raises ValueError or TypeError for bad
+    input, HeadlessError with the JavaScript message when drawing fails.
 
     >>> import torch, forgeviz                                          # doctest: +SKIP
     >>> x = torch.tensor([2.], requires_grad=True); loss = (x * 3).sum()  # doctest: +SKIP
@@ -198,20 +249,88 @@ def render_svg(view: str, traits: Mapping, theme: str = "light") -> str:
     """
     _check(view, traits, theme)
     data = _to_json({k: traits[k] for k in _TRAITS[view] if k in traits})
-    source = f"forgevizRender({json.dumps(view)}, {json.dumps(data)}, {json.dumps(theme)})"
-
-    def job(ctx: Any) -> str:
-        try:
-            return ctx.eval(source).get(timeout=TIMEOUT_S)
-        except Exception as err:
-            if not type(err).__module__.startswith("py_mini_racer"):
-                raise
-            raise HeadlessError(f"forgeviz could not draw the {view} view: {_js_message(err)}") from None
-
-    svg = _get_engine().call(job, TIMEOUT_S + 30)
+    source = (f"forgevizRender({json.dumps(view)}, {json.dumps(data)}, {json.dumps(theme)}, "
+              f"{json.dumps(_messages_json(messages))})")
+    svg = _eval(source, f"draw the {view} view")
     if not isinstance(svg, str) or "<svg" not in svg:
         raise HeadlessError(f"the headless engine returned no SVG for the {view} view")
     return svg
+
+
+def render_steps(traits: Mapping, theme: str = "light") -> list[str]:
+    """The broadcast view's every step as a standalone SVG, each what the view shows at that step
+    (its SVG button's file): one per step of the plan, one for a plan without steps.
+
+    >>> b = forgeviz.broadcast(torch.ones(3, 1), torch.ones(1, 4))  # doctest: +SKIP
+    >>> len(render_steps(traits_of(b))) == len(b.plan["steps"])     # doctest: +SKIP
+    True
+    """
+    _check("broadcast", traits, theme)
+    data = _to_json({k: traits[k] for k in _TRAITS["broadcast"] if k in traits})
+    out = _eval(f"forgevizSteps({json.dumps(data)}, {json.dumps(theme)})", "draw the broadcast steps")
+    steps = json.loads(out) if isinstance(out, str) else None
+    if not isinstance(steps, list) or not all(isinstance(s, str) and "<svg" in s for s in steps):
+        raise HeadlessError("the headless engine returned no SVG steps for the broadcast view")
+    return steps
+
+
+def _png_rows(png: bytes) -> dict:
+    """A PNG's size, channels and inflated (still filtered) scanlines, base64: what the engine's
+    GIF encoder unfilters.
+
+    >>> svg = '<svg xmlns="http://www.w3.org/2000/svg" width="4" height="2"><rect width="4" height="2"/></svg>'
+    >>> f = _png_rows(svg_to_png(svg, 1.0)); (f["width"], f["height"], f["channels"] in (3, 4))
+    (4, 2, True)
+    """
+    if png[:8] != b"\x89PNG\r\n\x1a\n":
+        raise HeadlessError("the rasteriser returned no PNG")
+    pos, idat, head = 8, [], None
+    while pos + 8 <= len(png):
+        (length,) = struct.unpack(">I", png[pos:pos + 4])
+        kind, body = png[pos + 4:pos + 8], png[pos + 8:pos + 8 + length]
+        pos += 12 + length
+        if kind == b"IHDR":
+            head = struct.unpack(">IIBBBBB", body[:13])
+        elif kind == b"IDAT":
+            idat.append(body)
+    if head is None or head[2] != 8 or head[3] not in (2, 6) or head[6] != 0:
+        raise HeadlessError(f"expected an 8-bit RGB(A) non-interlaced PNG, got header {head}")
+    return {"width": head[0], "height": head[1], "channels": 4 if head[3] == 6 else 3,
+            "rows": base64.b64encode(zlib.decompress(b"".join(idat))).decode("ascii")}
+
+
+def _svg_width(svg: str) -> float:
+    """The width a standalone SVG declares (its root's ``width``).
+
+    >>> _svg_width('<?xml version="1.0"?><svg xmlns="x" version="1.1" width="348" height="40">')
+    348.0
+    """
+    root = svg[svg.index("<svg"):svg.index(">", svg.index("<svg"))]
+    for part in root.split():
+        if part.startswith('width="'):
+            return float(part[7:part.index('"', 7)])
+    raise HeadlessError("the SVG has no width")
+
+
+def render_gif(traits: Mapping, theme: str = "light") -> bytes:
+    """The broadcast view's animated GIF, as its GIF button saves it: one frame per step (each
+    ``render_steps`` SVG, at most 1000 pixels wide), a second each and the last three, looping;
+    encoded by the browser's own encoder (gifenc).
+
+    >>> gif = render_gif(traits_of(forgeviz.broadcast(torch.ones(3, 1), torch.ones(1, 4))))  # doctest: +SKIP
+    >>> gif[:6]                                                                            # doctest: +SKIP
+    b'GIF89a'
+    """
+    steps = render_steps(traits, theme)
+    frames = [_png_rows(svg_to_png(svg, min(1.0, GIF_MAX_WIDTH / _svg_width(svg)))) for svg in steps]
+    size = (frames[0]["width"], frames[0]["height"])
+    if any((f["width"], f["height"]) != size for f in frames):
+        sizes = sorted({(f["width"], f["height"]) for f in frames})
+        raise HeadlessError(f"the broadcast frames differ in size: {sizes}")
+    out = _eval(f"forgevizEncodeGif({json.dumps(json.dumps(frames))})", "encode the broadcast GIF")
+    if not isinstance(out, str):
+        raise HeadlessError("the headless engine returned no GIF")
+    return base64.b64decode(out)
 
 
 def svg_to_png(svg: str, scale: float = 2.0) -> bytes:
@@ -231,32 +350,37 @@ def svg_to_png(svg: str, scale: float = 2.0) -> bytes:
                                        serif_family=family, monospace_family=family))
 
 
-def render_png(view: str, traits: Mapping, theme: str = "light", scale: float = 2.0) -> bytes:
+def render_png(view: str, traits: Mapping, theme: str = "light", scale: float = 2.0, *,
+               messages: Optional[Iterable] = None) -> bytes:
     """``render_svg``'s picture as PNG bytes, ``scale`` pixels per SVG unit (2: sharp on HiDPI).
 
     >>> png = render_png("graph", traits_of(forgeviz.graph(loss)), theme="dark")  # doctest: +SKIP
     >>> png[:4]                                                                   # doctest: +SKIP
     b'\\x89PNG'
     """
-    return svg_to_png(render_svg(view, traits, theme), scale)
+    return svg_to_png(render_svg(view, traits, theme, messages=messages), scale)
 
 
-def save(view: str, traits: Mapping, path: Union[str, Path], theme: str = "light") -> Path:
-    """Draw ``view`` into ``path``, SVG or PNG by its suffix; returns the path.
+def save(view: str, traits: Mapping, path: Union[str, Path], theme: str = "light", *,
+         messages: Optional[Iterable] = None) -> Path:
+    """Draw ``view`` into ``path``, SVG or PNG by its suffix (or a GIF of a broadcast's steps);
+    returns the path. ``messages``: as for ``render_svg`` (the memory timeline's events).
 
     >>> save("graph", traits_of(forgeviz.graph(loss)), "loss.png")  # doctest: +SKIP
     PosixPath('loss.png')
     >>> save("graph", {}, "loss.jpg")
     Traceback (most recent call last):
     ...
-    ValueError: expected .svg or .png, got '.jpg'
+    ValueError: expected .svg or .png (or .gif for broadcast), got '.jpg'
     """
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".svg":
-        path.write_text(render_svg(view, traits, theme), encoding="utf-8")
+        path.write_text(render_svg(view, traits, theme, messages=messages), encoding="utf-8")
     elif suffix == ".png":
-        path.write_bytes(render_png(view, traits, theme))
+        path.write_bytes(render_png(view, traits, theme, messages=messages))
+    elif suffix == ".gif" and view == "broadcast":
+        path.write_bytes(render_gif(traits, theme))
     else:
-        raise ValueError(f"expected .svg or .png, got {suffix!r}")
+        raise ValueError(f"expected .svg or .png (or .gif for broadcast), got {suffix!r}")
     return path

@@ -4,6 +4,7 @@ validated requests from the browser."""
 from __future__ import annotations
 
 import base64
+import inspect
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -194,26 +195,28 @@ class RequestWidget(anywidget.AnyWidget):
         if self.view_name not in headless.HEADLESS_VIEWS:
             return {}
         try:
-            svg = headless.render_svg(self.view_name, payload["traits"])
+            svg = headless.render_svg(self.view_name, payload["traits"], messages=payload.get("messages"))
         except Exception as exc:  # noqa: BLE001 - the saved picture is a bonus: never break the display
             self._session.fault(f"drawing the saved {self.view_name} picture failed: {exc!r}")
             return {}
         inline = svg[svg.index("?>") + 2:].lstrip() if svg.startswith("<?xml") else svg  # no XML prolog in HTML
         return {"image/svg+xml": svg, "text/html": f'<div class="forgeviz-static">{inline}</div>'}
 
-    #: More formats ``save`` writes for this view: suffix → the method returning the file's text.
+    #: More formats ``save`` writes for this view: suffix → the name of the method returning the file's
+    #: text (str) or bytes; it is given ``theme=`` when it takes one.
     save_formats: ClassVar[dict[str, str]] = {}
 
     def save(self, path: "str | Path", theme: str = "light") -> Path:
         """Write this view to ``path``, in the format its suffix names: ``.svg``, ``.png`` (drawn
         headless: no browser, display or system binary), ``.html`` (self-contained, offline,
-        interactive where the data allows), and the view's own (``.dot`` for a graph).
+        interactive where the data allows), and the view's own (``.dot`` for a graph, ``.gif`` for a
+        broadcast).
 
         >>> import forgeviz
         >>> forgeviz.broadcast((3, 1), (1, 3)).save("b.jpg")
         Traceback (most recent call last):
         ...
-        ValueError: expected a path ending in .svg, .png or .html, got 'b.jpg'
+        ValueError: expected a path ending in .svg, .png, .html or .gif, got 'b.jpg'
         """
         path = Path(path)
         suffix = path.suffix.lower()
@@ -225,12 +228,17 @@ class RequestWidget(anywidget.AnyWidget):
             raise ValueError(f"theme: expected 'light' or 'dark', got {theme!r}")
         saved = self._saved()
         if suffix in own:
-            path.write_text(getattr(self, own[suffix])(), encoding="utf-8")
+            method = getattr(self, own[suffix])
+            out = method(theme=theme) if "theme" in inspect.signature(method).parameters else method()
+            if isinstance(out, (bytes, bytearray)):
+                path.write_bytes(out)
+            else:
+                path.write_text(out, encoding="utf-8")
         elif suffix == ".html":
             payload = saved_payload(self.view_name, saved, max_bytes=1 << 62) or {}
             path.write_text(standalone_page(payload, theme), encoding="utf-8")
         else:
-            headless.save(self.view_name, saved.traits, path, theme)
+            headless.save(self.view_name, saved.traits, path, theme, messages=saved.messages)
         return path
 
     def _repr_mimebundle_(self, **kwargs):

@@ -8,6 +8,7 @@ from typing import Optional, Union
 
 import traitlets
 
+from .. import headless
 from .._capture.session import CaptureSession
 from ..model.broadcast import BroadcastPlan, format_bytes
 from .base import RequestError, RequestWidget, Saved, esm, saved_payload
@@ -21,6 +22,7 @@ class BroadcastWidget(RequestWidget):
     plan = traitlets.Dict().tag(sync=True)
     requests = ("html",)
     view_name = "broadcast"
+    save_formats = {".gif": "to_gif"}
 
     def __init__(self, plan: BroadcastPlan, session: CaptureSession) -> None:
         super().__init__(session)
@@ -76,6 +78,35 @@ class BroadcastWidget(RequestWidget):
         if path is not None:
             Path(path).write_text(page, encoding="utf-8")
         return page
+
+    def to_gif(self, theme: str = "light") -> bytes:
+        """The animation as an animated GIF, as the view's GIF button saves it (one frame per step,
+        a second each, the last three), drawn headless. ``save("x.gif")`` writes it.
+
+        >>> import forgeviz
+        >>> forgeviz.broadcast((3, 1), (1, 4)).to_gif()[:6]  # doctest: +SKIP
+        b'GIF89a'
+        """
+        return headless.render_gif(self._saved().traits, theme)
+
+    def save_steps(self, folder: Union[str, Path], theme: str = "light") -> list[Path]:
+        """Write each step as the view shows it to ``folder`` (made if missing) as ``step-01.svg``,
+        ``step-02.svg``, ... (one for a plan without steps), for slides; returns the paths in order.
+
+        >>> import forgeviz
+        >>> [p.name for p in forgeviz.broadcast((3, 1), (1, 4)).save_steps("steps")][:2]  # doctest: +SKIP
+        ['step-01.svg', 'step-02.svg']
+        """
+        folder = Path(folder)
+        steps = headless.render_steps(self._saved().traits, theme)
+        folder.mkdir(parents=True, exist_ok=True)
+        width = max(2, len(str(len(steps))))
+        paths = []
+        for k, svg in enumerate(steps, 1):
+            path = folder / f"step-{k:0{width}d}.svg"
+            path.write_text(svg, encoding="utf-8")
+            paths.append(path)
+        return paths
 
     def _answer_html(self, request_id: int, content: dict) -> tuple[dict, None]:
         theme = content.get("theme", "light")

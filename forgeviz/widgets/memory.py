@@ -1,24 +1,115 @@
 """The memory timeline: an anywidget over the pure TS canvas renderer.
 
 Events travel as binary columns (one buffer per column, ``EVENT_COLUMNS`` order) in ``events``
-messages; the JSON ``timeline`` trait holds only the small tables.
+messages; the JSON ``timeline`` trait holds only the small tables. A saved output keeps every
+event up to ``MAX_SAVED_EVENTS``; a longer timeline is saved downsampled (``downsample``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Optional
 
+import numpy as np
 import traitlets
 
 from .._capture.memory import MemoryTracker
 from .._capture.session import CaptureSession
 from ..model import memory as m
 from ..model.broadcast import format_bytes
-from .base import RequestError, RequestWidget, Saved, esm
+from .base import MAX_SAVED_BYTES, RequestError, RequestWidget, Saved, esm
 
 CHUNK_EVENTS = 200_000  # events per message: 6 MB at most
 MAX_SAVED_EVENTS = 4_000  # a saved timeline keeps its events up to this many (30 bytes each, base64)
+SAVED_EVENT_BYTES = 41  # one event in a saved output's JSON: 30 bytes in base64, and a margin
+_DTYPES = {"float32": "<f4", "float64": "<f8", "uint32": "<u4", "uint16": "<u2", "uint8": "u1"}
+
+
+def _arrays(cols: dict) -> dict:
+    """The tracker's column bytes as numpy arrays (views).
+
+    >>> _arrays({"time": b"\\x00\\x00\\x80?"})["time"].tolist()
+    [1.0]
+    """
+    kinds = dict(m.EVENT_COLUMNS)
+    return {name: np.frombuffer(raw, dtype=_DTYPES[kinds[name]]) for name, raw in cols.items()}
+
+
+def downsample(cols: dict, max_events: int) -> tuple[dict, np.ndarray, int]:
+    """A long timeline as at most ``max_events`` events that draw the same outline.
+
+    ``cols`` is the tracker's column bytes. The time axis is cut into slices; in each, the state
+    at the highest total live bytes is kept: per category, the exact live bytes after that event
+    (all events are counted). Each kept point becomes, per category whose bytes changed, the free
+    of a stand-in storage and the allocation of the next one (frees first, so no slice shows more
+    than was live); the highest point (the peak) and the last are always among them. Stand-ins
+    have no node, op, module or line (no hover details); time and cell are the kept event's.
+    Returns ``(columns as bytes, the original index of each new event, the number of points)``.
+
+    >>> t = np.arange(6, dtype="<f4"); b = np.full(6, 8.0); sid = np.array([0, 1, 2, 0, 1, 2], "<u4")
+    >>> act = np.array([0, 0, 0, 1, 1, 1], "u1"); cat = np.full(6, m.TEMPORARY, "u1")
+    >>> z = np.zeros(6, "<u2"); cols = dict(time=t, bytes=b, storage=sid, node=sid, op=z, module=z, cell=z,
+    ...                                 line=z, action=act, category=cat)
+    >>> out, index, points = downsample({k: v.tobytes() for k, v in cols.items()}, 4)
+    >>> np.frombuffer(out["bytes"], "<f8").tolist(), index.tolist(), points
+    ([24.0, 24.0, 16.0, 16.0], [2, 3, 3, 5], 3)
+    """
+    a = _arrays(cols)
+    n = len(a["time"])
+    action, cat, nbytes = a["action"].astype(np.int64), a["category"].astype(np.int64), a["bytes"]
+    ncat = len(m.CATEGORIES)
+    cat = np.where(cat < ncat, cat, ncat - 1)
+    # the category each event takes bytes from: the storage's previous event's (its alloc or last
+    # recategorisation), else its own
+    order = np.lexsort((np.arange(n), a["storage"]))
+    prev = np.empty(n, dtype=np.int64)
+    same = np.r_[False, a["storage"][order][1:] == a["storage"][order][:-1]]
+    prev[order] = np.where(same, np.r_[0, order[:-1]], order)
+    before = cat[prev]
+    live = np.zeros((ncat, n))
+    np.add.at(live, (cat[action != m.FREE], np.flatnonzero(action != m.FREE)), nbytes[action != m.FREE])
+    moved = action != m.ALLOC
+    np.add.at(live, (before[moved], np.flatnonzero(moved)), -nbytes[moved])
+    np.cumsum(live, axis=1, out=live)
+    total = live.sum(axis=0)
+    time = a["time"].astype(np.float64)
+    points = max(2, max_events // 2)
+    while True:
+        # the highest total in each time slice, and the last event
+        lo, hi = float(time[0]), float(time[-1])
+        slot = np.minimum(((time - lo) / ((hi - lo) or 1.0) * points).astype(np.int64), points - 1)
+        best = np.lexsort((-total, slot))  # by slice, the highest total first
+        first = np.r_[True, slot[best][1:] != slot[best][:-1]]
+        keep = np.unique(np.r_[best[first], n - 1])
+        values = live[:, keep]
+        changed = np.diff(np.c_[np.zeros((ncat, 1)), values], axis=1) != 0
+        frees = changed & (np.c_[np.zeros((ncat, 1)), values][:, :-1] > 0)
+        allocs = changed & (values > 0)
+        count = int(frees.sum() + allocs.sum())
+        if count <= max_events or points <= 2:
+            break
+        points = max(2, points * max_events // count * 9 // 10)
+    # the new events, point by point: frees (by category), then allocs
+    out = {name: [] for name, _ in m.EVENT_COLUMNS}
+    index, current = [], [None] * ncat
+    next_id = 0
+    for j, i in enumerate(keep.tolist()):
+        for kind, mask in ((m.FREE, frees), (m.ALLOC, allocs)):
+            for c in np.flatnonzero(mask[:, j]).tolist():
+                if kind == m.FREE:
+                    sid, b = current[c]
+                else:
+                    sid, b = next_id, float(values[c, j])
+                    current[c], next_id = (sid, b), next_id + 1
+                for name, v in (("time", time[i]), ("bytes", b), ("storage", sid), ("node", m.NO_ID),
+                                ("op", m.NO_SMALL), ("module", m.NO_SMALL), ("cell", a["cell"][i]), ("line", 0),
+                                ("action", kind), ("category", c)):
+                    out[name].append(v)
+                index.append(i)
+    kinds = dict(m.EVENT_COLUMNS)
+    return ({name: np.asarray(v, dtype=_DTYPES[kinds[name]]).tobytes() for name, v in out.items()},
+            np.asarray(index, dtype=np.int64), len(keep))
 
 
 class MemoryWidget(RequestWidget):
@@ -63,18 +154,32 @@ class MemoryWidget(RequestWidget):
                 f"peak {format_bytes(t.peak_bytes)}, live {format_bytes(t.live_bytes)}")
 
     def _saved(self) -> Saved:
-        """The timeline trait and its events, as the ``events`` message the view gets after a replay
-        (left out past ``MAX_SAVED_EVENTS``)."""
+        """The timeline trait and its events, as the ``events`` message the view gets after a replay.
+        Past ``MAX_SAVED_EVENTS`` (or what fits in ``MAX_SAVED_BYTES``) the events are downsampled
+        (``downsample``: the same outline and peak, no hover details) and ``cut`` says so."""
         timeline = self.model
-        traits = {"timeline": dataclasses.asdict(timeline), "warnings": list(self.warnings)}
+        asdict = dataclasses.asdict(timeline)
+        traits = {"timeline": asdict, "warnings": list(self.warnings)}
         count = timeline.count
-        if count > MAX_SAVED_EVENTS:
-            return Saved(self.summary(), traits,
-                         cut=f"{count:,} events: the events are saved for at most {MAX_SAVED_EVENTS:,}")
+        room = (MAX_SAVED_BYTES - len(json.dumps(traits)) - 2_000) // SAVED_EVENT_BYTES
+        budget = min(MAX_SAVED_EVENTS, room)
         cols = self._tracker.columns(0, count)
+        cut = None
+        if count > budget and budget >= 4:
+            cols, index, points = downsample(cols, budget)
+            kept = len(index)
+            # the view reads the new events: their count, and each cell's first one among them
+            asdict = {**asdict, "count": kept, "cells": [
+                {**c, "index": int(np.searchsorted(index, c["index"]))} for c in asdict["cells"]]}
+            traits["timeline"] = asdict
+            cut = (f"{count:,} events saved as {kept:,} at {points:,} points in time: at each, the exact live "
+                   f"bytes per category at the highest total in its slice (peak kept); no storage details")
+            count = kept
+        elif count > budget:
+            return Saved(self.summary(), traits, cut=f"{count:,} events: no room for them in the saved output")
         message = ({"type": "events", "start": 0, "count": count, "reset": True},
                    [cols[name] for name, _ in m.EVENT_COLUMNS])
-        return Saved(self.summary(), traits, messages=[message])
+        return Saved(self.summary(), traits, messages=[message], cut=cut)
 
     def refresh(self) -> None:
         """Send the tables and the events recorded since the last refresh (to a live timeline, only

@@ -7,29 +7,55 @@
  *     await forgevizRender('graph', JSON.stringify({graph, state, expanded}), 'dark')  // '<?xml …<svg …'
  *
  * ``traitsJson`` is the JSON of the widget's synced traits (graph: ``graph``, ``state``,
- * ``expanded``; strides: ``layout``; broadcast: ``plan``; all: ``warnings``). Each view is mounted
+ * ``expanded``; strides: ``layout``; broadcast: ``plan``; memory: ``timeline``; all: ``warnings``),
+ * ``messagesJson`` the custom messages the view gets once mounted, as a saved output keeps them
+ * (``[{content, buffers: [base64]}]``: the memory timeline's ``events``). Each view is mounted
  * the way its widget entry mounts it (``defineEntry`` with a stand-in model that has only ``get``:
  * no kernel, no transport), then we wait for ``.fv-root[data-fv-state="ready"]``. Graphviz is the
  * same module the layout worker loads (src/graphviz-bundle.ts), laid out on this thread (no Worker).
- * The memory view is not drawn here: its timeline streams from the kernel (it says so).
+ * The memory view's export is SVG written from its frame (src/render/memory/draw.ts frameToSvg):
+ * no canvas is needed (happy-dom has none; the view paints nothing on screen here).
+ *
+ * Also for the broadcast view: ``forgevizSteps`` (one standalone SVG per step, as the view shows
+ * each) and ``forgevizEncodeGif`` (the browser's GIF encoder over frames rasterised in Python).
  */
 import { Window } from 'happy-dom';
 import broadcastCss from '../../style/broadcast.css?raw';
 import graphCss from '../../style/graph.css?raw';
+import memoryCss from '../../style/memory.css?raw';
 import stridesCss from '../../style/strides.css?raw';
 import * as graphvizModule from '../graphviz-bundle';
 import { forgevizGlobal, getGraphviz } from '../graphviz-loader';
 import { loadWithLayered } from '../layout-worker';
 import { graphOfTrait, isGraphTrait } from '../model/table';
-import type { BroadcastPlan, GraphState, StrideLayout } from '../model/wire';
-import { createBroadcastView } from '../render/broadcast/view';
+import type { BroadcastPlan, GraphState, MemoryTimeline, StrideLayout } from '../model/wire';
+import { GIF_DELAY_MS } from '../render/broadcast/export';
+import { encodeGif, type RgbaFrame } from '../render/broadcast/gif';
+import { type BroadcastView, createBroadcastView } from '../render/broadcast/view';
 import { unpackLayout } from '../render/graph/layered';
 import { createGraphView } from '../render/graph/view';
+import { decodeColumns } from '../render/memory/data';
+import { createMemoryView } from '../render/memory/view';
 import { createStridesView } from '../render/strides/view';
 import { defineEntry, hasArrays, type EntryModel, type EntryView } from '../widgets/entry';
 
 /** The views drawn here, and the trait that holds each one's data. */
-export const HEADLESS_VIEWS: Record<string, string> = { graph: 'graph', strides: 'layout', broadcast: 'plan' };
+export const HEADLESS_VIEWS: Record<string, string> = { graph: 'graph', strides: 'layout', broadcast: 'plan', memory: 'timeline' };
+
+/** Whether each view's trait holds data it draws (as its widget entry checks). */
+const isTimeline = (v: unknown): v is MemoryTimeline => hasArrays(v, 'cells') && typeof (v as MemoryTimeline).count === 'number';
+const SHOWS: Record<string, (v: unknown) => boolean> = {
+  graph: isGraphTrait,
+  strides: v => hasArrays(v, 'tensors', 'strips'),
+  broadcast: v => hasArrays(v, 'operands', 'steps'),
+  memory: isTimeline
+};
+
+/** A custom message as a saved output keeps it: its buffers in base64. */
+export interface SavedMessage {
+  content: unknown;
+  buffers?: string[];
+}
 
 /**
  * JupyterLab's dark theme colours the views read (through base.css's --fv-* tokens); the light
@@ -86,6 +112,13 @@ interface Exportable extends EntryView {
   exportSVG(): string;
 }
 
+/** A mounted view: the view, how to hand it a custom message, and its cleanup. */
+interface Mounted {
+  view: Exportable;
+  deliver(content: unknown, buffers: DataView[]): void;
+  cleanup: () => void;
+}
+
 /** No kernel here: a request the view makes (inspector, DOT) fails with this. */
 const noKernel = (): Promise<never> => Promise.reject(new Error('no kernel connection (headless render)'));
 
@@ -93,9 +126,10 @@ const expandedOf = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x
 const isState = (v: unknown): v is GraphState => hasArrays(v, 'ids', 'module_ids');
 
 /** Mount ``view`` on ``el`` as its widget entry would (src/widgets/<view>.ts), and return it. */
-function mount(view: string, model: EntryModel, el: HTMLElement): { view: Exportable; cleanup: () => void } {
+function mount(view: string, model: EntryModel, el: HTMLElement): Mounted {
   let made: Exportable | null = null;
   let cleanup: () => void;
+  let deliver: Mounted['deliver'] = () => {};
   if (view === 'graph') {
     cleanup = defineEntry({
       trait: 'graph',
@@ -157,11 +191,71 @@ function mount(view: string, model: EntryModel, el: HTMLElement): { view: Export
       },
       show: (v, p) => v.setPlan(p)
     })({ model, el });
+  } else if (view === 'memory') {
+    let memory: ReturnType<typeof createMemoryView> | null = null;
+    cleanup = defineEntry({
+      trait: 'timeline',
+      is: isTimeline,
+      styleId: 'forgeviz-memory-style',
+      css: memoryCss,
+      create({ el: root }) {
+        // no kernel: nothing to ask for details, and the saved events are the whole history
+        memory = createMemoryView(root, { requestDetail: noKernel, requestReplay: () => {} });
+        made = memory;
+        return memory;
+      },
+      show: (v, t) => v.setTimeline(t)
+    })({ model, el });
+    // as src/widgets/memory.ts: an ``events`` message appends (or, with ``reset``, starts over)
+    deliver = (content, buffers) => {
+      const m = content as { type?: string; start?: number; count?: number; reset?: boolean } | null;
+      if (memory && m && m.type === 'events') {
+        memory.appendEvents(m.start ?? 0, decodeColumns(buffers, m.count), !!m.reset);
+      }
+    };
   } else {
     throw new Error(`the ${view} view cannot be drawn headless`);
   }
-  return { view: made!, cleanup };
+  return { view: made!, deliver, cleanup };
 }
+
+/** base64 → bytes (no string per byte: a GIF frame's pixels are megabytes). */
+function bytesOf(b64: string): Uint8Array {
+  const codes = new Uint8Array(128);
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
+  for (let i = 0; i < 64; i++) {
+    codes[alphabet.charCodeAt(i)] = i;
+  }
+  let len = b64.length;
+  while (len > 0 && b64[len - 1] === '=') {
+    len--;
+  }
+  const out = new Uint8Array(Math.floor((len * 3) / 4));
+  let o = 0;
+  for (let i = 0; i < len; i += 4) {
+    const a = codes[b64.charCodeAt(i)];
+    const b = codes[b64.charCodeAt(i + 1)];
+    const c = i + 2 < len ? codes[b64.charCodeAt(i + 2)] : 0;
+    const d = i + 3 < len ? codes[b64.charCodeAt(i + 3)] : 0;
+    const n = (a << 18) | (b << 12) | (c << 6) | d;
+    if (o < out.length) out[o++] = (n >> 16) & 255;
+    if (o < out.length) out[o++] = (n >> 8) & 255;
+    if (o < out.length) out[o++] = n & 255;
+  }
+  return out;
+}
+
+/** bytes → base64. */
+function base64Of(bytes: Uint8Array): string {
+  let bin = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  }
+  return btoa(bin);
+}
+
+/** A saved message's base64 buffer as the DataView a custom message's buffer is (src/lab/saved.ts). */
+const viewOf = (b64: string): DataView => new DataView(bytesOf(b64).buffer);
 
 /** Settle when ``el`` is ready; reject with the view's own status text when it says error. */
 function whenReady(el: HTMLElement): Promise<void> {
@@ -185,10 +279,10 @@ function whenReady(el: HTMLElement): Promise<void> {
 }
 
 /**
- * Draw ``view`` from its widget's traits (JSON) in ``theme`` ('light' or 'dark') and return the
- * standalone SVG its export button would save. Rejects with a message saying what was wrong.
+ * Mount ``view`` over its traits in ``theme``, deliver ``messages``, wait until it is ready, run
+ * ``use`` on it, and unmount. Rejects with a message saying what was wrong.
  */
-export async function forgevizRender(view: string, traitsJson: string, theme: string): Promise<string> {
+async function withView<R>(view: string, traitsJson: string, theme: string, messagesJson: string | undefined, use: (v: Exportable) => R): Promise<R> {
   const trait = HEADLESS_VIEWS[view];
   if (!trait) {
     throw new Error(`the ${view} view cannot be drawn headless (only ${Object.keys(HEADLESS_VIEWS).join(', ')})`);
@@ -197,28 +291,128 @@ export async function forgevizRender(view: string, traitsJson: string, theme: st
     throw new Error(`theme must be 'light' or 'dark', got '${theme}'`);
   }
   const traits = JSON.parse(traitsJson) as Record<string, unknown>;
+  const messages = (messagesJson ? JSON.parse(messagesJson) : []) as SavedMessage[];
   const doc = page();
   setTheme(doc, theme);
   const el = doc.createElement('div');
   doc.body.appendChild(el);
   const model: EntryModel = { get: key => traits[key] };
-  const { view: v, cleanup } = mount(view, model, el);
+  const { view: v, deliver, cleanup } = mount(view, model, el);
   try {
     if (el.getAttribute('data-fv-state') !== 'ready' && el.getAttribute('data-fv-state') !== 'error') {
       // nothing shown yet unless the trait held the view's data
-      const value = traits[trait];
-      const shown = view === 'graph' ? isGraphTrait(value) : hasArrays(value, ...(view === 'strides' ? ['tensors', 'strips'] : ['operands', 'steps']));
-      if (!shown) {
+      if (!SHOWS[view](traits[trait])) {
         throw new Error(`the '${trait}' trait holds no ${view} to draw`);
       }
     }
+    for (const m of messages) {
+      deliver(m.content, (m.buffers ?? []).map(viewOf));
+    }
     await whenReady(el);
-    return v.exportSVG();
+    return use(v);
   } finally {
     cleanup();
     el.remove();
   }
 }
 
+/**
+ * Draw ``view`` from its widget's traits (JSON) in ``theme`` ('light' or 'dark'), after the saved
+ * custom messages (JSON, optional), and return the standalone SVG its export button would save.
+ */
+export function forgevizRender(view: string, traitsJson: string, theme: string, messagesJson?: string): Promise<string> {
+  return withView(view, traitsJson, theme, messagesJson, v => v.exportSVG());
+}
+
+/**
+ * The broadcast view's every step as the view shows it, each the standalone SVG its export button
+ * saves at that step: a JSON list (one SVG for a plan without steps, as the GIF has one frame).
+ */
+export function forgevizSteps(traitsJson: string, theme: string): Promise<string> {
+  return withView('broadcast', traitsJson, theme, undefined, v => {
+    const b = v as unknown as BroadcastView;
+    const plan = (JSON.parse(traitsJson) as { plan: BroadcastPlan }).plan;
+    const n = Math.max(1, plan.steps.length);
+    const out: string[] = [];
+    for (let i = 0; i < n; i++) {
+      b.setStep(i);
+      out.push(b.exportSVG());
+    }
+    return JSON.stringify(out);
+  });
+}
+
+/**
+ * Undo PNG's per-row filters and return RGBA over white (``raw``: the inflated IDAT of an 8-bit,
+ * non-interlaced image with ``channels`` 4 (RGBA) or 3 (RGB)).
+ */
+function unfilter(raw: Uint8Array, width: number, height: number, channels: number): Uint8Array {
+  if (channels !== 3 && channels !== 4) {
+    throw new Error(`expected an RGB or RGBA frame, got ${channels} channels`);
+  }
+  const bpp = channels;
+  const stride = width * bpp;
+  if (raw.length < height * (stride + 1)) {
+    throw new Error(`a ${width}×${height} frame needs ${height * (stride + 1)} bytes, got ${raw.length}`);
+  }
+  const px = new Uint8Array(height * stride);
+  for (let y = 0; y < height; y++) {
+    const type = raw[y * (stride + 1)];
+    const src = y * (stride + 1) + 1;
+    const row = y * stride;
+    const up = row - stride;
+    for (let x = 0; x < stride; x++) {
+      const a = x >= bpp ? px[row + x - bpp] : 0;
+      const b = y > 0 ? px[up + x] : 0;
+      const c = x >= bpp && y > 0 ? px[up + x - bpp] : 0;
+      let p: number;
+      if (type === 0) {
+        p = 0;
+      } else if (type === 1) {
+        p = a;
+      } else if (type === 2) {
+        p = b;
+      } else if (type === 3) {
+        p = (a + b) >> 1;
+      } else if (type === 4) {
+        const e = a + b - c;
+        const pa = Math.abs(e - a);
+        const pb = Math.abs(e - b);
+        const pc = Math.abs(e - c);
+        p = pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+      } else {
+        throw new Error(`unknown PNG filter ${type} in row ${y}`);
+      }
+      px[row + x] = (raw[src + x] + p) & 255;
+    }
+  }
+  // RGBA over white, as the browser's export draws each frame on a white canvas
+  const out = new Uint8Array(width * height * 4);
+  for (let i = 0, j = 0; i < px.length; i += bpp, j += 4) {
+    const al = bpp === 4 ? px[i + 3] : 255;
+    for (let k = 0; k < 3; k++) {
+      out[j + k] = al === 255 ? px[i + k] : Math.round((px[i + k] * al + 255 * (255 - al)) / 255);
+    }
+    out[j + 3] = 255;
+  }
+  return out;
+}
+
+/**
+ * The broadcast view's GIF from frames rasterised in Python (resvg): ``framesJson`` is a JSON list
+ * of ``{width, height, channels, rows}`` with ``rows`` the base64 of each PNG's inflated, still
+ * filtered scanlines (RGBA: 4 channels, RGB: 3). The same encoder, delays and loop as the browser's GIF button; base64 out.
+ */
+export function forgevizEncodeGif(framesJson: string): string {
+  const frames: RgbaFrame[] = (JSON.parse(framesJson) as { width: number; height: number; channels: number; rows: string }[]).map(f => ({
+    width: f.width,
+    height: f.height,
+    data: unfilter(bytesOf(f.rows), f.width, f.height, f.channels)
+  }));
+  return base64Of(encodeGif(frames, { delayMs: GIF_DELAY_MS, lastDelayMs: 3 * GIF_DELAY_MS }));
+}
+
 (globalThis as { forgevizRender?: typeof forgevizRender }).forgevizRender = forgevizRender;
+(globalThis as { forgevizSteps?: typeof forgevizSteps }).forgevizSteps = forgevizSteps;
+(globalThis as { forgevizEncodeGif?: typeof forgevizEncodeGif }).forgevizEncodeGif = forgevizEncodeGif;
 (globalThis as { forgevizHeadlessViews?: string[] }).forgevizHeadlessViews = Object.keys(HEADLESS_VIEWS);
