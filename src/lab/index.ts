@@ -1,7 +1,8 @@
 /**
  * forgeviz JupyterLab extension. It provides Graphviz (WASM: forgeviz/static/graphviz.js, served
  * by Lab from this extension's static folder) to every forgeviz view on the page, so widgets never
- * ask the kernel for it, and answers the graph inspector's "go to cell" (see goto.ts).
+ * ask the kernel for it, answers the graph inspector's "go to cell" (see goto.ts), and saves what
+ * each view shows now (refresh.ts).
  */
 import type { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { importFromSource } from '../graphviz-loader';
@@ -9,6 +10,7 @@ import { type GraphvizModule, loadWithLayered } from '../layout-worker';
 import type { ForgevizGlobal, GraphvizLike } from '../graphviz-loader';
 import { VERSION } from '../version';
 import { installGoto } from './goto';
+import { installRefresh } from './refresh';
 
 /**
  * Where Lab serves this extension's copy of forgeviz/static/graphviz.js (the build copies it into
@@ -38,9 +40,11 @@ export function graphvizUrl(doc: Document): string | null {
 export function installGlobal(doc: Document = document): ForgevizGlobal {
   const g = globalThis as { __forgeviz__?: ForgevizGlobal };
   const existing = g.__forgeviz__ ?? {};
+  // the live views on the page, listed by each while it is drawn (src/widgets/entry.ts; read on save)
+  const views = existing.views instanceof Set ? existing.views : new Set();
   const url = graphvizUrl(doc);
   if (!url) {
-    g.__forgeviz__ = { ...existing, version: VERSION };
+    g.__forgeviz__ = { ...existing, version: VERSION, views };
     return g.__forgeviz__;
   }
   let source: Promise<ArrayBuffer> | null = null;
@@ -57,6 +61,7 @@ export function installGlobal(doc: Document = document): ForgevizGlobal {
   g.__forgeviz__ = {
     ...existing,
     version: VERSION,
+    views,
     graphvizSource,
     loadGraphviz: async (): Promise<GraphvizLike> => loadWithLayered((await importFromSource(await graphvizSource())) as GraphvizModule)
   };
@@ -65,11 +70,12 @@ export function installGlobal(doc: Document = document): ForgevizGlobal {
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: 'forgeviz:plugin',
-  description: 'Provides Graphviz (WASM) to forgeviz autograd graph views and takes their source links to the cell.',
+  description: 'Provides Graphviz (WASM) to forgeviz autograd graph views, takes their source links to the cell, and saves what they show now.',
   autoStart: true,
   activate: (app: JupyterFrontEnd) => {
     installGlobal();
     installGoto(app.shell);
+    installRefresh(app);
   }
 };
 

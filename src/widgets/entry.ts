@@ -110,6 +110,17 @@ export function hasArrays(v: unknown, ...keys: string[]): boolean {
   return !!v && typeof v === 'object' && keys.every(k => Array.isArray((v as Record<string, unknown>)[k]));
 }
 
+/**
+ * A live view (one with a kernel) while it is drawn: listed in ``globalThis.__forgeviz__.views``
+ * when the page's host made that Set (the JupyterLab extension: src/lab/refresh.ts reads each one's
+ * model and export when a notebook is saved).
+ */
+export interface LiveView {
+  el: HTMLElement;
+  model: EntryModel;
+  view: EntryView;
+}
+
 const randomId = () => 1 + Math.floor(Math.random() * 2 ** 31);
 
 type Listener = (...args: any[]) => void;
@@ -170,7 +181,11 @@ export function defineEntry<T, V extends EntryView, R extends Requests = Request
     onWarnings();
     onData();
     ctx.announce();
+    const registry = live ? (globalThis as { __forgeviz__?: { views?: Set<LiveView> } }).__forgeviz__?.views : undefined;
+    const listed: LiveView = { el, model, view };
+    registry?.add(listed);
     return () => {
+      registry?.delete(listed);
       listeners.forEach(([name, cb]) => model.off?.(name, cb));
       ctx.transport?.dispose();
       view.destroy();
