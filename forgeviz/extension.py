@@ -46,6 +46,7 @@ class _CellHooks:
         for widget in list(session.widgets):
             if widget.dirty:
                 widget.refresh()
+                widget.refresh_saved()
         self.explain(result)
 
     def explain(self, result) -> None:

@@ -13,14 +13,15 @@ from test_graph import independent_walk
 from forgeviz._capture.session import get_session
 from forgeviz.model import rows_of
 from forgeviz.model.memory import EVENT_COLUMNS
-from forgeviz.widgets.base import MAX_SAVED_BYTES, MIME_TYPE, WIDGET_VIEW
+from forgeviz.widgets.base import MAX_SAVED_BYTES, MIME_TYPE, WIDGET_VIEW, _split_bundle
 from forgeviz.widgets.graph import MAX_SAVED_DETAILS, GraphWidget
 
 from scenarios import S1, make_gpt2
 
 
 def bundle_of(nb, name: str) -> dict:
-    data, _metadata = nb.shell.display_formatter.format(nb[name])
+    """What the view displays (``_ipython_display_`` publishes this bundle, with a display id)."""
+    data, _metadata = _split_bundle(nb[name]._repr_mimebundle_())
     return data
 
 

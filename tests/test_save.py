@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from forgeviz.headless import HEADLESS_VIEWS
+from forgeviz.widgets.base import _split_bundle
 
 from scenarios import S1
 
@@ -48,12 +49,12 @@ def test_each_saved_output_carries_the_picture_for_pages_without_forgeviz(nb):
     nb.ok("loss.backward()\ng = forgeviz.graph(loss)\nb = forgeviz.broadcast(torch.ones(3, 1), torch.ones(1, 4))"
           "\nt = torch.arange(12.).reshape(3, 4)\ns = forgeviz.strides(t, t.T)")
     for name in ("g", "b", "s"):
-        data, _ = nb.shell.display_formatter.format(nb[name])
+        data, _ = _split_bundle(nb[name]._repr_mimebundle_())
         assert data["image/svg+xml"].startswith("<svg") or "<svg" in data["image/svg+xml"][:200]
         assert data["text/html"].startswith('<div class="forgeviz-static"><svg')
-    data, _ = nb.shell.display_formatter.format(nb["g"])
+    data, _ = _split_bundle(nb["g"]._repr_mimebundle_())
     assert f"∇ {nb['x'].grad.item():g}" in data["image/svg+xml"]
-    data, _ = nb.shell.display_formatter.format(nb["b"])
+    data, _ = _split_bundle(nb["b"]._repr_mimebundle_())
     assert all(str(d) in data["image/svg+xml"] for d in torch.broadcast_shapes((3, 1), (1, 4)))
 
 
@@ -74,7 +75,7 @@ def test_a_memory_view_saves_its_picture_and_its_bundle_carries_it(nb, tmp_path)
     nb.ok("a = torch.zeros(1000)\nb = torch.ones(2000)")
     nb.ok("m = forgeviz.memory()")
     m = nb["m"]
-    data, _ = nb.shell.display_formatter.format(m)
+    data, _ = _split_bundle(m._repr_mimebundle_())
     count = data["application/vnd.forgeviz.v1+json"]["traits"]["timeline"]["count"]
     assert count == m.model.count > 0
     assert f"{count:,} events" in data["image/svg+xml"]

@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Optional
 
 import anywidget
 import traitlets
+from IPython.display import display
 
 from .. import headless
 from .._capture.session import CaptureSession
@@ -87,6 +88,11 @@ def _split_bundle(bundle: object) -> tuple[dict, Optional[dict]]:
     return (dict(bundle) if isinstance(bundle, dict) else {}), None
 
 
+def _saved_key(payload: object) -> Optional[str]:
+    """A saved payload as text to compare (None for none)."""
+    return None if payload is None else json.dumps(payload, sort_keys=True, default=str)
+
+
 def esm(name: str) -> Any:
     """The built ESM ``forgeviz/static/<name>`` (a path anywidget watches), or a module that says
     it is missing.
@@ -143,6 +149,9 @@ class RequestWidget(anywidget.AnyWidget):
         # The browser views drawing this widget, by the ids they announce when they render; None
         # until one does.
         self._views: Optional[set] = None
+        # The outputs showing this view (``_ipython_display_``), and the saved data they hold.
+        self._displays: list = []
+        self._displayed: Optional[str] = None
         self.on_msg(self._on_request)
 
     # --- warnings -------------------------------------------------------------------------
@@ -240,6 +249,37 @@ class RequestWidget(anywidget.AnyWidget):
         else:
             headless.save(self.view_name, saved.traits, path, theme, messages=saved.messages)
         return path
+
+    def _ipython_display_(self, **kwargs) -> None:
+        """Show this view as a display with an id (``_repr_mimebundle_``'s bundle), so that the
+        output can follow the view when it changes later (``refresh_saved``)."""
+        data, metadata = _split_bundle(self._repr_mimebundle_(**kwargs))
+        handle = display(data, metadata=metadata or {}, raw=True, display_id=True)
+        if handle is not None:
+            self._displays.append(handle)
+            self._displayed = _saved_key(data.get(MIME_TYPE))
+
+    def refresh_saved(self) -> None:
+        """Update the outputs showing this view to its latest state (after a backward, new events),
+        so a notebook run with no browser (nbclient, papermill, ``nbconvert --execute``) saves the
+        pictures as they end up. While a browser view draws it, the outputs are left alone: the
+        live view already shows the state, and JupyterLab writes it when the notebook is saved
+        (src/lab/refresh.ts). A fault is recorded, never raised.
+
+        >>> import forgeviz
+        >>> forgeviz.broadcast((3, 1), (1, 3)).refresh_saved()  # never displayed: nothing to update
+        """
+        if not self._displays or self._views:
+            return
+        try:
+            if _saved_key(saved_payload(self.view_name, self._saved())) == self._displayed:
+                return  # what the outputs hold already
+            data, metadata = _split_bundle(self._repr_mimebundle_())
+            self._displayed = _saved_key(data.get(MIME_TYPE))
+            for handle in self._displays:
+                handle.update(data, metadata=metadata or {}, raw=True)
+        except Exception as exc:  # noqa: BLE001 - a forgeviz fault never breaks the user's cell
+            self._session.fault(f"updating the saved {self.view_name or 'view'} output failed: {exc!r}")
 
     def _repr_mimebundle_(self, **kwargs):
         """The widget's own bundle (its view while the kernel has the model), plus a one-line

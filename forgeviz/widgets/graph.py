@@ -45,7 +45,7 @@ class GraphWidget(RequestWidget):
     # Module and Repeat ids the view shows expanded; the browser writes it, so a refresh or a new
     # display of this widget opens as the user left it.
     expanded = traitlets.List(traitlets.Unicode()).tag(sync=True)
-    requests = ("inspect", "module", "dot", "graphviz")
+    requests = ("inspect", "module", "dot", "graphviz", "view", "gone")  # a view announces itself
     view_name = "graph"
     save_formats = {".dot": "to_dot"}
 

@@ -46,6 +46,8 @@ export const render = defineEntry({
   styleId: 'forgeviz-style',
   css,
   connect: createTransport,
+  // the kernel then knows a browser draws it, and leaves its saved output to Lab (src/lab/refresh.ts)
+  announce: 'view',
   create({ el, transport, model }) {
     const t = kernel(transport);
     const writable = model as unknown as WritableModel;
