@@ -1,7 +1,8 @@
 """Saving a notebook in real JupyterLab saves what its live forgeviz views show now (issue 15): a graph
 displayed before ``loss.backward()`` is saved with the gradients torch computed after it (its
 forgeviz JSON's state, its summary, and the ∇ 64 badge in its SVG), though Lab's own copy of the
-output still holds the display-time bundle."""
+output still holds the display-time bundle. Reopened (trusted: Lab signed it) in a fresh kernel that
+has none of its widget models, the graph is drawn from the saved data, not "Error displaying widget"."""
 
 from __future__ import annotations
 
@@ -87,3 +88,23 @@ def test_saved_graph_has_the_grads_made_after_it_was_displayed(page, lab):
     assert html.startswith('<div class="forgeviz-static"><svg') and "64" in html
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "saved-refresh-graph.svg").write_text(svg, encoding="utf-8")
+
+    # Reopen in a new page and a new kernel: the widget models are gone; the output is trusted.
+    page.evaluate("async () => { await window.jupyterapp.shell.currentWidget.sessionContext.shutdown(); }")
+    page.goto(f"{lab['base']}/lab/tree/refresh.ipynb?token={lab['token']}")
+    page.wait_for_function("""() => {
+        const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+        return w && w.context && w.context.path === 'refresh.ipynb' && w.content.widgets.length === 4;
+    }""")
+    panel_id = page.evaluate("() => window.jupyterapp.shell.currentWidget.id")
+    out = page.locator(f"[id='{panel_id}'] .jp-Notebook .jp-Cell").nth(2).locator(".jp-OutputArea")
+    assert page.evaluate("() => window.jupyterapp.shell.currentWidget.content.widgets[2].model.outputs.get(0).trusted")
+    try:
+        page.wait_for_selector(f"[id='{panel_id}'] .fv-saved-output .fv-root[data-fv-state=ready]", timeout=60_000)
+    except Exception:
+        out.screenshot(path=str(ARTIFACTS / "failure.png"))
+        raise AssertionError(f"the reopened output: {out.inner_html()[:600]!r}")
+    assert "Error displaying widget" not in out.text_content()
+    drawn = out.locator(".fv-saved-output .fv-root")
+    assert "64" in drawn.locator('[data-fv-node][data-label="x"] .fv-badge-text').text_content()
+    out.screenshot(path=str(ARTIFACTS / "saved-refresh-reopened.png"))

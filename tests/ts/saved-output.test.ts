@@ -75,7 +75,7 @@ describe('a saved graph', () => {
     renderer.dispose();
     expect(renderer.node.children).toHaveLength(0);
     expect(rendererFactory.safe).toBe(true);
-    expect(rendererFactory.defaultRank).toBeGreaterThan(-10); // the live widget's renderer (-10) comes first when trusted
+    expect(rendererFactory.defaultRank).toBeLessThan(-10); // before the live widget's renderer (-10): it hands a trusted output to it (mime.ts)
     expect(rendererFactory.defaultRank).toBeLessThan(120); // before text/plain
   });
 
