@@ -81,11 +81,13 @@ def test_saved_graph_has_the_grads_made_after_it_was_displayed(page, lab):
     assert payload["details"] == {} and "before backward 1" in payload["details_cut"]
     assert "application/vnd.jupyter.widget-view+json" in data  # the live view stays
 
-    svg, html = _text(data["image/svg+xml"]), _text(data["text/html"])
+    svg = _text(data["image/svg+xml"])
     assert "64" not in re.sub(r"<[^>]*>", " ", in_page["svg"])
     texts = " ".join(re.findall(r">([^<>]+)<", svg))
     assert "∇" in texts and "64" in texts and "32" in texts, texts
-    assert html.startswith('<div class="forgeviz-static"><svg') and "64" in html
+    if "text/html" in data:  # the kernel's bundle may carry the picture as HTML too: refreshed alike
+        html = _text(data["text/html"])
+        assert html.startswith('<div class="forgeviz-static"><svg') and "64" in html
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "saved-refresh-graph.svg").write_text(svg, encoding="utf-8")
 
