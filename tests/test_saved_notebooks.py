@@ -89,5 +89,7 @@ def test_a_notebook_of_twenty_outputs_stays_under_five_megabytes(tmp_path):
     assert len(outputs) == 20
     size = path.stat().st_size
     per_output = sorted(len(json.dumps(d)) for d in outputs)
-    print(f"20 outputs: {size:,} bytes; per output {per_output[0]:,} to {per_output[-1]:,}")
+    state = len(json.dumps(nb.metadata.get("widgets", {})))
+    print(f"20 outputs: {size:,} bytes, {state:,} of them widget state; "
+          f"per output {per_output[0]:,} to {per_output[-1]:,}")
     assert size < MAX_NOTEBOOK_BYTES
