@@ -463,6 +463,23 @@ describe('memory view', () => {
     expect(sizes[1] / sizes[0]).toBeLessThan(2);
   });
 
+  it('export SVG keeps the peak label inside the plot when the peak is the last event', () => {
+    // a step up at the very end (the CPU trace of two allocations after a quiet start)
+    const events: Ev[] = [0, 1, 2].map(i => ({ time: i * 0.001, bytes: 8, storage: i, action: ALLOC, category: 0 }));
+    events.push({ time: 0.057, bytes: 40_000, storage: 10, action: ALLOC, category: 6 });
+    events.push({ time: 0.0571, bytes: 80_000, storage: 11, action: ALLOC, category: 6 });
+    const { view } = mountTrace(events);
+    const f = view.draw();
+    expect(f.peak!.index).toBe(4);
+    const svg = view.exportSVG();
+    const doc = new DOMParser().parseFromString(svg.replace(/^<\?xml[^>]*>\s*/, ''), 'image/svg+xml');
+    const label = [...doc.querySelectorAll('text')].find(t => t.textContent!.startsWith('peak '))!;
+    const half = (label.textContent!.length * 7) / 2; // bold 11px: at most about 7 px a character
+    const x = Number(label.getAttribute('x'));
+    expect(x + half).toBeLessThanOrEqual(f.right + 1);
+    expect(x - half).toBeGreaterThanOrEqual(f.left - 1);
+  });
+
   it('export SVG of the blocks view has one rect per block segment', () => {
     const events = randomEvents(3000, 14);
     const { view } = mountTrace(events);

@@ -668,7 +668,8 @@ export function frameToSvg(doc: Document, f: Frame, theme: Theme, prefix: string
     const p = f.peak;
     g.appendChild(s(doc, 'path', { d: `M${r2(p.x)} ${r2(p.y - 1)}l-4 -7h8z`, fill: theme.fg }));
     g.appendChild(
-      s(doc, 'text', { x: r2(p.x), y: r2(Math.max(p.y - 10, f.top + 10)), 'text-anchor': 'middle', 'font-weight': 'bold', fill: theme.fg, stroke: theme.bg, 'stroke-width': 3, 'paint-order': 'stroke' }, p.label)
+      // kept inside the plot as the canvas keeps it (no text metrics here: bold 11px is about 7 px a character)
+      s(doc, 'text', { x: r2(Math.min(Math.max(p.x, f.left + p.label.length * 3.5 + 2), f.right - p.label.length * 3.5 - 2)), y: r2(Math.max(p.y - 10, f.top + 10)), 'text-anchor': 'middle', 'font-weight': 'bold', fill: theme.fg, stroke: theme.bg, 'stroke-width': 3, 'paint-order': 'stroke' }, p.label)
     );
   }
   if (f.cuda) {
