@@ -3,16 +3,21 @@ uses, run headless (forgeviz.headless), checked against torch's numbers."""
 
 from __future__ import annotations
 
+import os
 import re
 import struct
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
+from test_headless import decode_png
 
 from forgeviz.headless import HEADLESS_VIEWS
 from forgeviz.widgets.base import _split_bundle
 
-from scenarios import S1
+from scenarios import ROOT, S1
 
 
 def png_size(data: bytes) -> tuple[int, int]:
@@ -96,3 +101,47 @@ def test_a_broadcast_saves_a_gif_and_one_svg_per_step(nb, tmp_path):
     for k, (path, step) in enumerate(zip(paths, steps)):
         assert f"step {k + 1} of {len(steps)}, {step['title']}" in path.read_text()
     assert all(str(d) in paths[-1].read_text() for d in torch.broadcast_shapes((3, 1), (1, 4)))
+
+
+SCRIPT = """
+import shutil, sys, torch, forgeviz
+assert shutil.which("chromium") is None and shutil.which("dot") is None
+out = sys.argv[1]
+with forgeviz.capture():  # a plain script: capture makes the gradients known to the graph
+    x = torch.tensor([2.], requires_grad=True)
+    y = torch.tensor([3.], requires_grad=True)
+    loss = (x * y + x) ** 2
+    loss.backward()
+    g = forgeviz.graph(loss)
+t = torch.arange(12.).reshape(3, 4)
+views = {"graph": g, "strides": forgeviz.strides(t, t.T),
+         "broadcast": forgeviz.broadcast(torch.ones(3, 1), torch.ones(1, 4))}
+with forgeviz.memory_trace() as trace:
+    a = torch.zeros(1000)
+    b = torch.ones(2000)
+    del a
+views["memory"] = trace.widget()
+for name, view in views.items():
+    for suffix in (".svg", ".png", ".html") + tuple(view.save_formats):
+        view.save(f"{out}/{name}{suffix}")
+print(x.grad.item())
+"""
+
+
+def test_every_view_saves_every_format_in_a_process_with_no_display_and_no_browser(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "BROWSER")}
+    env["PATH"] = str(Path(sys.executable).parent)  # no chromium, no dot
+    env["PYTHONPATH"] = str(ROOT)
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    x_grad = float(done.stdout.strip().splitlines()[-1])  # torch's, in that process
+    for view in ("graph", "strides", "broadcast", "memory"):
+        svg = (tmp_path / f"{view}.svg").read_text()
+        assert svg.startswith("<?xml") and "</svg>" in svg[-20:]
+        width, height, pixels = decode_png((tmp_path / f"{view}.png").read_bytes())
+        assert width > 100 and height > 100 and len(set(pixels)) > 10, view  # drawn, not blank
+        no_network((tmp_path / f"{view}.html").read_text())
+    assert f"∇ {x_grad:g}" in (tmp_path / "graph.svg").read_text()
+    assert "MulBackward0" in (tmp_path / "graph.dot").read_text()
+    assert (tmp_path / "broadcast.gif").read_bytes()[:6] == b"GIF89a"
