@@ -8,6 +8,7 @@ import json
 
 import nbformat
 import pytest
+import torch
 from nbclient import NotebookClient
 
 from labdriver import ARTIFACTS
@@ -20,6 +21,7 @@ CELLS = [
     "z = x * y\nw = z + x\nloss = w ** 2",
     "loss.backward()\nx.grad",
     "forgeviz.graph(loss)",
+    "forgeviz.broadcast(torch.ones(3, 1), torch.ones(1, 4))",
 ]
 MIME = "application/vnd.forgeviz.v1+json"
 
@@ -32,11 +34,11 @@ def saved_notebook(path) -> dict:
     nb.metadata.pop("kernelspec", None)
     nbformat.write(nb, path)
     (graph_output,) = nb.cells[3].outputs
-    return graph_output
+    return graph_output, nb.cells[4].outputs[0]
 
 
 def test_saved_graph_is_drawn_and_inspected_with_no_kernel(page, lab):
-    output = saved_notebook(lab["root"] / "saved.ipynb")
+    output, broadcast = saved_notebook(lab["root"] / "saved.ipynb")
     data = output["data"]
     assert {"text/plain", "application/vnd.jupyter.widget-view+json", MIME} <= set(data)
     assert data["text/plain"] == "forgeviz graph: 5 Nodes, loss ← x, y; grads after 1 backward"
@@ -46,7 +48,7 @@ def test_saved_graph_is_drawn_and_inspected_with_no_kernel(page, lab):
     page.goto(f"{lab['base']}/lab/tree/saved.ipynb?token={lab['token']}")
     page.wait_for_function("""() => {
         const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-        return w && w.context && w.context.path === 'saved.ipynb' && w.content.widgets.length === 4;
+        return w && w.context && w.context.path === 'saved.ipynb' && w.content.widgets.length === 5;
     }""")
     panel_id = page.evaluate("() => window.jupyterapp.shell.currentWidget.id")
     out = page.locator(f"[id='{panel_id}'] .jp-Notebook .jp-Cell").nth(3).locator(".jp-OutputArea")
@@ -78,3 +80,17 @@ def test_saved_graph_is_drawn_and_inspected_with_no_kernel(page, lab):
     out.scroll_into_view_if_needed()
     out.screenshot(path=str(ARTIFACTS / "saved-graph-dark.png"))
     page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
+
+    # the broadcast plays from its saved plan, with no kernel: first, next, then play to the last step
+    steps = len(broadcast["data"][MIME]["traits"]["plan"]["steps"])
+    assert steps > 2
+    cell = page.locator(f"[id='{panel_id}'] .jp-Notebook .jp-Cell").nth(4)
+    view = cell.locator(".jp-OutputArea [data-step]").first
+    view.wait_for(timeout=60_000)
+    cell.locator("button.fv-bc-first").click()
+    page.wait_for_function("el => el.dataset.step === '0'", arg=view.element_handle())
+    cell.locator("button.fv-bc-next").click()
+    page.wait_for_function("el => el.dataset.step === '1'", arg=view.element_handle())
+    cell.locator("button.fv-bc-play").click()
+    page.wait_for_function(f"el => el.dataset.step === '{steps - 1}'", arg=view.element_handle(), timeout=30_000)
+    assert str(tuple(torch.broadcast_shapes((3, 1), (1, 4)))) in cell.locator(".jp-OutputArea").text_content()
