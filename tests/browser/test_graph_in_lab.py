@@ -110,7 +110,8 @@ def test_s1_graph_click_update_export(page, lab):
     page.wait_for_function("el => el.textContent.includes('64')", arg=inspector.element_handle())
     nb.output(2).screenshot(path=str(ARTIFACTS / "graph-light.png"))
 
-    # A second display sends the graph and the per-instance ESM, but never Graphviz again.
+    # A second display sends the graph, the per-instance ESM (about 80 KB) and the saved parts of the
+    # output (its data and picture, about 25 KB for S1), but never Graphviz (820 KB) again.
     mark = len(received)
     nb.run_cell(4)
     page.wait_for_selector(".jp-Cell:nth-child(5) .fv-root[data-fv-state=ready]")
@@ -118,7 +119,7 @@ def test_s1_graph_click_update_export(page, lab):
     (ARTIFACTS / "display-bytes.json").write_text(json.dumps(
         {"first_display": first_display_bytes, "second_display": second_display_bytes}))
     print(f"bytes over the websocket: first display {first_display_bytes}, second {second_display_bytes}")
-    assert second_display_bytes < 100_000
+    assert second_display_bytes < 200_000
 
     nb.run_cell(5)
     message = nb.output(5).locator(".fv-message")
