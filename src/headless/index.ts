@@ -9,9 +9,9 @@
  * ``traitsJson`` is the JSON of the widget's synced traits (graph: ``graph``, ``state``,
  * ``expanded``; strides: ``layout``; broadcast: ``plan``; memory: ``timeline``; all: ``warnings``),
  * ``messagesJson`` the custom messages the view gets once mounted, as a saved output keeps them
- * (``[{content, buffers: [base64]}]``: the memory timeline's ``events``). Each view is mounted
- * the way its widget entry mounts it (``defineEntry`` with a stand-in model that has only ``get``:
- * no kernel, no transport), then we wait for ``.fv-root[data-fv-state="ready"]``. Graphviz is the
+ * (``[{content, buffers: [base64]}]``: the memory timeline's ``events``). Each view is mounted by
+ * its own widget entry (src/widgets/<view>.ts) over a stand-in model with no ``send`` (no kernel,
+ * no transport), found by ``mountedView``, and awaited until ``.fv-root[data-fv-state="ready"]``. Graphviz is the
  * same module the layout worker loads (src/graphviz-bundle.ts), laid out on this thread (no Worker).
  * The memory view's export is SVG written from its frame (src/render/memory/draw.ts frameToSvg):
  * no canvas is needed (happy-dom has none; the view paints nothing on screen here).
@@ -20,42 +20,25 @@
  * each) and ``forgevizEncodeGif`` (the browser's GIF encoder over frames rasterised in Python).
  */
 import { Window } from 'happy-dom';
-import broadcastCss from '../../style/broadcast.css?raw';
-import graphCss from '../../style/graph.css?raw';
-import memoryCss from '../../style/memory.css?raw';
-import stridesCss from '../../style/strides.css?raw';
 import * as graphvizModule from '../graphviz-bundle';
-import { forgevizGlobal, getGraphviz } from '../graphviz-loader';
+import { forgevizGlobal } from '../graphviz-loader';
 import { loadWithLayered } from '../layout-worker';
-import { graphOfTrait, isGraphTrait } from '../model/table';
-import type { BroadcastPlan, GraphState, MemoryTimeline, StrideLayout } from '../model/wire';
+import type { BroadcastPlan } from '../model/wire';
 import { GIF_DELAY_MS } from '../render/broadcast/export';
 import { encodeGif, type RgbaFrame } from '../render/broadcast/gif';
-import { type BroadcastView, createBroadcastView } from '../render/broadcast/view';
-import { unpackLayout } from '../render/graph/layered';
-import { createGraphView } from '../render/graph/view';
-import { decodeColumns } from '../render/memory/data';
-import { createMemoryView } from '../render/memory/view';
-import { createStridesView } from '../render/strides/view';
-import { defineEntry, hasArrays, type EntryModel, type EntryView } from '../widgets/entry';
+import type { BroadcastView } from '../render/broadcast/view';
+import broadcastEntry from '../widgets/broadcast';
+import { mountedView, type EntryView } from '../widgets/entry';
+import graphEntry from '../widgets/graph';
+import memoryEntry from '../widgets/memory';
+import { mountSaved, type EntryModule, type SavedPayload } from '../lab/saved';
+import stridesEntry from '../widgets/strides';
 
 /** The views drawn here, and the trait that holds each one's data. */
 export const HEADLESS_VIEWS: Record<string, string> = { graph: 'graph', strides: 'layout', broadcast: 'plan', memory: 'timeline' };
 
-/** Whether each view's trait holds data it draws (as its widget entry checks). */
-const isTimeline = (v: unknown): v is MemoryTimeline => hasArrays(v, 'cells') && typeof (v as MemoryTimeline).count === 'number';
-const SHOWS: Record<string, (v: unknown) => boolean> = {
-  graph: isGraphTrait,
-  strides: v => hasArrays(v, 'tensors', 'strips'),
-  broadcast: v => hasArrays(v, 'operands', 'steps'),
-  memory: isTimeline
-};
-
-/** A custom message as a saved output keeps it: its buffers in base64. */
-export interface SavedMessage {
-  content: unknown;
-  buffers?: string[];
-}
+/** Each view's own widget entry (src/widgets/<view>.ts): it is mounted here as in a notebook. */
+const ENTRIES: Record<string, EntryModule> = { graph: graphEntry, strides: stridesEntry, broadcast: broadcastEntry, memory: memoryEntry };
 
 /**
  * JupyterLab's dark theme colours the views read (through base.css's --fv-* tokens); the light
@@ -86,8 +69,8 @@ function page(): Document {
     const w = win as unknown as { requestAnimationFrame(cb: (t: number) => void): number; cancelAnimationFrame(id: number): void };
     w.requestAnimationFrame = cb => setTimeout(() => cb(Date.now()), 0) as unknown as number;
     w.cancelAnimationFrame = id => clearTimeout(id);
-    const fv = forgevizGlobal();
-    fv.loadGraphviz = () => loadWithLayered(graphvizModule);
+    // every getGraphviz() on this page answers with this module, laid out on this thread
+    forgevizGlobal().graphviz = Promise.resolve(loadWithLayered(graphvizModule));
   }
   return win.document as unknown as Document;
 }
@@ -110,113 +93,6 @@ function setTheme(doc: Document, theme: string): void {
 
 interface Exportable extends EntryView {
   exportSVG(): string;
-}
-
-/** A mounted view: the view, how to hand it a custom message, and its cleanup. */
-interface Mounted {
-  view: Exportable;
-  deliver(content: unknown, buffers: DataView[]): void;
-  cleanup: () => void;
-}
-
-/** No kernel here: a request the view makes (inspector, DOT) fails with this. */
-const noKernel = (): Promise<never> => Promise.reject(new Error('no kernel connection (headless render)'));
-
-const expandedOf = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
-const isState = (v: unknown): v is GraphState => hasArrays(v, 'ids', 'module_ids');
-
-/** Mount ``view`` on ``el`` as its widget entry would (src/widgets/<view>.ts), and return it. */
-function mount(view: string, model: EntryModel, el: HTMLElement): Mounted {
-  let made: Exportable | null = null;
-  let cleanup: () => void;
-  let deliver: Mounted['deliver'] = () => {};
-  if (view === 'graph') {
-    cleanup = defineEntry({
-      trait: 'graph',
-      is: isGraphTrait,
-      styleId: 'forgeviz-style',
-      css: graphCss,
-      create({ el: root }) {
-        const gv = () => getGraphviz(noKernel, undefined, { Worker: null });
-        const v = createGraphView(root, {
-          layout: async dot => (await gv()).layout(dot, 'json', 'dot'),
-          layoutLayered: async input => {
-            const g = await gv();
-            if (!g.layered) {
-              throw new Error('the headless Graphviz has no layered layout');
-            }
-            return unpackLayout(await g.layered(input), input);
-          },
-          requestDetail: noKernel,
-          requestModule: noKernel,
-          requestDot: noKernel,
-          expanded: expandedOf(model.get('expanded'))
-        });
-        made = v;
-        return v;
-      },
-      show: (v, g) => {
-        // as the widget entry: the graph, then the state trait unless it is older than the graph
-        const graph = graphOfTrait(g);
-        void v.setGraph(graph);
-        const s = model.get('state');
-        if (isState(s) && s.backward_passes >= graph.backward_passes) {
-          v.setState(s);
-        }
-      }
-    })({ model, el });
-  } else if (view === 'strides') {
-    cleanup = defineEntry({
-      trait: 'layout',
-      is: (v): v is StrideLayout => hasArrays(v, 'tensors', 'strips'),
-      styleId: 'forgeviz-strides-style',
-      css: stridesCss,
-      create({ el: root }) {
-        const v = createStridesView(root, { requestValues: noKernel, requestStorage: noKernel, tryOp: noKernel });
-        made = v;
-        return v;
-      },
-      show: (v, l) => v.setLayout(l)
-    })({ model, el });
-  } else if (view === 'broadcast') {
-    cleanup = defineEntry({
-      trait: 'plan',
-      is: (v): v is BroadcastPlan => hasArrays(v, 'operands', 'steps'),
-      styleId: 'forgeviz-broadcast-style',
-      css: broadcastCss,
-      create({ el: root }) {
-        const v = createBroadcastView(root, { requestHtml: null });
-        made = v;
-        return v;
-      },
-      show: (v, p) => v.setPlan(p)
-    })({ model, el });
-  } else if (view === 'memory') {
-    let memory: ReturnType<typeof createMemoryView> | null = null;
-    cleanup = defineEntry({
-      trait: 'timeline',
-      is: isTimeline,
-      styleId: 'forgeviz-memory-style',
-      css: memoryCss,
-      create({ el: root }) {
-        // no kernel: nothing to ask for details, and the saved events are the whole history
-        memory = createMemoryView(root, { requestDetail: noKernel, requestReplay: () => {} });
-        made = memory;
-        return memory;
-      },
-      show: (v, t) => v.setTimeline(t)
-    })({ model, el });
-    // as src/widgets/memory.ts: an ``events`` message appends (or, with ``reset``, starts over)
-    deliver = (content, buffers) => {
-      const m = content as { type?: string; start?: number; count?: number; reset?: boolean } | null;
-      if (memory && m && m.type === 'events') {
-        memory.appendEvents(m.start ?? 0, decodeColumns(buffers, m.count), !!m.reset);
-      }
-    };
-  } else {
-    throw new Error(`the ${view} view cannot be drawn headless`);
-  }
-  return { view: made!, deliver, cleanup };
 }
 
 /** base64 → bytes (no string per byte: a GIF frame's pixels are megabytes). */
@@ -254,9 +130,6 @@ function base64Of(bytes: Uint8Array): string {
   return btoa(bin);
 }
 
-/** A saved message's base64 buffer as the DataView a custom message's buffer is (src/lab/saved.ts). */
-const viewOf = (b64: string): DataView => new DataView(bytesOf(b64).buffer);
-
 /** Settle when ``el`` is ready; reject with the view's own status text when it says error. */
 function whenReady(el: HTMLElement): Promise<void> {
   const t0 = Date.now();
@@ -291,25 +164,20 @@ async function withView<R>(view: string, traitsJson: string, theme: string, mess
     throw new Error(`theme must be 'light' or 'dark', got '${theme}'`);
   }
   const traits = JSON.parse(traitsJson) as Record<string, unknown>;
-  const messages = (messagesJson ? JSON.parse(messagesJson) : []) as SavedMessage[];
+  const messages = (messagesJson ? JSON.parse(messagesJson) : []) as NonNullable<SavedPayload['messages']>;
   const doc = page();
   setTheme(doc, theme);
   const el = doc.createElement('div');
   doc.body.appendChild(el);
-  const model: EntryModel = { get: key => traits[key] };
-  const { view: v, deliver, cleanup } = mount(view, model, el);
+  // as a saved output is drawn: the view's own entry over the saved traits, no kernel, then its messages
+  const cleanup = mountSaved(el, { version: 1, view, traits, messages }, ENTRIES[view]);
   try {
-    if (el.getAttribute('data-fv-state') !== 'ready' && el.getAttribute('data-fv-state') !== 'error') {
-      // nothing shown yet unless the trait held the view's data
-      if (!SHOWS[view](traits[trait])) {
-        throw new Error(`the '${trait}' trait holds no ${view} to draw`);
-      }
-    }
-    for (const m of messages) {
-      deliver(m.content, (m.buffers ?? []).map(viewOf));
+    const drawn = mountedView(el);
+    if (!drawn?.shown) {
+      throw new Error(`the '${trait}' trait holds no ${view} to draw`);
     }
     await whenReady(el);
-    return use(v);
+    return use(drawn.view as Exportable);
   } finally {
     cleanup();
     el.remove();

@@ -123,6 +123,24 @@ export interface LiveView {
 
 const randomId = () => 1 + Math.floor(Math.random() * 2 ** 31);
 
+/** A view drawn on an element, and whether its trait has held data for it yet. */
+export interface MountedView {
+  view: EntryView;
+  shown: boolean;
+}
+
+const mounted = new WeakMap<Element, MountedView>();
+
+/**
+ * The view an entry's ``render`` drew on ``el`` (live or saved), until its cleanup: how a host
+ * that mounted a view by its entry reaches the view itself (the headless renderer's export).
+ *
+ *     render({ model, el }); mountedView(el)?.view  // the view, with its exportSVG
+ */
+export function mountedView(el: Element): MountedView | undefined {
+  return mounted.get(el);
+}
+
 type Listener = (...args: any[]) => void;
 
 /** The anywidget ``render`` for one view. */
@@ -160,9 +178,12 @@ export function defineEntry<T, V extends EntryView, R extends Requests = Request
       }
     };
     const view = spec.create(ctx);
+    const here: MountedView = { view, shown: false };
+    mounted.set(el, here);
     const onData = () => {
       const value = model.get(spec.trait);
       if (spec.is(value)) {
+        here.shown = true;
         spec.show(view, value);
       }
     };
@@ -186,6 +207,9 @@ export function defineEntry<T, V extends EntryView, R extends Requests = Request
     registry?.add(listed);
     return () => {
       registry?.delete(listed);
+      if (mounted.get(el) === here) {
+        mounted.delete(el);
+      }
       listeners.forEach(([name, cb]) => model.off?.(name, cb));
       ctx.transport?.dispose();
       view.destroy();

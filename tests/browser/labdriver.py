@@ -105,6 +105,28 @@ class LabNotebook:
         return self.page.locator(f"[id='{self.panel_id}'] .jp-Notebook .jp-Cell").nth(index).locator(".jp-OutputArea")
 
 
+def screenshot_in_dark(page, locator, path: str) -> None:
+    """Switch JupyterLab to its dark theme, screenshot ``locator`` (scrolled into view) to ``path``,
+    and switch back to light."""
+    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
+    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'")
+    page.wait_for_timeout(500)
+    locator.scroll_into_view_if_needed()
+    locator.screenshot(path=path)
+    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
+
+
+def open_saved(page, lab, name: str, cells: int) -> str:
+    """Open the notebook ``name`` as it is on disk, without waiting for a kernel (it is drawn from its
+    saved outputs); the panel's id once its ``cells`` cells are there."""
+    page.goto(f"{lab['base']}/lab/tree/{name}?token={lab['token']}")
+    page.wait_for_function("""([path, cells]) => {
+        const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+        return w && w.context && w.context.path === path && w.content.widgets.length === cells;
+    }""", arg=[name, cells])
+    return page.evaluate("() => window.jupyterapp.shell.currentWidget.id")
+
+
 def websocket_bytes(page) -> list[int]:
     """The sizes of the websocket frames the page receives from now on: ``sum(frames[mark:])`` is what
     arrived since ``mark = len(frames)``."""

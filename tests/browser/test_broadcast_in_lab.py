@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from labdriver import ARTIFACTS, LabNotebook, write_notebook
+from labdriver import ARTIFACTS, LabNotebook, screenshot_in_dark, write_notebook
 
 pytestmark = pytest.mark.browser
 
@@ -108,9 +108,4 @@ def test_animation_steps_to_the_result_and_errors_are_explained(page, lab, tmp_p
     assert any("y.unsqueeze(-1)" in f or "b.unsqueeze(-1)" in f for f in fixes), fixes
     err.screenshot(path=str(ARTIFACTS / "broadcast-error.png"))
 
-    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
-    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'")
-    page.wait_for_timeout(500)
-    out.scroll_into_view_if_needed()
-    out.screenshot(path=str(ARTIFACTS / "broadcast-dark.png"))
-    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
+    screenshot_in_dark(page, out, str(ARTIFACTS / "broadcast-dark.png"))

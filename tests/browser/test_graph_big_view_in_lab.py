@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from labdriver import ARTIFACTS, LabNotebook, write_notebook
+from labdriver import ARTIFACTS, LabNotebook, screenshot_in_dark, write_notebook
 
 pytestmark = pytest.mark.browser
 
@@ -102,8 +102,4 @@ def test_a_10k_op_loop_expands_into_a_windowed_view(page, lab):
     svg = open(download.value.path(), encoding="utf-8").read()
     assert len(set(re.findall(r'data-fv-node="(\d+)"', svg))) == nodes
 
-    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
-    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'")
-    page.wait_for_timeout(500)
-    nb.output(2).screenshot(path=str(ARTIFACTS / "loop-10k-window-dark.png"))
-    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
+    screenshot_in_dark(page, nb.output(2), str(ARTIFACTS / "loop-10k-window-dark.png"))

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from labdriver import ARTIFACTS, LabNotebook, websocket_bytes, write_notebook
+from labdriver import ARTIFACTS, LabNotebook, screenshot_in_dark, websocket_bytes, write_notebook
 from scenarios import GPT2_SOURCE
 
 pytestmark = pytest.mark.browser
@@ -110,9 +110,4 @@ def test_gpt2_opens_folded_stacks_blocks_expands_searches_and_inspects(page, lab
     assert "LayerNorm" in inspector.text_content()
     nb.output(2).screenshot(path=str(ARTIFACTS / "gpt2-inspector-light.png"))
 
-    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
-    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'")
-    page.wait_for_timeout(500)
-    nb.output(2).scroll_into_view_if_needed()
-    nb.output(2).screenshot(path=str(ARTIFACTS / "gpt2-dark.png"))
-    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
+    screenshot_in_dark(page, nb.output(2), str(ARTIFACTS / "gpt2-dark.png"))

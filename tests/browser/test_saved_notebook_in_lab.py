@@ -11,7 +11,7 @@ import pytest
 import torch
 from nbclient import NotebookClient
 
-from labdriver import ARTIFACTS
+from labdriver import ARTIFACTS, open_saved, screenshot_in_dark
 
 pytestmark = pytest.mark.browser
 
@@ -45,15 +45,10 @@ def test_saved_graph_is_drawn_and_inspected_with_no_kernel(page, lab):
     size = len(json.dumps(data[MIME]))
     print(f"the S1 graph output saved by nbclient: {size} bytes of forgeviz JSON")
 
-    page.goto(f"{lab['base']}/lab/tree/saved.ipynb?token={lab['token']}")
-    page.wait_for_function("""() => {
-        const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-        return w && w.context && w.context.path === 'saved.ipynb' && w.content.widgets.length === 5;
-    }""")
-    panel_id = page.evaluate("() => window.jupyterapp.shell.currentWidget.id")
+    panel_id = open_saved(page, lab, "saved.ipynb", 5)
     out = page.locator(f"[id='{panel_id}'] .jp-Notebook .jp-Cell").nth(3).locator(".jp-OutputArea")
     root = out.locator(".fv-saved-output .fv-root")
-    page.wait_for_selector(f"[id='{panel_id}'] .fv-saved-output .fv-root[data-fv-state=ready]", timeout=60_000)
+    out.locator(".fv-saved-output .fv-root[data-fv-state=ready]").wait_for(timeout=60_000)  # the graph's, not the broadcast's
     # Lab may start a default kernel for a notebook with no kernelspec; a fresh kernel has none of
     # the saved widget models either, so what is drawn here is the saved data, through our renderer.
     assert "Error displaying widget" not in out.text_content()
@@ -74,12 +69,7 @@ def test_saved_graph_is_drawn_and_inspected_with_no_kernel(page, lab):
     ARTIFACTS.mkdir(exist_ok=True)
     out.screenshot(path=str(ARTIFACTS / "saved-graph-light.png"))
 
-    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
-    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'")
-    page.wait_for_timeout(500)
-    out.scroll_into_view_if_needed()
-    out.screenshot(path=str(ARTIFACTS / "saved-graph-dark.png"))
-    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
+    screenshot_in_dark(page, out, str(ARTIFACTS / "saved-graph-dark.png"))
 
     # the broadcast plays from its saved plan, with no kernel: first, next, then play to the last step
     steps = len(broadcast["data"][MIME]["traits"]["plan"]["steps"])

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from labdriver import ARTIFACTS, LabNotebook, write_notebook
+from labdriver import ARTIFACTS, LabNotebook, open_saved, write_notebook
 
 pytestmark = pytest.mark.browser
 
@@ -93,12 +93,7 @@ def test_saved_graph_has_the_grads_made_after_it_was_displayed(page, lab):
 
     # Reopen in a new page and a new kernel: the widget models are gone; the output is trusted.
     page.evaluate("async () => { await window.jupyterapp.shell.currentWidget.sessionContext.shutdown(); }")
-    page.goto(f"{lab['base']}/lab/tree/refresh.ipynb?token={lab['token']}")
-    page.wait_for_function("""() => {
-        const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-        return w && w.context && w.context.path === 'refresh.ipynb' && w.content.widgets.length === 4;
-    }""")
-    panel_id = page.evaluate("() => window.jupyterapp.shell.currentWidget.id")
+    panel_id = open_saved(page, lab, "refresh.ipynb", 4)
     out = page.locator(f"[id='{panel_id}'] .jp-Notebook .jp-Cell").nth(2).locator(".jp-OutputArea")
     assert page.evaluate("() => window.jupyterapp.shell.currentWidget.content.widgets[2].model.outputs.get(0).trusted")
     try:

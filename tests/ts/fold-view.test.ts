@@ -296,6 +296,18 @@ describe('a 10,000-op loop', () => {
     Object.defineProperty(svg, 'clientHeight', { configurable: true, get: () => h });
   }
   const drawnItems = () => qa('.fv-graph .fv-node, .fv-graph .fv-box');
+  /** A sized view of an ``n``-op chain, expanded (so drawn windowed), and ``select``ed if given. */
+  async function expandedChain(n = 10_000, select?: number) {
+    make();
+    sized();
+    await view.setGraph(loopGraph(n));
+    await ready();
+    await view.expandAll();
+    await ready();
+    if (select !== undefined) {
+      await view.select(select);
+    }
+  }
   /** Boxes in the overview paths: one "h…v…h…z" each. */
   const overviewBoxes = () => qa('.fv-overview path').reduce((n, p) => n + (p.getAttribute('d')!.match(/z/g) ?? []).length, 0);
 
@@ -329,13 +341,7 @@ describe('a 10,000-op loop', () => {
   });
 
   it('moves the window with a pan: new items become groups, ones far away go back to the overview', async () => {
-    make();
-    sized();
-    await view.setGraph(loopGraph());
-    await ready();
-    await view.expandAll();
-    await ready();
-    await view.select(5000);
+    await expandedChain(10_000, 5000);
     const before = new Set(drawnItems().map(g => g.getAttribute('data-fv-key')));
     expect(before.has('n5000')).toBe(true);
     // drag the drawing up by ten screens' worth of 400 px, as a hand on the mouse would
@@ -360,13 +366,7 @@ describe('a 10,000-op loop', () => {
   });
 
   it('moves the focus with the arrow keys past the window: the Node reached is drawn, decorated and kept in view', async () => {
-    make();
-    sized();
-    await view.setGraph(loopGraph());
-    await ready();
-    await view.expandAll();
-    await ready();
-    await view.select(5000);
+    await expandedChain(10_000, 5000);
     q('[data-fv-node="5000"]')!.focus();
     for (let i = 1; i <= 40; i++) {
       (document.activeElement as Element).dispatchEvent(new KeyboardEvent('keydown', { key: 'ArrowDown', bubbles: true }));
@@ -384,12 +384,7 @@ describe('a 10,000-op loop', () => {
   });
 
   it('selects the box clicked in the overview, and exports every box to SVG', async () => {
-    make();
-    sized();
-    await view.setGraph(loopGraph(1300));
-    await ready();
-    await view.expandAll();
-    await ready();
+    await expandedChain(1300);
     expect(q('.fv-graph.fv-windowed')).not.toBeNull();
     expect(drawnItems()).toHaveLength(0);
     const exported = view.exportSVG();
