@@ -248,7 +248,8 @@ def render_svg(view: str, traits: Mapping, theme: str = "light", *, messages: Op
     True
     """
     _check(view, traits, theme)
-    data = _to_json({k: traits[k] for k in _TRAITS[view] if k in traits})
+    # ``view_state`` (a zoom or pinned cell, ``save(state=...)``) is never one of ``traits_of``'s
+    data = _to_json({k: traits[k] for k in (*_TRAITS[view], "view_state") if k in traits})
     source = (f"forgevizRender({json.dumps(view)}, {json.dumps(data)}, {json.dumps(theme)}, "
               f"{json.dumps(_messages_json(messages))})")
     svg = _eval(source, f"draw the {view} view")

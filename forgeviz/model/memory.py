@@ -150,8 +150,22 @@ class DetailReply:
     detail: StorageDetail
 
 
+@dataclass
+class MemoryViewState:
+    """What the memory view shows beyond its data: x axis, zoom and pinned storage (``save(state=...)``).
+
+    ``x`` is ``"time"`` (seconds since the first event) or ``"index"`` (event numbers); ``range`` the
+    ``[start, end]`` shown in those units, None for the whole timeline; ``pinned`` the storage whose
+    details are pinned, or None.
+    """
+
+    x: Literal["time", "index"] = "time"
+    range: Optional[list[float]] = None
+    pinned: Optional[int] = None
+
+
 WIRE_TYPES = [CellMark, StorageDetail, CudaOomMark, CudaSegmentSummary, CudaState, MemoryTimeline, DetailRequest,
-              DetailReply]
+              DetailReply, MemoryViewState]
 # Constants the TypeScript side gets verbatim.
 TS_CONSTANTS = ["ACTIONS", "CATEGORIES", "CATEGORY_COLORS", "CATEGORY_PATTERNS", "EVENT_COLUMNS", "BYTES_PER_EVENT",
                 "NO_ID", "NO_SMALL"]

@@ -219,9 +219,29 @@ class TryReply:
     verdict: ViewVerdict
 
 
+# What the view shows beyond its data (``save(state=...)``, and what a browser view reports).
+@dataclass
+class PinnedCell:
+    """A cell whose address mapping stays shown: ``tensor``'s logical cell at ``index``, or, when
+    ``index`` is None, ``element`` of the storage strip ``tensor`` reads (in the strip's elements)."""
+
+    tensor: str  # a tensor's name, as the view labels it
+    index: Optional[list[int]] = None
+    element: Optional[int] = None
+
+
+@dataclass
+class StridesViewState:
+    """The stride view's units and pinned cell."""
+
+    units: Literal["elements", "bytes"] = "elements"
+    pinned: Optional[PinnedCell] = None
+
+
 WIRE_TYPES = [
     Fact, ViewVerdict, ValueWindow, PanelPart, LayoutPanel, TensorLayout, StorageStrip, Overlap,
     StrideLayout, ValuesRequest, ValuesReply, StorageRequest, StorageReply, TryRequest, TryReply,
+    PinnedCell, StridesViewState,
 ]
 
 

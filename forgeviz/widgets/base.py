@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import inspect
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar, Optional
 
@@ -132,6 +132,11 @@ class RequestWidget(anywidget.AnyWidget):
     """
 
     warnings = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    # What a browser view shows beyond the data (zoom, pinned cell), as it reports it: the wire's
+    # ``view_state_type`` as a dict, ``{}`` until a view says. ``save(state="shown")`` draws it.
+    view_state = traitlets.Dict().tag(sync=True)
+    #: The wire dataclass of this view's state (None: a view with nothing beyond its data to save).
+    view_state_type: ClassVar[Optional[type]] = None
     requests: ClassVar[tuple[str, ...]] = ()
     # The view's name in forgeviz/views.json (the saved output says which view draws it).
     view_name: ClassVar[str] = ""
@@ -211,15 +216,59 @@ class RequestWidget(anywidget.AnyWidget):
         inline = svg[svg.index("?>") + 2:].lstrip() if svg.startswith("<?xml") else svg  # no XML prolog in HTML
         return {"image/svg+xml": svg, "text/html": f'<div class="forgeviz-static">{inline}</div>'}
 
+    def _check_view_state(self, state: dict) -> None:
+        """Raise ValueError when ``state`` (its keys and types checked already) names something this
+        view does not hold (a view's own checks: a tensor's name, a storage)."""
+
+    def _view_state_for(self, state: object) -> Optional[dict]:
+        """The view state ``save`` draws: None for ``"default"``, the browser's for ``"shown"``, or a
+        dict of ``view_state_type``'s fields, checked.
+
+        >>> import forgeviz
+        >>> forgeviz.broadcast((3, 1), (1, 3))._view_state_for("shown")
+        Traceback (most recent call last):
+        ...
+        ValueError: state: the broadcast view has no zoom or pinned cell to save; expected state='default', got 'shown'
+        """
+        if isinstance(state, str) and state == "default":
+            return None
+        kind = self.view_state_type
+        if kind is None:
+            raise ValueError(f"state: the {self.view_name} view has no zoom or pinned cell to save; "
+                             f"expected state='default', got {state!r}")
+        names = [f.name for f in fields(kind)]
+        example = ", ".join(f"{name!r}: ..." for name in names)
+        if isinstance(state, str) and state == "shown":
+            if not self.view_state:
+                raise ValueError(f"state='shown': no browser has reported what this {self.view_name} view shows "
+                                 f"(display it in JupyterLab first), or pass the state as a dict {{{example}}}")
+            state = dict(self.view_state)
+        if not isinstance(state, dict):
+            raise ValueError(f"state: expected 'default', 'shown' or a dict {{{example}}}, got {state!r}")
+        unknown = [k for k in state if k not in names]
+        if unknown:
+            raise ValueError(f"state: unknown key {unknown[0]!r}; expected {_one_of(names)}")
+        self._check_view_state(state)
+        return dict(state)
+
     #: More formats ``save`` writes for this view: suffix → the name of the method returning the file's
     #: text (str) or bytes; it is given ``theme=`` when it takes one.
     save_formats: ClassVar[dict[str, str]] = {}
 
-    def save(self, path: "str | Path", theme: str = "light") -> Path:
+    def _saved_for_file(self) -> Saved:
+        """What ``save`` draws: the saved output's data unless a view keeps more for a file."""
+        return self._saved()
+
+    def save(self, path: "str | Path", theme: str = "light", state: object = "default") -> Path:
         """Write this view to ``path``, in the format its suffix names: ``.svg``, ``.png`` (drawn
         headless: no browser, display or system binary), ``.html`` (self-contained, offline,
         interactive where the data allows), and the view's own (``.dot`` for a graph, ``.gif`` for a
         broadcast).
+
+        ``state`` is what the stride and memory views draw beyond their data: ``"default"`` (as
+        first drawn), ``"shown"`` (the zoom, units or pinned cell the browser view shows now), or a
+        dict of their ``view_state_type`` (``StridesViewState``, ``MemoryViewState``), e.g.
+        ``{"pinned": {"tensor": "y", "index": [1, 0]}}`` or ``{"range": [0.5, 1.2]}``.
 
         >>> import forgeviz
         >>> forgeviz.broadcast((3, 1), (1, 3)).save("b.jpg")
@@ -235,7 +284,10 @@ class RequestWidget(anywidget.AnyWidget):
             raise ValueError(f"expected a path ending in {', '.join(formats[:-1])} or {formats[-1]}, got {str(path)!r}")
         if theme not in ("light", "dark"):
             raise ValueError(f"theme: expected 'light' or 'dark', got {theme!r}")
-        saved = self._saved()
+        view_state = self._view_state_for(state)
+        saved = self._saved_for_file()
+        if view_state:
+            saved = replace(saved, traits={**saved.traits, "view_state": view_state})
         if suffix in own:
             method = getattr(self, own[suffix])
             out = method(theme=theme) if "theme" in inspect.signature(method).parameters else method()

@@ -42,6 +42,7 @@ class StridesWidget(RequestWidget):
     layout = traitlets.Dict().tag(sync=True)
     requests = ("values", "storage", "try", "view", "gone")
     view_name = "strides"
+    view_state_type = m.StridesViewState
 
     def __init__(self, values: Sequence[object], names: Sequence[str], session: CaptureSession) -> None:
         super().__init__(session)
@@ -165,6 +166,52 @@ class StridesWidget(RequestWidget):
     def _saved(self) -> Saved:
         """The layout trait: the visible windows of values it holds are what the view shows."""
         return Saved(self.summary(), {"layout": self.layout, "warnings": list(self.warnings)})
+
+    def _check_view_state(self, state: dict) -> None:
+        """Units are 'elements' or 'bytes'; a pinned cell names a tensor of this diagram and an index
+        inside its shape, or an element of the storage it reads.
+
+        >>> import torch, forgeviz
+        >>> y = torch.zeros(2, 3)
+        >>> forgeviz.strides(y)._check_view_state({"pinned": {"tensor": "y", "index": [2, 0]}})
+        Traceback (most recent call last):
+        ...
+        ValueError: state['pinned']['index']: expected 2 integers within y's shape [2, 3], got [2, 0]
+        """
+        units = state.get("units", "elements")
+        if units not in ("elements", "bytes"):
+            raise ValueError(f"state['units']: expected 'elements' or 'bytes', got {units!r}")
+        pinned = state.get("pinned")
+        if pinned is None:
+            return
+        names = [f.name for f in dataclasses.fields(m.PinnedCell)]
+        if not isinstance(pinned, dict) or any(k not in names for k in pinned):
+            raise ValueError(f"state['pinned']: expected {{'tensor': name, 'index': [...]}} or "
+                             f"{{'tensor': name, 'element': n}}, got {pinned!r:.120}")
+        layout = self.model
+        tensor = next((t for t in layout.tensors if t.name == pinned.get("tensor")), None)
+        if tensor is None:
+            raise ValueError(f"state['pinned']['tensor']: expected one of {[t.name for t in layout.tensors]}, "
+                             f"got {pinned.get('tensor')!r}")
+        index, element = pinned.get("index"), pinned.get("element")
+        if (index is None) == (element is None):
+            raise ValueError(f"state['pinned']: expected either 'index' (a cell of {tensor.name}) or 'element' "
+                             f"(of its storage), got {pinned!r:.120}")
+        if index is not None:
+            if (not isinstance(index, list) or len(index) != len(tensor.shape)
+                    or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n
+                               for i, n in zip(index, tensor.shape))):
+                raise ValueError(f"state['pinned']['index']: expected {len(tensor.shape)} integers within "
+                                 f"{tensor.name}'s shape {tensor.shape}, got {index!r:.80}")
+            if tensor.stride is None:
+                raise ValueError(f"state['pinned']: {tensor.name} has no strides to map ({tensor.layout} layout)")
+            return
+        if tensor.strip < 0:
+            raise ValueError(f"state['pinned']['element']: {tensor.name} reads no storage drawn here")
+        strip = layout.strips[tensor.strip]
+        if not isinstance(element, int) or isinstance(element, bool) or not 0 <= element < strip.length:
+            raise ValueError(f"state['pinned']['element']: expected an integer in [0, {strip.length}) "
+                             f"({tensor.name}'s storage, in {strip.dtype} elements), got {element!r:.40}")
 
     # --- requests from the browser --------------------------------------------------------
     def _view_appeared(self) -> None:

@@ -53,8 +53,9 @@ type Listener = (...args: any[]) => void;
 
 /** The stand-in model over a saved payload (``get``, ``set``, ``on``, ``off``; no ``send``). */
 export function savedModel(payload: SavedPayload) {
+  const { view_state: _later, ...traits } = payload.traits; // mountSaved sets it once the view has its data
   const values: Record<string, unknown> = {
-    ...payload.traits,
+    ...traits,
     static: true,
     details: payload.details ?? {},
     details_cut: payload.details_cut ?? null
@@ -100,11 +101,23 @@ export function mountSaved(el: HTMLElement, payload: SavedPayload, entry: EntryM
   }
   const model = savedModel(payload);
   const cleanup = render({ model, el });
-  model.replay();
-  return () => {
+  const unmount = () => {
     if (typeof cleanup === 'function') {
       cleanup();
     }
     model.off();
   };
+  model.replay();
+  // the zoom or pinned cell saved with it (``save(state=...)``), once the data and messages are in:
+  // the entry shows it (and throws, saying what is wrong with it) on ``change:view_state``
+  const state = payload.traits.view_state;
+  if (state && typeof state === 'object' && Object.keys(state).length) {
+    try {
+      model.set('view_state', state);
+    } catch (err) {
+      unmount();
+      throw err;
+    }
+  }
+  return unmount;
 }

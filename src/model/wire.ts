@@ -407,6 +407,19 @@ export interface TryReply {
   verdict: ViewVerdict;
 }
 
+/** A cell whose address mapping stays shown: ``tensor``'s logical cell at ``index``, or, when */
+export interface PinnedCell {
+  tensor: string;
+  index: number[] | null;
+  element: number | null;
+}
+
+/** The stride view's units and pinned cell. */
+export interface StridesViewState {
+  units: "elements" | "bytes";
+  pinned: PinnedCell | null;
+}
+
 /** One input, as given (a tensor, or just a shape). */
 export interface Operand {
   name: string;
@@ -591,6 +604,13 @@ export interface DetailReply {
   type: "detail";
   request_id: number;
   detail: StorageDetail;
+}
+
+/** What the memory view shows beyond its data: x axis, zoom and pinned storage (``save(state=...)``). */
+export interface MemoryViewState {
+  x: "time" | "index";
+  range: number[] | null;
+  pinned: number | null;
 }
 
 export const ACTIONS = ["alloc", "free", "recategorize"] as const;

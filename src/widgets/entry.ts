@@ -45,6 +45,8 @@ export function ensureStyle(doc: Document, id: string, css: string): void {
 /** The part of the model an entry uses; the static page's stand-in has just ``get``. */
 export interface EntryModel {
   get(key: string): unknown;
+  set?(key: string, value: unknown): void;
+  save_changes?(): void;
   on?(name: string, cb: (...args: any[]) => void): void;
   off?(name?: string | null, cb?: ((...args: any[]) => void) | null): void;
   send?(msg: unknown, callbacks?: unknown, buffers?: unknown): void;
@@ -54,6 +56,10 @@ export interface EntryModel {
 export interface EntryView {
   setWarnings(warnings: string[]): void;
   destroy(): void;
+  /** What the view shows beyond its data (zoom, pinned cell): its wire ``*ViewState``; views with none leave it out. */
+  viewState?(): unknown;
+  /** Show a saved or exported view state; throws saying what was wrong with it. */
+  applyViewState?(state: unknown): void;
 }
 
 /** What a view's ``create`` (and ``onMessage``) get from the base. */
@@ -68,7 +74,15 @@ export interface EntryContext<R extends Requests = Requests> {
   readonly announcementId: number;
   /** Show these warnings of the view's own after the ``warnings`` trait's. */
   setOwnWarnings(warnings: string[]): void;
+  /**
+   * The view's ``viewState()`` changed (a cell pinned, a zoom): written to the ``view_state`` trait
+   * after a quiet moment, so the kernel's ``save(state='shown')`` draws what the user sees.
+   */
+  stateChanged(): void;
 }
+
+/** How long the view state must stay put before the kernel is told (a zoom is many wheel events). */
+const STATE_QUIET_MS = 250;
 
 export interface EntrySpec<T, V extends EntryView, R extends Requests = Requests> {
   /** The trait holding the view's data (``{}`` or null until the kernel has it). */
@@ -175,8 +189,26 @@ export function defineEntry<T, V extends EntryView, R extends Requests = Request
       setOwnWarnings(warnings: string[]) {
         own = warnings;
         onWarnings();
+      },
+      stateChanged() {
+        if (!live || typeof model.set !== 'function') {
+          return;
+        }
+        if (stateTimer !== null) {
+          clearTimeout(stateTimer);
+        }
+        stateTimer = setTimeout(() => {
+          stateTimer = null;
+          try {
+            model.set!('view_state', view.viewState?.() ?? {});
+            model.save_changes?.();
+          } catch {
+            // the kernel is gone: nothing to tell
+          }
+        }, STATE_QUIET_MS);
       }
     };
+    let stateTimer: ReturnType<typeof setTimeout> | null = null;
     const view = spec.create(ctx);
     const here: MountedView = { view, shown: false };
     mounted.set(el, here);
@@ -195,6 +227,11 @@ export function defineEntry<T, V extends EntryView, R extends Requests = Request
       [`change:${spec.trait}`, onData],
       ['change:warnings', onWarnings]
     ];
+    if (!live) {
+      // a saved or exported view state (src/lab/saved.ts sets it after the data): a live view only
+      // writes its own, and never reads it back
+      listeners.push(['change:view_state', () => view.applyViewState?.(model.get('view_state'))]);
+    }
     if (spec.onMessage) {
       listeners.unshift(['msg:custom', (msg: unknown, buffers?: DataView[]) => spec.onMessage!(view, msg, buffers, ctx)]);
     }
@@ -212,6 +249,9 @@ export function defineEntry<T, V extends EntryView, R extends Requests = Request
       }
       listeners.forEach(([name, cb]) => model.off?.(name, cb));
       ctx.transport?.dispose();
+      if (stateTimer !== null) {
+        clearTimeout(stateTimer);
+      }
       view.destroy();
       if (spec.announce && live) {
         tell('gone');

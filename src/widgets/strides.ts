@@ -6,7 +6,8 @@
  * Custom messages: values / storage / try requests, answered by the kernel or an ErrorReply
  * (see src/model/wire.ts). Each view also says ``{type: 'view', request_id, view}`` when it renders
  * and ``{type: 'gone', request_id, view}`` when it is removed: the kernel re-reads a stride view
- * after each cell only while a view draws it.
+ * after each cell only while a view draws it. The view writes ``view_state`` (its units and pinned
+ * cell, a StridesViewState) when they change, for ``save(state='shown')``.
  */
 import css from '../../style/strides.css?raw';
 import type { StrideLayout } from '../model/wire';
@@ -19,9 +20,10 @@ export const render = defineEntry({
   styleId: 'forgeviz-strides-style',
   css,
   announce: 'view',
-  create({ el, transport }) {
+  create({ el, transport, stateChanged }) {
     const t = kernel(transport);
     return createStridesView(el, {
+      onViewState: stateChanged,
       async requestValues(tensor, start, size) {
         const { msg } = await t().request('values', { tensor, start, size });
         return msg.window;

@@ -4,9 +4,10 @@
  */
 import { hotFromKey, focusKey, key, keyOfEl } from './keys';
 import { boxOffset, boxToInclude, pageBox } from './layout';
-import { restoreHot, setHot } from './hot';
+import { restoreHot, setHot, setPinned, togglePin } from './hot';
 import { StridesContext, stripCount } from './state';
-import { ensureStrip, moveStrip, moveTensorBox, revealAddr } from './windows';
+import { setUnits } from './viewstate';
+import { moveStrip, moveTensorBox, revealAddr } from './windows';
 
 /** The cell (logical or storage) an event happened in, inside this view. */
 function cellEvent(ctx: StridesContext, e: Event): Element | null {
@@ -42,7 +43,7 @@ function onFocusOut(ctx: StridesContext, e: Event) {
   const rel = (e as FocusEvent).relatedTarget as Element | null;
   // a redraw replaces the focused cell and focuses its successor: keep the mapping then
   if (!ctx.rendering && (!rel || !rel.closest?.('.fv-cell, .fv-storage-cell'))) {
-    setHot(ctx, null);
+    setHot(ctx, ctx.pinned);
   }
 }
 
@@ -92,6 +93,19 @@ function keyOnStorage(ctx: StridesContext, e: KeyboardEvent, strip: number, addr
 
 function onKey(ctx: StridesContext, e: KeyboardEvent) {
   const c = cellEvent(ctx, e);
+  if (e.key === 'Escape' && ctx.pinned) {
+    setPinned(ctx, null);
+    return;
+  }
+  if (c && (e.key === 'Enter' || e.key === ' ')) {
+    e.preventDefault();
+    const k = keyOfEl(c);
+    const cell = k ? hotFromKey(k) : null;
+    if (cell) {
+      togglePin(ctx, cell);
+    }
+    return;
+  }
   if (!c || !e.key.startsWith('Arrow')) {
     return;
   }
@@ -108,8 +122,15 @@ function onKey(ctx: StridesContext, e: KeyboardEvent) {
   }
 }
 
-/** The pagers' ‹ › buttons. */
+/** A cell pins (or unpins) its mapping; the pagers' ‹ › buttons move a window. */
 function onClick(ctx: StridesContext, e: Event) {
+  const c = cellEvent(ctx, e);
+  const k = c ? keyOfEl(c) : null;
+  const cell = k ? hotFromKey(k) : null;
+  if (cell) {
+    togglePin(ctx, cell);
+    return;
+  }
   const b = (e.target as Element | null)?.closest?.('button');
   if (!b || !ctx.el.contains(b)) {
     return;
@@ -128,22 +149,6 @@ function onClick(ctx: StridesContext, e: Event) {
   }
 }
 
-/** Units: elements ↔ bytes; every strip is drawn again in the new units. */
-function onUnits(ctx: StridesContext) {
-  const { unitsBtn } = ctx.ui;
-  ctx.bytesMode = !ctx.bytesMode;
-  unitsBtn.textContent = ctx.bytesMode ? 'Units: bytes' : 'Units: elements';
-  unitsBtn.setAttribute('aria-pressed', String(ctx.bytesMode));
-  ctx.el.setAttribute('data-fv-units', ctx.bytesMode ? 'bytes' : 'elements');
-  for (const g of ctx.groups) {
-    if (g.strip) {
-      const st = g.strip;
-      st.start = Math.max(0, Math.min(st.start, st.s.length - stripCount(ctx, st)));
-      ctx.redraw(g);
-      ensureStrip(ctx, st);
-    }
-  }
-}
 
 /** Listen to the view's input; returns what stops listening. */
 export function bindEvents(ctx: StridesContext): () => void {
@@ -157,7 +162,7 @@ export function bindEvents(ctx: StridesContext): () => void {
     [el, 'keydown', e => onKey(ctx, e as KeyboardEvent)],
     [el, 'click', e => onClick(ctx, e)],
     [ctx.ui.groupsEl, 'mouseleave', () => restoreHot(ctx)],
-    [ctx.ui.unitsBtn, 'click', () => onUnits(ctx)]
+    [ctx.ui.unitsBtn, 'click', () => setUnits(ctx, !ctx.bytesMode)]
   ];
   for (const [target, type, fn] of listeners) {
     target.addEventListener(type, fn);

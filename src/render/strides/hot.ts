@@ -25,16 +25,39 @@ export function setHot(ctx: StridesContext, next: Hot | null) {
   applyHot(ctx);
 }
 
-/** Back to the focused cell, if any, when the pointer leaves the cells. */
+/** Back to the focused cell, else the pinned one, when the pointer leaves the cells. */
 export function restoreHot(ctx: StridesContext) {
   const a = ctx.doc.activeElement;
   const k = a && ctx.el.contains(a) ? keyOfEl(a) : null;
-  setHot(ctx, k ? hotFromKey(k) : null);
+  setHot(ctx, k ? hotFromKey(k) : ctx.pinned);
+}
+
+/** Pin ``next``'s mapping (null: unpin): it stays shown when the pointer and focus leave. */
+export function setPinned(ctx: StridesContext, next: Hot | null) {
+  const changed = hotKey(next) !== hotKey(ctx.pinned);
+  ctx.pinned = next;
+  if (next) {
+    setHot(ctx, next);
+  }
+  applyHot(ctx);
+  if (changed) {
+    ctx.opts.onViewState?.();
+  }
+}
+
+/** A click on a cell: pin it, or unpin it when it is the pinned one. */
+export function togglePin(ctx: StridesContext, cell: Hot) {
+  setPinned(ctx, hotKey(cell) === hotKey(ctx.pinned) ? null : cell);
+}
+
+/** The element drawn for a cell, if it is drawn. */
+function elOfHot(ctx: StridesContext, x: Hot): SVGGElement | undefined {
+  return x.kind === 'cell' ? groupOfTensor(ctx, x.tensor)?.cellEls.get(key(x.tensor, x.index)) : groupOfStrip(ctx, x.strip)?.stripEls.get(x.addr);
 }
 
 function clearHotMarks(ctx: StridesContext) {
-  for (const e of Array.from(ctx.el.querySelectorAll('.fv-hot'))) {
-    e.classList.remove('fv-hot');
+  for (const e of Array.from(ctx.el.querySelectorAll('.fv-hot, .fv-pinned'))) {
+    e.classList.remove('fv-hot', 'fv-pinned');
   }
   for (const g of ctx.groups) {
     g.overlay?.replaceChildren();
@@ -119,5 +142,11 @@ export function applyHot(ctx: StridesContext) {
     applyCellHot(ctx, cur);
   } else {
     applyStorageHot(ctx, cur);
+  }
+  if (ctx.pinned) {
+    elOfHot(ctx, ctx.pinned)?.classList.add('fv-pinned');
+    if (hotKey(cur) === hotKey(ctx.pinned) && ctx.ui.readout.textContent) {
+      ctx.ui.readout.textContent = `Pinned · ${ctx.ui.readout.textContent}`;
+    }
   }
 }

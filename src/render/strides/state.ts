@@ -76,6 +76,8 @@ export interface StridesContext {
   readonly tensors: Map<number, TState>;
   readonly strips: Map<number, SState>;
   hot: Hot | null;
+  /** the cell clicked to keep its mapping shown (exported, and reported as the view state) */
+  pinned: Hot | null;
   /** the key (keys.ts) of the cell to focus after the next redraw */
   pendingFocus: string | null;
   /** requests in flight (mirrored in ``data-fv-pending``) */
@@ -103,7 +105,7 @@ export function showStatus(ctx: StridesContext, text: string | null) {
 
 export function setReadout(ctx: StridesContext, text: string | null) {
   const readout = ctx.ui.readout;
-  readout.textContent = text ?? 'Hover or focus a cell to see which storage element it reads.';
+  readout.textContent = text ?? 'Hover or focus a cell to see which storage element it reads; click it (or Enter) to pin the mapping.';
   readout.setAttribute('data-empty', text ? 'false' : 'true');
 }
 

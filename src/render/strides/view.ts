@@ -10,7 +10,7 @@
  * (the windows drawn and fetching their values), hot.ts (the hover/focus mapping), keys.ts,
  * events.ts, export.ts; the chrome comes from common/chrome.ts.
  */
-import type { StrideLayout, ValueWindow, ViewVerdict } from '../../model/wire';
+import type { StrideLayout, StridesViewState, ValueWindow, ViewVerdict } from '../../model/wire';
 import { button, buttonGroup, createStatusLine, createWarningStrip, errorMessage, exportButtons, toolbar } from '../common/chrome';
 import { h } from '../common/dom';
 import { exportSize, exportSVG } from './export';
@@ -18,6 +18,7 @@ import { bindEvents } from './events';
 import { makeGroup, renderGroup } from './group';
 import { renderTranscript } from './transcript';
 import { computeReaders, SState, setReadout, showStatus, stripState, StridesContext, tensorState, TState } from './state';
+import { applyViewState, pinnedCellOf, repin, viewState } from './viewstate';
 import { moveTensorBox } from './windows';
 
 export { bytesText, overlapText, TENSOR_COLORS, TENSOR_DASHES, verdictCall, verdictSummary } from './data';
@@ -27,18 +28,25 @@ export interface StridesViewOptions {
   requestValues(tensor: number, start: number[], size: number[]): Promise<ValueWindow>;
   requestStorage(strip: number, start: number, count: number): Promise<{ start: number; values: string[] }>;
   tryOp(tensor: number, op: 'view' | 'reshape', shape: number[]): Promise<ViewVerdict>;
+  /** The pinned cell or the units changed (``viewState()`` says what they are now). */
+  onViewState?(): void;
 }
 
 export interface StridesView {
   setLayout(layout: StrideLayout): void;
   setWarnings(warnings: string[]): void;
   exportSVG(): string;
+  /** The units and pinned cell, as the wire's StridesViewState. */
+  viewState(): StridesViewState;
+  /** Show a saved or exported state; throws saying what is wrong with it (and changes nothing). */
+  applyViewState(state: unknown): void;
   destroy(): void;
 }
 
 /** Build the state of a new layout, one group per strip (then the tensors without one), and draw it. */
 function setLayout(ctx: StridesContext, lay: StrideLayout) {
   const { el, ui } = ctx;
+  const pinnedBefore = ctx.pinned ? pinnedCellOf(ctx, ctx.pinned) : null;
   ctx.layout = lay;
   ctx.maxWindow = Math.max(1, lay.max_window || 1024);
   ctx.tensors.clear();
@@ -64,6 +72,7 @@ function setLayout(ctx: StridesContext, lay: StrideLayout) {
   ui.groupsEl.replaceChildren(...ctx.groups.map(g => g.section));
   ui.unitsBtn.hidden = lay.strips.length === 0;
   ctx.hot = null;
+  ctx.pinned = null;
   for (const g of ctx.groups) {
     renderGroup(ctx, g);
   }
@@ -72,6 +81,7 @@ function setLayout(ctx: StridesContext, lay: StrideLayout) {
       moveTensorBox(ctx, ts, ts.box, null, true);
     }
   }
+  repin(ctx, pinnedBefore);
   ui.message.hidden = !lay.message;
   ui.message.textContent = lay.message ?? '';
   renderTranscript(ctx);
@@ -119,6 +129,7 @@ export function createStridesView(el: HTMLElement, opts: StridesViewOptions): St
     tensors: new Map(),
     strips: new Map(),
     hot: null,
+    pinned: null,
     pendingFocus: null,
     pending: 0,
     destroyed: false,
@@ -138,6 +149,8 @@ export function createStridesView(el: HTMLElement, opts: StridesViewOptions): St
       }
     },
     exportSVG: () => exportSVG(ctx),
+    viewState: () => viewState(ctx),
+    applyViewState: state => applyViewState(ctx, state),
     setWarnings: list => warnings.set(list),
     destroy() {
       ctx.destroyed = true;
