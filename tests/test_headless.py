@@ -14,6 +14,7 @@ import sys
 import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -313,7 +314,7 @@ def test_a_cuda_allocator_history_draws_headless_with_reserved_bytes_and_its_oom
 def test_a_long_timeline_is_saved_downsampled_with_its_exact_peak():
     from forgeviz.model.memory import EVENT_COLUMNS, FREE
     from forgeviz.widgets.base import MAX_SAVED_BYTES, saved_payload
-    from forgeviz.widgets.memory import MAX_SAVED_EVENTS, _arrays
+    from forgeviz.widgets.memory import MAX_SAVED_EVENTS, PEAK_ZOOM, _arrays
 
     with forgeviz.memory_trace() as trace:
         keep = []
@@ -339,6 +340,12 @@ def test_a_long_timeline_is_saved_downsampled_with_its_exact_peak():
     cols = _arrays({name: base64.b64decode(b) for (name, _), b in zip(EVENT_COLUMNS, message["buffers"])})
     live = (cols["bytes"] * (1 - 2 * (cols["action"] == FREE))).cumsum()
     assert live.max() == trace.peak_bytes and live[-1] == trace.live_bytes
+    # a pyramid: the 16th of the timeline around the peak holds a third of the points (uniform: a 16th)
+    time = cols["time"].astype(float)
+    span = time[-1] - time[0]
+    peak_time = time[int(live.argmax())]
+    near = np.abs(time - peak_time) <= span / PEAK_ZOOM / 2 * 1.01
+    assert near.sum() >= 0.25 * kept, f"{near.sum()} of {kept} saved events near the peak"
     svg = headless.render_svg("memory", payload["traits"], messages=payload["messages"])
     assert title_of(svg) == f"forgeviz memory timeline (cpu): peak {kib(trace.peak_bytes)}, {kept:,} events"
 

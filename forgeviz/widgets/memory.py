@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from typing import Optional
 
 import numpy as np
@@ -23,6 +24,7 @@ from .base import MAX_SAVED_BYTES, RequestError, RequestWidget, Saved, esm
 CHUNK_EVENTS = 200_000  # events per message: 6 MB at most
 MAX_SAVED_EVENTS = 4_000  # a saved timeline keeps its events up to this many (30 bytes each, base64)
 SAVED_EVENT_BYTES = 41  # one event in a saved output's JSON: 30 bytes in base64, and a margin
+PEAK_ZOOM = 16  # a saved timeline is this much finer around its peak (``downsample``)
 _DTYPES = {"float32": "<f4", "float64": "<f8", "uint32": "<u4", "uint16": "<u2", "uint8": "u1"}
 
 
@@ -39,7 +41,9 @@ def _arrays(cols: dict) -> dict:
 def downsample(cols: dict, max_events: int) -> tuple[dict, np.ndarray, int]:
     """A long timeline as at most ``max_events`` events that draw the same outline.
 
-    ``cols`` is the tracker's column bytes. The time axis is cut into slices; in each, the state
+    ``cols`` is the tracker's column bytes. The time axis is cut into slices, two levels of a
+    pyramid: as many over the whole timeline as over the ``PEAK_ZOOM``-th of it around the peak,
+    so a saved view zoomed in on the peak still shows its steps. In each slice, the state
     at the highest total live bytes is kept: per category, the exact live bytes after that event
     (all events are counted). Each kept point becomes, per category whose bytes changed, the free
     of a stand-in storage and the allocation of the next one (frees first, so no slice shows more
@@ -53,7 +57,7 @@ def downsample(cols: dict, max_events: int) -> tuple[dict, np.ndarray, int]:
     ...                                 line=z, action=act, category=cat)
     >>> out, index, points = downsample({k: v.tobytes() for k, v in cols.items()}, 4)
     >>> np.frombuffer(out["bytes"], "<f8").tolist(), index.tolist(), points
-    ([24.0, 24.0, 16.0, 16.0], [2, 3, 3, 5], 3)
+    ([16.0, 16.0, 24.0, 24.0], [1, 2, 2, 5], 3)
     """
     a = _arrays(cols)
     n = len(a["time"])
@@ -74,11 +78,18 @@ def downsample(cols: dict, max_events: int) -> tuple[dict, np.ndarray, int]:
     np.cumsum(live, axis=1, out=live)
     total = live.sum(axis=0)
     time = a["time"].astype(np.float64)
-    points = max(2, max_events // 2)
+    lo, hi = float(time[0]), float(time[-1])
+    # the second level: the peak's neighbourhood, PEAK_ZOOM times finer
+    half = (hi - lo) / PEAK_ZOOM / 2
+    w0 = min(max(lo, float(time[int(np.argmax(total))]) - half), hi - 2 * half)
+    w1 = w0 + 2 * half
+    near = (time >= w0) & (time <= w1)
+    points = max(1, max_events // 4)
     while True:
-        # the highest total in each time slice, and the last event
-        lo, hi = float(time[0]), float(time[-1])
-        slot = np.minimum(((time - lo) / ((hi - lo) or 1.0) * points).astype(np.int64), points - 1)
+        # the highest total in each time slice (of either level), and the last event
+        coarse = np.minimum(((time - lo) / ((hi - lo) or 1.0) * points).astype(np.int64), points - 1)
+        fine = points + np.minimum(((time - w0) / ((w1 - w0) or 1.0) * points).astype(np.int64), points - 1)
+        slot = np.where(near, fine, coarse)
         best = np.lexsort((-total, slot))  # by slice, the highest total first
         first = np.r_[True, slot[best][1:] != slot[best][:-1]]
         keep = np.unique(np.r_[best[first], n - 1])
@@ -87,9 +98,9 @@ def downsample(cols: dict, max_events: int) -> tuple[dict, np.ndarray, int]:
         frees = changed & (np.c_[np.zeros((ncat, 1)), values][:, :-1] > 0)
         allocs = changed & (values > 0)
         count = int(frees.sum() + allocs.sum())
-        if count <= max_events or points <= 2:
+        if count <= max_events or points <= 1:
             break
-        points = max(2, points * max_events // count * 9 // 10)
+        points = max(1, points * max_events // count * 9 // 10)
     # the new events, point by point: frees (by category), then allocs
     out = {name: [] for name, _ in m.EVENT_COLUMNS}
     index, current = [], [None] * ncat
@@ -119,6 +130,7 @@ class MemoryWidget(RequestWidget):
     timeline = traitlets.Dict().tag(sync=True)
     requests = ("replay", "gone", "detail")  # a view's replay request announces it
     view_name = "memory"
+    view_state_type = m.MemoryViewState
 
     def __init__(self, tracker: MemoryTracker, session: CaptureSession, live: bool = True,
                  message: Optional[str] = None) -> None:
@@ -153,16 +165,17 @@ class MemoryWidget(RequestWidget):
         return (f"forgeviz memory ({t.device}): {t.count:,} events over {len(t.cells)} cells, "
                 f"peak {format_bytes(t.peak_bytes)}, live {format_bytes(t.live_bytes)}")
 
-    def _saved(self) -> Saved:
+    def _saved(self, whole: bool = False) -> Saved:
         """The timeline trait and its events, as the ``events`` message the view gets after a replay.
         Past ``MAX_SAVED_EVENTS`` (or what fits in ``MAX_SAVED_BYTES``) the events are downsampled
-        (``downsample``: the same outline and peak, no hover details) and ``cut`` says so."""
+        (``downsample``: the same outline and peak, no hover details) and ``cut`` says so; ``whole``
+        keeps every event (a file drawn from it: a zoom shows each storage)."""
         timeline = self.model
         asdict = dataclasses.asdict(timeline)
         traits = {"timeline": asdict, "warnings": list(self.warnings)}
         count = timeline.count
         room = (MAX_SAVED_BYTES - len(json.dumps(traits)) - 2_000) // SAVED_EVENT_BYTES
-        budget = min(MAX_SAVED_EVENTS, room)
+        budget = count if whole else min(MAX_SAVED_EVENTS, room)
         cols = self._tracker.columns(0, count)
         cut = None
         if count > budget and budget >= 4:
@@ -180,6 +193,41 @@ class MemoryWidget(RequestWidget):
         message = ({"type": "events", "start": 0, "count": count, "reset": True},
                    [cols[name] for name, _ in m.EVENT_COLUMNS])
         return Saved(self.summary(), traits, messages=[message], cut=cut)
+
+    def _saved_for_file(self) -> Saved:
+        return self._saved(whole=True)
+
+    def _check_view_state(self, state: dict) -> None:
+        """``x`` is 'time' or 'index'; ``range`` two finite numbers, start before end; ``pinned`` a
+        storage this timeline recorded.
+
+        >>> import forgeviz
+        >>> with forgeviz.memory_trace() as trace:
+        ...     _ = [0] * 10
+        >>> trace.widget()._check_view_state({"x": "events"})
+        Traceback (most recent call last):
+        ...
+        ValueError: state['x']: expected 'time' or 'index', got 'events'
+        """
+        x = state.get("x", "time")
+        if x not in ("time", "index"):
+            raise ValueError(f"state['x']: expected 'time' or 'index', got {x!r}")
+        span = state.get("range")
+        if span is not None and not (
+                isinstance(span, (list, tuple)) and len(span) == 2
+                and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in span)
+                and span[0] < span[1]):
+            raise ValueError(f"state['range']: expected [start, end] with start < end (seconds, or event numbers "
+                             f"with x='index'), got {span!r:.80}")
+        pinned = state.get("pinned")
+        if pinned is None:
+            return
+        if not isinstance(pinned, int) or isinstance(pinned, bool):
+            raise ValueError(f"state['pinned']: expected a storage id (an integer), got {pinned!r:.40}")
+        storages = _arrays(self._tracker.columns(0, self._tracker.count)).get("storage")
+        if storages is None or not (storages == pinned).any():
+            known = f"{int(storages.min())}–{int(storages.max())}" if storages is not None and len(storages) else "none"
+            raise ValueError(f"state['pinned']: no storage {pinned} in this timeline (storage ids {known})")
 
     def refresh(self) -> None:
         """Send the tables and the events recorded since the last refresh (to a live timeline, only
