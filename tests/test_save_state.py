@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+import torch
 
 
 def mapping_of(svg: str) -> str | None:
@@ -80,3 +81,56 @@ def test_views_without_a_state_refuse_one(nb, tmp_path):
     nb.ok("b = forgeviz.broadcast(torch.ones(3, 1), torch.ones(1, 4))")
     with pytest.raises(ValueError, match=r"the broadcast view has no zoom or pinned cell to save; expected state="):
         nb["b"].save(tmp_path / "b.svg", state={"pinned": 1})
+
+
+def texts_of(svg: str) -> list[str]:
+    return re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+
+
+def test_a_memory_view_exports_its_zoom_and_pinned_storage_with_torchs_bytes(tmp_path):
+    import numpy as np
+
+    import forgeviz
+    from forgeviz.model.broadcast import format_bytes
+    from forgeviz.widgets.memory import _arrays
+
+    with forgeviz.memory_trace() as trace:
+        keep = [torch.ones(256 * (1 + i % 4)) for i in range(40)]
+        big = torch.ones(4096)
+        del keep
+    m = trace.widget()
+    cols = _arrays(m._tracker.columns(0, m._tracker.count))
+    nbytes = big.untyped_storage().nbytes()
+    (alloc,) = np.flatnonzero(cols["bytes"] == nbytes)
+    storage = int(cols["storage"][alloc])
+    default = texts_of(m.save(tmp_path / "default.svg").read_text())
+    state = {"x": "index", "range": [int(alloc) - 10, int(alloc) + 10], "pinned": storage}
+    svg = m.save(tmp_path / "zoomed.svg", state=state).read_text()
+    zoomed = texts_of(svg)
+    # the x axis (its labels are centred): event numbers inside the range only
+    ticks = [int(t) for t in re.findall(r'<text[^>]*text-anchor="middle"[^>]*>(\d+)</text>', svg)]
+    assert len(ticks) >= 3 and min(ticks) >= alloc - 10 and max(ticks) <= alloc + 10
+    assert not any(t.startswith("Pinned") for t in default)
+    caption = zoomed[zoomed.index(f"Pinned · storage {storage}"):]
+    assert f"temporary · {format_bytes(nbytes)} · ones" in caption[1]
+    assert caption[2] == f"allocated at event {alloc}, still alive"
+    png = m.save(tmp_path / "zoomed.png", state=state).read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(("state", "message"), [
+    ({"x": "events"}, r"state\['x'\]: expected 'time' or 'index', got 'events'"),
+    ({"range": [3, 1]}, r"state\['range'\]: expected \[start, end\] with start < end .*, got \[3, 1\]"),
+    ({"range": [0, float("nan")]}, r"state\['range'\]: expected \[start, end\]"),
+    ({"pinned": 10_000}, r"state\['pinned'\]: no storage 10000 in this timeline \(storage ids 0–\d+\)"),
+    ({"pinned": "a"}, r"state\['pinned'\]: expected a storage id \(an integer\), got 'a'"),
+    ({"zoom": 2}, r"state: unknown key 'zoom'; expected 'x', 'range' or 'pinned'"),
+])
+def test_a_bad_memory_state_says_what_was_expected_and_writes_nothing(tmp_path, state, message):
+    import forgeviz
+
+    with forgeviz.memory_trace() as trace:
+        _ = [torch.ones(100) for _ in range(5)]
+    with pytest.raises(ValueError, match=message):
+        trace.widget().save(tmp_path / "bad.svg", state=state)
+    assert not (tmp_path / "bad.svg").exists()

@@ -2,7 +2,9 @@
  * anywidget entry (esbuild → forgeviz/static/memory.js): a thin adapter from the widget model
  * to the pure memory-timeline renderer.
  *
- * Traits: ``timeline`` (wire MemoryTimeline JSON, ``{}`` until ready), ``warnings`` (list of strings).
+ * Traits: ``timeline`` (wire MemoryTimeline JSON, ``{}`` until ready), ``warnings`` (list of strings),
+ * ``view_state`` (wire MemoryViewState: x mode, zoom, pinned storage; written by a live view, shown
+ * by a saved one).
  * Custom messages:
  * - kernel → view ``{type: 'events', start, count, reset}`` with one little-endian buffer per
  *   EVENT_COLUMNS column (no request_id): append (or, with ``reset``, start over);
@@ -46,7 +48,8 @@ export const render = defineEntry({
         const { msg } = await t().request('detail', { storage }, DETAIL_TIMEOUT_MS);
         return msg.detail;
       },
-      requestReplay: ctx.announce
+      requestReplay: ctx.announce,
+      onViewState: ctx.stateChanged
     });
   },
   show: (view, t) => view.setTimeline(t),

@@ -17,6 +17,8 @@ export interface MemoryViewOptions {
   requestDetail(storage: number): Promise<StorageDetail>;
   /** Ask the kernel for the whole history again (a gap in the stream, or a reset not from 0). */
   requestReplay(): void;
+  /** The x mode, zoom range or pinned storage changed (viewstate.ts): the entry tells the kernel. */
+  onViewState?(): void;
 }
 
 /** What is under a point of the canvas. */

@@ -595,8 +595,17 @@ export function svgFill(c: number, prefix: string): string {
   return CATEGORY_PATTERNS[c] === 'solid' ? CATEGORY_COLORS[c] : `url(#${prefix}-${c})`;
 }
 
-/** The frame as an SVG group: envelope paths (bounded by pixel columns) or block rects. */
-export function frameToSvg(doc: Document, f: Frame, theme: Theme, prefix: string, title: string): SVGGElement {
+/** A pinned storage as the export draws it: its lifetime's blocks outlined, its details as a caption. */
+export interface SvgPin {
+  slot: number;
+  lines: string[];
+}
+
+/**
+ * The frame as an SVG group: envelope paths (bounded by pixel columns) or block rects; the legend
+ * under it, then ``pin``'s caption: its lines 36 px, 50 px, ... below the frame (14 px each).
+ */
+export function frameToSvg(doc: Document, f: Frame, theme: Theme, prefix: string, title: string, pin?: SvgPin): SVGGElement {
   const g = s(doc, 'g', { class: 'fv-mem-export', 'font-family': theme.font, 'font-size': 11 }) as SVGGElement;
   g.appendChild(svgPatterns(doc, prefix, theme));
   g.appendChild(s(doc, 'text', { x: f.left, y: 10, fill: theme.fg, 'font-weight': 'bold', 'font-size': 12 }, title));
@@ -654,6 +663,17 @@ export function frameToSvg(doc: Document, f: Frame, theme: Theme, prefix: string
         })
       );
     }
+    // the pinned storage's outline over all blocks, as paintCanvas draws it
+    let d = '';
+    for (let k = 0; pin && k < r.n; k++) {
+      if (r.slot[k] === pin.slot) {
+        const w = r2(Math.max(1, r.x1[k] - r.x0[k] - 2));
+        d += `M${r2(r.x0[k] + 1)} ${r2(r.y0[k] + 1)}h${w}v${r2(Math.max(1, r.y1[k] - r.y0[k] - 2))}h${-w}z`;
+      }
+    }
+    if (d) {
+      data.appendChild(s(doc, 'path', { d, fill: 'none', stroke: theme.fg, 'stroke-width': 2 }));
+    }
   }
   if (f.cells.length) {
     g.appendChild(s(doc, 'path', { d: f.cells.map(c => `M${r2(c.x)} ${f.top - 4}V${f.bottom}`).join(''), stroke: theme.fg2, 'stroke-dasharray': '3 3', fill: 'none' }));
@@ -683,5 +703,11 @@ export function frameToSvg(doc: Document, f: Frame, theme: Theme, prefix: string
     g.appendChild(s(doc, 'text', { x: x + 16, y: y + 10, fill: theme.fg }, name));
     x += 16 + 7 * name.length + 16;
   });
+  if (pin?.lines.length) {
+    // lines longer than the width are cut by the SVG's edge
+    const caption = s(doc, 'g', { class: 'fv-mem-export-pinned', fill: theme.fg });
+    pin.lines.forEach((line, k) => caption.appendChild(s(doc, 'text', { x: f.left, y: f.H + 36 + k * 14 }, line)));
+    g.appendChild(caption);
+  }
   return g;
 }

@@ -41,7 +41,12 @@ export function hitTest(ctx: MemoryContext, x: number, y: number): MemoryHit | n
     return null;
   }
   // the band's event nearest in x (any distance: its time is in the tooltip), scanning a bounded number of events
-  const ev = nearestEventInBand(store, mode, stateIndex, u, cat, Infinity, HOVER_SCAN);
+  return bandHit(ctx, cat, stateIndex, nearestEventInBand(store, mode, stateIndex, u, cat, Infinity, HOVER_SCAN), x, y, u);
+}
+
+/** The hit on band ``cat`` after event ``stateIndex``, describing event ``ev`` (or none: -1) and its storage. */
+export function bandHit(ctx: MemoryContext, cat: number, stateIndex: number, ev: number, x: number, y: number, u: number): MemoryHit {
+  const { store } = ctx;
   const storage = ev >= 0 ? store.cols.storage[ev] : null;
   return {
     kind: 'band',

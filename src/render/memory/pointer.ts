@@ -2,7 +2,7 @@
 import type { MemoryContext } from './context';
 import { valueAtX } from './draw';
 import { frame } from './painter';
-import { click, renderPinned } from './pinned';
+import { click, unpin } from './pinned';
 import { hover, leave } from './tooltip';
 import { panBy, resetZoom, zoomBy } from './zoom';
 
@@ -116,8 +116,7 @@ function onKeyDown(ctx: MemoryContext, key: string): boolean {
   } else if (key === '0') {
     resetZoom(ctx);
   } else if (key === 'Escape') {
-    ctx.pinnedHit = null;
-    renderPinned(ctx);
+    unpin(ctx);
     leave(ctx);
   } else {
     return false;

@@ -41,6 +41,8 @@ export function appendEvents(ctx: MemoryContext, startIndex: number, columns: Ev
   const { store } = ctx;
   const count = columns.time.length;
   if (reset) {
+    // a new history: the zoom and pin it had are gone (tell the kernel, if there were any)
+    const had = ctx.range || ctx.pinnedHit;
     ctx.replayAsked = null;
     store.reset();
     clearDetails(ctx.details);
@@ -49,6 +51,9 @@ export function appendEvents(ctx: MemoryContext, startIndex: number, columns: Ev
     ctx.range = null;
     showTooltip(ctx, null);
     renderPinned(ctx);
+    if (had) {
+      ctx.opts.onViewState?.();
+    }
     if (startIndex !== 0) {
       askReplay(ctx);
       refreshText(ctx);

@@ -13,10 +13,11 @@
  *   details.ts     tooltip/pinned content and the kernel's details
  *   tooltip.ts, pinned.ts
  *   zoom.ts        x range and x mode; pointer.ts: mouse, wheel and keys
- *   export.ts      SVG and PNG
+ *   viewstate.ts   x mode, range and pin as the wire MemoryViewState, read and shown again
+ *   export.ts      SVG and PNG (with the zoom and the pinned storage)
  * Pure parts: data.ts (the event store), geom.ts, draw.ts, cuda.ts.
  */
-import type { MemoryTimeline } from '../../model/wire';
+import type { MemoryTimeline, MemoryViewState } from '../../model/wire';
 import type { Located, MemoryContext, MemoryHit, MemoryViewOptions } from './context';
 import { type EventColumns, MemoryStore, type XMode } from './data';
 import { newDetailCache } from './details';
@@ -29,6 +30,7 @@ import { click } from './pinned';
 import { bindPointer } from './pointer';
 import { appendEvents, refreshText, setTimeline } from './stream';
 import { hover } from './tooltip';
+import { applyViewState, viewState } from './viewstate';
 import { bindZoomButtons, resetZoom, setRange, setXMode, showStorage } from './zoom';
 
 export { CANVAS_HEIGHT, type Located, type MemoryHit, type MemoryViewOptions } from './context';
@@ -38,8 +40,13 @@ export interface MemoryView {
   /** Events from ``startIndex`` on; ``reset`` drops everything held first. */
   appendEvents(startIndex: number, columns: EventColumns, reset: boolean): void;
   setWarnings(warnings: string[]): void;
+  /** What it shows: the range in view, the pinned storage's outline and details too. */
   exportSVG(): string;
   destroy(): void;
+  /** The x mode, zoom range and pinned storage (``options.onViewState`` says when they change). */
+  viewState(): MemoryViewState;
+  /** Show a saved view state (after the data); throws, changing nothing, saying what is wrong with it. */
+  applyViewState(state: unknown): void;
   // ---- for tests, benchmarks and browser drivers ----
   readonly store: MemoryStore;
   /** Compute and paint now; returns the frame. */
@@ -104,6 +111,8 @@ export function createMemoryView(el: HTMLElement, opts: MemoryViewOptions): Memo
     appendEvents: bind(appendEvents),
     setWarnings: warnings => ui.warnings.set(warnings),
     exportSVG: bind(exportSVG),
+    viewState: bind(viewState),
+    applyViewState: bind(applyViewState),
     destroy() {
       ctx.destroyed = true;
       if (ctx.paint.rafId !== null) {

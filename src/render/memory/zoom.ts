@@ -28,11 +28,14 @@ export function setRange(ctx: MemoryContext, x0: number, x1: number): void {
     ctx.range = [a, a + span];
   }
   ctx.el.setAttribute('data-fv-zoomed', String(ctx.range !== null));
+  // the entry waits for a quiet moment before it tells the kernel: no need to check for a change
+  ctx.opts.onViewState?.();
   ctx.hoverHit = null;
   showTooltip(ctx, null);
   schedule(ctx);
 }
 
+/** Show the whole timeline (and follow new events). */
 export function resetZoom(ctx: MemoryContext): void {
   setRange(ctx, -Infinity, Infinity);
 }
@@ -86,6 +89,7 @@ export function setXMode(ctx: MemoryContext, next: XMode): void {
   ctx.hoverHit = null;
   showTooltip(ctx, null);
   schedule(ctx);
+  ctx.opts.onViewState?.();
 }
 
 export function bindZoomButtons(ctx: MemoryContext): void {
