@@ -1,6 +1,7 @@
 // Build one anywidget ESM per view (src/widgets/<name>.ts → forgeviz/static/<name>.js, for each
 // view in forgeviz/views.json, the one list of views) and the Graphviz fallback bundle
-// (forgeviz/static/graphviz.js) with esbuild; and the headless renderer (src/headless/index.ts →
+// (forgeviz/static/graphviz.js) with esbuild; the saved-output stand-in for the offline HTML page
+// (forgeviz/static/saved.js); and the headless renderer (src/headless/index.ts →
 // forgeviz/static/headless.js: an IIFE for a bare V8, with happy-dom and Graphviz, that Python's
 // forgeviz.headless runs; not a view).
 //   node scripts/build-esm.mjs          production (minified)
@@ -74,6 +75,15 @@ await Promise.all([
     minify: true,
     entryPoints: [path.join(root, 'src', 'graphviz-bundle.ts')],
     outfile: path.join(outdir, 'graphviz.js')
+  }),
+  // the saved-output stand-in (src/lab/saved.ts) as a classic script for the offline HTML page
+  // (forgeviz/widgets/page.py): ``forgevizSaved.mountSaved(el, payload, entry)``
+  esbuild.build({
+    ...common,
+    entryPoints: [path.join(root, 'src', 'lab', 'saved.ts')],
+    outfile: path.join(outdir, 'saved.js'),
+    format: 'iife',
+    globalName: 'forgevizSaved'
   }),
   esbuild.build({
     ...common,

@@ -1,8 +1,8 @@
 """A saved view as a self-contained offline HTML page: the view's own browser bundle, inlined, draws
 the saved data over a stand-in model (no kernel, no network, works from ``file://``).
 
-The page is what ``.save("x.html")`` writes and what the broadcast's HTML button downloads; it is
-the same stand-in JupyterLab's saved-output renderer mounts (src/lab/saved.ts).
+The page is what ``.save("x.html")`` writes and what the broadcast's HTML button downloads; it
+mounts the view with JupyterLab's own saved-output stand-in (src/lab/saved.ts, built as static/saved.js).
 """
 
 from __future__ import annotations
@@ -24,23 +24,11 @@ _DARK = ("--jp-layout-color0:#111;--jp-layout-color1:#1e1e1e;--jp-layout-color2:
          "--jp-ui-font-color1:rgba(255,255,255,.87);--jp-ui-font-color2:rgba(255,255,255,.54);"
          "--jp-ui-font-color3:rgba(255,255,255,.38);--jp-border-color1:#616161;--jp-border-color2:#424242;")
 
+# The view mounted as JupyterLab mounts a saved output: the same stand-in model (static/saved.js,
+# built from src/lab/saved.ts), its messages, then its view state.
 _MOUNT = """
 const saved = JSON.parse(document.getElementById('forgeviz-data').textContent);
-const values = { ...saved.traits, static: true, details: saved.details || {}, details_cut: saved.details_cut || null };
-const listeners = {};
-const model = {
-  get: k => values[k],
-  set(k, v) { values[k] = v; },
-  save_changes() {},
-  on(name, cb) { (listeners[name] = listeners[name] || []).push(cb); },
-  off() {}
-};
-const bytes = b64 => { const s = atob(b64); const a = new Uint8Array(s.length);
-  for (let i = 0; i < s.length; i++) a[i] = s.charCodeAt(i); return new DataView(a.buffer); };
-globalThis.__forgevizView.render({ model, el: document.getElementById('forgeviz') });
-for (const m of saved.messages || []) {
-  for (const cb of listeners['msg:custom'] || []) cb(m.content, (m.buffers || []).map(bytes));
-}
+forgevizSaved.mountSaved(document.getElementById('forgeviz'), saved, globalThis.__forgevizView);
 """
 
 
@@ -56,8 +44,8 @@ def standalone_page(payload: dict, theme: str = "light") -> str:
     if theme not in ("light", "dark"):
         raise ValueError(f"theme: expected 'light' or 'dark', got {theme!r}")
     view = payload.get("view")
-    bundle = STATIC / f"{view}.js"
-    source = bundle.read_text(encoding="utf-8") if bundle.exists() else ""
+    bundle, mount = STATIC / f"{view}.js", STATIC / "saved.js"
+    source = bundle.read_text(encoding="utf-8") if bundle.exists() and mount.exists() else ""
     match = _EXPORTS.search(source)
     default = None
     if match:
@@ -68,7 +56,8 @@ def standalone_page(payload: dict, theme: str = "light") -> str:
     if match is None or default is None:
         script = "document.body.textContent = 'forgeviz: the browser bundle is missing; install forgeviz with pip.';"
     else:
-        script = source[: match.start()] + f"\nglobalThis.__forgevizView = {default};\n" + _MOUNT
+        script = (mount.read_text(encoding="utf-8") + "\n" + source[: match.start()]
+                  + f"\nglobalThis.__forgevizView = {default};\n" + _MOUNT)
     dark = theme == "dark"
     colours = f"background:#111;{_DARK}" if dark else "background:#fff;"
     body_style = "margin:16px;font-family:system-ui,sans-serif;" + colours

@@ -18,6 +18,7 @@ CELLS = [
     # 2: what the browser reported, and the two pictures the kernel draws from it
     "time.sleep(0.5)\nprint('STATE', s.view_state)\n"
     "shown = s.save('shown.svg', state='shown').read_text()\ndefault = s.save('default.svg').read_text()\n"
+    "s.save('pinned.html', state='shown')\n"
     "print('MAPPING', re.findall(r'fv-sd-mapping[^>]*>([^<]*)<', shown), re.findall('fv-sd-mapping', default))",
     # 3: a timeline with one 16 KiB storage to pin: its id, then the view
     "keep = [torch.ones(256 * (1 + i % 4)) for i in range(40)]\nbig = torch.ones(4096)\n"
@@ -70,6 +71,17 @@ def test_a_pinned_stride_cell_is_exported_and_saved_from_the_kernel_as_shown(pag
     assert printed(state_out, "STATE") == "{'units': 'elements', 'pinned': {'tensor': 'u', 'index': [1, 2], 'element': None}}"
     mapping = printed(state_out, "MAPPING")
     assert mapping.startswith("['Pinned · u[1, 2] → storage[9] = 9") and mapping.endswith("] []")
+
+    # the offline page the kernel wrote draws the same pin, with nothing fetched
+    offline = page.context.new_page()
+    requests = []
+    offline.on("request", lambda r: requests.append(r.url))
+    offline.goto((lab["root"] / "pinned.html").as_uri())
+    offline.locator(".fv-strides[data-fv-state=ready]").wait_for()
+    assert offline.locator('.fv-cell.fv-pinned[data-tensor="1"][data-index="1,2"]').count() == 1
+    assert offline.locator(".fv-readout").text_content().startswith("Pinned · u[1, 2] → storage[9] = 9")
+    assert all(u.startswith(("file:", "data:", "blob:")) for u in requests), requests
+    offline.close()
 
     # Escape unpins, and the kernel hears of it
     out.locator('.fv-cell[data-tensor="1"][data-index="1,2"]').focus()
