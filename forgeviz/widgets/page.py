@@ -19,15 +19,11 @@ STATIC = Path(__file__).resolve().parents[1] / "static"
 # to a global instead, so the bundle runs from an inline script, offline, even from file://.
 _EXPORTS = re.compile(r"export\s*\{([^}]*)\}\s*;?\s*$")
 
-# The JupyterLab theme variables the views read, for a page outside Lab (light: the views' defaults).
-_DARK = ("--jp-layout-color0:#111;--jp-layout-color1:#1e1e1e;--jp-layout-color2:#2b2b2b;"
-         "--jp-ui-font-color1:rgba(255,255,255,.87);--jp-ui-font-color2:rgba(255,255,255,.54);"
-         "--jp-ui-font-color3:rgba(255,255,255,.38);--jp-border-color1:#616161;--jp-border-color2:#424242;")
-
 # The view mounted as JupyterLab mounts a saved output: the same stand-in model (static/saved.js,
 # built from src/lab/saved.ts), its messages, then its view state.
 _MOUNT = """
 const saved = JSON.parse(document.getElementById('forgeviz-data').textContent);
+forgevizSaved.setTheme(document, document.body.dataset.jpThemeLight === 'false' ? 'dark' : 'light');
 forgevizSaved.mountSaved(document.getElementById('forgeviz'), saved, globalThis.__forgevizView);
 """
 
@@ -59,8 +55,8 @@ def standalone_page(payload: dict, theme: str = "light") -> str:
         script = (mount.read_text(encoding="utf-8") + "\n" + source[: match.start()]
                   + f"\nglobalThis.__forgevizView = {default};\n" + _MOUNT)
     dark = theme == "dark"
-    colours = f"background:#111;{_DARK}" if dark else "background:#fff;"
-    body_style = "margin:16px;font-family:system-ui,sans-serif;" + colours
+    # the colours come from the theme's variables (static/saved.js setTheme)
+    body_style = "margin:16px;font-family:system-ui,sans-serif;background:var(--jp-layout-color0,#fff);"
     data = json.dumps(payload).replace("</", "<\\/")
     script = script.replace("</script", "<\\/script")
     title = f"forgeviz {view}: {payload.get('summary') or ''}".strip(": ")

@@ -31,7 +31,7 @@ import broadcastEntry from '../widgets/broadcast';
 import { mountedView, type EntryView } from '../widgets/entry';
 import graphEntry from '../widgets/graph';
 import memoryEntry from '../widgets/memory';
-import { mountSaved, type EntryModule, type SavedPayload } from '../lab/saved';
+import { mountSaved, setTheme, type EntryModule, type SavedPayload } from '../lab/saved';
 import stridesEntry from '../widgets/strides';
 
 /** The views drawn here, and the trait that holds each one's data. */
@@ -40,22 +40,6 @@ export const HEADLESS_VIEWS: Record<string, string> = { graph: 'graph', strides:
 /** Each view's own widget entry (src/widgets/<view>.ts): it is mounted here as in a notebook. */
 const ENTRIES: Record<string, EntryModule> = { graph: graphEntry, strides: stridesEntry, broadcast: broadcastEntry, memory: memoryEntry };
 
-/**
- * JupyterLab's dark theme colours the views read (through base.css's --fv-* tokens); the light
- * theme is base.css's own fallbacks. The same values as the broadcast view's offline page.
- */
-const DARK_VARS: Record<string, string> = {
-  '--jp-layout-color0': '#111',
-  '--jp-layout-color1': '#1e1e1e',
-  '--jp-layout-color2': '#2b2b2b',
-  '--jp-ui-font-color1': 'rgba(255,255,255,.87)',
-  '--jp-ui-font-color2': 'rgba(255,255,255,.54)',
-  '--jp-ui-font-color3': 'rgba(255,255,255,.38)',
-  '--jp-border-color1': '#616161',
-  '--jp-border-color2': '#424242'
-};
-
-const THEME_STYLE_ID = 'forgeviz-headless-theme';
 /** How long a view may take to be ready (a big graph's layout included). */
 const READY_TIMEOUT_MS = 120_000;
 
@@ -73,22 +57,6 @@ function page(): Document {
     forgevizGlobal().graphviz = Promise.resolve(loadWithLayered(graphvizModule));
   }
   return win.document as unknown as Document;
-}
-
-function setTheme(doc: Document, theme: string): void {
-  const vars = theme === 'dark' ? DARK_VARS : {};
-  let style = doc.getElementById(THEME_STYLE_ID);
-  if (!style) {
-    style = doc.createElement('style');
-    style.id = THEME_STYLE_ID;
-    doc.head.appendChild(style);
-  }
-  const decl = Object.entries(vars)
-    .map(([k, v]) => `${k}:${v};`)
-    .join('');
-  // on the view root too: happy-dom does not hand inherited custom properties to getComputedStyle
-  style.textContent = `:root,body,.fv-root{${decl}}`;
-  doc.body.setAttribute('data-jp-theme-light', theme === 'dark' ? 'false' : 'true');
 }
 
 interface Exportable extends EntryView {

@@ -21,6 +21,46 @@ export interface SavedPayload {
   messages?: { content: unknown; buffers?: string[] }[];
 }
 
+/**
+ * JupyterLab's dark theme colours the views read (through base.css's --fv-* tokens), for a page
+ * outside Lab (the offline HTML page, the headless renderer); the light theme is base.css's own
+ * fallbacks.
+ */
+const DARK_VARS: Record<string, string> = {
+  '--jp-layout-color0': '#111',
+  '--jp-layout-color1': '#1e1e1e',
+  '--jp-layout-color2': '#2b2b2b',
+  '--jp-ui-font-color1': 'rgba(255,255,255,.87)',
+  '--jp-ui-font-color2': 'rgba(255,255,255,.54)',
+  '--jp-ui-font-color3': 'rgba(255,255,255,.38)',
+  '--jp-border-color1': '#616161',
+  '--jp-border-color2': '#424242'
+};
+
+const THEME_STYLE_ID = 'forgeviz-page-theme';
+
+/**
+ * Give a page outside JupyterLab Lab's ``theme`` ('light' or 'dark'): its colour variables, and
+ * ``data-jp-theme-light`` on the body, as the views read them.
+ *
+ *     setTheme(document, 'dark')
+ */
+export function setTheme(doc: Document, theme: string): void {
+  const vars = theme === 'dark' ? DARK_VARS : {};
+  let style = doc.getElementById(THEME_STYLE_ID);
+  if (!style) {
+    style = doc.createElement('style');
+    style.id = THEME_STYLE_ID;
+    doc.head.appendChild(style);
+  }
+  const decl = Object.entries(vars)
+    .map(([k, v]) => `${k}:${v};`)
+    .join('');
+  // on the view root too: happy-dom does not hand inherited custom properties to getComputedStyle
+  style.textContent = `:root,body,.fv-root{${decl}}`;
+  doc.body.setAttribute('data-jp-theme-light', theme === 'dark' ? 'false' : 'true');
+}
+
 /** The mime type of a saved forgeviz output. */
 export const SAVED_MIME = 'application/vnd.forgeviz.v1+json';
 
