@@ -161,7 +161,7 @@ def test_every_view_has_one_name_in_every_python_layer():
         bundle = widgets[0]._esm  # anywidget watches a built bundle's file; a missing one says its name
         built = getattr(bundle, "_path", None)
         assert built == STATIC / f"{view.name}.js" if built is not None else f'"{view.name}.js"' in str(bundle)
-    assert [m.__name__ for m in tsgen.MODULES] == [f"forgeviz.model.{view.name}" for view in VIEWS]
+    assert [m.__name__ for m in tsgen.VIEW_MODULES] == [f"forgeviz.model.{view.name}" for view in VIEWS]
 
 
 def test_every_view_has_one_folder_or_file_in_every_frontend_layer():
@@ -170,7 +170,8 @@ def test_every_view_has_one_folder_or_file_in_every_frontend_layer():
 
     names = [view.name for view in VIEWS]
     render = ROOT / "src" / "render"
-    assert sorted(p.name for p in render.iterdir()) == sorted(names + ["common"])  # nothing of a view at the top
+    # nothing of a view at the top; besides the views, the side panel's sections (src/lab/panel.ts hosts them)
+    assert sorted(p.name for p in render.iterdir()) == sorted(names + ["common", "panel"])
     assert all((render / name / "view.ts").is_file() for name in names)
     widgets = ROOT / "src" / "widgets"
     assert sorted(p.name for p in widgets.iterdir()) == sorted([f"{name}.ts" for name in names] + ["entry.ts"])

@@ -613,6 +613,69 @@ export interface MemoryViewState {
   pinned: number | null;
 }
 
+/** One tensor of the notebook's namespace, or a parameter or buffer of a module there. */
+export interface TensorRow {
+  name: string;
+  module: string | null;
+  kind: "tensor" | "parameter" | "buffer";
+  shape: number[];
+  dtype: string;
+  device: string;
+  storage_bytes: number;
+  counted: boolean;
+  shared: boolean;
+  requires_grad: boolean;
+  leaf: boolean;
+  grad_fn: string | null;
+  grad_norm: number | null;
+}
+
+/** The rows the panel lists, at most MAX_TENSOR_ROWS; each storage's bytes counted once. */
+export interface TensorListing {
+  rows: TensorRow[];
+  more: number;
+  total_bytes: number;
+}
+
+/** One incident the doctor saw: where, what it means, and the one-line fix. */
+export interface Finding {
+  kind: "swallowed-error" | "missing-zero-grad" | "graph-kept-alive" | "retain-graph-growth" | "inplace-saved-tensor" | "eval-without-no-grad" | "nonfinite-grad";
+  cell: number | null;
+  line: number | null;
+  source: string;
+  explanation: string;
+  fix: string;
+  count: number;
+}
+
+/** Kernel → panel: everything the panel shows, after the comm opens and after each cell. */
+export interface PanelState {
+  type: "state";
+  version: number;
+  kernel: string;
+  cell: number | null;
+  tensors: TensorListing;
+  findings: Finding[];
+  warnings: string[];
+  memory_model: string | null;
+  graph_model: string | null;
+}
+
+/** Kernel → panel while a cell runs, from a background thread, at most every LIVE_INTERVAL_S: */
+export interface PanelLive {
+  type: "live";
+  seq: number;
+  time: number;
+  live_bytes: number[];
+  events: number;
+}
+
+/** Panel → kernel: ``refresh`` asks for a PanelState now (the reply is one). A row's view opens */
+export interface PanelRequest {
+  type: "refresh";
+  request_id: number;
+}
+
 export const ACTIONS = ["alloc", "free", "recategorize"] as const;
 
 export const CATEGORIES = ["parameter", "buffer", "optimizer state", "gradient", "activation", "input", "temporary", "other"] as const;
@@ -628,3 +691,13 @@ export const BYTES_PER_EVENT = 30 as const;
 export const NO_ID = 4294967295 as const;
 
 export const NO_SMALL = 65535 as const;
+
+export const PANEL_TARGET = "forgeviz.panel" as const;
+
+export const PANEL_VERSION = 1 as const;
+
+export const MAX_TENSOR_ROWS = 500 as const;
+
+export const LIVE_INTERVAL_S = 0.25 as const;
+
+export const FINDING_KINDS = ["swallowed-error", "missing-zero-grad", "graph-kept-alive", "retain-graph-growth", "inplace-saved-tensor", "eval-without-no-grad", "nonfinite-grad"] as const;
