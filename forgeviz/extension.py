@@ -28,6 +28,12 @@ class _CellHooks:
                 self.session.cuda_history.mark_cell(self.shell.execution_count)
             except Exception as exc:  # noqa: BLE001 - the cell runs anyway; its entries go unstamped
                 self.session.fault(f"marking the cell in the CUDA history failed: {exc!r}")
+        doctor = self.session.doctor
+        if doctor is not None:  # only while a side panel is open (forgeviz/panel.py)
+            try:
+                doctor.begin_cell(self.shell.execution_count)
+            except Exception as exc:  # noqa: BLE001 - the cell runs anyway; the panel says so
+                self.session.fault(f"the doctor could not start watching the cell: {exc!r}")
         self.session.enter()
 
     def post_run_cell(self, result=None) -> None:
@@ -47,6 +53,14 @@ class _CellHooks:
             if widget.dirty:
                 widget.refresh()
                 widget.refresh_saved()
+        doctor = session.doctor
+        if doctor is not None:
+            try:
+                with untraced():
+                    doctor.end_cell(self.shell.user_ns, getattr(result, "error_in_exec", None),
+                                    getattr(result, "execution_count", None))
+            except Exception as exc:  # noqa: BLE001 - a detector's fault is the panel's warning, never the cell's
+                session.fault(f"the doctor failed after the cell: {exc!r}")
         self.explain(result)
 
     def explain(self, result) -> None:

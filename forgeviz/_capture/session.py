@@ -249,6 +249,8 @@ class CaptureSession:
         self.cuda_history = None  # the kernel's CudaHistory, once forgeviz.memory(device="cuda") asked for it
         # (id of the exception, what to draw): the last shape error an op raised, shapes only.
         self.last_error: Optional[tuple] = None
+        # The doctor (doctor.py) while a side panel is open: it watches ops, backwards and steps.
+        self.doctor = None
 
     def _shown_nodes(self) -> set:
         """Node ids that views show: their gradients stay inspectable after the Nodes die."""
