@@ -251,6 +251,7 @@ class CaptureSession:
         self.last_error: Optional[tuple] = None
         # The doctor (doctor.py) while a side panel is open: it watches ops, backwards and steps.
         self.doctor = None
+        self.backward_roots: list = []  # the fv ids of the latest backward's root Nodes
 
     def _shown_nodes(self) -> set:
         """Node ids that views show: their gradients stay inspectable after the Nodes die."""
@@ -459,6 +460,9 @@ class CaptureSession:
         roots: list = []
         try:
             roots = _roots_of_backward(func, args, kwargs)
+            # the side panel draws the latest backward's graph: its roots by id (a Node has no weakref,
+            # and holding one would keep the user's graph alive)
+            self.backward_roots = [r.metadata.get("fv_id") for r in roots if hasattr(r, "metadata")]
             if self.record_grads:  # memory_trace() alone wants the backward's line, not its gradients
                 finish = self.recorder.arm(roots)
         except Exception as exc:  # noqa: BLE001 - the backward then runs unrecorded, as without forgeviz
