@@ -322,3 +322,41 @@ def capture() -> Iterator[CaptureSession]:
 def _refresh_after_backward() -> None:
     for widget in list(get_session().widgets):
         widget.refresh()
+
+
+def show(name: str, namespace: Optional[Mapping[str, object]] = None):
+    """The view of the tensor the notebook calls ``name`` (a variable, or a module's parameter such as
+    ``"model.fc1.weight"``): its graph when it has autograd history, else its stride view. What a
+    click on a row of the side panel runs; the name is looked up attribute by attribute, never
+    evaluated.
+
+    >>> import torch, forgeviz
+    >>> w = torch.zeros(2, 3)
+    >>> [t.name for t in forgeviz.show("w", {"w": w}).model.tensors]
+    ['w']
+    >>> forgeviz.show("w.T", {"w": w})
+    Traceback (most recent call last):
+    ...
+    ValueError: forgeviz.show('w.T'): expected the name of a tensor in the notebook (w.T is not one)
+    """
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"forgeviz.show() expects a tensor's name as a string, got {name!r:.60}")
+    if namespace is None:
+        namespace = _user_namespace(1)
+    head, *attributes = name.split(".")
+    value = namespace.get(head)
+    for attribute in attributes:
+        if value is None or not (attribute.isidentifier() or attribute.isdigit()):
+            break
+        if isinstance(value, torch.nn.Module):  # its own parameters, buffers and submodules only
+            owned = {**dict(value.named_children()), **dict(value.named_buffers(recurse=False)),
+                     **dict(value.named_parameters(recurse=False))}
+            value = owned.get(attribute)
+        else:
+            value = None
+    if not isinstance(value, torch.Tensor):
+        raise ValueError(f"forgeviz.show({name!r}): expected the name of a tensor in the notebook "
+                         f"({name} is not one)")
+    if value.grad_fn is not None:
+        return graph(value, namespace=namespace)
+    return strides(value, names=[name])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import panel
 from ._capture.session import get_session
 from ._capture.untraced import untraced
 from .api import names
@@ -34,10 +35,16 @@ class _CellHooks:
                 doctor.begin_cell(self.shell.execution_count)
             except Exception as exc:  # noqa: BLE001 - the cell runs anyway; the panel says so
                 self.session.fault(f"the doctor could not start watching the cell: {exc!r}")
+        host = panel.host()
+        if host is not None and host.open:
+            host.cell_begins(self.shell.execution_count)
         self.session.enter()
 
     def post_run_cell(self, result=None) -> None:
         session = self.session
+        host = panel.host()
+        if host is not None:
+            host.cell_ends()  # its live thread stops before the refreshes below run
         session.exit()
         if session.memory is not None:
             session.memory.stop()
@@ -61,6 +68,8 @@ class _CellHooks:
                                     getattr(result, "execution_count", None))
             except Exception as exc:  # noqa: BLE001 - a detector's fault is the panel's warning, never the cell's
                 session.fault(f"the doctor failed after the cell: {exc!r}")
+        if host is not None and host.open:
+            host.after_cell(getattr(result, "execution_count", None))
         self.explain(result)
 
     def explain(self, result) -> None:
@@ -120,6 +129,7 @@ def load(shell) -> None:
     shell.events.register("post_run_cell", _hooks.post_run_cell)
     session.after_backward.append(_hooks.mark_dirty)
     shell.register_magics(ForgevizMagics)
+    panel.install(shell, session)
 
 
 def unload(shell) -> None:
@@ -128,6 +138,7 @@ def unload(shell) -> None:
     if _hooks is None:
         return
     session = get_session()
+    panel.uninstall()
     shell.events.unregister("pre_run_cell", _hooks.pre_run_cell)
     shell.events.unregister("post_run_cell", _hooks.post_run_cell)
     if _hooks.mark_dirty in session.after_backward:

@@ -1,3 +1,4 @@
 import './base.css';
 import './graph.css';
 import './lab.css';
+import './panel.css';

@@ -11,7 +11,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from . import native
-from .grads import BackwardRecorder, GradStore
+from .grads import BackwardRecorder, GradStore, node_id
 from .modules import ModuleStack
 from .own import deep_bytes
 from .source import user_location
@@ -166,26 +166,34 @@ class _TagMode(TorchFunctionMode):
                 args = kwargs = None
                 raise
         session = self.session
-        if func in _BACKWARD_FUNCS and (session.record_grads or session.traces):
+        if func in _BACKWARD_FUNCS and (session.record_grads or session.traces or session.doctor is not None):
             watch = session.backward_begins(func, args, kwargs)
             returned = False
+            failed = None  # the backward's own exception, for the doctor (which never changes it)
             try:  # called here, not in a helper: a failing backward's traceback gets one forgeviz frame
                 out = func(*args, **kwargs)  # your backward runs here; forgeviz only watches (errors are torch's)
                 returned = True
                 return out
-            except BaseException:
+            except BaseException as exc:
                 args = kwargs = None  # the traceback keeps this frame, not the graph it was asked to run
+                failed = exc
                 raise
             finally:
-                session.backward_ends(watch, returned)
-                watch = None  # nor the Nodes it watched
+                session.backward_ends(watch, returned, failed)
+                watch = failed = None  # nor the Nodes it watched (nor, through its exception, itself)
         first_new = _next_sequence_nr()  # Nodes this op creates are numbered from here (this thread)
         try:
             out = func(*args, **kwargs)  # your torch op runs here; forgeviz only watches (errors are torch's)
         except BaseException as exc:
             if isinstance(exc, RuntimeError):
                 session.note_error(func, args, kwargs, exc)
-            args = kwargs = None
+            doctor = session.doctor
+            if doctor is not None and isinstance(exc, Exception):  # only while a side panel is open
+                try:  # it reads the operands' devices and the line; the exception stays as it is
+                    doctor.op_raised(func, args, kwargs, exc)
+                except Exception as fault:  # noqa: BLE001 - a detector's fault never changes the user's error
+                    session.fault(f"the doctor failed on a raised op: {fault!r}")
+            args = kwargs = doctor = None
             raise  # the user's exception, unchanged
         where = None  # the op's line: found once, for the memory timeline and the graph
         if session.traces:
@@ -209,6 +217,12 @@ class _TagMode(TorchFunctionMode):
                 session.tag(func, out, where, first_new)
         except Exception as exc:  # noqa: BLE001 - a forgeviz fault never breaks the user's op
             session.fault(f"tagging {getattr(func, '__name__', func)} failed: {exc!r}")
+        doctor = session.doctor
+        if doctor is not None:  # in-place writes into tensors a Node saved (one dict lookup for any other op)
+            try:
+                doctor.after_op(func, args, kwargs, out)
+            except Exception as exc:  # noqa: BLE001 - the user's op has run: its result is returned regardless
+                session.fault(f"the doctor failed after {getattr(func, '__name__', 'an op')}: {exc!r}")
         return out
 
 
@@ -462,7 +476,7 @@ class CaptureSession:
             roots = _roots_of_backward(func, args, kwargs)
             # the side panel draws the latest backward's graph: its roots by id (a Node has no weakref,
             # and holding one would keep the user's graph alive)
-            self.backward_roots = [r.metadata.get("fv_id") for r in roots if hasattr(r, "metadata")]
+            self.backward_roots = [node_id(r) for r in roots if hasattr(r, "metadata")]
             if self.record_grads:  # memory_trace() alone wants the backward's line, not its gradients
                 finish = self.recorder.arm(roots)
         except Exception as exc:  # noqa: BLE001 - the backward then runs unrecorded, as without forgeviz
@@ -470,8 +484,9 @@ class CaptureSession:
         sites = [t for t in self.traces if t.wants_sites]
         claims = []
         frees = None
+        doctor = self.doctor
         try:
-            frees = _frees_saved(func, args, kwargs) if self.traces else None
+            frees = _frees_saved(func, args, kwargs) if self.traces or doctor is not None else None
         except Exception as exc:  # noqa: BLE001 - each claiming Node is then asked after the backward
             self.fault(f"reading the backward's arguments failed: {exc!r}")
         for tracker in self.traces:
@@ -482,11 +497,17 @@ class CaptureSession:
                     claims.append((tracker, tracker.before_backward(roots)))
             except Exception as exc:  # noqa: BLE001 - the backward runs regardless
                 self.fault(f"preparing the memory timeline for backward failed: {exc!r}")
-        return finish, sites, claims, frees
+        checkup = None
+        if doctor is not None:  # only while a side panel is open (its steps, graphs and gradients)
+            try:
+                checkup = doctor.backward_begins(func, roots, frees)
+            except Exception as exc:  # noqa: BLE001 - the backward runs regardless
+                self.fault(f"the doctor failed before a backward: {exc!r}")
+        return finish, sites, claims, frees, (doctor, checkup)
 
-    def backward_ends(self, watch: tuple, returned: bool) -> None:
-        """The backward armed by :meth:`backward_begins` returned (or raised); never raises."""
-        finish, sites, claims, frees = watch
+    def backward_ends(self, watch: tuple, returned: bool, failed: Optional[BaseException] = None) -> None:
+        """The backward armed by :meth:`backward_begins` returned (or raised ``failed``); never raises."""
+        finish, sites, claims, frees, (doctor, checkup) = watch
         for tracker in sites:
             try:
                 tracker.set_site(None)
@@ -502,6 +523,11 @@ class CaptureSession:
                 finish()
             except Exception as exc:  # noqa: BLE001 - the user's backward result (or error) stands
                 self.fault(f"completing the gradient records failed: {exc!r}")
+        if doctor is not None:  # after the gradient records: it reads this pass's first non-finite Node
+            try:
+                doctor.backward_ends(checkup, returned, failed)
+            except Exception as exc:  # noqa: BLE001 - the user's backward result (or error) stands
+                self.fault(f"the doctor failed after a backward: {exc!r}")
         for callback in list(self.after_backward):
             try:
                 callback()

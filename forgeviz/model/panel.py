@@ -89,7 +89,7 @@ class PanelLive:
 
     type: Literal["live"]
     seq: int  # counts up within this kernel
-    time: float  # seconds since the timeline started
+    time: float  # seconds since the kernel's panel host started
     live_bytes: list[int]
     events: int  # events the timeline holds
 

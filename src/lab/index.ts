@@ -2,7 +2,7 @@
  * forgeviz JupyterLab extension. It provides Graphviz (WASM: forgeviz/static/graphviz.js, served
  * by Lab from this extension's static folder) to every forgeviz view on the page, so widgets never
  * ask the kernel for it, answers the graph inspector's "go to cell" (see goto.ts), and saves what
- * each view shows now (refresh.ts).
+ * each view shows now (refresh.ts); and the side panel (panel.ts, its own plugin).
  */
 import type { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { importFromSource } from '../graphviz-loader';
@@ -10,6 +10,7 @@ import { type GraphvizModule, loadWithLayered } from '../layout-worker';
 import type { ForgevizGlobal, GraphvizLike } from '../graphviz-loader';
 import { VERSION } from '../version';
 import { installGoto } from './goto';
+import { panelPlugin } from './panel';
 import { installRefresh } from './refresh';
 
 /**
@@ -79,4 +80,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default plugin;
+export default [plugin, panelPlugin];

@@ -4,7 +4,7 @@ import { Graphviz } from '@hpcc-js/wasm-graphviz';
 import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { getGraphviz } from '../../src/graphviz-loader';
 import { installGlobal } from '../../src/lab/index';
-import plugin from '../../src/lab/index';
+import plugins from '../../src/lab/index';
 import { createTransport } from '../../src/transport';
 import { VERSION } from '../../src/version';
 import widget from '../../src/widgets/graph';
@@ -211,6 +211,7 @@ describe('Lab plugin and version', () => {
     }) as typeof fetch;
     try {
       (globalThis as G).__forgeviz__ = { other: 1 };
+      const plugin = plugins[0]; // the second is the side panel's (src/lab/panel.ts)
       expect(plugin.id).toBe('forgeviz:plugin');
       expect(plugin.autoStart).toBe(true);
       plugin.activate({} as any);

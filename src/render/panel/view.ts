@@ -1,0 +1,146 @@
+/**
+ * The forgeviz side panel (issue 16): what the notebook's kernel holds and what went wrong, in four
+ * sections (Tensors, Graph, Memory, Doctor), and where the panel's connection to the kernel is.
+ * Pure DOM; imports nothing from Jupyter. The Lab host (src/lab/panel.ts) feeds it the kernel's
+ * PanelState and PanelLive messages and draws kernel widgets into it (``mountWidget``).
+ *
+ * The parts: data.ts (grouping, filter, sort), rows.ts and tensors.ts, host.ts (a kernel widget's
+ * host, pinnable), live.ts (live bytes by category), doctor.ts, screen.ts (statuses), section.ts.
+ *
+ * Hooks for automation: ``[data-fv-panel]`` and ``[data-fv-status]`` on the root,
+ * ``[data-fv-section="tensors"|"graph"|"memory"|"doctor"]`` on the sections,
+ * ``[data-fv-tensor="<name>"]`` on each tensor row, ``[data-fv-doctor="<kind>"]`` on each finding and
+ * ``data-fv-updated`` (the last PanelLive's ``seq``) on the memory section.
+ */
+import type { PanelLive, PanelState, TensorRow } from '../../model/wire';
+import { button, toolbar } from '../common/chrome';
+import { h } from '../common/dom';
+import { createDoctorSection } from './doctor';
+import { createWidgetHost, type MountWidget } from './host';
+import { createLiveLine } from './live';
+import { CLEARING, createStatusScreen, type PanelStatus } from './screen';
+import { createSection } from './section';
+import { createTensorsSection } from './tensors';
+
+export type { PanelStatus } from './screen';
+export type { MountWidget } from './host';
+
+export interface PanelViewOptions {
+  /** The "Load forgeviz" button (status 'not-loaded'). */
+  onLoad(): void;
+  /** A tensor row was clicked (or Enter or Space pressed on it). */
+  onOpen(row: TensorRow): void;
+  /** The refresh button: ask the kernel for a state now. */
+  onRefresh(): void;
+  /** Draw the kernel widget ``modelId`` (memory timeline, graph) into ``host``; returns its disposer. */
+  mountWidget: MountWidget;
+}
+
+export interface PanelView {
+  /** Show the kernel's state (a state from another kernel process clears the old one first). */
+  setState(state: PanelState): void;
+  /** A live update while a cell runs. */
+  setLive(live: PanelLive): void;
+  /** Where the connection is; ``text`` says more (e.g. why loading failed). */
+  setStatus(kind: PanelStatus, text?: string): void;
+  /** Forget everything shown (another notebook, another kernel). */
+  clear(): void;
+  destroy(): void;
+}
+
+/**
+ * Draw the panel into ``el`` (``.fv-root.fv-panel[data-fv-panel]``), in status 'connecting'.
+ *
+ * @example
+ * const view = createPanelView(el, { onLoad, onOpen: row => show(row.name), onRefresh, mountWidget });
+ * view.setStatus('ready');
+ * view.setState(message);
+ */
+export function createPanelView(el: HTMLElement, opts: PanelViewOptions): PanelView {
+  const doc = el.ownerDocument;
+  el.classList.add('fv-root', 'fv-panel');
+  el.setAttribute('data-fv-panel', '');
+
+  const status = createStatusScreen(doc, () => opts.onLoad());
+  const refresh = button(doc, 'fv-panel-refresh', '↻ Refresh', 'Ask the kernel for what it holds now');
+  const cell = h(doc, 'span', { class: 'fv-panel-cell' });
+  const bar = toolbar(doc, 'forgeviz panel', cell, refresh);
+  refresh.addEventListener('click', () => opts.onRefresh());
+
+  const tensors = createTensorsSection(doc, row => opts.onOpen(row));
+  const graphHost = createWidgetHost(doc, opts.mountWidget, 'No backward pass yet', true);
+  const graph = createSection(doc, 'graph', 'Graph', ...(graphHost.pin ? [graphHost.pin] : []));
+  graph.body.append(graphHost.el);
+  const memoryHost = createWidgetHost(doc, opts.mountWidget, 'No memory timeline', false);
+  const live = createLiveLine(doc);
+  const memory = createSection(doc, 'memory', 'Memory');
+  memory.body.append(live.el, memoryHost.el);
+  const doctor = createDoctorSection(doc);
+  const sections = h(doc, 'div', { class: 'fv-panel-sections' }, tensors.el, graph.el, memory.el, doctor.el);
+
+  el.replaceChildren(status.screen, bar, status.line, sections);
+
+  let kernel: string | null = null;
+  let current: PanelStatus = 'connecting';
+  let text: string | undefined;
+
+  const clear = () => {
+    kernel = null;
+    tensors.set(null);
+    graphHost.clear();
+    memoryHost.clear();
+    live.set(null);
+    doctor.set([], []);
+    cell.textContent = '';
+    memory.el.removeAttribute('data-fv-updated');
+  };
+  const show = () => {
+    const hasData = kernel !== null;
+    el.setAttribute('data-fv-status', current);
+    status.show(current, text, hasData);
+    const visible = current === 'ready' || (hasData && !CLEARING.has(current));
+    bar.hidden = !visible;
+    sections.hidden = !visible;
+    refresh.disabled = current !== 'ready';
+  };
+  clear();
+  show();
+
+  return {
+    setState(state: PanelState) {
+      if (kernel !== null && state.kernel !== kernel) {
+        clear(); // a restarted kernel: nothing of the old one stays
+      }
+      kernel = state.kernel;
+      cell.textContent = state.cell !== null ? `after cell [${state.cell}]` : '';
+      tensors.set(state.tensors);
+      graphHost.set(state.graph_model);
+      memoryHost.set(state.memory_model);
+      doctor.set(state.findings ?? [], state.warnings ?? []);
+      show();
+    },
+    setLive(l: PanelLive) {
+      live.set(l);
+      memory.el.setAttribute('data-fv-updated', String(l.seq));
+    },
+    setStatus(kind: PanelStatus, detail?: string) {
+      current = kind;
+      text = detail;
+      if (CLEARING.has(kind)) {
+        clear();
+      }
+      show();
+    },
+    clear() {
+      clear();
+      show();
+    },
+    destroy() {
+      clear();
+      el.replaceChildren();
+      el.classList.remove('fv-root', 'fv-panel');
+      el.removeAttribute('data-fv-panel');
+      el.removeAttribute('data-fv-status');
+    }
+  };
+}

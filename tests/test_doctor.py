@@ -1,0 +1,416 @@
+"""The doctor (issue 16): each detector fires on its incident's seed, at the right cell and line, and not
+on its clean twin; the user's results and exceptions stay exactly as torch makes them."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from torch.nn.modules import module as nn_module
+from torch.optim import optimizer as optim_module
+
+from forgeviz._capture.doctor import Doctor, disable_doctor, enable_doctor, graph_bytes
+from forgeviz._capture.session import get_session
+from forgeviz.model.panel import FINDING_KINDS, Finding
+
+SETUP = """\
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(16, 4), torch.randn(16, 2)
+xv = torch.randn(5, 4)
+"""
+
+
+@pytest.fixture
+def doctor(nb):
+    """The kernel's doctor, as a side panel installs it; uninstalled afterwards."""
+    installed = enable_doctor(get_session())
+    yield installed
+    disable_doctor(get_session())
+    assert get_session().doctor is None
+
+
+def plain(code: str, setup: str = SETUP) -> dict:
+    """The oracle: the same code outside any cell, without forgeviz."""
+    namespace: dict = {"torch": torch}
+    exec(setup + code, namespace)  # noqa: S102 - the test's own cells, run without forgeviz as the oracle
+    return namespace
+
+
+def run(nb, code: str):
+    """Run a cell; returns (its execution count, its ExecutionResult)."""
+    result = nb.run(code)
+    assert result.error_before_exec is None
+    return result.execution_count, result
+
+
+def found(doctor: Doctor, kind: str) -> list[Finding]:
+    assert kind in FINDING_KINDS
+    return [f for f in doctor.findings if f.kind == kind]
+
+
+def only(doctor: Doctor, kind: str) -> Finding:
+    rows = found(doctor, kind)
+    assert len(rows) == 1, doctor.findings
+    return rows[0]
+
+
+def reported_bytes(finding: Finding) -> int:
+    return int(re.search(r"(\d+) bytes", finding.explanation).group(1))
+
+
+# --- swallowed-error -------------------------------------------------------------------------------
+SWALLOWED = """\
+try:
+    out = torch.ones(2, device="meta") + torch.ones(2)
+except Exception:
+    out = torch.ones(2)
+"""
+
+
+def test_a_device_mismatch_caught_by_a_broad_except_is_a_swallowed_error(nb, doctor):
+    cell, result = run(nb, SWALLOWED)
+    assert result.error_in_exec is None
+    assert torch.equal(nb["out"], torch.ones(2))  # the user's result: the except branch's, as without forgeviz
+    finding = only(doctor, "swallowed-error")
+    assert (finding.cell, finding.line, finding.count) == (cell, 2, 1)
+    assert finding.source == 'out = torch.ones(2, device="meta") + torch.ones(2)'
+    assert "add" in finding.explanation and "RuntimeError" in finding.explanation
+    assert "on meta" in finding.explanation and "on cpu" in finding.explanation  # the operands' devices
+    assert "one device" in finding.fix
+    assert doctor.warnings == []
+    looped = "for attempt in range(3):\n" + "".join("    " + line + "\n" for line in SWALLOWED.splitlines())
+    cell, _ = run(nb, looped)  # the same place again: counted, not a new row
+    assert [(f.cell, f.line, f.count) for f in found(doctor, "swallowed-error")][1:] == [(cell, 3, 3)]
+
+
+def test_the_same_error_reaching_the_notebook_is_not_swallowed_and_is_torchs_own(nb, doctor):
+    twin = 'out = torch.ones(2, device="meta") + torch.ones(2)'
+    with pytest.raises(RuntimeError) as caught:
+        plain(twin, "")
+    error = nb.run(twin).error_in_exec
+    assert type(error) is RuntimeError and str(error) == str(caught.value)
+    assert found(doctor, "swallowed-error") == []
+    # caught and raised again as another error: what reached the notebook says so; nothing swallowed
+    chained = "try:\n    " + twin + "\nexcept RuntimeError as e:\n    raise ValueError('on meta') from e"
+    assert type(nb.run(chained).error_in_exec) is ValueError
+    assert found(doctor, "swallowed-error") == []
+
+
+def test_the_users_exception_object_passes_unchanged_whether_caught_or_not(nb, doctor):
+    nb.ok("""\
+MINE = KeyError("the user's own")
+
+class Boom(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func is torch.Tensor.add:
+            raise MINE
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+boom = torch.ones(2).as_subclass(Boom)
+""")
+    mine = nb["MINE"]
+    assert nb.run("torch.Tensor.add(boom, 1)").error_in_exec is mine  # not wrapped, not copied
+    cell, result = run(nb, "try:\n    torch.Tensor.add(boom, 1)\nexcept KeyError as e:\n    caught = e")
+    assert result.error_in_exec is None and nb["caught"] is mine and mine.args == ("the user's own",)
+    finding = only(doctor, "swallowed-error")
+    assert (finding.cell, finding.line) == (cell, 2) and "KeyError" in finding.explanation
+
+
+def test_a_failed_backward_caught_by_the_user_is_a_swallowed_error_too(nb, doctor):
+    cell, result = run(nb, "w = torch.ones(2, requires_grad=True)\ns = w.sigmoid()\ns.mul_(2)\n"
+                           "try:\n    s.sum().backward()\nexcept RuntimeError:\n    pass")
+    assert result.error_in_exec is None
+    finding = only(doctor, "swallowed-error")
+    assert (finding.cell, finding.line) == (cell, 5) and "backward" in finding.explanation
+
+
+# --- missing-zero-grad -----------------------------------------------------------------------------
+NO_ZERO_GRAD = """\
+for step in range(3):
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+"""
+ACCUMULATION = """\
+for step in range(3):
+    for micro in range(2):
+        loss = torch.nn.functional.mse_loss(model(x), y) / 2
+        loss.backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+def test_steps_without_zero_grad_are_found_at_the_backward_that_adds_to_a_stepped_grad(nb, doctor):
+    nb.ok(SETUP)
+    cell, result = run(nb, NO_ZERO_GRAD)
+    assert result.error_in_exec is None
+    finding = only(doctor, "missing-zero-grad")
+    assert (finding.cell, finding.line, finding.source) == (cell, 3, "loss.backward()")
+    assert finding.count == 2  # steps 2 and 3 each applied gradients summed across a step
+    assert "model.0.weight" in finding.explanation and "model.2.bias" in finding.explanation
+    assert "SGD.step()" in finding.explanation and "zero_grad" in finding.fix
+    oracle = plain(NO_ZERO_GRAD)  # the user's training went exactly as without forgeviz
+    for mine, theirs in zip(nb["model"].parameters(), oracle["model"].parameters()):
+        assert torch.equal(mine, theirs) and torch.equal(mine.grad, theirs.grad)
+
+
+@pytest.mark.parametrize("reset", ["opt.zero_grad()", "opt.zero_grad(set_to_none=False)"])
+def test_deliberate_accumulation_then_one_step_then_a_reset_is_not_a_finding(nb, doctor, reset):
+    nb.ok(SETUP)
+    nb.ok(ACCUMULATION.replace("opt.zero_grad()", reset))
+    nb.ok(ACCUMULATION.replace("opt.zero_grad()", reset))  # and across cells
+    assert doctor.findings == [] and doctor.warnings == []
+
+
+# --- graph-kept-alive ------------------------------------------------------------------------------
+KEEP_LOSSES = """\
+losses = []
+for step in range(3):
+    opt.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    losses.append(loss)
+"""
+KEEP_OUTPUTS = """\
+outputs = []
+for step in range(3):
+    opt.zero_grad()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    opt.step()
+    outputs.append(model(xv))
+"""
+
+
+def test_a_list_of_losses_keeps_their_graphs_alive_and_says_the_bytes_torch_counts(nb, doctor):
+    nb.ok(SETUP)
+    cell, _ = run(nb, KEEP_LOSSES)
+    finding = only(doctor, "graph-kept-alive")
+    assert "`losses`" in finding.explanation and "3 earlier backward steps" in finding.explanation
+    assert (finding.cell, finding.line) == (cell, 4)  # where its oldest graph was made
+    assert finding.source == "loss = torch.nn.functional.mse_loss(model(x), y)"
+    # their activations went with each backward: what is left is the losses themselves
+    assert reported_bytes(finding) == sum(loss.untyped_storage().nbytes() for loss in nb["losses"]) > 0
+    assert "losses.append(loss.item())" in finding.fix
+    nb.ok("model")  # another cell, the same list: not reported again
+    assert finding.count == 1
+
+
+def test_a_list_of_outputs_keeps_their_activations_counted_once_each(nb, doctor):
+    nb.ok(SETUP)
+    nb.ok(KEEP_OUTPUTS)
+    finding = only(doctor, "graph-kept-alive")
+    assert "`outputs`" in finding.explanation
+    outputs = nb["outputs"]
+    # torch's own view of what those graphs hold: each output, the ReLU output its last Linear saved,
+    # and the input batch the first Linear saved (one storage for all three); the weights are the model's
+    storages = {}
+    for out in outputs:
+        for t in (out, out.grad_fn._saved_mat1, nb["xv"]):
+            storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+    assert reported_bytes(finding) == sum(storages.values()) == 3 * (5 * 2 * 4 + 5 * 8 * 4) + 5 * 4 * 4
+    assert graph_bytes(outputs)[0] == sum(storages.values())
+
+
+def test_a_running_total_of_losses_is_one_graph_spanning_the_steps(nb, doctor):
+    nb.ok(SETUP)
+    nb.ok(KEEP_LOSSES.replace("losses = []", "total = 0").replace("losses.append(loss)", "total = total + loss"))
+    finding = only(doctor, "graph-kept-alive")
+    assert "`total` holds its autograd graph" in finding.explanation and "total += loss.item()" in finding.fix
+
+
+def test_losses_kept_as_numbers_keep_no_graph(nb, doctor):
+    nb.ok(SETUP)
+    nb.ok(KEEP_LOSSES.replace("losses.append(loss)", "losses.append(loss.item())"))
+    nb.ok(KEEP_OUTPUTS.replace("outputs.append(model(xv))", "with torch.no_grad():\n        outputs.append(model(xv))"))
+    assert doctor.findings == [] and doctor.warnings == []
+
+
+# --- retain-graph-growth ---------------------------------------------------------------------------
+RETAINED = """\
+W = torch.randn(4, 4, requires_grad=True)
+h = torch.zeros(1, 4)
+for step in range(5):
+    h = torch.tanh(h @ W + 1)
+    h.sum().backward(retain_graph=True)
+"""
+
+
+def test_retain_graph_backwards_over_a_growing_graph_are_found(nb, doctor):
+    cell, result = run(nb, RETAINED)
+    assert result.error_in_exec is None
+    finding = only(doctor, "retain-graph-growth")
+    assert (finding.cell, finding.line, finding.source) == (cell, 5, "h.sum().backward(retain_graph=True)")
+    assert finding.count == 3  # passes 3, 4 and 5 each reached more Nodes than the one before
+    assert reported_bytes(finding) > 0 and "h.detach()" in finding.fix
+    oracle = plain(RETAINED, "torch.manual_seed(0)\n")
+    nb.ok("torch.manual_seed(0)\n" + RETAINED)
+    assert torch.equal(nb["W"].grad, oracle["W"].grad)
+
+
+def test_retain_graph_over_a_graph_that_does_not_grow_is_not_a_finding(nb, doctor):
+    nb.ok(RETAINED.replace("h @ W", "h.detach() @ W"))
+    nb.ok("loss = (W * 2).sum()\nfor _ in range(4):\n    loss.backward(retain_graph=True)")
+    assert doctor.findings == [] and doctor.warnings == []
+
+
+# --- inplace-saved-tensor --------------------------------------------------------------------------
+WRITE_AFTER_SAVE = """\
+w = torch.ones(2, requires_grad=True)
+s = w.sigmoid()
+s.mul_(2)
+s.sum().backward()
+"""
+
+
+def test_an_inplace_write_into_a_saved_output_is_found_at_the_write_and_again_when_backward_fails(nb, doctor):
+    with pytest.raises(RuntimeError) as caught:
+        plain(WRITE_AFTER_SAVE, "")
+    cell, result = run(nb, WRITE_AFTER_SAVE)
+    error = result.error_in_exec
+    assert type(error) is RuntimeError and str(error) == str(caught.value)  # torch's error, as it was
+    assert "modified by an inplace operation" in str(error)
+    at_write, at_backward = found(doctor, "inplace-saved-tensor")
+    assert (at_write.cell, at_write.line, at_write.source) == (cell, 3, "s.mul_(2)")
+    assert "mul_" in at_write.explanation and "SigmoidBackward0" in at_write.explanation
+    assert "line 2" in at_write.explanation  # where the Node was made
+    assert (at_backward.cell, at_backward.line) == (cell, 4)
+    assert "SigmoidBackward0" in at_backward.explanation and f"cell [{cell}], line 3" in at_backward.explanation
+    assert found(doctor, "swallowed-error") == []  # it reached the notebook
+
+
+def test_a_write_into_a_plain_tensor_a_node_saved_is_named_when_backward_fails(nb, doctor):
+    code = "w = torch.ones(3, requires_grad=True)\nd = torch.arange(3.)\nz = w * d\nd.add_(1)\nz.sum().backward()"
+    with pytest.raises(RuntimeError) as caught:
+        plain(code, "")
+    cell, result = run(nb, code)
+    assert type(result.error_in_exec) is RuntimeError and str(result.error_in_exec) == str(caught.value)
+    finding = only(doctor, "inplace-saved-tensor")
+    assert (finding.cell, finding.line) == (cell, 5)
+    assert "MulBackward0" in finding.explanation and f"add_ at cell [{cell}], line 4" in finding.explanation
+
+
+def test_an_out_of_place_write_is_not_a_finding(nb, doctor):
+    nb.ok(WRITE_AFTER_SAVE.replace("s.mul_(2)", "s = s.mul(2)"))
+    nb.ok("a = torch.ones(3, requires_grad=True)\nb = (a * 2).relu_()\nb.sum().backward()")  # relu_ after mul
+    assert doctor.findings == [] and doctor.warnings == []
+
+
+# --- eval-without-no-grad --------------------------------------------------------------------------
+VALIDATION = """\
+model.eval()
+for batch in range(3):
+    scores = model(xv)
+    accuracy = (scores.argmax(1) == 0).float().mean().item()
+"""
+
+
+def test_validation_outside_no_grad_is_found_when_its_graphs_die_unused(nb, doctor):
+    nb.ok(SETUP)
+    cell, _ = run(nb, VALIDATION)
+    finding = only(doctor, "eval-without-no-grad")
+    assert (finding.cell, finding.line, finding.source) == (cell, 3, "scores = model(xv)")
+    assert finding.count == 2  # the third graph is still alive in `scores`
+    assert "Sequential" in finding.explanation and "torch.no_grad()" in finding.fix
+    nb.ok("scores = None")
+    assert finding.count == 3  # now it died too, unused
+
+
+def test_validation_under_no_grad_or_inference_mode_and_forwards_used_later_are_not_findings(nb, doctor):
+    nb.ok(SETUP)
+    nb.ok("with torch.no_grad():\n" + "".join("    " + line + "\n" for line in VALIDATION.splitlines()))
+    nb.ok("with torch.inference_mode():\n    scores = model(xv)")
+    nb.ok("out = model(x)")  # its backward comes in a later cell
+    nb.ok("class TwoHeads(torch.nn.Module):\n    def forward(self, t):\n        return model(t), model(t) * 2\n"
+          "for _ in range(2):\n    unused, used = TwoHeads()(x)\n    used.sum().backward()")  # one output used
+    nb.ok("torch.nn.functional.mse_loss(out, y).backward()\nout = None")
+    assert doctor.findings == [] and doctor.warnings == []
+
+
+# --- nonfinite-grad --------------------------------------------------------------------------------
+LOG_ZERO = """\
+z = torch.zeros(1, requires_grad=True)
+loss = torch.log(z).sum()
+loss.backward()
+"""
+
+
+def test_log_of_zero_names_log_backward_as_the_first_nonfinite_node(nb, doctor):
+    cell, result = run(nb, LOG_ZERO)
+    assert result.error_in_exec is None
+    assert nb["z"].grad.tolist() == [float("inf")] == plain(LOG_ZERO, "")["z"].grad.tolist()
+    finding = only(doctor, "nonfinite-grad")
+    assert (finding.cell, finding.line, finding.source) == (cell, 2, "loss = torch.log(z).sum()")
+    assert finding.explanation.startswith("LogBackward0") and "infinite" in finding.explanation
+    assert f"cell [{cell}], line 3" in finding.explanation  # the backward
+
+
+def test_finite_gradients_are_not_a_finding(nb, doctor):
+    nb.ok(LOG_ZERO.replace("torch.log(z)", "torch.log(z + 1)"))
+    assert doctor.findings == [] and doctor.warnings == []
+
+
+# --- a clean training loop, faults, install and uninstall ------------------------------------------
+CLEAN_LOOP = """\
+losses = []
+for step in range(5):
+    opt.zero_grad()
+    out = model(x)
+    loss = torch.nn.functional.mse_loss(out, y)
+    loss.backward()
+    opt.step()
+    losses.append(loss.item())
+"""
+
+
+def test_a_clean_five_step_training_loop_has_no_findings(nb, doctor):
+    nb.ok(SETUP)
+    nb.ok(CLEAN_LOOP)
+    nb.ok(CLEAN_LOOP.replace("losses = []", ""))  # a second cell of steps
+    nb.ok("with torch.no_grad():\n    val = torch.nn.functional.mse_loss(model(xv), torch.zeros(5, 2)).item()")
+    assert doctor.findings == [] and doctor.warnings == []
+    assert nb["losses"] == plain(CLEAN_LOOP + CLEAN_LOOP.replace("losses = []", ""))["losses"]
+
+
+def test_a_fault_inside_a_detector_is_a_warning_never_the_users_error(nb, doctor, monkeypatch):
+    def broken(*args, **kwargs):
+        raise ValueError("simulated doctor bug")
+
+    monkeypatch.setattr(doctor, "_kept_graphs", broken)
+    monkeypatch.setattr("forgeviz._capture.doctor._operands", broken)
+    nb.ok(SETUP)
+    nb.ok(SWALLOWED)
+    twin = nb.run('out = torch.ones(2, device="meta") + torch.ones(2)').error_in_exec
+    assert type(twin) is RuntimeError and "meta" in str(twin)  # torch's error, not the doctor's
+    assert any("simulated doctor bug" in w for w in doctor.warnings)  # (and the nb fixture checks: no fault)
+
+
+def test_clear_forgets_findings_and_the_doctor_goes_on_watching(nb, doctor):
+    nb.ok(SWALLOWED)
+    assert doctor.findings
+    doctor.clear()
+    assert doctor.findings == [] and doctor.warnings == []
+    nb.ok(SWALLOWED)
+    assert len(found(doctor, "swallowed-error")) == 1
+
+
+def test_uninstall_removes_every_hook_install_added(nb):
+    def hooks():
+        return (dict(optim_module._global_optimizer_pre_hooks), dict(optim_module._global_optimizer_post_hooks),
+                dict(nn_module._global_forward_hooks))
+
+    session = get_session()
+    before = hooks()
+    doctor = enable_doctor(session)
+    assert session.doctor is doctor and enable_doctor(session) is doctor
+    assert [len(h) for h in hooks()] == [len(h) + 1 for h in before]
+    nb.ok(SETUP + VALIDATION)  # module outputs watched, a step's grads remembered
+    disable_doctor(session)
+    assert session.doctor is None and hooks() == before and not doctor.installed
+    nb.ok(SWALLOWED + NO_ZERO_GRAD)  # nothing watches any more
+    assert not found(doctor, "swallowed-error") and not found(doctor, "missing-zero-grad")
