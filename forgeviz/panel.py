@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from ._capture.doctor import disable_doctor, enable_doctor
-from ._capture.namespace import list_tensors
+from ._capture.namespace import TensorLister, unwatch_modules, watch_modules
 from ._capture.session import CaptureSession
 from ._capture.untraced import untraced
 from .model.memory import CATEGORIES
@@ -58,6 +58,8 @@ class PanelHost:
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._lock = threading.Lock()  # one live update at a time, and none while the cell ends
+        self._lister = TensorLister()
+        self._sent_listing: Optional[tuple] = None  # what the last broadcast listing was (``_listing_key``)
 
     @property
     def open(self) -> bool:
@@ -87,6 +89,7 @@ class PanelHost:
         comm.on_msg(lambda msg: self._message(comm, msg))
         comm.on_close(lambda msg: self._closed(comm))
         if first:
+            watch_modules()
             try:
                 enable_doctor(self.session)
             except Exception as exc:  # noqa: BLE001 - the panel works without it, and says so
@@ -102,6 +105,8 @@ class PanelHost:
     def _panel_gone(self) -> None:
         """No panel left: stop every per-cell cost (the doctor, the live thread, the panel's widgets)."""
         self.cell_ends()
+        unwatch_modules()
+        self._lister = TensorLister()
         if self.session.doctor is not None:
             disable_doctor(self.session)
         for widget in (self._memory_widget, *self._older_graphs, self._graph_widget):
@@ -117,7 +122,7 @@ class PanelHost:
 
     def _send(self, comm, message) -> None:
         try:
-            comm.send(dataclasses.asdict(message))
+            comm.send(plain(message))
         except Exception as exc:  # noqa: BLE001 - a panel that went away is not the user's problem
             self.session.fault(f"sending to the side panel failed: {exc!r}")
 
@@ -132,7 +137,7 @@ class PanelHost:
         listing = None
         try:
             with untraced():
-                listing = list_tensors(self.user_ns)
+                listing = self._lister.list(self.user_ns)
         except Exception as exc:  # noqa: BLE001 - the user's namespace may hold anything
             warnings.append(f"forgeviz could not list the tensors: {exc!r}")
         if listing is None:
@@ -205,11 +210,18 @@ class PanelHost:
             thread.join(timeout=2.0)
 
     def after_cell(self, cell: Optional[int]) -> None:
-        """Send each panel the state after a cell (the doctor has looked at it already)."""
+        """Send each panel the state after a cell (the doctor has looked at it already); the tensor
+        listing only when it changed since the last one sent."""
         if cell is not None:
             self._cell = cell
         if self.comms:
-            self.broadcast(self.state(self._cell))
+            state = self.state(self._cell)
+            if state.tensors is not None:
+                key = _listing_key(state.tensors)
+                if key == self._sent_listing:
+                    state.tensors = None
+                self._sent_listing = key
+            self.broadcast(state)
 
     def live(self) -> Optional[PanelLive]:
         """The live bytes by category now, from the kernel's memory tracker (None without one)."""
@@ -236,6 +248,32 @@ class PanelHost:
                         widget.refresh()  # its events so far, to the panel's timeline
                 except Exception as exc:  # noqa: BLE001 - the cell goes on; the panel misses an update
                     self.session.fault(f"the side panel's live update failed: {exc!r}")
+
+
+def _listing_key(listing: TensorListing) -> tuple:
+    """What tells two listings apart: the row objects (the lister makes a new one when anything a row
+    shows changed) and the flags set anew each time."""
+    return (listing.more, listing.total_bytes, tuple(id(r) for r in listing.rows),
+            tuple((r.counted, r.shared) for r in listing.rows))
+
+
+def plain(value):
+    """A wire dataclass as JSON-ready dicts and lists, without ``dataclasses.asdict``'s deep copies (a
+    listing of 300 rows is sent after every cell).
+
+    >>> from forgeviz.model.panel import TensorListing
+    >>> plain(TensorListing(rows=[], more=2, total_bytes=8))
+    {'rows': [], 'more': 2, 'total_bytes': 8}
+    """
+    if value is None or isinstance(value, (str, int, float)):  # most of it: checked first
+        return value
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {k: plain(v) for k, v in vars(value).items()}
+    return value
 
 
 _host: Optional[PanelHost] = None

@@ -74,7 +74,7 @@ class PanelState:
     version: int
     kernel: str  # this kernel process's id: a restarted kernel has a new one
     cell: Optional[int]  # the last cell run
-    tensors: TensorListing
+    tensors: Optional[TensorListing]  # None: the same as in the last state sent (most cells change none)
     findings: list[Finding]
     warnings: list[str]  # a fault inside forgeviz or a detector, said in the panel
     # widgets the panel draws through the notebook's own widget renderer (model ids), None when none:

@@ -654,7 +654,7 @@ export interface PanelState {
   version: number;
   kernel: string;
   cell: number | null;
-  tensors: TensorListing;
+  tensors: TensorListing | null;
   findings: Finding[];
   warnings: string[];
   memory_model: string | null;

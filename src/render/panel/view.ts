@@ -113,7 +113,9 @@ export function createPanelView(el: HTMLElement, opts: PanelViewOptions): PanelV
       }
       kernel = state.kernel;
       cell.textContent = state.cell !== null ? `after cell [${state.cell}]` : '';
-      tensors.set(state.tensors);
+      if (state.tensors) {
+        tensors.set(state.tensors); // null: unchanged since the last state
+      }
       graphHost.set(state.graph_model);
       memoryHost.set(state.memory_model);
       doctor.set(state.findings ?? [], state.warnings ?? []);
