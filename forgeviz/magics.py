@@ -96,12 +96,12 @@ class ForgevizMagics(Magics):
         import linecache
 
         from ._capture.memory_choice import make_tracker
-        from ._capture.source import current_cell
+        from ._capture.source import MAGIC_CELL, current_cell
         from .widgets.memory import MemoryWidget
 
         session = get_session()
         count = current_cell() or self.shell.execution_count
-        filename = f"<forgeviz %%fv memory cell [{count}]>"
+        filename = MAGIC_CELL % count
         linecache.cache[filename] = (len(cell), None, cell.splitlines(True), filename)  # source lines for hover
         tracker = make_tracker(fault=session.fault)
         tracker.default_cell = count

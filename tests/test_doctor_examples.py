@@ -1,6 +1,6 @@
-"""The doctor over the example notebooks, run headless as a user runs them: in 06_doctor each cell
-tagged ``incident`` gives its finding and nothing else does (its ``fix`` cells included); the other
-examples, all correct code, give none."""
+"""The doctor over the example notebooks, run headless as a user runs them: each cell tagged
+``incident`` (06_doctor walks through all seven kinds; 04_memory shows two on purpose) gives its
+finding, and no other cell gives any (06's ``fix`` cells and every correct cell included)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import json
 import nbformat
 import pytest
 from nbclient import NotebookClient
+
+from forgeviz.model.panel import FINDING_KINDS
 
 from scenarios import ROOT
 
@@ -37,20 +39,38 @@ def run_with_doctor(name: str):
     return nb, findings, warnings
 
 
-def test_each_incident_of_the_doctor_example_is_found_in_its_own_cell_and_no_fix_is():
-    nb, findings, warnings = run_with_doctor("06_doctor.ipynb")
+KNOWN_MISSES = {
+    # the body of a %%fv memory cell runs in the magic's own exec: the forward's graph is not seen as the
+    # cell's (the finding is right at evaluate()'s line in the same notebook, a plain cell)
+    ("04_memory.ipynb", "eval-without-no-grad", "10686a41"): "a %%fv memory cell's forward",
+}
+
+
+def incidents_of(nb) -> set[tuple[str, int]]:
+    """(kind, execution count) of each incident the notebook's cells are tagged with: ``incident``, then
+    the kinds (a cell defining a function holds the line an incident of its callers happens on)."""
+    out = set()
+    for c in nb.cells:
+        tags = c.metadata.get("tags", []) if c.cell_type == "code" else []
+        if tags[:1] == ["incident"]:
+            out |= {(kind, c.execution_count) for kind in tags[1:] if kind != "raises-exception"}
+    return out
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_the_doctor_finds_each_tagged_incident_of_an_example_and_nothing_else(name):
+    nb, findings, warnings = run_with_doctor(name)
     assert warnings == []
-    tags_by_count = {c.execution_count: c.metadata.get("tags", []) for c in nb.cells if c.cell_type == "code"}
-    incidents = {tags[1]: count for count, tags in tags_by_count.items() if tags[:1] == ["incident"]}
-    assert len(incidents) == 7
+    expected = incidents_of(nb)
+    if name == "06_doctor.ipynb":
+        assert {kind for kind, _ in expected} == set(FINDING_KINDS)  # one of each, each followed by its fix
     found = {(kind, cell) for kind, cell in findings}
-    for kind, cell in incidents.items():
-        assert (kind, cell) in found, f"{kind} not found in its cell [{cell}]; found {sorted(found)}"
-    stray = sorted((kind, cell) for kind, cell in found if (kind, cell) not in set(incidents.items()))
-    assert stray == [], f"findings outside the incident cells: {stray}"
-
-
-@pytest.mark.parametrize("name", [n for n in EXAMPLES if n != "06_doctor.ipynb"])
-def test_the_other_examples_are_correct_code_and_give_no_finding(name):
-    _, findings, warnings = run_with_doctor(name)
-    assert findings == [] and warnings == []
+    # What the doctor is known to miss, and why: listed so that a fix shows (the test fails until the
+    # entry goes), never silently passed.
+    ids = {c.execution_count: c.get("id") for c in nb.cells if c.cell_type == "code"}
+    known = {(kind, cell) for kind, cell in expected if (name, kind, ids.get(cell)) in KNOWN_MISSES}
+    assert known.isdisjoint(found), f"fixed: {sorted(known & found)}; remove them from KNOWN_MISSES"
+    expected -= known
+    missed = sorted(expected - found)
+    stray = sorted(found - expected)
+    assert missed == [] and stray == [], f"missed {missed}; found outside the tagged incidents {stray}"

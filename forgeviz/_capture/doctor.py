@@ -20,14 +20,16 @@ nonfinite-grad           the first Node of a backward whose gradients went NaN o
 =======================  ==========================================================================
 
 A finding never changes the user's results or exceptions, and a fault inside a detector becomes a
-warning (``warnings``), never an exception. Apart from a dict lookup per op (in-place writes), its
+warning (``warnings``), never an exception. Apart from a set lookup per op (in-place writes), its
 costs are per backward, per optimizer step, per module call and per cell; none while not installed.
 """
 
 from __future__ import annotations
 
+import ast
 import bisect
 import collections
+import linecache
 import logging
 import os
 import re
@@ -41,7 +43,7 @@ from torch.nn.modules import module as nn_module
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
 from ..model.panel import Finding
-from .session import _op_name
+from .session import _next_sequence_nr, _op_name
 from .source import cell_number, source_line, user_location
 from .untraced import untraced
 
@@ -63,7 +65,7 @@ _VERSION = re.compile(r"is at version (\d+); expected version (\d+)")
 _AUGMENTED = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__", "__ipow__",
               "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__", "__imatmul__", "__setitem__"}
 # names ending in "_" that change no tensor's values (no version bump that a Node could trip on)
-_NOT_WRITES = {"requires_grad_", "retain_grad_", "share_memory_", "record_stream_", "_fix_weakref_"}
+_NOT_WRITES = {"requires_grad_", "share_memory_", "detach_", "rename_", "refine_names_"}
 _INPLACE: dict = {}  # torch function → whether it writes into its first argument
 _ATOMS = {float, int, str, bool, type(None), bytes}
 
@@ -93,6 +95,61 @@ def _in_library(filename: str) -> bool:
     """
     return filename.startswith(_LIBRARY_DIRS) or f"{os.sep}site-packages{os.sep}" in filename \
         or f"{os.sep}dist-packages{os.sep}" in filename
+
+
+_BROAD = {"Exception", "BaseException"}
+
+
+def _handled_on_purpose(filename: Optional[str], line: Optional[int]) -> bool:
+    """Whether the ``try`` around ``line`` of ``filename`` handles the error on purpose: none of its
+    handlers is bare or catches ``Exception``/``BaseException``, and one binds what it caught and shows
+    it (passes it to a call: print, a logger; or raises it). Such code shows the error rather than
+    swallowing it; keeping it in a variable does not.
+
+    >>> import linecache
+    >>> linecache.cache["<doctest-cell>"] = (0, None, [
+    ...     "try:\\n", "    t.T.view(12)\\n", "except RuntimeError as e:\\n", "    print(e)\\n"], "<doctest-cell>")
+    >>> _handled_on_purpose("<doctest-cell>", 2)
+    True
+    >>> linecache.cache["<doctest-cell>"] = (0, None, [
+    ...     "try:\\n", "    x + y\\n", "except Exception:\\n", "    pass\\n"], "<doctest-cell>")
+    >>> _handled_on_purpose("<doctest-cell>", 2)
+    False
+    """
+    if filename is None or line is None:
+        return False
+    try:
+        tree = ast.parse("".join(linecache.getlines(filename)))
+    except (SyntaxError, ValueError):
+        return False
+    inner = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and node.body and node.body[0].lineno <= line <= max(
+                getattr(n, "end_lineno", n.lineno) or n.lineno for n in node.body):
+            if inner is None or node.lineno > inner.lineno:
+                inner = node
+    if inner is None or not inner.handlers:
+        return False
+
+    def names(expr) -> set:
+        if expr is None:
+            return {"Exception"}  # a bare except: broader still
+        parts = expr.elts if isinstance(expr, ast.Tuple) else [expr]
+        return {p.id if isinstance(p, ast.Name) else getattr(p, "attr", "") for p in parts}
+
+    if any(names(h.type) & _BROAD for h in inner.handlers):
+        return False
+
+    def shows(h) -> bool:
+        """The handler passes what it caught to a call (print, a logger, warnings.warn) or raises it."""
+        for statement in h.body:
+            for node in ast.walk(statement):
+                if isinstance(node, (ast.Call, ast.Raise)) and any(
+                        isinstance(n, ast.Name) and n.id == h.name for n in ast.walk(node)):
+                    return True
+        return False
+
+    return any(h.name and shows(h) for h in inner.handlers)
 
 
 class Site(NamedTuple):
@@ -134,6 +191,11 @@ def _site() -> Optional[Site]:
     finally:
         del frame
     return Site(None, line, source_line(filename, line) or "", filename, line)
+
+
+def _from_notebook(site: Site) -> bool:
+    """Whether the notebook's code (a cell, or a file of the user's) ran what happened at ``site``."""
+    return site.filename is not None and (site.cell is not None or not _in_library(site.filename))
 
 
 def _site_of(filename: Optional[str], line: Optional[int]) -> Optional[Site]:
@@ -220,9 +282,15 @@ def _version_error(node) -> Optional[tuple[str, str]]:
 
 
 def _message(exc: BaseException) -> str:
-    """The message of a built-in exception (its one string argument), else ""; never str() of a user object."""
+    """The message of a built-in or torch exception (its one string argument), else ""; never str() of
+    a user's object.
+
+    >>> _message(RuntimeError("shapes differ")), _message(KeyError(object()))
+    ('shapes differ', '')
+    """
     args = exc.args
-    if type(exc).__module__ == "builtins" and len(args) == 1 and type(args[0]) is str:
+    module = type(exc).__module__ or ""
+    if (module == "builtins" or module.split(".")[0] == "torch") and len(args) == 1 and type(args[0]) is str:
         return args[0]
     return ""
 
@@ -319,9 +387,10 @@ class Doctor:
         self.installed = False
         self._by_key: dict[tuple, Finding] = {}
         self._handles: list = []
+        self._pre_step = None  # the step pre-hook, while a backward has added into a stepped .grad
         self._cell: Optional[int] = None
-        # ops that raised in this cell, by place: (line, op) → [operands, message, type name, Site, the
-        # latest exceptions' ids, how many raised]
+        # ops that raised in this cell, by place: (file, line, cell, cell line, op) → [operands, message,
+        # type name, Site, the latest exceptions' ids, how many raised]
         self._raised: dict[tuple, list] = {}
         self._writes: collections.deque = collections.deque(maxlen=MAX_WRITES)
         # missing-zero-grad: id(optimizer) → (ref(optimizer), ref(its first parameter with a .grad), ref(that
@@ -348,8 +417,7 @@ class Doctor:
         # ModuleStack's list of running modules, (id(module), ...) each: read by every module call's hook
         running = getattr(self.session.modules, "_stack", None)
         self._running = running if isinstance(running, list) else []
-        self._handles = [register_optimizer_step_pre_hook(self._step_pre),
-                         register_optimizer_step_post_hook(self._step_post),
+        self._handles = [register_optimizer_step_post_hook(self._step_post),
                          nn_module.register_module_forward_hook(self._forward_done)]
         self.installed = True
 
@@ -359,6 +427,9 @@ class Doctor:
         for handle in self._handles:
             handle.remove()
         self._handles = []
+        if self._pre_step is not None:
+            self._pre_step.remove()
+            self._pre_step = None
         self._forwards.clear()  # (their Nodes' watches, left in metadata, tell no one)
         self._unused.clear()
         self._dead.clear()
@@ -398,7 +469,8 @@ class Doctor:
         return found
 
     def _warn(self, what: str, exc: BaseException) -> None:
-        message = f"the doctor's {what} failed: {exc!r}"
+        said = _message(exc)  # (not repr(exc): the exception may be a user's object)
+        message = f"the doctor's {what} failed: {type(exc).__name__}{': ' + said if said else ''}"
         log.warning("forgeviz: %s", message)
         if message not in self.warnings:
             self.warnings.append(message)
@@ -432,9 +504,9 @@ class Doctor:
         after the cell whether the user's code caught it. Keeps no reference to the op's arguments
         nor to the exception."""
         try:
-            site = _site()
-            if site is None or site.filename is None or _in_library(site.filename):
-                return  # a library's own call: it may catch its own errors on purpose
+            site = _site()  # (an op a library ran, such as a transformers model's: the cell's line that called it)
+            if site is None or not _from_notebook(site):
+                return  # no notebook code ran it
             with untraced():
                 self._note_raised(_op_name(func)[1], site, exc, lambda: _operands(args, kwargs))
         except Exception as fault:  # noqa: BLE001 - the user's exception goes on unchanged
@@ -461,7 +533,7 @@ class Doctor:
         for key, (operands, message, type_name, site, ids, raised) in self._raised.items():
             op = key[-1]
             swallowed = raised - (1 if chain.intersection(ids) else 0)  # one reached the notebook (or caused what did)
-            if not swallowed:
+            if not swallowed or _handled_on_purpose(site.filename, site.file_line):
                 continue
             devices = list(dict.fromkeys(d for d, _, _ in operands))
             dtypes = list(dict.fromkeys(t for _, t, _ in operands))
@@ -480,14 +552,17 @@ class Doctor:
             self._report("swallowed-error", site, explanation, fix, times=swallowed)
 
     # --- in-place writes -------------------------------------------------------------------
+    # The ops known to write nothing in place: the capture mode skips calling after_op for them (a set
+    # lookup per op). Shared: whether a torch function writes in place does not change.
+    no_writes: set = set()
+
     def after_op(self, func, args, kwargs, out) -> None:
-        """After every op the capture mode sees (one dict lookup): an in-place write is checked."""
-        try:
-            inplace = _INPLACE[func]
-        except KeyError:
+        """After an op the capture mode saw (those in ``no_writes`` skip this): an in-place write is checked."""
+        inplace = _INPLACE.get(func)
+        if inplace is None:
             inplace = _INPLACE[func] = _writes_in_place(func)
-        except TypeError:  # an unhashable callable
-            return
+            if not inplace and getattr(func, "__module__", None) != "torch.nn.functional":  # (F.relu(inplace=True))
+                self.no_writes.add(func)
         if not inplace and not (kwargs and kwargs.get("inplace") is True):
             return
         try:
@@ -560,66 +635,67 @@ class Doctor:
 
     # --- backward passes -------------------------------------------------------------------
     def backward_begins(self, func, roots: list, frees: Optional[bool]) -> _Checkup:
-        """Before a backward (``roots``: its Nodes; ``frees``: False for ``retain_graph``)."""
+        """Before a backward (``roots``: its Nodes; ``frees``: False for ``retain_graph``). Called from the
+        capture mode's handler, where the mode is off: its reads of .grad and of Nodes are no ops."""
         site = None
         candidates: list = []
-        with torch._C.DisableTorchFunction():  # its own reads of .grad and Nodes are no user's ops
+        if self._stepped:
             try:
                 candidates = self._stale_grads()
                 if candidates:
                     site = _site()
             except Exception as exc:  # noqa: BLE001 - the backward runs regardless
                 self._warn("zero-grad check", exc)
-            if self._unused and roots:
-                try:
-                    self._reached(roots)
-                except Exception as exc:  # noqa: BLE001 - the backward runs regardless
-                    self._warn("evaluation check", exc)
-            if frees is False and roots:
-                try:
-                    site = site or _site()
-                    self._growth(roots, site)
-                except Exception as exc:  # noqa: BLE001 - the backward runs regardless
-                    self._warn("retained-graph check", exc)
-        store = getattr(self.session, "store", None)
-        return _Checkup(func, list(roots), frees, candidates, site, getattr(store, "passes", 0))
+        if self._unused and roots:
+            try:
+                self._reached(roots)
+            except Exception as exc:  # noqa: BLE001 - the backward runs regardless
+                self._warn("evaluation check", exc)
+        if frees is False and roots:
+            try:
+                site = site or _site()
+                self._growth(roots, site)
+            except Exception as exc:  # noqa: BLE001 - the backward runs regardless
+                self._warn("retained-graph check", exc)
+        return _Checkup(func, roots, frees, candidates, site, self.session.store.passes)
 
     def backward_ends(self, checkup: Optional[_Checkup], returned: bool, failed: Optional[BaseException]) -> None:
         """After a backward returned (or raised ``failed``, which stays as it is)."""
         if checkup is None:
             return
-        with torch._C.DisableTorchFunction():
-            if checkup.candidates:
-                try:
-                    self._accumulated_into(checkup)
-                except Exception as exc:  # noqa: BLE001 - the user's backward result (or error) stands
-                    self._warn("zero-grad check", exc)
+        if checkup.candidates:
             try:
-                self._nonfinite(checkup)
+                self._accumulated_into(checkup)
             except Exception as exc:  # noqa: BLE001 - the user's backward result (or error) stands
-                self._warn("non-finite gradient check", exc)
-            if failed is not None:
-                try:
-                    self._backward_failed(checkup, failed)
-                except Exception as exc:  # noqa: BLE001 - the user's error stands, unchanged
-                    self._warn("failed backward check", exc)
-            if len(self._dead) > 64:  # a long loop in one cell: settle them now, not all at its end
-                try:
-                    self._dead_forwards()
-                except Exception as exc:  # noqa: BLE001 - the user's backward result (or error) stands
-                    self._warn("evaluation check", exc)
+                self._warn("zero-grad check", exc)
+        try:
+            self._nonfinite(checkup)
+        except Exception as exc:  # noqa: BLE001 - the user's backward result (or error) stands
+            self._warn("non-finite gradient check", exc)
+        if failed is not None:
+            try:
+                self._backward_failed(checkup, failed)
+            except Exception as exc:  # noqa: BLE001 - the user's error stands, unchanged
+                self._warn("failed backward check", exc)
+        if len(self._dead) > 64:  # a long loop in one cell: settle them now, not all at its end
+            try:
+                self._dead_forwards()
+            except Exception as exc:  # noqa: BLE001 - the user's backward result (or error) stands
+                self._warn("evaluation check", exc)
         if returned and checkup.frees is True:  # the graph behind it is spent: a new training step begins
-            mark = torch._C._autograd._get_sequence_nr()
-            if not self._marks or self._marks[-1] != mark:
-                self._marks.append(mark)
-                del self._marks[:-MAX_MARKS]
+            mark = _next_sequence_nr()
+            marks = self._marks
+            if not marks or marks[-1] != mark:
+                marks.append(mark)
+                if len(marks) > MAX_MARKS:
+                    del marks[: len(marks) - MAX_MARKS]
 
     def _backward_failed(self, checkup: _Checkup, failed: Optional[BaseException]) -> None:
         if failed is None:
             return
         if isinstance(failed, Exception):
             site = checkup.site or _site()
-            if site is not None and site.filename is not None and not _in_library(site.filename):
+            if site is not None and _from_notebook(site):
                 self._note_raised(_op_name(checkup.func)[1], site, failed, list)
         self._failed_on_write(checkup, failed)
 
@@ -627,6 +703,9 @@ class Doctor:
     def _step_post(self, optimizer, args, kwargs) -> None:
         """After a step: the .grad of its first parameter that has one, to tell whether the next
         backward finds it reset (zero_grad sets it to None, or zeroes it: a new version)."""
+        if self._pre_step is not None and not self._accumulated:  # (not from inside the pre-hooks' loop)
+            self._pre_step.remove()
+            self._pre_step = None
         try:
             with torch._C.DisableTorchFunction():
                 for group in optimizer.param_groups:
@@ -665,11 +744,11 @@ class Doctor:
             if p is not None and grad is not None and p.grad is grad and grad._version != version:
                 self._stepped.pop(key, None)
                 self._accumulated[pid] = (pref, gref, checkup.site)
+        if self._accumulated and self._pre_step is None and self.installed:
+            self._pre_step = register_optimizer_step_pre_hook(self._step_pre)
 
     def _step_pre(self, optimizer, args, kwargs) -> None:
         """Before a step: parameters whose .grad sums gradients from both sides of the previous step."""
-        if not self._accumulated:
-            return
         try:
             with torch._C.DisableTorchFunction():
                 hits: dict = {}
@@ -713,11 +792,12 @@ class Doctor:
     def _nonfinite(self, checkup: _Checkup) -> None:
         """The first Node of this pass whose gradients were not all finite, as the session's gradient
         hooks saw them (``GradStore``: its Python-recorded entries of this pass are its newest)."""
-        store = getattr(self.session, "store", None)
-        nodes = getattr(store, "_nodes", None)
         index = checkup.passes
-        if nodes is None or not self.session.record_grads or not index or index != store.passes \
-                or index <= self._seen_nonfinite:
+        if not index or index <= self._seen_nonfinite or not self.session.record_grads:
+            return
+        store = self.session.store
+        nodes = getattr(store, "_nodes", None)  # (GradStore.nodes would make records of every pass not read yet)
+        if nodes is None or index != store.passes:
             return
         first = None
         for nid, entry in reversed(nodes.items()):

@@ -218,9 +218,12 @@ class _TagMode(TorchFunctionMode):
         except Exception as exc:  # noqa: BLE001 - a forgeviz fault never breaks the user's op
             session.fault(f"tagging {getattr(func, '__name__', func)} failed: {exc!r}")
         doctor = session.doctor
-        if doctor is not None:  # in-place writes into tensors a Node saved (one dict lookup for any other op)
+        if doctor is not None:  # in-place writes into tensors a Node saved (a set lookup for any other op)
             try:
-                doctor.after_op(func, args, kwargs, out)
+                if func not in doctor.no_writes:
+                    doctor.after_op(func, args, kwargs, out)
+            except TypeError:  # an unhashable callable: an op that writes nothing the doctor can follow
+                pass
             except Exception as exc:  # noqa: BLE001 - the user's op has run: its result is returned regardless
                 session.fault(f"the doctor failed after {getattr(func, '__name__', 'an op')}: {exc!r}")
         return out

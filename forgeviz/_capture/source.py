@@ -75,9 +75,23 @@ def user_names(values, depth: int = 2) -> list[Optional[str]]:
         del frame
 
 
+#: The filename ``%%fv memory`` compiles its cell's body under (forgeviz/magics.py): ``MAGIC_CELL % count``.
+MAGIC_CELL = "<forgeviz %%%%fv memory cell [%d]>"
+
+
 def cell_number(filename: Optional[str]) -> Optional[int]:
-    """The execution count of the IPython cell compiled under ``filename``, if any."""
-    if filename is None or _get_ipython is None:
+    """The execution count of the IPython cell compiled under ``filename`` (or a ``%%fv memory`` cell's
+    body), if any.
+
+    >>> cell_number(MAGIC_CELL % 7)
+    7
+    """
+    if filename is None:
+        return None
+    if filename.startswith("<forgeviz %%fv memory cell ["):
+        digits = filename[len("<forgeviz %%fv memory cell ["):-2]
+        return int(digits) if digits.isdigit() else None
+    if _get_ipython is None:
         return None
     shell = _get_ipython()
     if shell is None:
