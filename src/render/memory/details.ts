@@ -111,7 +111,7 @@ export function hitContent(ctx: MemoryContext, hit: MemoryHit, full: boolean): N
     out.push(h(doc, 'div', { class: 'fv-mem-tip-more' }, more.join(' · ')));
   }
   if (d?.source) {
-    out.push(h(doc, 'pre', { class: 'fv-mem-tip-source' }, d.source));
+    out.push(h(doc, 'pre', { class: 'fv-mem-tip-source fv-code-line' }, d.source));
   }
   if (!k) {
     out.push(h(doc, 'div', { class: 'fv-mem-tip-loading' }, 'asking the kernel for details…'));

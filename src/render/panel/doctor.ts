@@ -42,7 +42,7 @@ export function findingItem(doc: Document, f: Finding): HTMLLIElement {
       f.count > 1 && h(doc, 'span', { class: 'fv-panel-chip fv-panel-times', title: `seen ${f.count} times` }, `×${f.count}`),
       place && h(doc, 'span', { class: 'fv-panel-place' }, place)
     ),
-    f.source.trim() && h(doc, 'code', { class: 'fv-panel-source' }, f.source.trim()),
+    f.source.trim() && h(doc, 'code', { class: 'fv-panel-source fv-code-line' }, f.source.trim()),
     h(doc, 'div', { class: 'fv-panel-explain' }, f.explanation),
     f.fix && h(doc, 'div', { class: 'fv-panel-fix' }, h(doc, 'span', { class: 'fv-panel-fix-label' }, 'Fix: '), f.fix)
   );
