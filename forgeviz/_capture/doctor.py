@@ -561,21 +561,24 @@ class Doctor:
         inplace = _INPLACE.get(func)
         if inplace is None:
             inplace = _INPLACE[func] = _writes_in_place(func)
-            if not inplace and getattr(func, "__module__", None) != "torch.nn.functional":  # (F.relu(inplace=True))
-                self.no_writes.add(func)
+            if not inplace and "inplace" not in getattr(getattr(func, "__code__", None), "co_varnames", ()):
+                self.no_writes.add(func)  # (not F.relu, whose inplace=True writes)
         if not inplace and not (kwargs and kwargs.get("inplace") is True):
             return
         try:
             target = args[0] if args else None
-            if isinstance(target, torch.Tensor):
-                self._wrote(func, target)
+            if not isinstance(target, torch.Tensor) or (self._running and not target.requires_grad):
+                return  # (inside a module: a buffer it updates, such as BatchNorm's num_batches_tracked)
+            self._wrote(func, target)
         except Exception as exc:  # noqa: BLE001 - the user's op has run; its result stands
             self._warn("in-place check", exc)
 
     def _wrote(self, func, target: torch.Tensor) -> None:
         op = _op_name(func)[0]
-        with untraced():
-            self._writes.append((weakref.ref(target), target._version, op, user_location(2)))
+        inside = bool(self._running)  # inside a module's forward
+        with torch._C.DisableTorchFunction():
+            # (where: found for writes outside modules only; one inside that a Node trips on is named below)
+            self._writes.append((weakref.ref(target), target._version, op, None if inside else user_location(2)))
             grad_fn = target.grad_fn if target.requires_grad else None
             if grad_fn is None:
                 return
@@ -617,11 +620,11 @@ class Doctor:
         if write is None:  # not seen at the write (a tensor without grad): the write that moved it past that version
             match = _VERSION.search(hit[1])
             now, saved = (int(match.group(1)), int(match.group(2))) if match else (None, None)
-            for ref, version, op, (filename, line) in reversed(self._writes):
+            for ref, version, op, where in reversed(self._writes):
                 t = ref()
                 if match is not None and (t is None or t._version != now or version <= saved):
                     continue
-                write = (op, _site_of(filename, line))
+                write = (op, _site_of(*where) if where else None)
                 if match is None or version == saved + 1:
                     break
         site = checkup.site or _site()
@@ -793,11 +796,11 @@ class Doctor:
         """The first Node of this pass whose gradients were not all finite, as the session's gradient
         hooks saw them (``GradStore``: its Python-recorded entries of this pass are its newest)."""
         index = checkup.passes
-        if not index or index <= self._seen_nonfinite or not self.session.record_grads:
+        if index <= self._seen_nonfinite:
             return
         store = self.session.store
         nodes = getattr(store, "_nodes", None)  # (GradStore.nodes would make records of every pass not read yet)
-        if nodes is None or index != store.passes:
+        if not nodes or index != store.passes or not self.session.record_grads:
             return
         first = None
         for nid, entry in reversed(nodes.items()):
@@ -890,20 +893,26 @@ class Doctor:
         Nodes it leads to, so the walk leaves out every Node numbered below the oldest one watched: in
         a training step it visits the loss's few Nodes, not the model's."""
         unused = self._unused
-        lowest = min(unused.values())
+        for root in roots:  # the common case first: a loss one op away from the model's output
+            for child, _ in root.next_functions:
+                if child is not None:
+                    watch = child.metadata.get("fv_doctor_forward")
+                    if watch is not None and unused.pop(watch.key, None) is not None and not unused:
+                        return
+        lowest = min(unused.values()) if len(unused) > 1 else next(iter(unused.values()))
         seen: set[int] = set()
-        stack = [r for r in roots if r is not None]
-        while stack and len(seen) < REACH_LIMIT:
+        stack = list(roots)
+        while stack:
             node = stack.pop()
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
             watch = node.metadata.get("fv_doctor_forward")
             if watch is not None and unused.pop(watch.key, None) is not None and not unused:
                 return
             for child, _ in node.next_functions:
-                if child is not None and lowest <= child._sequence_nr() != _LEAF_SEQUENCE_NR:
+                if child is not None and lowest <= child._sequence_nr() != _LEAF_SEQUENCE_NR and id(child) not in seen:
+                    seen.add(id(child))
                     stack.append(child)
+            if len(seen) > REACH_LIMIT:
+                return
 
     def _dead_forwards(self) -> None:
         dead = self._dead
