@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from ._capture.doctor import disable_doctor, enable_doctor
-from ._capture.namespace import TensorLister, unwatch_modules, watch_modules
+from ._capture.namespace import TensorLister, tensor_with_root, unwatch_modules, watch_modules
 from ._capture.session import CaptureSession
 from ._capture.untraced import untraced
 from .model.memory import CATEGORIES
@@ -167,7 +167,7 @@ class PanelHost:
         roots = [r for r in session.backward_roots if r is not None]
         if self.comms and roots and roots != self._graph_roots:
             try:
-                root = self._named_root(set(roots))
+                root = tensor_with_root(self.user_ns, set(roots))
                 if root is not None:
                     from .api import graph
 
@@ -180,17 +180,6 @@ class PanelHost:
             except Exception as exc:  # noqa: BLE001 - the panel shows the rest
                 out.append(f"forgeviz could not show the latest graph: {exc!r}")
         return out
-
-    def _named_root(self, ids: set):
-        """A namespace tensor whose grad_fn is one of the latest backward's roots (``loss``), or None."""
-        import torch
-
-        for name, value in list(self.user_ns.items()):
-            if isinstance(name, str) and not name.startswith("_") and isinstance(value, torch.Tensor):
-                fn = value.grad_fn
-                if fn is not None and fn.metadata.get("fv_id") in ids:
-                    return value
-        return None
 
     # --- while a cell runs --------------------------------------------------------------------
     def cell_begins(self, cell: Optional[int]) -> None:

@@ -43,6 +43,7 @@ from torch.nn.modules import module as nn_module
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
 from ..model.panel import Finding
+from .memory import tensor_slots
 from .session import _next_sequence_nr, _op_name
 from .source import cell_number, source_line, user_location
 from .untraced import untraced
@@ -235,33 +236,11 @@ def _walk(roots: Iterable, limit: int = WALK_LIMIT) -> list:
     return order
 
 
-_SLOTS: dict[type, list[str]] = {}  # Node type → its _saved_* attributes that can hold tensors
-
-
-def _tensor_slots(node) -> list[str]:
-    names = _SLOTS.get(type(node))
-    if names is None:
-        names = []
-        for name in dir(node):
-            if not name.startswith("_saved_"):
-                continue
-            try:
-                value = getattr(node, name)
-            except RuntimeError:  # freed, or written over: its type is unknown, so it stays
-                names.append(name)
-                continue
-            items = value if isinstance(value, (tuple, list)) else (value,)
-            if value is None or not items or any(isinstance(t, torch.Tensor) for t in items):
-                names.append(name)
-        _SLOTS[type(node)] = names
-    return names
-
-
 def _saved(node) -> tuple[list[torch.Tensor], list[tuple[str, str]]]:
     """(the tensors ``node`` still holds for backward, [(slot, torch's error)] for those it cannot give)."""
     tensors: list[torch.Tensor] = []
     errors: list[tuple[str, str]] = []
-    for name in _tensor_slots(node):
+    for name in tensor_slots(node):
         try:
             value = getattr(node, name)
         except RuntimeError as exc:  # freed by a backward, or changed in place since it was saved

@@ -337,9 +337,7 @@ class MemoryTracker:
             self._release_gone()
         if grad_fn is None:
             return
-        names = _SAVED_NAMES.get(type(grad_fn))
-        if names is None:
-            names = _SAVED_NAMES[type(grad_fn)] = _tensor_slots(grad_fn)
+        names = tensor_slots(grad_fn)
         if not names:
             return
         nid = None
@@ -611,9 +609,13 @@ _SAVED_NAMES: dict[type, list[str]] = {}  # Node type → its _saved_* attribute
 _tracker_ids = itertools.count(1)
 
 
-def _tensor_slots(grad_fn) -> list[str]:
+def tensor_slots(grad_fn) -> list[str]:
     """The ``_saved_*`` attributes of this Node type that can hold tensors: not its saved sizes,
-    strides and scalars (AddmmBackward0 saves 8 things, 2 of them tensors), which cost a read each."""
+    strides and scalars (AddmmBackward0 saves 8 things, 2 of them tensors), which cost a read each.
+    Found once per Node type (the memory timeline's claims and the doctor both ask)."""
+    names = _SAVED_NAMES.get(type(grad_fn))
+    if names is not None:
+        return names
     names = []
     for name in dir(grad_fn):
         if not name.startswith("_saved_"):
@@ -626,6 +628,7 @@ def _tensor_slots(grad_fn) -> list[str]:
         items = value if isinstance(value, (tuple, list)) else (value,)
         if any(isinstance(t, torch.Tensor) for t in items) or value is None or not items:
             names.append(name)  # tensors, an optional tensor, or an empty tensor list
+    _SAVED_NAMES[type(grad_fn)] = names
     return names
 
 

@@ -167,3 +167,20 @@ def list_tensors(user_ns: Mapping[str, object], limit: int = MAX_TENSOR_ROWS) ->
     48
     """
     return TensorLister().list(user_ns, limit)
+
+
+def tensor_with_root(user_ns: Mapping[str, object], node_ids: set):
+    """A namespace tensor whose ``grad_fn`` has one of ``node_ids`` (forgeviz's Node ids: the latest
+    backward's roots, ``loss``), or None.
+
+    >>> import torch
+    >>> x = torch.ones(2, requires_grad=True); loss = (x * 2).sum()
+    >>> tensor_with_root({"loss": loss}, {loss.grad_fn.metadata.setdefault("fv_id", -5)}) is loss
+    True
+    """
+    for name, value in list(user_ns.items()):
+        if isinstance(name, str) and not name.startswith("_") and isinstance(value, torch.Tensor):
+            fn = value.grad_fn
+            if fn is not None and fn.metadata.get("fv_id") in node_ids:
+                return value
+    return None
