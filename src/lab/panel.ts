@@ -158,6 +158,40 @@ function addBeside(app: JupyterFrontEnd, widget: Widget, ref: string): void {
     }
   }
   app.shell.activateById(widget.id);
+  makeRoom(widget);
+}
+
+/** A split panel as ``makeRoom`` reads it (Lumino's SplitPanel). */
+interface SplitLike {
+  orientation: string;
+  widgets: readonly Widget[];
+  relativeSizes(): number[];
+  setRelativeSizes(sizes: number[]): void;
+}
+
+/** The share of a vertical split that a view opened in Notebook 7's bottom area gets when it had less. */
+export const DOWN_SHARE = 0.45;
+
+/**
+ * Give ``widget`` a readable height when it sits in a vertical split that left it a sliver: Notebook 7
+ * opens its bottom area at a tab bar's height, so a view opened there would show nothing until dragged.
+ *
+ * @example
+ * makeRoom(view) // Notebook 7: the bottom area now takes 45% of the height; Lab's main area: unchanged
+ */
+export function makeRoom(widget: Widget): void {
+  let child: Widget = widget;
+  for (let p = widget.parent; p; child = p, p = p.parent) {
+    const split = p as unknown as Partial<SplitLike>;
+    if (split.orientation === 'vertical' && typeof split.setRelativeSizes === 'function' && split.widgets && split.relativeSizes) {
+      const at = split.widgets.indexOf(child);
+      const sizes = split.relativeSizes();
+      if (at >= 0 && sizes.length === 2 && sizes[at] < DOWN_SHARE / 2) {
+        split.setRelativeSizes(at === 1 ? [1 - DOWN_SHARE, DOWN_SHARE] : [DOWN_SHARE, 1 - DOWN_SHARE]);
+      }
+      return;
+    }
+  }
 }
 
 /**

@@ -29,8 +29,9 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_lab(root: Path) -> Iterator[dict]:
-    """A JupyterLab server on ``root`` with fresh settings (light theme) and no browser."""
+def running_lab(root: Path, app: str = "lab") -> Iterator[dict]:
+    """A JupyterLab server (``app="notebook"``: Notebook 7) on ``root`` with fresh settings (light theme)
+    and no browser."""
     token = secrets.token_hex(16)
     port = _free_port()
     # No "get notified about Jupyter news?" toast over the screenshots.
@@ -41,8 +42,9 @@ def running_lab(root: Path) -> Iterator[dict]:
                JUPYTERLAB_SETTINGS_DIR=str(root / ".settings"),
                JUPYTERLAB_WORKSPACES_DIR=str(root / ".workspaces"),
                JUPYTER_RUNTIME_DIR=str(root / ".runtime"))
-    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--ServerApp.port={port}",
-           "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}", "--LabApp.expose_app_in_browser=True",
+    expose = {"lab": "LabApp", "notebook": "JupyterNotebookApp"}[app]
+    cmd = [sys.executable, "-m", "jupyter", app, "--no-browser", f"--ServerApp.port={port}",
+           "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}", f"--{expose}.expose_app_in_browser=True",
            f"--ServerApp.root_dir={root}", "--ServerApp.port_retries=0"]
     if os.geteuid() == 0:
         cmd.append("--allow-root")
@@ -57,10 +59,10 @@ def running_lab(root: Path) -> Iterator[dict]:
         except OSError:
             if proc.poll() is not None or time.time() > deadline:
                 proc.kill()
-                raise RuntimeError(f"jupyter lab did not start:\n{(root / 'server.log').read_text()}")
+                raise RuntimeError(f"jupyter {app} did not start:\n{(root / 'server.log').read_text()}")
             time.sleep(0.5)
     try:
-        yield {"base": base, "token": token, "root": root}
+        yield {"base": base, "token": token, "root": root, "app": app}
     finally:
         proc.terminate()
         try:
@@ -75,15 +77,19 @@ def launch_chromium(playwright):
 
 
 class LabNotebook:
-    """Opens a notebook in Lab and runs its cells one by one through Lab's own commands."""
+    """Opens a notebook in Lab (or Notebook 7, one notebook a page) and runs its cells one by one
+    through the app's own commands."""
 
     def __init__(self, page, lab, name: str) -> None:
         self.page = page
-        page.goto(f"{lab['base']}/lab/tree/{name}?token={lab['token']}")
+        notebook7 = lab.get("app") == "notebook"
+        page.goto(f"{lab['base']}/{'notebooks' if notebook7 else 'lab/tree'}/{name}?token={lab['token']}")
         page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
                                " && window.jupyterapp.shell.currentWidget.sessionContext")
-        # Lab restores the last workspace (other notebooks too): make sure ours is the current one.
-        page.evaluate("async (path) => { await window.jupyterapp.commands.execute('docmanager:open', {path}); }", name)
+        if not notebook7:
+            # Lab restores the last workspace (other notebooks too): make sure ours is the current one.
+            page.evaluate("async (path) => { await window.jupyterapp.commands.execute('docmanager:open', {path}); }",
+                          name)
         page.wait_for_function("""(path) => {
             const w = window.jupyterapp.shell.currentWidget;
             if (!w || !w.context || w.context.path !== path) { return false; }
@@ -142,3 +148,23 @@ def write_notebook(path: Path, cells: list[str]) -> None:
     nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, path)
+
+
+def wait_panel_status(page, value: str, timeout: int = 60_000) -> None:
+    """Wait until the forgeviz side panel's ``data-fv-status`` is ``value``."""
+    page.wait_for_function("(v) => document.querySelector('[data-fv-panel]')?.dataset.fvStatus === v",
+                           arg=value, timeout=timeout)
+
+
+def kernel_eval(page, path: str, expression: str) -> str:
+    """``repr`` of ``expression`` evaluated in the kernel of the open notebook ``path``, as a silent
+    request (a user expression: no cell runs, no cell hooks fire)."""
+    return page.evaluate("""async ([path, expression]) => {
+        const app = window.jupyterapp;
+        const nb = [...app.shell.widgets('main')].find(w => w.context && w.context.path === path);
+        const kernel = nb.sessionContext.session.kernel;
+        const reply = await kernel.requestExecute({ code: '', silent: true, store_history: false,
+                                                    user_expressions: { out: expression } }).done;
+        const out = reply.content.user_expressions.out;
+        return out.status === 'ok' ? out.data['text/plain'] : 'error: ' + out.ename + ': ' + out.evalue;
+    }""", [path, expression])
