@@ -7,6 +7,10 @@
  *   target is not registered; ``%load_ext forgeviz`` registers it), or closes it later (unloaded);
  * - 'busy': the kernel is busy while the comm waits for its first state (the kernel handles the
  *   comm_open only after the running cell), 'connecting' when it is not;
+ * - 'no-answer': the kernel stayed idle NO_ANSWER_MS with the comm open and no state (it would have
+ *   answered or closed it by then); a busy kernel never times out, and each 'idle' starts the wait
+ *   again. It stays until Retry (``refresh``) reconnects, a late state comes or the comm closes, not
+ *   undone by the busy/idle blips of completions and tooltips;
  * - 'restarted': the session's status says 'restarting', 'autorestarting' or 'dead'; the comm is
  *   gone with the old process, and the next 'idle' opens a new one;
  * - 'no-kernel': the notebook's session has no kernel.
@@ -14,7 +18,7 @@
 import type { ISessionContext } from '@jupyterlab/apputils';
 import { PANEL_TARGET, PANEL_VERSION, type PanelLive, type PanelState } from '../model/wire';
 import { errorMessage } from '../render/common/chrome';
-import type { PanelStatus } from '../render/panel/view';
+import { NO_ANSWER_MS, type PanelStatus } from '../render/panel/view';
 
 /** What the connection needs of a notebook's session context. */
 export type SessionContextLike = Pick<ISessionContext, 'session' | 'isReady' | 'ready' | 'kernelChanged' | 'statusChanged'>;
@@ -31,6 +35,10 @@ export interface PanelSink {
 
 /** Kernel statuses after which the kernel process is gone. */
 const GONE = new Set(['restarting', 'autorestarting', 'dead']);
+
+/** What the 'no-answer' screen says under its title. */
+export const NO_ANSWER_TEXT =
+  'It is idle, so it should have: the message may have been lost, or this kernel may not support Jupyter comms. Retry; if it still does not answer, restart the kernel.';
 
 /** The code the "Load forgeviz" button runs. */
 export const LOAD_CODE = '%load_ext forgeviz';
@@ -52,7 +60,7 @@ export function messageKind(data: unknown): 'state' | 'live' | null {
  *
  * @example
  * const conn = new PanelConnection(notebook.sessionContext, view);
- * conn.setActive(true);   // view gets 'connecting' / 'busy', then 'ready' and a state, or 'not-loaded'
+ * conn.setActive(true);   // view gets 'connecting' / 'busy', then 'ready' and a state, 'not-loaded' or 'no-answer'
  * conn.refresh();         // a new state
  * conn.dispose();         // another notebook: close the comm, forget the signals
  */
@@ -68,6 +76,8 @@ export class PanelConnection {
   private retryOnIdle = false;
   private status: PanelStatus | null = null;
   private requestId = 0;
+  /** runs out NO_ANSWER_MS after the kernel went idle with the comm unanswered */
+  private answerTimer: ReturnType<typeof setTimeout> | null = null;
 
   constructor(
     private readonly ctx: SessionContextLike,
@@ -181,6 +191,25 @@ export class PanelConnection {
       return;
     }
     this.set(kernel.status === 'busy' ? 'busy' : 'connecting');
+    this.awaitAnswer(kernel.status);
+  }
+
+  /** Time the comm's first answer while the kernel is idle; any other status stops the clock. */
+  private awaitAnswer(kernelStatus: string): void {
+    this.stopAwaiting();
+    if (this.comm && !this.gotState && kernelStatus === 'idle') {
+      this.answerTimer = setTimeout(() => {
+        this.answerTimer = null;
+        this.set('no-answer', NO_ANSWER_TEXT);
+      }, NO_ANSWER_MS);
+    }
+  }
+
+  private stopAwaiting(): void {
+    if (this.answerTimer !== null) {
+      clearTimeout(this.answerTimer);
+      this.answerTimer = null;
+    }
   }
 
   /** Forget the comm; ``close`` tells the kernel (it stops its per-cell work for the panel). */
@@ -188,6 +217,7 @@ export class PanelConnection {
     const comm = this.comm;
     this.comm = null;
     this.gotState = false;
+    this.stopAwaiting();
     if (!comm || comm.isDisposed) {
       return;
     }
@@ -206,10 +236,12 @@ export class PanelConnection {
     if (kind === 'state') {
       const state = data as PanelState;
       if (state.version !== PANEL_VERSION) {
+        this.drop(true); // of no use, and an open one would go back to 'connecting' at the next idle
         this.set('not-loaded', `the kernel's forgeviz speaks panel version ${state.version}, this page ${PANEL_VERSION}: restart the kernel after upgrading`);
         return;
       }
       this.gotState = true;
+      this.stopAwaiting();
       if (this.status !== 'ready') {
         this.set('ready');
       }
@@ -225,6 +257,7 @@ export class PanelConnection {
     }
     this.comm = null;
     this.gotState = false;
+    this.stopAwaiting();
     // before a state: no such target (forgeviz not loaded); after: forgeviz was unloaded
     this.set('not-loaded');
   }
@@ -245,8 +278,9 @@ export class PanelConnection {
       }
       return;
     }
-    if (this.comm && !this.gotState && (status === 'busy' || status === 'idle')) {
+    if (this.comm && !this.gotState && this.status !== 'no-answer' && (status === 'busy' || status === 'idle')) {
       this.set(status === 'busy' ? 'busy' : 'connecting');
+      this.awaitAnswer(status); // messages wait behind a running cell: only an idle kernel is late
     } else if (status === 'idle' && this.retryOnIdle) {
       this.retryOnIdle = false;
       this.connect();

@@ -1,11 +1,11 @@
 /** The side panel through the real DOM (happy-dom): its sections, hooks and statuses, and its kernel connection. */
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Finding, PanelLive, PanelState, TensorRow } from '../../src/model/wire';
-import { LOAD_CODE, PanelConnection, type PanelSink, type SessionContextLike } from '../../src/lab/panel-kernel';
+import { LOAD_CODE, NO_ANSWER_TEXT, PanelConnection, type PanelSink, type SessionContextLike } from '../../src/lab/panel-kernel';
 import { showCode } from '../../src/lab/panel-output';
 import { countedBytes, groupRows } from '../../src/render/panel/data';
 import { findingPlace } from '../../src/render/panel/doctor';
-import { createPanelView, type PanelView, type PanelViewOptions } from '../../src/render/panel/view';
+import { createPanelView, NO_ANSWER_MS, SETTLE_MS, type PanelStatus, type PanelView, type PanelViewOptions } from '../../src/render/panel/view';
 
 function row(name: string, over: Partial<TensorRow> = {}): TensorRow {
   return {
@@ -66,6 +66,7 @@ afterEach(() => {
   view?.destroy();
   view = null;
   document.body.replaceChildren();
+  vi.useRealTimers();
 });
 
 function make() {
@@ -379,12 +380,15 @@ describe('statuses', () => {
   });
 
   it('waits for the running cell on the screen, or on a line over what it shows', () => {
+    vi.useFakeTimers();
     make();
     view!.setStatus('busy');
+    vi.advanceTimersByTime(SETTLE_MS);
     expect(q('.fv-panel-screen-text').textContent).toBe('Waiting for the running cell to finish…');
     expect(visible(q('.fv-panel-screen'))).toBe(true);
     ready();
     view!.setStatus('busy');
+    vi.advanceTimersByTime(SETTLE_MS);
     expect(visible(q('.fv-panel-screen'))).toBe(false);
     expect(visible(section('tensors'))).toBe(true);
     const line = q('.fv-status');
@@ -416,6 +420,124 @@ describe('statuses', () => {
     fold.click();
     expect(fold.getAttribute('aria-expanded')).toBe('false');
     expect(section('doctor').querySelector<HTMLElement>('.fv-panel-body')!.hidden).toBe(true);
+  });
+});
+
+describe('no answer', () => {
+  it('says the kernel has not answered, with a Retry button that asks again (onRefresh)', () => {
+    const { opts } = make();
+    view!.setStatus('no-answer', NO_ANSWER_TEXT);
+    expect(el.getAttribute('data-fv-status')).toBe('no-answer');
+    expect(q('.fv-panel-screen-text').textContent).toBe('The kernel has not answered the panel in 10 s');
+    expect(q('.fv-panel-screen-detail').textContent).toBe(NO_ANSWER_TEXT);
+    expect(visible(q('.fv-panel-load'))).toBe(false);
+    const retry = q<HTMLButtonElement>('button.fv-panel-retry');
+    expect(visible(retry)).toBe(true);
+    retry.click();
+    expect(opts.onRefresh).toHaveBeenCalledTimes(1);
+    expect(retry.disabled).toBe(true); // one reconnection per click
+    view!.setStatus('connecting');
+    expect(el.getAttribute('data-fv-status')).toBe('connecting'); // at once: the click's answer
+    expect(visible(retry)).toBe(false);
+  });
+
+  it('takes the screen over a state shown, and keeps the state for when the kernel answers', () => {
+    make();
+    ready();
+    view!.setStatus('no-answer', NO_ANSWER_TEXT);
+    expect(visible(q('.fv-panel-screen'))).toBe(true);
+    expect(visible(section('tensors'))).toBe(false);
+    view!.setStatus('ready');
+    expect(rowNames()).toHaveLength(7);
+    expect(visible(section('tensors'))).toBe(true);
+  });
+});
+
+describe('status debounce', () => {
+  /** every data-fv-status the root took, in order */
+  function watchStatus(): PanelStatus[] {
+    const seen: PanelStatus[] = [];
+    const record = () => seen.push(el.getAttribute('data-fv-status') as PanelStatus);
+    const setAttribute = el.setAttribute.bind(el);
+    el.setAttribute = (name: string, value: string) => {
+      setAttribute(name, value);
+      if (name === 'data-fv-status' && seen.at(-1) !== value) {
+        record();
+      }
+    };
+    return seen;
+  }
+
+  beforeEach(() => {
+    vi.useFakeTimers();
+  });
+
+  it('does not show a connecting or busy shorter than SETTLE_MS over a state shown', () => {
+    make();
+    ready();
+    const seen = watchStatus();
+    view!.setStatus('connecting'); // the panel shown again: a state comes at once
+    vi.advanceTimersByTime(SETTLE_MS - 1);
+    view!.setStatus('ready');
+    vi.advanceTimersByTime(SETTLE_MS * 2);
+    expect(seen).toEqual(['ready']);
+    expect(visible(q('.fv-status'))).toBe(false);
+    view!.setStatus('busy');
+    vi.advanceTimersByTime(SETTLE_MS);
+    expect(seen).toEqual(['ready', 'busy']);
+    expect(q('.fv-status').textContent).toBe('Waiting for the running cell to finish…');
+  });
+
+  it('does not flicker between connecting and busy while a kernel starts', () => {
+    make(); // 'connecting'
+    const seen = watchStatus();
+    for (const s of ['busy', 'connecting', 'busy', 'connecting'] as const) {
+      view!.setStatus(s);
+      vi.advanceTimersByTime(100);
+    }
+    vi.advanceTimersByTime(SETTLE_MS);
+    expect(seen).toEqual([]);
+    expect(el.getAttribute('data-fv-status')).toBe('connecting');
+    view!.setStatus('busy'); // a long cell: said once it has lasted
+    vi.advanceTimersByTime(SETTLE_MS);
+    expect(el.getAttribute('data-fv-status')).toBe('busy');
+    view!.setStatus('ready');
+    view!.setState(state());
+    expect(seen).toEqual(['busy', 'ready']);
+  });
+
+  it('never delays ready, not-loaded, restarted, no-kernel or no-answer, and they drop a waiting one', () => {
+    make();
+    for (const s of ['not-loaded', 'restarted', 'no-kernel', 'no-answer', 'ready'] as const) {
+      view!.setStatus('connecting');
+      view!.setStatus('busy');
+      view!.setStatus(s);
+      expect(el.getAttribute('data-fv-status')).toBe(s);
+      vi.advanceTimersByTime(SETTLE_MS * 2);
+      expect(el.getAttribute('data-fv-status')).toBe(s);
+    }
+  });
+
+  it('shows a connecting at once after a screen that asked the user to act, or with nothing shown', () => {
+    make();
+    view!.setStatus('not-loaded');
+    view!.setStatus('connecting', 'Loading forgeviz…'); // the Load button's answer
+    expect(el.getAttribute('data-fv-status')).toBe('connecting');
+    expect(q('.fv-panel-screen-detail').textContent).toBe('Loading forgeviz…');
+    ready();
+    view!.clear(); // another kernel: nothing of the old one to keep showing
+    view!.setStatus('connecting');
+    expect(el.getAttribute('data-fv-status')).toBe('connecting');
+  });
+
+  it('drops a waiting status when destroyed', () => {
+    make();
+    ready();
+    view!.setStatus('busy');
+    view!.destroy();
+    view = null;
+    vi.advanceTimersByTime(SETTLE_MS);
+    expect(el.hasAttribute('data-fv-status')).toBe(false);
   });
 });
 
@@ -504,6 +626,10 @@ function connection(kernel: FakeKernel | null = new FakeKernel()) {
 }
 
 describe('connection', () => {
+  beforeEach(() => {
+    vi.useFakeTimers(); // the no-answer clock
+  });
+
   it('opens a comm to forgeviz.panel when shown, and is ready with the first state', () => {
     const { conn, kernel, sink, statuses } = connection();
     expect(kernel.comms).toHaveLength(0); // nothing while hidden
@@ -631,6 +757,100 @@ describe('connection', () => {
     conn.dispose();
     expect(kernel.comm.closed).toBe(true);
     status('restarting');
+    vi.advanceTimersByTime(NO_ANSWER_MS * 2);
     expect(statuses()).toEqual(['connecting']);
+  });
+});
+
+describe('connection: a kernel that does not answer', () => {
+  beforeEach(() => {
+    vi.useFakeTimers();
+  });
+
+  it('says no-answer after NO_ANSWER_MS of an idle kernel without a state; Retry opens a new comm', () => {
+    const { conn, kernel, sink, statuses, status } = connection();
+    conn.setActive(true);
+    vi.advanceTimersByTime(NO_ANSWER_MS - 1);
+    expect(statuses()).toEqual(['connecting']);
+    vi.advanceTimersByTime(1);
+    expect(statuses()).toEqual(['connecting', 'no-answer']);
+    expect(sink.setStatus.mock.calls.at(-1)![1]).toBe(NO_ANSWER_TEXT);
+    // a completion or a tooltip makes the kernel blip busy and idle: the panel still says no-answer
+    status('busy');
+    status('idle');
+    vi.advanceTimersByTime(NO_ANSWER_MS);
+    expect(statuses()).toEqual(['connecting', 'no-answer']);
+    conn.refresh(); // the Retry button
+    expect(kernel.comms).toHaveLength(2);
+    expect(kernel.comms[0].closed).toBe(true);
+    expect(statuses().at(-1)).toBe('connecting');
+    kernel.comm.says(state());
+    expect(statuses().at(-1)).toBe('ready');
+    vi.advanceTimersByTime(NO_ANSWER_MS * 2);
+    expect(statuses().at(-1)).toBe('ready');
+  });
+
+  it('becomes ready when the state comes late', () => {
+    const { conn, kernel, sink, statuses } = connection();
+    conn.setActive(true);
+    vi.advanceTimersByTime(NO_ANSWER_MS);
+    kernel.comm.says(state());
+    expect(statuses()).toEqual(['connecting', 'no-answer', 'ready']);
+    expect(sink.setState).toHaveBeenCalledTimes(1);
+  });
+
+  it('never times out while the kernel is busy (a long cell); each idle starts the wait again', () => {
+    const { conn, kernel, statuses, status } = connection();
+    kernel.status = 'busy';
+    conn.setActive(true);
+    vi.advanceTimersByTime(NO_ANSWER_MS * 60);
+    expect(statuses()).toEqual(['busy']);
+    status('idle');
+    vi.advanceTimersByTime(NO_ANSWER_MS - 1000);
+    status('busy');
+    vi.advanceTimersByTime(NO_ANSWER_MS * 6);
+    status('idle');
+    vi.advanceTimersByTime(NO_ANSWER_MS - 1);
+    expect(statuses()).toEqual(['busy', 'connecting', 'busy', 'connecting']);
+    vi.advanceTimersByTime(1);
+    expect(statuses().at(-1)).toBe('no-answer');
+  });
+
+  it('does not time out a kernel that is still starting', () => {
+    const { conn, kernel, statuses } = connection();
+    kernel.status = 'starting';
+    conn.setActive(true);
+    vi.advanceTimersByTime(NO_ANSWER_MS * 6);
+    expect(statuses()).toEqual(['connecting']);
+  });
+
+  it('stops the clock when the comm closes, the panel is hidden, or the kernel restarts', () => {
+    const closed = connection();
+    closed.conn.setActive(true);
+    closed.kernel.comm.onClose({});
+    const hidden = connection();
+    hidden.conn.setActive(true);
+    hidden.conn.setActive(false);
+    const restarted = connection();
+    restarted.conn.setActive(true);
+    restarted.status('restarting');
+    vi.advanceTimersByTime(NO_ANSWER_MS * 2);
+    expect(closed.statuses()).toEqual(['connecting', 'not-loaded']);
+    expect(hidden.statuses()).toEqual(['connecting']);
+    expect(restarted.statuses()).toEqual(['connecting', 'restarted']);
+  });
+
+  it('closes the comm of another panel version and keeps saying why', () => {
+    const { conn, kernel, statuses, status, sink } = connection();
+    conn.setActive(true);
+    kernel.comm.says(state({ version: 2 }));
+    expect(statuses()).toEqual(['connecting', 'not-loaded']);
+    expect(kernel.comm.closed).toBe(true);
+    status('busy');
+    status('idle');
+    vi.advanceTimersByTime(NO_ANSWER_MS * 2);
+    expect(statuses()).toEqual(['connecting', 'not-loaded']);
+    expect(sink.setStatus.mock.calls.at(-1)![1]).toContain('panel version 2');
+    expect(sink.setState).not.toHaveBeenCalled();
   });
 });

@@ -11,6 +11,9 @@
  * ``[data-fv-section="tensors"|"graph"|"memory"|"doctor"]`` on the sections,
  * ``[data-fv-tensor="<name>"]`` on each tensor row, ``[data-fv-doctor="<kind>"]`` on each finding and
  * ``data-fv-updated`` (the last PanelLive's ``seq``) on the memory section.
+ *
+ * 'connecting' and 'busy' wait SETTLE_MS before they show over a state or over each other, so that a kernel's start or a
+ * quick cell does not make the panel flicker; every other status shows at once.
  */
 import type { PanelLive, PanelState, TensorRow } from '../../model/wire';
 import { button, toolbar } from '../common/chrome';
@@ -18,19 +21,23 @@ import { h } from '../common/dom';
 import { createDoctorSection } from './doctor';
 import { createWidgetHost, type MountWidget } from './host';
 import { createLiveLine } from './live';
-import { CLEARING, createStatusScreen, type PanelStatus } from './screen';
+import { CLEARING, createStatusScreen, ON_SCREEN, TRANSIENT, type PanelStatus } from './screen';
 import { createSection } from './section';
 import { createTensorsSection } from './tensors';
 
 export type { PanelStatus } from './screen';
+export { NO_ANSWER_MS } from './screen';
 export type { MountWidget } from './host';
+
+/** How long a 'connecting' or 'busy' must last before it replaces a state shown, or the other one. */
+export const SETTLE_MS = 300;
 
 export interface PanelViewOptions {
   /** The "Load forgeviz" button (status 'not-loaded'). */
   onLoad(): void;
   /** A tensor row was clicked (or Enter or Space pressed on it). */
   onOpen(row: TensorRow): void;
-  /** The refresh button: ask the kernel for a state now. */
+  /** The refresh button, and the Retry button of 'no-answer': ask the kernel for a state now (opening the connection again when none came). */
   onRefresh(): void;
   /** Draw the kernel widget ``modelId`` (memory timeline, graph) into ``host``; returns its disposer. */
   mountWidget: MountWidget;
@@ -41,7 +48,7 @@ export interface PanelView {
   setState(state: PanelState): void;
   /** A live update while a cell runs. */
   setLive(live: PanelLive): void;
-  /** Where the connection is; ``text`` says more (e.g. why loading failed). */
+  /** Where the connection is; ``text`` says more (e.g. why loading failed). A 'connecting' or 'busy' over a state shows after SETTLE_MS, unless another status came first. */
   setStatus(kind: PanelStatus, text?: string): void;
   /** Forget everything shown (another notebook, another kernel). */
   clear(): void;
@@ -61,7 +68,7 @@ export function createPanelView(el: HTMLElement, opts: PanelViewOptions): PanelV
   el.classList.add('fv-root', 'fv-panel');
   el.setAttribute('data-fv-panel', '');
 
-  const status = createStatusScreen(doc, () => opts.onLoad());
+  const status = createStatusScreen(doc, () => opts.onLoad(), () => opts.onRefresh());
   const refresh = button(doc, 'fv-panel-refresh', '↻ Refresh', 'Ask the kernel for what it holds now');
   const cell = h(doc, 'span', { class: 'fv-panel-cell' });
   const bar = toolbar(doc, 'forgeviz panel', cell, refresh);
@@ -83,6 +90,7 @@ export function createPanelView(el: HTMLElement, opts: PanelViewOptions): PanelV
   let kernel: string | null = null;
   let current: PanelStatus = 'connecting';
   let text: string | undefined;
+  let settling: ReturnType<typeof setTimeout> | null = null;
 
   const clear = () => {
     kernel = null;
@@ -98,10 +106,24 @@ export function createPanelView(el: HTMLElement, opts: PanelViewOptions): PanelV
     const hasData = kernel !== null;
     el.setAttribute('data-fv-status', current);
     status.show(current, text, hasData);
-    const visible = current === 'ready' || (hasData && !CLEARING.has(current));
+    const visible = current === 'ready' || (hasData && !ON_SCREEN.has(current));
     bar.hidden = !visible;
     sections.hidden = !visible;
     refresh.disabled = current !== 'ready';
+  };
+  const apply = (kind: PanelStatus, detail: string | undefined) => {
+    current = kind;
+    text = detail;
+    if (CLEARING.has(kind)) {
+      clear();
+    }
+    show();
+  };
+  const unsettle = () => {
+    if (settling !== null) {
+      clearTimeout(settling);
+      settling = null;
+    }
   };
   clear();
   show();
@@ -126,18 +148,24 @@ export function createPanelView(el: HTMLElement, opts: PanelViewOptions): PanelV
       memory.el.setAttribute('data-fv-updated', String(l.seq));
     },
     setStatus(kind: PanelStatus, detail?: string) {
-      current = kind;
-      text = detail;
-      if (CLEARING.has(kind)) {
-        clear();
+      unsettle();
+      // a state shown, or one on its way: a passing 'connecting' or 'busy' need not replace it yet
+      const wait = TRANSIENT.has(kind) && (TRANSIENT.has(current) || (current === 'ready' && kernel !== null));
+      if (!wait) {
+        apply(kind, detail);
+      } else if (kind !== current || detail !== text) {
+        settling = setTimeout(() => {
+          settling = null;
+          apply(kind, detail);
+        }, SETTLE_MS);
       }
-      show();
     },
     clear() {
       clear();
       show();
     },
     destroy() {
+      unsettle();
       clear();
       el.replaceChildren();
       el.classList.remove('fv-root', 'fv-panel');
