@@ -1,4 +1,5 @@
 /** The side panel through the real DOM (happy-dom): its sections, hooks and statuses, and its kernel connection. */
+import { readFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Finding, PanelLive, PanelState, TensorRow } from '../../src/model/wire';
 import { LOAD_CODE, NO_ANSWER_TEXT, PanelConnection, type PanelSink, type SessionContextLike } from '../../src/lab/panel-kernel';
@@ -100,13 +101,13 @@ function ready(s: PanelState = state()) {
 }
 
 describe('hooks', () => {
-  it('marks the root, its status and its four sections', () => {
+  it('marks the root, its status and its four sections, the Doctor first', () => {
     make();
     ready();
     expect(el.hasAttribute('data-fv-panel')).toBe(true);
     expect(el.classList.contains('fv-root')).toBe(true);
     expect(el.getAttribute('data-fv-status')).toBe('ready');
-    expect([...el.querySelectorAll('[data-fv-section]')].map(s => s.getAttribute('data-fv-section'))).toEqual(['tensors', 'graph', 'memory', 'doctor']);
+    expect([...el.querySelectorAll('[data-fv-section]')].map(s => s.getAttribute('data-fv-section'))).toEqual(['doctor', 'tensors', 'graph', 'memory']);
     expect(q('.fv-panel-cell').textContent).toBe('after cell [5]');
   });
 });
@@ -193,7 +194,7 @@ describe('tensors', () => {
     filter.value = 'nothing';
     filter.dispatchEvent(new Event('input'));
     expect(rowNames()).toEqual([]);
-    expect(q('.fv-panel-empty').textContent).toBe('No tensor matches the filter');
+    expect(section('tensors').querySelector('.fv-panel-empty')!.textContent).toBe('No tensor matches the filter');
     filter.value = '';
     filter.dispatchEvent(new Event('input'));
     expect(rowNames()).toHaveLength(7);
@@ -423,6 +424,43 @@ describe('statuses', () => {
   });
 });
 
+describe('doctor first', () => {
+  it('marks a Doctor with findings, folded or not, with a loud count', () => {
+    make();
+    ready();
+    const doctor = section('doctor');
+    expect(doctor.hasAttribute('data-fv-alert')).toBe(true);
+    const count = doctor.querySelector('.fv-panel-fold .fv-panel-count')!;
+    expect(count.textContent).toBe('2');
+    expect(count.getAttribute('title')).toBe('2 incidents');
+    doctor.querySelector<HTMLButtonElement>('.fv-panel-fold')!.click();
+    expect(visible(count)).toBe(true); // the count sits in the header, not in the folded body
+    view!.setState(state({ findings: [] }));
+    expect(doctor.hasAttribute('data-fv-alert')).toBe(false);
+    expect(visible(count)).toBe(false);
+  });
+
+  it('says how many incidents there are in the sticky toolbar; a click unfolds the Doctor', () => {
+    make();
+    ready(state({ findings: [FINDINGS[0]] }));
+    const alert = q<HTMLButtonElement>('.fv-toolbar .fv-panel-alert');
+    expect(visible(alert)).toBe(true);
+    expect(alert.textContent).toBe('⚠ 1');
+    expect(alert.getAttribute('aria-label')).toBe('1 incident in the Doctor: show it');
+    const fold = section('doctor').querySelector<HTMLButtonElement>('.fv-panel-fold')!;
+    fold.click();
+    expect(fold.getAttribute('aria-expanded')).toBe('false');
+    alert.click();
+    expect(fold.getAttribute('aria-expanded')).toBe('true');
+    expect(visible(section('doctor').querySelector('[data-fv-doctor="missing-zero-grad"]')!)).toBe(true);
+    view!.setState(state({ findings: [] }));
+    expect(visible(alert)).toBe(false);
+    view!.setState(state());
+    view!.setStatus('restarted');
+    expect(visible(alert)).toBe(false);
+  });
+});
+
 describe('no answer', () => {
   it('says the kernel has not answered, with a Retry button that asks again (onRefresh)', () => {
     const { opts } = make();
@@ -538,6 +576,16 @@ describe('status debounce', () => {
     view = null;
     vi.advanceTimersByTime(SETTLE_MS);
     expect(el.hasAttribute('data-fv-status')).toBe(false);
+  });
+});
+
+describe('panel.css', () => {
+  it('scopes every rule to the panel (the graph view in a cell looks as it did)', () => {
+    const css = readFileSync('style/panel.css', 'utf8').replace(/\/\*[\s\S]*?\*\//g, '');
+    const selectors = [...css.replace(/@container[^{]*\{/g, '').matchAll(/([^{}]+)\{[^{}]*\}/g)].flatMap(m => m[1].split(',').map(x => x.trim()));
+    expect(selectors.length).toBeGreaterThan(50);
+    expect(selectors.filter(x => !/\.fv-(side-)?panel\b/.test(x))).toEqual([]);
+    expect(css).not.toMatch(/--fv-[\w-]+\s*:/); // only base.css declares tokens
   });
 });
 

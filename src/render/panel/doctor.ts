@@ -9,7 +9,10 @@ import { createSection } from './section';
 
 export interface DoctorSection {
   readonly el: HTMLElement;
-  set(findings: Finding[], warnings: string[]): void;
+  /** Show ``findings`` and forgeviz's ``warnings``; returns how many findings there are. */
+  set(findings: Finding[], warnings: string[]): number;
+  /** Unfold the section (the toolbar's incident count was clicked). */
+  open(): void;
 }
 
 /**
@@ -49,11 +52,12 @@ export function findingItem(doc: Document, f: Finding): HTMLLIElement {
 }
 
 /**
- * Make the Doctor section.
+ * Make the Doctor section. With findings the section is marked ``data-fv-alert`` and its header's
+ * count drawn loud, so that a folded Doctor still says it needs a look.
  *
  * @example
  * const doctor = createDoctorSection(doc);
- * doctor.set(state.findings, state.warnings);
+ * doctor.set(state.findings, state.warnings); // 2: the header shows a loud "2"
  */
 export function createDoctorSection(doc: Document): DoctorSection {
   const section = createSection(doc, 'doctor', 'Doctor');
@@ -64,11 +68,15 @@ export function createDoctorSection(doc: Document): DoctorSection {
   return {
     el: section.el,
     set(findings: Finding[], warningList: string[]) {
+      const n = findings.length;
       warnings.set(warningList);
       list.replaceChildren(...findings.map(f => findingItem(doc, f)));
-      list.hidden = !findings.length;
-      empty.hidden = findings.length > 0;
-      section.setCount(findings.length ? String(findings.length) : '');
-    }
+      list.hidden = !n;
+      empty.hidden = n > 0;
+      section.setCount(n ? String(n) : '', `${n} incident${n === 1 ? '' : 's'}`);
+      section.el.toggleAttribute('data-fv-alert', n > 0);
+      return n;
+    },
+    open: section.open
   };
 }

@@ -1,4 +1,7 @@
-/** One foldable section of the panel: a header (fold button, title, count, tools) over a body. */
+/**
+ * One foldable section of the panel: a header (fold button, title, count, tools) over a body. The
+ * count sits in the fold button, so a folded section still says how much it holds.
+ */
 import { h } from '../common/dom';
 
 export type SectionName = 'tensors' | 'graph' | 'memory' | 'doctor';
@@ -7,8 +10,10 @@ export interface Section {
   /** ``section.fv-panel-section[data-fv-section=<name>]`` */
   readonly el: HTMLElement;
   readonly body: HTMLDivElement;
-  /** The count beside the title ("12"); empty hides it. */
-  setCount(text: string): void;
+  /** The count beside the title ("12"), with ``title`` its tooltip; empty hides it. */
+  setCount(text: string, title?: string): void;
+  /** Unfold the body. */
+  open(): void;
 }
 
 /**
@@ -17,7 +22,7 @@ export interface Section {
  * @example
  * const s = createSection(doc, 'doctor', 'Doctor');
  * s.body.append(list);
- * s.setCount('2');
+ * s.setCount('2', '2 incidents');
  */
 export function createSection(doc: Document, name: SectionName, title: string, ...tools: Node[]): Section {
   const bodyId = `fv-panel-${name}-${Math.random().toString(36).slice(2, 8)}`;
@@ -26,17 +31,19 @@ export function createSection(doc: Document, name: SectionName, title: string, .
   const body = h(doc, 'div', { class: 'fv-panel-body', id: bodyId });
   const head = h(doc, 'div', { class: 'fv-panel-head' }, fold, ...tools);
   const el = h(doc, 'section', { class: 'fv-panel-section', 'data-fv-section': name, 'aria-label': title }, head, body);
-  fold.addEventListener('click', () => {
-    const open = fold.getAttribute('aria-expanded') !== 'true';
+  const setOpen = (open: boolean) => {
     fold.setAttribute('aria-expanded', String(open));
     body.hidden = !open;
-  });
+  };
+  fold.addEventListener('click', () => setOpen(fold.getAttribute('aria-expanded') !== 'true'));
   return {
     el,
     body,
-    setCount(text: string) {
+    setCount(text: string, tip?: string) {
       count.hidden = !text;
       count.textContent = text;
-    }
+      tip ? count.setAttribute('title', tip) : count.removeAttribute('title');
+    },
+    open: () => setOpen(true)
   };
 }

@@ -1,6 +1,6 @@
 /**
- * The forgeviz side panel (issue 16): what the notebook's kernel holds and what went wrong, in four
- * sections (Tensors, Graph, Memory, Doctor), and where the panel's connection to the kernel is.
+ * The forgeviz side panel (issue 16): what went wrong and what the notebook's kernel holds, in four
+ * sections (Doctor, Tensors, Graph, Memory), and where the panel's connection to the kernel is.
  * Pure DOM; imports nothing from Jupyter. The Lab host (src/lab/panel.ts) feeds it the kernel's
  * PanelState and PanelLive messages and draws kernel widgets into it (``mountWidget``).
  *
@@ -12,7 +12,9 @@
  * ``[data-fv-tensor="<name>"]`` on each tensor row, ``[data-fv-doctor="<kind>"]`` on each finding and
  * ``data-fv-updated`` (the last PanelLive's ``seq``) on the memory section.
  *
- * 'connecting' and 'busy' wait SETTLE_MS before they show over a state or over each other, so that a kernel's start or a
+ * The Doctor comes first, and the sticky toolbar says how many incidents it holds (a click shows
+ * them): a narrow sidebar must not hide them below a long tensor listing. 'connecting' and 'busy'
+ * wait SETTLE_MS before they show over a state or over each other, so that a kernel's start or a
  * quick cell does not make the panel flicker; every other status shows at once.
  */
 import type { PanelLive, PanelState, TensorRow } from '../../model/wire';
@@ -71,7 +73,8 @@ export function createPanelView(el: HTMLElement, opts: PanelViewOptions): PanelV
   const status = createStatusScreen(doc, () => opts.onLoad(), () => opts.onRefresh());
   const refresh = button(doc, 'fv-panel-refresh', '↻ Refresh', 'Ask the kernel for what it holds now');
   const cell = h(doc, 'span', { class: 'fv-panel-cell' });
-  const bar = toolbar(doc, 'forgeviz panel', cell, refresh);
+  const alert = h(doc, 'button', { type: 'button', class: 'fv-btn fv-panel-alert', hidden: true });
+  const bar = toolbar(doc, 'forgeviz panel', cell, alert, refresh);
   refresh.addEventListener('click', () => opts.onRefresh());
 
   const tensors = createTensorsSection(doc, row => opts.onOpen(row));
@@ -83,7 +86,18 @@ export function createPanelView(el: HTMLElement, opts: PanelViewOptions): PanelV
   const memory = createSection(doc, 'memory', 'Memory');
   memory.body.append(live.el, memoryHost.el);
   const doctor = createDoctorSection(doc);
-  const sections = h(doc, 'div', { class: 'fv-panel-sections' }, tensors.el, graph.el, memory.el, doctor.el);
+  const sections = h(doc, 'div', { class: 'fv-panel-sections' }, doctor.el, tensors.el, graph.el, memory.el);
+  alert.addEventListener('click', () => {
+    doctor.open();
+    doctor.el.scrollIntoView?.({ block: 'start' });
+  });
+  const setFindings = (state: Pick<PanelState, 'findings' | 'warnings'> | null) => {
+    const n = doctor.set(state?.findings ?? [], state?.warnings ?? []);
+    alert.hidden = n === 0;
+    alert.textContent = `⚠ ${n}`;
+    alert.title = `${n} incident${n === 1 ? '' : 's'} in the Doctor: show ${n === 1 ? 'it' : 'them'}`;
+    alert.setAttribute('aria-label', alert.title);
+  };
 
   el.replaceChildren(status.screen, bar, status.line, sections);
 
@@ -98,7 +112,7 @@ export function createPanelView(el: HTMLElement, opts: PanelViewOptions): PanelV
     graphHost.clear();
     memoryHost.clear();
     live.set(null);
-    doctor.set([], []);
+    setFindings(null);
     cell.textContent = '';
     memory.el.removeAttribute('data-fv-updated');
   };
@@ -140,7 +154,7 @@ export function createPanelView(el: HTMLElement, opts: PanelViewOptions): PanelV
       }
       graphHost.set(state.graph_model);
       memoryHost.set(state.memory_model);
-      doctor.set(state.findings ?? [], state.warnings ?? []);
+      setFindings(state);
       show();
     },
     setLive(l: PanelLive) {
