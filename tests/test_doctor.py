@@ -348,6 +348,34 @@ def test_validation_under_no_grad_or_inference_mode_and_forwards_used_later_are_
     assert doctor.findings == [] and doctor.warnings == []
 
 
+def test_a_graph_kept_by_a_variable_is_found_once_the_same_call_runs_again_under_no_grad(nb, doctor):
+    nb.ok(SETUP)
+    cell, result = run(nb, "%%fv memory\nscores = model(xv)  # a graph no backward will use")  # the magic's own exec
+    assert result.error_in_exec is None and nb["scores"].grad_fn is not None
+    assert found(doctor, "eval-without-no-grad") == []  # a backward may still come (the twin below)
+    again, _ = run(nb, "%%fv memory\nwith torch.no_grad():\n    scores_ng = model(xv)")
+    finding = only(doctor, "eval-without-no-grad")
+    assert (finding.cell, finding.line, finding.source) == (cell, 1, "scores = model(xv)  # a graph no backward "
+                                                                    "will use")
+    assert f"cell [{again}], line 2" in finding.explanation  # (a %%fv memory cell's lines are its body's)
+    assert "`scores` holds" in finding.explanation
+    assert "del scores" in finding.fix
+    assert torch.equal(nb["scores"], nb["scores_ng"]) and torch.equal(nb["scores"], plain("s = model(xv)")["s"])
+    nb.ok("scores = None")  # its graph dies now: told once, not again
+    assert finding.count == 1 and doctor.warnings == []
+
+
+def test_a_graph_kept_for_a_later_backward_or_beside_a_no_grad_call_on_other_data_is_not_a_finding(nb, doctor):
+    nb.ok(SETUP)
+    nb.ok("%%fv memory\nout = model(x)")
+    nb.ok("with torch.no_grad():\n    val = model(xv)")  # another input: a validation batch beside training
+    nb.ok("with torch.inference_mode():\n    other = model(x.clone())")
+    nb.ok("torch.nn.functional.mse_loss(out, y).backward()")
+    nb.ok("kept = model(x)\nwith torch.no_grad():\n    again = model(x)\nkept.sum().backward()")  # used, same cell
+    nb.ok("out = kept = None")
+    assert doctor.findings == [] and doctor.warnings == []
+
+
 # --- nonfinite-grad --------------------------------------------------------------------------------
 LOG_ZERO = """\
 z = torch.zeros(1, requires_grad=True)

@@ -387,6 +387,10 @@ class Doctor:
         self._unused: dict[int, int] = {}
         self._forward_keys = iter(range(1, 1 << 62))
         self._dead: collections.deque = collections.deque()
+        # (id(module), id(its first input)) → (key, ref(module), ref(input)) of each watched call, and the
+        # watched calls the same module ran again on the same input under no_grad (key → that call's place)
+        self._calls: dict[tuple, tuple] = {}
+        self._superseded: dict[int, tuple] = {}
         self._namespace: Optional[dict] = None
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -411,6 +415,8 @@ class Doctor:
             self._pre_step = None
         self._forwards.clear()  # (their Nodes' watches, left in metadata, tell no one)
         self._unused.clear()
+        self._calls.clear()
+        self._superseded.clear()
         self._dead.clear()
         self._marks.clear()
         self._stepped.clear()
@@ -469,6 +475,7 @@ class Doctor:
             self._namespace = user_ns
         for what, check in (("swallowed-error check", lambda: self._swallowed(error)),
                             ("evaluation check", self._dead_forwards),
+                            ("evaluation check", lambda: self._held_forwards(user_ns)),
                             ("kept-graph check", lambda: self._kept_graphs(user_ns))):
             try:
                 with untraced():
@@ -846,13 +853,25 @@ class Doctor:
                 if isinstance(output, torch.Tensor):  # the common case, without a loop
                     node = output.grad_fn
                     if node is None or "fv_doctor_forward" in node.metadata:
+                        if node is None and self._calls and not torch.is_grad_enabled():
+                            self._recomputed(module, args)
                         return
                     nodes = (node,)
                 else:
                     nodes = _output_nodes(output)
                     if not nodes:
+                        if self._calls and not torch.is_grad_enabled():
+                            self._recomputed(module, args)
                         return
                 key = next(self._forward_keys)
+                first = args[0] if args and isinstance(args[0], torch.Tensor) else None
+                if first is not None:  # to tell the same call, made again under no_grad
+                    calls = self._calls
+                    calls[(id(module), id(first))] = (key, weakref.ref(module), weakref.ref(first))
+                    if len(calls) > 2 * MAX_UNUSED:
+                        for call, entry in list(calls.items()):
+                            if entry[0] not in self._unused:
+                                del calls[call]
                 dead = self._dead
                 for node in nodes:
                     node.metadata["fv_doctor_forward"] = _ForwardWatch(key, dead)
@@ -866,6 +885,42 @@ class Doctor:
                         self._forwards.pop(old, None)
         except Exception as exc:  # noqa: BLE001 - the user's module call has run; its output stands
             self._warn("module call check", exc)
+
+    def _recomputed(self, module, args) -> None:
+        """A module call without gradients (no_grad, inference_mode): a watched call of the same module on
+        the same input, still unused, was the same evaluation with a graph."""
+        first = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        entry = self._calls.get((id(module), id(first)))
+        if entry is None or entry[1]() is not module or entry[2]() is not first or entry[0] not in self._unused:
+            return
+        del self._calls[(id(module), id(first))]
+        self._superseded.setdefault(entry[0], user_location(2))
+
+    def _held_forwards(self, user_ns: Optional[dict]) -> None:
+        """After a cell: watched calls that the same module made again on the same input under no_grad, while
+        their own graphs, still unused, stay alive (held by a variable): the graph was an evaluation too,
+        kept for a backward that does not come. (Any other unused graph that lives on may still meet its
+        backward in a later cell: ``out = model(x)`` then ``loss(out).backward()``; it is told when it dies.)"""
+        superseded, self._superseded = self._superseded, {}
+        for key, again in superseded.items():
+            if self._unused.pop(key, None) is None:
+                continue  # a backward used it, or it died (and was told then)
+            entry = self._forwards.pop(key, None)
+            if entry is None:
+                continue
+            (filename, line), module, _ = entry
+            site = _site_of(filename, line)
+            later = _site_of(*again)
+            name = _holder(key, user_ns)
+            held = f"`{name}` holds" if name else "something still holds"
+            explanation = (f"The {module} call at {site.text() if site else 'an unknown line'} ran with gradients "
+                           "on: it built an autograd graph and kept its activations for a backward. No backward has "
+                           f"used it, the same call ran again under no_grad at "
+                           f"{later.text() if later else 'an unknown line'} on the same input, and {held} the "
+                           "first one's graph, with its activations, for nothing.")
+            fix = ("Evaluate under `with torch.no_grad():` (or torch.inference_mode()); model.eval() alone does not"
+                   + (f"; or `del {name}`." if name else "."))
+            self._report("eval-without-no-grad", site, explanation, fix)
 
     def _reached(self, roots: list) -> None:
         """The watched module outputs this backward reaches are used. A Node is numbered after the
@@ -978,6 +1033,22 @@ def _output_nodes(output) -> tuple:
         if node is not None and "fv_doctor_forward" not in node.metadata:
             nodes[id(node)] = node
     return tuple(nodes.values())
+
+
+def _holder(key: int, user_ns: Optional[dict]) -> Optional[str]:
+    """The namespace name of a tensor whose Node is the watched module output ``key`` (None if none).
+
+    >>> _holder(1, {}) is None
+    True
+    """
+    for name, value in list((user_ns or {}).items()):
+        if name.startswith("_") or not isinstance(value, torch.Tensor):
+            continue
+        node = value.grad_fn
+        watch = node.metadata.get("fv_doctor_forward") if node is not None else None
+        if watch is not None and watch.key == key:
+            return name
+    return None
 
 
 def _verb(op: str) -> str:
