@@ -183,6 +183,86 @@ def test_deliberate_accumulation_then_one_step_then_a_reset_is_not_a_finding(nb,
     assert doctor.findings == [] and doctor.warnings == []
 
 
+# Each parameter is followed, not one per optimizer: (the optimizer and what the loop does before each step's
+# forward, the parameters whose .grad sums across steps)
+FOLLOWED = {
+    "frozen first": ("model[0].weight.requires_grad_(False)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)",
+                     "pass", ["model.0.bias", "model.2.weight", "model.2.bias"]),
+    "unused first": ("extra = torch.nn.Parameter(torch.ones(3))\n"
+                     "opt = torch.optim.SGD([extra, *model.parameters()], lr=0.1)",
+                     "pass", ["model.0.weight", "model.0.bias", "model.2.weight", "model.2.bias"]),
+    "two groups": ("opt = torch.optim.SGD([{'params': model[0].parameters()},\n"
+                   "                       {'params': model[2].parameters(), 'lr': 0.01}], lr=0.1)",
+                   "pass", ["model.0.weight", "model.0.bias", "model.2.weight", "model.2.bias"]),
+    "first layer reset only": ("opt = torch.optim.SGD(model.parameters(), lr=0.1)", "model[0].zero_grad()",
+                               ["model.2.weight", "model.2.bias"]),
+}
+
+
+@pytest.mark.parametrize("case", list(FOLLOWED))
+def test_missing_zero_grad_follows_every_parameter_of_every_group(nb, doctor, case):
+    make, before, expected = FOLLOWED[case]
+    setup = SETUP.replace("opt = torch.optim.SGD(model.parameters(), lr=0.1)\n", make + "\n")
+    loop = NO_ZERO_GRAD.replace("for step in range(3):\n", f"for step in range(3):\n    {before}\n")
+    nb.ok(setup)
+    cell, result = run(nb, loop)
+    assert result.error_in_exec is None
+    finding = only(doctor, "missing-zero-grad")
+    assert (finding.cell, finding.line, finding.source, finding.count) == (cell, 4, "loss.backward()", 2)
+    assert f"the .grad of {len(expected)} parameters ({', '.join(expected)})" in finding.explanation
+    oracle = plain(loop, setup)
+    for mine, theirs in zip(nb["model"].parameters(), oracle["model"].parameters()):
+        assert torch.equal(mine, theirs) and (mine.grad is None) == (theirs.grad is None)
+        assert mine.grad is None or torch.equal(mine.grad, theirs.grad)
+
+
+RESETS = {
+    "zero_grad(set_to_none=False), foreach": ("opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=True)",
+                                              "opt.zero_grad(set_to_none=False)"),
+    "p.grad = None": ("", "for p in model.parameters():\n        p.grad = None"),
+    "p.grad.zero_()": ("", "for p in model.parameters():\n        p.grad.zero_()"),
+    "p.grad.data.zero_()": ("", "for p in model.parameters():\n        p.grad.data.zero_()"),
+}
+
+
+@pytest.mark.parametrize("reset", list(RESETS))
+def test_every_kind_of_reset_between_accumulation_and_the_next_steps_is_a_reset(nb, doctor, reset):
+    make, code = RESETS[reset]
+    nb.ok(SETUP + make + "\n")
+    loop = ACCUMULATION.replace("    opt.zero_grad()\n", f"    {code}\n")
+    loop = loop.replace("    for micro", "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n    for micro")
+    nb.ok(loop)
+    nb.ok(loop)
+    assert doctor.findings == [] and doctor.warnings == []
+    assert all(torch.equal(a, b) for a, b in zip(nb["model"].parameters(),
+                                                  plain(loop + loop, SETUP + make + "\n")["model"].parameters()))
+
+
+TWO_OPTIMIZERS = """\
+critic = torch.nn.Linear(2, 1)
+opt_c = torch.optim.SGD(critic.parameters(), lr=0.1)
+for step in range(3):
+    opt_c.zero_grad(set_to_none=False)
+    critic(model(x).detach()).mean().backward()
+    opt_c.step()
+    opt.zero_grad(set_to_none=False)
+    (-critic(model(x)).mean()).backward()  # adds into the critic's stepped .grads too: zeroed before its step
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_a_second_optimizers_backward_into_grads_zeroed_before_their_step_is_not_a_finding(nb, doctor, foreach):
+    nb.ok(SETUP)
+    nb.ok(TWO_OPTIMIZERS.replace("lr=0.1)", f"lr=0.1, foreach={foreach})"))
+    assert found(doctor, "missing-zero-grad") == [] and doctor.warnings == []
+    # the twin: the critic's reset left out, its .grad sums the generator's backward (line 7) and its own
+    cell, _ = run(nb, TWO_OPTIMIZERS.replace("    opt_c.zero_grad(set_to_none=False)\n", "").replace(
+        "lr=0.1)", f"lr=0.1, foreach={foreach})"))
+    finding = only(doctor, "missing-zero-grad")
+    assert (finding.cell, finding.line) == (cell, 7) and "critic.weight, critic.bias" in finding.explanation
+
+
 # --- graph-kept-alive ------------------------------------------------------------------------------
 KEEP_LOSSES = """\
 losses = []

@@ -68,6 +68,7 @@ _AUGMENTED = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__
 # names ending in "_" that change no tensor's values (no version bump that a Node could trip on)
 _NOT_WRITES = {"requires_grad_", "share_memory_", "detach_", "rename_", "refine_names_"}
 _INPLACE: dict = {}  # torch function → whether it writes into its first argument
+_ZEROING = {torch.Tensor.zero_, torch.zero_, torch._foreach_zero_}  # what zero_grad(set_to_none=False) calls
 _ATOMS = {float, int, str, bool, type(None), bytes}
 
 
@@ -372,10 +373,11 @@ class Doctor:
         # type name, Site, the latest exceptions' ids, how many raised]
         self._raised: dict[tuple, list] = {}
         self._writes: collections.deque = collections.deque(maxlen=MAX_WRITES)
-        # missing-zero-grad: id(optimizer) → (ref(optimizer), ref(its first parameter with a .grad), ref(that
-        # .grad), its version) right after a step
+        # missing-zero-grad: id(optimizer) → (ref(optimizer), {id(param): (ref(its .grad), its version)}) right
+        # after a step, for the parameters not yet seen reset (or added into) since
         self._stepped: dict[int, tuple] = {}
-        # id(param) → (ref(param), ref(.grad), Site): a backward summed into a .grad already stepped with
+        # id(param) → (ref(param), ref(.grad), Site, its data pointer): a backward summed into a .grad already
+        # stepped with
         self._accumulated: dict[int, tuple] = {}
         self._marks: list[int] = []  # the autograd sequence number after each backward that freed its graph
         self._holders: dict[str, int] = {}  # namespace name → earlier steps' graphs it held when last reported
@@ -553,6 +555,8 @@ class Doctor:
             return
         try:
             target = args[0] if args else None
+            if self._accumulated and func in _ZEROING:
+                self._zeroed(target)
             if not isinstance(target, torch.Tensor) or (self._running and not target.requires_grad):
                 return  # (inside a module: a buffer it updates, such as BatchNorm's num_batches_tracked)
             self._wrote(func, target)
@@ -689,52 +693,77 @@ class Doctor:
         self._failed_on_write(checkup, failed)
 
     # --- missing-zero-grad -----------------------------------------------------------------
+    # Each parameter is followed on its own (a frozen or unused one, a second param group, a reset of only
+    # some .grads): once per step, and at the first backward after it; between steps, only a backward that
+    # added into a .grad a step had used leaves anything to look at.
     def _step_post(self, optimizer, args, kwargs) -> None:
-        """After a step: the .grad of its first parameter that has one, to tell whether the next
-        backward finds it reset (zero_grad sets it to None, or zeroes it: a new version)."""
+        """After a step: each parameter's .grad (and its version), to tell whether the next backward finds
+        it reset (zero_grad sets it to None, or zeroes it: a new version)."""
         if self._pre_step is not None and not self._accumulated:  # (not from inside the pre-hooks' loop)
             self._pre_step.remove()
             self._pre_step = None
         try:
             with torch._C.DisableTorchFunction():
+                ref = weakref.ref
+                used = {}
                 for group in optimizer.param_groups:
                     for p in group["params"]:
                         grad = p.grad
                         if grad is not None:
-                            ref = weakref.ref
-                            self._stepped[id(optimizer)] = (ref(optimizer), ref(p), ref(grad), grad._version)
-                            return
+                            used[id(p)] = (ref(grad), grad._version)
+                if used:
+                    self._stepped[id(optimizer)] = (ref(optimizer), used)
+                else:
+                    self._stepped.pop(id(optimizer), None)
         except Exception as exc:  # noqa: BLE001 - the user's step has run; its result stands
             self._warn("optimizer step check", exc)
 
     def _stale_grads(self) -> list:
-        """Before a backward: the parameters of each optimizer whose first .grad is still, unchanged, the
-        one its last step used (after zero_grad, none): (id, ref(param), ref(.grad), .grad's version)."""
-        if not self._stepped:
-            return []
+        """Before a backward: the parameters whose .grad is still, unchanged, the one their optimizer's last
+        step used (after zero_grad, none): (optimizer's key, id, ref(param), ref(.grad), .grad's version).
+        A parameter found reset is no longer followed."""
         found = []
         ref = weakref.ref
-        for key, (oref, pref, gref, version) in list(self._stepped.items()):
-            optimizer, p, grad = oref(), pref(), gref()
-            if optimizer is None or p is None or grad is None or p.grad is not grad or grad._version != version:
-                del self._stepped[key]  # reset (or changed) since the step: fine
-                continue
-            for group in optimizer.param_groups:
-                for q in group["params"]:
-                    grad = q.grad
-                    if grad is not None:
-                        found.append((key, id(q), ref(q), ref(grad), grad._version))
+        for key, (oref, used) in list(self._stepped.items()):
+            optimizer = oref()
+            if optimizer is not None:
+                for group in optimizer.param_groups:
+                    for q in group["params"]:
+                        seen = used.get(id(q))
+                        if seen is None:
+                            continue
+                        grad = q.grad
+                        if grad is None or seen[0]() is not grad or grad._version != seen[1]:
+                            del used[id(q)]  # reset (or changed) since the step: fine
+                        else:
+                            found.append((key, id(q), ref(q), seen[0], seen[1]))
+            if optimizer is None or not used:
+                del self._stepped[key]
         return found
 
     def _accumulated_into(self, checkup: _Checkup) -> None:
-        """After that backward: the stepped .grads it added to."""
+        """After that backward: the stepped .grads it added to (the others stay followed)."""
         for key, pid, pref, gref, version in checkup.candidates:
             p, grad = pref(), gref()
             if p is not None and grad is not None and p.grad is grad and grad._version != version:
-                self._stepped.pop(key, None)
-                self._accumulated[pid] = (pref, gref, checkup.site)
+                stepped = self._stepped.get(key)
+                if stepped is not None:
+                    stepped[1].pop(pid, None)
+                    if not stepped[1]:
+                        del self._stepped[key]
+                self._accumulated[pid] = (pref, gref, checkup.site, grad.data_ptr())
         if self._accumulated and self._pre_step is None and self.installed:
             self._pre_step = register_optimizer_step_pre_hook(self._step_pre)
+
+    def _zeroed(self, targets) -> None:
+        """``zero_`` (or ``_foreach_zero_``) wrote into tensors: a .grad that summed across a step and is
+        zeroed now (zero_grad(set_to_none=False), p.grad.zero_(), p.grad.data.zero_()) was reset."""
+        with torch._C.DisableTorchFunction():
+            zeroed = {t.data_ptr() for t in (targets if isinstance(targets, (list, tuple)) else (targets,))
+                      if isinstance(t, torch.Tensor)}
+            for pid, entry in list(self._accumulated.items()):
+                if entry[3] in zeroed:
+                    del self._accumulated[pid]
 
     def _step_pre(self, optimizer, args, kwargs) -> None:
         """Before a step: parameters whose .grad sums gradients from both sides of the previous step."""
