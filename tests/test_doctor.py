@@ -380,15 +380,105 @@ def test_an_inplace_write_into_a_saved_output_is_found_at_the_write_and_again_wh
     assert found(doctor, "swallowed-error") == []  # it reached the notebook
 
 
-def test_a_write_into_a_plain_tensor_a_node_saved_is_named_when_backward_fails(nb, doctor):
-    code = "w = torch.ones(3, requires_grad=True)\nd = torch.arange(3.)\nz = w * d\nd.add_(1)\nz.sum().backward()"
-    with pytest.raises(RuntimeError) as caught:
-        plain(code, "")
-    cell, result = run(nb, code)
-    assert type(result.error_in_exec) is RuntimeError and str(result.error_in_exec) == str(caught.value)
+PLAIN_WRITE = """\
+x = torch.randn(3)
+w = torch.randn(3, requires_grad=True)
+y = (w * x).sum()
+x.add_(1)
+try:
+    y.backward()
+except RuntimeError as e:
+    caught = e
+    raise
+"""
+
+
+def test_a_write_into_a_tensor_without_grad_that_a_node_saved_is_found_at_the_write_and_when_backward_fails(nb,
+                                                                                                            doctor):
+    with pytest.raises(RuntimeError) as oracle:
+        plain(PLAIN_WRITE, "torch.manual_seed(0)\n")
+    nb.ok("torch.manual_seed(0)")
+    cell, result = run(nb, PLAIN_WRITE)
+    error = result.error_in_exec
+    assert error is nb["caught"]  # the very exception torch raised, not a copy or a wrapper
+    assert type(error) is RuntimeError and error.args == oracle.value.args
+    assert "is at version 1; expected version 0" in str(error)
+    at_write, at_backward = found(doctor, "inplace-saved-tensor")
+    assert (at_write.cell, at_write.line, at_write.source) == (cell, 4, "x.add_(1)")
+    assert "MulBackward0" in at_write.explanation and f"mul at cell [{cell}], line 3" in at_write.explanation
+    assert "(its other)" in at_write.explanation  # torch's own name for it: y.grad_fn._saved_other
+    assert (at_backward.cell, at_backward.line) == (cell, 6)
+    assert f"add_ at cell [{cell}], line 4" in at_backward.explanation
+
+
+def test_a_write_through_a_view_and_one_in_a_function_are_found_at_their_lines(nb, doctor):
+    cell, _ = run(nb, "x = torch.randn(3)\nw = torch.randn(3, requires_grad=True)\ny = (w * x).sum()\nx[:1] += 1")
     finding = only(doctor, "inplace-saved-tensor")
-    assert (finding.cell, finding.line) == (cell, 5)
-    assert "MulBackward0" in finding.explanation and f"add_ at cell [{cell}], line 4" in finding.explanation
+    assert (finding.cell, finding.line) == (cell, 4) and f"add_ at cell [{cell}], line 4" in finding.explanation
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        nb["y"].grad_fn.next_functions[0][0]._saved_other  # torch agrees: the Node's saved tensor changed
+    doctor.clear()
+    defined, _ = run(nb, "def halve(w, x):\n    y = (w * x).sum()\n    x.mul_(0.5)\n    return y")
+    nb.ok("y2 = halve(w, torch.randn(3))")  # found from the result the cell keeps, after the cell
+    finding = only(doctor, "inplace-saved-tensor")
+    assert (finding.cell, finding.line, finding.source) == (defined, 3, "x.mul_(0.5)")
+
+
+SCALED = """\
+class Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(3))
+        self.register_buffer("scale", torch.full((3,), 2.0))
+
+    def forward(self, x):
+        out = self.w * self.scale * x
+        self.scale.mul_(0.9)  # the buffer that mul saved
+        return out
+
+m = Scaled()
+"""
+
+
+def test_a_module_writing_in_place_into_a_buffer_it_used_is_found_at_the_write(nb, doctor):
+    defined, _ = run(nb, SCALED)
+    with pytest.raises(RuntimeError) as oracle:
+        plain("m(torch.ones(3)).sum().backward()", SCALED)
+    cell, result = run(nb, "out = m(torch.ones(3))\nout.sum().backward()")
+    assert type(result.error_in_exec) is RuntimeError and result.error_in_exec.args == oracle.value.args
+    at_write, at_backward = found(doctor, "inplace-saved-tensor")
+    assert (at_write.cell, at_write.line, at_write.source) == (defined, 9, "self.scale.mul_(0.9)  # the buffer that "
+                                                                           "mul saved")
+    assert f"mul at cell [{defined}], line 8" in at_write.explanation
+    assert (at_backward.cell, at_backward.line) == (cell, 2)
+    assert f"mul_ at cell [{defined}], line 9" in at_backward.explanation
+    assert torch.equal(nb["m"].scale, torch.full((3,), 1.8))  # the write happened, as without forgeviz
+
+
+def test_writes_into_tensors_no_live_node_saved_are_not_findings(nb, doctor):
+    code = """\
+x = torch.randn(3)
+w = torch.randn(3, requires_grad=True)
+view = x[:2]                 # x has another holder: a view
+y = (w + x).sum()            # add saves neither operand
+x.add_(1)
+y.backward()
+z = (w * x).sum()
+z.backward()                 # its saved tensors freed
+x.mul_(2)
+bn = torch.nn.BatchNorm1d(3)
+bn(torch.randn(4, 3)).sum().backward()   # its num_batches_tracked.add_(1)
+m = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU(inplace=True))
+m(torch.randn(2, 3)).sum().backward()
+opt = torch.optim.SGD([w], lr=0.1)
+opt.step()
+opt.zero_grad(set_to_none=False)        # torch zeroes w.grad in place (its parameter holds it too)
+"""
+    nb.ok(code)
+    oracle = plain(code, "torch.manual_seed(0)\n")
+    nb.ok("torch.manual_seed(0)\n" + code)
+    assert doctor.findings == [] and doctor.warnings == []
+    assert torch.equal(nb["x"], oracle["x"]) and torch.equal(nb["w"], oracle["w"])
 
 
 def test_an_out_of_place_write_is_not_a_finding(nb, doctor):

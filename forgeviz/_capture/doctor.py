@@ -14,8 +14,11 @@ graph-kept-alive         a container in the namespace holds autograd graphs from
                          backward steps (``losses.append(loss)``)
 retain-graph-growth      ``retain_graph=True`` backwards at one line reach a bigger graph every time
 inplace-saved-tensor     an in-place write changed a tensor a live Node saved (at the write, and again
-                         when the backward fails on it)
-eval-without-no-grad     a module call built a graph that died without any backward running it
+                         when the backward fails on it); a tensor without grad too (an input, a buffer
+                         written inside a module's forward), when torch's use count says something
+                         besides the user holds it
+eval-without-no-grad     a module call built a graph that died without any backward running it, or
+                         that a variable still keeps after the same call ran again under no_grad
 nonfinite-grad           the first Node of a backward whose gradients went NaN or infinite
 =======================  ==========================================================================
 
@@ -54,6 +57,7 @@ MAX_FINDINGS = 200  # rows kept (the oldest go first)
 MAX_WARNINGS = 20
 MAX_RAISED = 64  # places where ops raised, remembered per cell
 MAX_WRITES = 64  # in-place writes remembered (for a backward that fails on one)
+MAX_PENDING = 16  # writes into tensors without grad whose Node is looked for again (after a module call, a cell)
 MAX_MARKS = 4096  # backward steps told apart by graph-kept-alive
 WALK_LIMIT = 20_000  # Nodes one graph walk visits at most
 SCAN_ITEMS = 10_000  # items of one namespace container looked at (its newest)
@@ -87,6 +91,8 @@ def _library_dirs() -> tuple[str, ...]:
 
 
 _LIBRARY_DIRS = _library_dirs()
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_FORGEVIZ_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def _in_library(filename: str) -> bool:
@@ -373,6 +379,10 @@ class Doctor:
         # type name, Site, the latest exceptions' ids, how many raised]
         self._raised: dict[tuple, list] = {}
         self._writes: collections.deque = collections.deque(maxlen=MAX_WRITES)
+        # writes into tensors without grad that a Node may have saved, its Node not found yet: (ref(tensor),
+        # ref(its base) or False, op, Site, the sequence number then)
+        self._pending: collections.deque = collections.deque(maxlen=MAX_PENDING)
+        self._inside: list = []  # such writes inside the module call running now
         # missing-zero-grad: id(optimizer) → (ref(optimizer), {id(param): (ref(its .grad), its version)}) right
         # after a step, for the parameters not yet seen reset (or added into) since
         self._stepped: dict[int, tuple] = {}
@@ -425,6 +435,8 @@ class Doctor:
         self._accumulated.clear()
         self._raised.clear()
         self._writes.clear()
+        self._pending.clear()
+        self._inside = []
         self._retained.clear()
         self.installed = False
 
@@ -478,7 +490,8 @@ class Doctor:
         for what, check in (("swallowed-error check", lambda: self._swallowed(error)),
                             ("evaluation check", self._dead_forwards),
                             ("evaluation check", lambda: self._held_forwards(user_ns)),
-                            ("kept-graph check", lambda: self._kept_graphs(user_ns))):
+                            ("kept-graph check", lambda: self._kept_graphs(user_ns)),
+                            ("in-place check", self._writes_after_cell)):
             try:
                 with untraced():
                     check()
@@ -557,9 +570,8 @@ class Doctor:
             target = args[0] if args else None
             if self._accumulated and func in _ZEROING:
                 self._zeroed(target)
-            if not isinstance(target, torch.Tensor) or (self._running and not target.requires_grad):
-                return  # (inside a module: a buffer it updates, such as BatchNorm's num_batches_tracked)
-            self._wrote(func, target)
+            if isinstance(target, torch.Tensor):
+                self._wrote(func, target)
         except Exception as exc:  # noqa: BLE001 - the user's op has run; its result stands
             self._warn("in-place check", exc)
 
@@ -567,9 +579,12 @@ class Doctor:
         op = _op_name(func)[0]
         inside = bool(self._running)  # inside a module's forward
         with torch._C.DisableTorchFunction():
+            if not target.requires_grad:
+                self._wrote_plain(op, target, inside)
+                return
             # (where: found for writes outside modules only; one inside that a Node trips on is named below)
             self._writes.append((weakref.ref(target), target._version, op, None if inside else user_location(2)))
-            grad_fn = target.grad_fn if target.requires_grad else None
+            grad_fn = target.grad_fn
             if grad_fn is None:
                 return
             # The write's own Node (MulBackward0 of y.mul_) leads to the Node that made the tensor's
@@ -578,18 +593,98 @@ class Doctor:
                 if child is None or type(child).__name__ == "AccumulateGrad" or "fv_doctor_write" in child.metadata:
                     continue
                 hit = _version_error(child)
-                if hit is None:
-                    continue
-                site = _site()
-                child.metadata["fv_doctor_write"] = (op, site)  # plain data: a failing backward names it
-                explanation = (f"{_verb(op)} at {site.text() if site else 'an unknown line'} wrote in place into a "
-                               f"tensor that {_node_text(child)} saved for backward (its "
-                               f"{hit[0].removeprefix('_saved_')}): a backward through that Node will fail with "
-                               "torch's 'modified by an inplace operation' error.")
-                fix = (f"Use the out-of-place op (y = y.{op}(...) rather than y.{op}_(...)), or write into a .clone() "
-                       "of the tensor." if not _verb(op).startswith("an ") else
-                       "Write into a .clone() of the tensor, or build a new tensor instead of writing into this one.")
-                self._report("inplace-saved-tensor", site, explanation, fix)
+                if hit is not None:
+                    self._report_write(op, _site(), child, hit[0])
+
+    def _wrote_plain(self, op: str, target: torch.Tensor, inside: bool) -> None:
+        """A write into a tensor that does not require grad (an input, a buffer, a mask). A Node that saved it
+        holds the tensor itself, one more use of it than the user's own (torch's use count: the Python
+        object counts once however many names it has); a view's base is held by the view too. Only then is
+        the Node looked for, among the graphs the notebook holds or, inside a module, its output's."""
+        base = target._base
+        shared = target._use_count() > 1 or (base is not None and base._use_count() > 2)
+        if inside and not shared:
+            return  # (BatchNorm's num_batches_tracked: nothing else holds it)
+        if not shared:
+            self._writes.append((weakref.ref(target), target._version, op, user_location(2)))
+            return
+        if _by_torch():
+            # torch's own code writing in place: zero_grad(set_to_none=False) into each .grad (held by its
+            # parameter too), clip_grad_norm_, a torch module's buffers
+            if not inside:
+                self._writes.append((weakref.ref(target), target._version, op, user_location(2)))
+            return
+        site = _site()
+        where = (site.filename, site.file_line) if site is not None else None
+        self._writes.append((weakref.ref(target), target._version, op, where))
+        write = (weakref.ref(target), base is not None and weakref.ref(base), op, site, _next_sequence_nr())
+        if inside:
+            self._inside.append(write)  # looked for when the outermost module call returns, then after the cell
+        elif not self._settle(write, self._namespace_roots()):
+            self._pending.append(write)  # looked for again after the cell (a function's result may hold it)
+
+    def _namespace_roots(self) -> list:
+        """The Nodes of the tensors the notebook's namespace holds (in containers too)."""
+        roots = []
+        for name, value in list((self._namespace_now() or {}).items()):
+            if not name.startswith("_") and name not in ("In", "Out") and type(value) not in _ATOMS:
+                roots.extend(t.grad_fn for t in _graph_tensors(value))
+        return roots
+
+    def _settle(self, write: tuple, roots: list) -> bool:
+        """Whether the Node that saved what ``write`` (a pending write into a tensor without grad) changed was
+        found from ``roots``, and told. The walk leaves out Nodes older than the last backward that freed
+        its graph (a Node is numbered after those it leads to) and those made after the write."""
+        tref, bref, op, site, before = write
+        versions = {t._version for t in (tref(), bref() if bref else None) if t is not None}
+        if not versions or not roots:
+            return not versions
+        lowest = self._marks[-1] if self._marks else 0
+        seen: set[int] = set()
+        stack = [r for r in roots if r is not None and lowest <= r._sequence_nr()]
+        while stack and len(seen) < WALK_LIMIT:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if node._sequence_nr() < before and "fv_doctor_write" not in node.metadata:
+                for slot, message in _saved(node)[1]:
+                    match = _VERSION.search(message)
+                    if _INPLACE_ERROR in message and match and int(match.group(1)) in versions:
+                        self._report_write(op, site, node, slot)
+                        return True
+            for child, _ in node.next_functions:
+                if child is not None and lowest <= child._sequence_nr() != _LEAF_SEQUENCE_NR and id(child) not in seen:
+                    stack.append(child)
+        return False
+
+    def _settle_inside(self, output) -> None:
+        """The outermost module call returned: writes inside it whose Node its output's graph holds are told;
+        the rest wait for the cell's end."""
+        writes, self._inside = self._inside, []
+        with torch._C.DisableTorchFunction():
+            roots = [t.grad_fn for t in _outputs(output)]
+            self._pending.extend(write for write in writes if not self._settle(write, roots))
+
+    def _writes_after_cell(self) -> None:
+        """After a cell: the pending writes' Nodes, from the graphs its namespace holds; then they are dropped."""
+        self._pending.extend(self._inside)
+        self._inside = []
+        if self._pending:
+            roots = self._namespace_roots()
+            for write in self._pending:
+                self._settle(write, roots)
+            self._pending.clear()
+
+    def _report_write(self, op: str, site: Optional[Site], node, slot: str) -> None:
+        node.metadata["fv_doctor_write"] = (op, site)  # plain data: a failing backward names it
+        explanation = (f"{_verb(op)} at {site.text() if site else 'an unknown line'} wrote in place into a "
+                       f"tensor that {_node_text(node)} saved for backward (its {slot.removeprefix('_saved_')}): a "
+                       "backward through that Node will fail with torch's 'modified by an inplace operation' error.")
+        fix = (f"Use the out-of-place op (y = y.{op}(...) rather than y.{op}_(...)), or write into a .clone() "
+               "of the tensor." if not _verb(op).startswith("an ") else
+               "Write into a .clone() of the tensor, or build a new tensor instead of writing into this one.")
+        self._report("inplace-saved-tensor", site, explanation, fix)
 
     def _failed_on_write(self, checkup: _Checkup, failed: BaseException) -> None:
         """A backward failed on a tensor written in place since a Node saved it: name the Node and the write."""
@@ -877,6 +972,11 @@ class Doctor:
             return  # a submodule: its outermost module's call is the one watched
         if not self.session.capturing:
             return
+        if self._inside:  # writes inside this call into tensors without grad: its output's graph may hold the Node
+            try:
+                self._settle_inside(output)
+            except Exception as exc:  # noqa: BLE001 - the user's module call has run; its output stands
+                self._warn("in-place check", exc)
         try:
             with torch._C.DisableTorchFunction():  # (reading grad_fn through a mode costs a call into it)
                 if isinstance(output, torch.Tensor):  # the common case, without a loop
@@ -1045,6 +1145,35 @@ class Doctor:
         else:
             seqs = [t.grad_fn._sequence_nr() for t in held]
         return {step for step in (bisect.bisect_right(marks, s) for s in seqs) if step < last}
+
+
+def _outputs(output) -> list[torch.Tensor]:
+    """The tensors with a graph a module returned: itself, or in a tuple, list or dict (the first 16).
+
+    >>> [t.shape for t in _outputs((torch.ones(2, requires_grad=True) * 2, 3))]
+    [torch.Size([2])]
+    """
+    if isinstance(output, torch.Tensor):
+        items = [output]
+    elif isinstance(output, (tuple, list)):
+        items = list(output[:16])
+    elif isinstance(output, dict):
+        items = list(dict.values(output))[:16]
+    else:
+        return []
+    return [t for t in items if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+
+
+def _by_torch() -> bool:
+    """Whether torch's own Python code (not the notebook's) ran the op being checked: the nearest frame
+    outside forgeviz is torch's."""
+    frame = sys._getframe(1)
+    try:
+        while frame is not None and frame.f_code.co_filename.startswith(_FORGEVIZ_DIR):
+            frame = frame.f_back
+        return frame is not None and frame.f_code.co_filename.startswith(_TORCH_DIR)
+    finally:
+        del frame
 
 
 def _output_nodes(output) -> tuple:
