@@ -546,6 +546,33 @@ def test_a_graph_kept_for_a_later_backward_or_beside_a_no_grad_call_on_other_dat
     assert doctor.findings == [] and doctor.warnings == []
 
 
+def test_a_kept_graph_that_an_optimizer_step_made_unusable_is_found_after_that_cell(nb, doctor):
+    nb.ok(SETUP)
+    cell, _ = run(nb, "preds = model(xv)  # before training, with gradients on")
+    assert found(doctor, "eval-without-no-grad") == []
+    training, _ = run(nb, CLEAN_LOOP)
+    finding = only(doctor, "eval-without-no-grad")
+    assert (finding.cell, finding.line, finding.source) == (cell, 1, "preds = model(xv)  # before training, with "
+                                                                     "gradients on")
+    assert "`preds` keeps" in finding.explanation and "AddmmBackward0's mat2" in finding.explanation
+    # torch agrees: that graph can no longer run backward (the step changed the last Linear's weight it saved)
+    oracle = plain("preds = model(xv)\n" + CLEAN_LOOP)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        oracle["preds"].sum().backward()
+    assert torch.equal(nb["preds"], oracle["preds"]) and nb["losses"] == oracle["losses"]
+    nb.ok(CLEAN_LOOP.replace("losses = []", ""))  # told once
+    assert finding.count == 1 and doctor.warnings == []
+
+
+def test_a_kept_graph_still_usable_after_other_steps_is_not_a_finding(nb, doctor):
+    nb.ok(SETUP)
+    nb.ok("out = model(x)")
+    nb.ok("other = torch.nn.Linear(4, 1)\nopt_o = torch.optim.SGD(other.parameters(), lr=0.1)\n"
+          "for _ in range(3):\n    opt_o.zero_grad()\n    other(x).sum().backward()\n    opt_o.step()")
+    nb.ok("torch.nn.functional.mse_loss(out, y).backward()\nopt.step()")  # it could, and did
+    assert doctor.findings == [] and doctor.warnings == []
+
+
 # --- nonfinite-grad --------------------------------------------------------------------------------
 LOG_ZERO = """\
 z = torch.zeros(1, requires_grad=True)

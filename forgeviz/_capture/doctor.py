@@ -18,7 +18,8 @@ inplace-saved-tensor     an in-place write changed a tensor a live Node saved (a
                          written inside a module's forward), when torch's use count says something
                          besides the user holds it
 eval-without-no-grad     a module call built a graph that died without any backward running it, or
-                         that a variable still keeps after the same call ran again under no_grad
+                         that a variable still keeps after the same call ran again under no_grad, or
+                         after an optimizer step changed a tensor it saved (no backward can use it)
 nonfinite-grad           the first Node of a backward whose gradients went NaN or infinite
 =======================  ==========================================================================
 
@@ -403,6 +404,7 @@ class Doctor:
         # watched calls the same module ran again on the same input under no_grad (key → that call's place)
         self._calls: dict[tuple, tuple] = {}
         self._superseded: dict[int, tuple] = {}
+        self._steps = 0  # optimizer steps seen in this cell
         self._namespace: Optional[dict] = None
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -479,6 +481,7 @@ class Doctor:
     def begin_cell(self, cell: Optional[int]) -> None:
         self._cell = cell
         self._raised.clear()
+        self._steps = 0
 
     def end_cell(self, user_ns: Optional[dict], error: Optional[BaseException], cell: Optional[int]) -> None:
         """After a cell: the errors it swallowed, the graphs its namespace keeps, the module calls
@@ -490,6 +493,7 @@ class Doctor:
         for what, check in (("swallowed-error check", lambda: self._swallowed(error)),
                             ("evaluation check", self._dead_forwards),
                             ("evaluation check", lambda: self._held_forwards(user_ns)),
+                            ("evaluation check", lambda: self._stale_forwards(user_ns)),
                             ("kept-graph check", lambda: self._kept_graphs(user_ns)),
                             ("in-place check", self._writes_after_cell)):
             try:
@@ -794,6 +798,7 @@ class Doctor:
     def _step_post(self, optimizer, args, kwargs) -> None:
         """After a step: each parameter's .grad (and its version), to tell whether the next backward finds
         it reset (zero_grad sets it to None, or zeroes it: a new version)."""
+        self._steps += 1
         if self._pre_step is not None and not self._accumulated:  # (not from inside the pre-hooks' loop)
             self._pre_step.remove()
             self._pre_step = None
@@ -1050,6 +1055,61 @@ class Doctor:
             fix = ("Evaluate under `with torch.no_grad():` (or torch.inference_mode()); model.eval() alone does not"
                    + (f"; or `del {name}`." if name else "."))
             self._report("eval-without-no-grad", site, explanation, fix)
+
+    def _stale_forwards(self, user_ns: Optional[dict]) -> None:
+        """After a cell that stepped an optimizer: watched calls, still unused, whose graph the namespace
+        keeps while a tensor the graph saved has been changed in place since (the step's weights): no
+        backward can run through it any more, so it is kept for nothing. (An unused graph that can still
+        run backward is left alone: its backward may come in a later cell.)"""
+        steps, self._steps = self._steps, 0
+        if not steps or not self._unused or user_ns is None:
+            return
+        unused = self._unused
+        lowest = min(unused.values())
+        budget = [WALK_LIMIT]
+        seen: set[int] = set()
+        for name, value in list(user_ns.items()):
+            if name.startswith("_") or name in ("In", "Out") or type(value) in _ATOMS:
+                continue
+            stack = [t.grad_fn for t in _graph_tensors(value) if t.grad_fn._sequence_nr() >= lowest]
+            while stack and unused and budget[0] > 0:
+                node = stack.pop()
+                if id(node) in seen:
+                    continue
+                seen.add(id(node))
+                budget[0] -= 1
+                watch = node.metadata.get("fv_doctor_forward")
+                if watch is not None and watch.key in unused:
+                    self._stale_forward(watch.key, node, name, budget)
+                    continue  # (what lies below is that call's own graph)
+                for child, _ in node.next_functions:
+                    if child is not None and lowest <= child._sequence_nr() != _LEAF_SEQUENCE_NR:
+                        stack.append(child)
+
+    def _stale_forward(self, key: int, node, name: str, budget: list) -> None:
+        """Report the watched call ``key`` (its output Node ``node``, reached from ``name``) if a Node of its
+        graph can no longer give a tensor it saved: changed in place since."""
+        nodes = _walk([node], budget[0])
+        budget[0] -= len(nodes)
+        changed = next(((n, hit) for n in nodes if type(n).__name__ != "AccumulateGrad"
+                        for hit in (_version_error(n),) if hit is not None), None)
+        if changed is None:
+            return
+        self._unused.pop(key, None)
+        entry = self._forwards.pop(key, None)
+        if entry is None:
+            return
+        (filename, line), module, _ = entry
+        site = _site_of(filename, line)
+        saver, (slot, _) = changed
+        explanation = (f"The {module} call at {site.text() if site else 'an unknown line'} ran with gradients on: it "
+                       "built an autograd graph and kept its activations for a backward. No backward used it, and "
+                       f"a tensor it saved ({type(saver).__name__}'s {slot.removeprefix('_saved_')}) has been "
+                       "changed in place since (an optimizer step changes the weights), so none can any more: "
+                       f"`{name}` keeps that graph, with its activations, for nothing.")
+        fix = ("Evaluate under `with torch.no_grad():` (or torch.inference_mode()); model.eval() alone does not; "
+               f"or `{name} = {name}.detach()`.")
+        self._report("eval-without-no-grad", site, explanation, fix)
 
     def _reached(self, roots: list) -> None:
         """The watched module outputs this backward reaches are used. A Node is numbered after the
