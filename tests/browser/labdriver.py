@@ -80,10 +80,12 @@ class LabNotebook:
     """Opens a notebook in Lab (or Notebook 7, one notebook a page) and runs its cells one by one
     through the app's own commands."""
 
-    def __init__(self, page, lab, name: str) -> None:
+    def __init__(self, page, lab, name: str, navigate: bool = True) -> None:
+        """``navigate=False``: open it in the Lab page already loaded (beside the notebooks open there)."""
         self.page = page
         notebook7 = lab.get("app") == "notebook"
-        page.goto(f"{lab['base']}/{'notebooks' if notebook7 else 'lab/tree'}/{name}?token={lab['token']}")
+        if navigate:
+            page.goto(f"{lab['base']}/{'notebooks' if notebook7 else 'lab/tree'}/{name}?token={lab['token']}")
         page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
                                " && window.jupyterapp.shell.currentWidget.sessionContext")
         if not notebook7:

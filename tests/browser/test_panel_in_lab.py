@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from labdriver import ARTIFACTS, LabNotebook, screenshot_in_dark, write_notebook
+from labdriver import ARTIFACTS, LabNotebook, kernel_eval, screenshot_in_dark, wait_panel_status, write_notebook
 
 pytestmark = pytest.mark.browser
 
@@ -35,9 +35,6 @@ def status(page) -> str:
     return panel(page).get_attribute("data-fv-status")
 
 
-def wait_status(page, value: str, timeout: int = 60_000) -> None:
-    page.wait_for_function("(v) => document.querySelector('[data-fv-panel]')?.dataset.fvStatus === v",
-                           arg=value, timeout=timeout)
 
 
 def test_the_panel_follows_the_kernel_lists_tensors_updates_live_and_shows_the_doctor(page, lab):
@@ -46,9 +43,9 @@ def test_the_panel_follows_the_kernel_lists_tensors_updates_live_and_shows_the_d
     nb.run_cell(0)
     page.evaluate("() => window.jupyterapp.commands.execute('forgeviz:toggle-panel')")
     panel(page).wait_for()
-    wait_status(page, "not-loaded")
+    wait_panel_status(page, "not-loaded")
     panel(page).locator("button.fv-panel-load").click()
-    wait_status(page, "ready")
+    wait_panel_status(page, "ready")
 
     nb.run_cell(1)
     page.wait_for_selector('[data-fv-tensor="model.0.weight"]', state="attached")
@@ -84,16 +81,87 @@ def test_the_panel_follows_the_kernel_lists_tensors_updates_live_and_shows_the_d
     assert "x" in page.locator(".jp-MainAreaWidget .fv-strides .fv-t-name").first.text_content()
 
     # restart: the panel says so, then follows the new kernel, which has none of the old tensors
+    page.evaluate("""() => { window.__fvStatuses = [];
+        const el = document.querySelector('[data-fv-panel]');
+        new MutationObserver(() => window.__fvStatuses.push(el.dataset.fvStatus))
+          .observe(el, { attributes: true, attributeFilter: ['data-fv-status'] }); }""")
     page.evaluate("""async (path) => {
         const app = window.jupyterapp;
         await app.commands.execute('docmanager:open', {path});
         await app.shell.currentWidget.sessionContext.session.kernel.restart();
     }""", "panel.ipynb")
-    wait_status(page, "not-loaded")
+    wait_panel_status(page, "not-loaded")
+    assert "restarted" in page.evaluate("() => window.__fvStatuses"), "the panel never said the kernel restarted"
     panel(page).locator("button.fv-panel-load").click()
-    wait_status(page, "ready")
+    wait_panel_status(page, "ready")
     nb.run_cell(0)
     nb.run_cell(4)
     page.wait_for_selector('[data-fv-tensor="after_restart"]', state="attached", timeout=60_000)
     assert panel(page).locator('[data-fv-tensor="model.0.weight"]').count() == 0
     assert panel(page).locator('[data-fv-tensor="x"]').count() == 0
+
+
+def rows(page) -> set[str]:
+    return set(page.eval_on_selector_all("[data-fv-panel] [data-fv-tensor]", "els => els.map(e => e.dataset.fvTensor)"))
+
+
+def wait_rows(page, present: str, absent: str) -> None:
+    page.wait_for_function("""([present, absent]) => {
+        const panel = document.querySelector('[data-fv-panel]');
+        return panel.dataset.fvStatus === 'ready' && panel.querySelector(`[data-fv-tensor="${present}"]`)
+            && !panel.querySelector(`[data-fv-tensor="${absent}"]`);
+    }""", arg=[present, absent], timeout=60_000)
+
+
+# the kernel's side panel host: is a panel connected, and is the doctor on (it only runs for a panel)
+WATCHED = "(__import__('forgeviz.panel').panel.host().open, get_ipython().extension_manager.loaded >= {'forgeviz'})"
+DOCTOR = "__import__('importlib').import_module('forgeviz._capture.session').get_session().doctor is not None"
+
+
+def test_two_notebooks_on_two_kernels_and_closing_and_reopening_the_panel(page, lab):
+    write_notebook(lab["root"] / "one.ipynb", ["%load_ext forgeviz\nimport torch\none_only = torch.zeros(2, 3)"])
+    write_notebook(lab["root"] / "two.ipynb", ["import torch\ntwo_only = torch.ones(4, 5, 6)",
+                                               "two_later = torch.ones(9)"])
+    one = LabNotebook(page, lab, "one.ipynb")
+    one.run_cell(0)
+    page.evaluate("() => window.jupyterapp.commands.execute('forgeviz:toggle-panel')")
+    wait_rows(page, "one_only", "two_only")
+    assert kernel_eval(page, "one.ipynb", DOCTOR) == "True"
+
+    # a second notebook on its own kernel: the panel follows it (forgeviz is not loaded there yet)
+    two = LabNotebook(page, lab, "two.ipynb", navigate=False)
+    assert page.evaluate("""() => { const ids = [...window.jupyterapp.shell.widgets('main')]
+        .filter(w => w.sessionContext).map(w => w.sessionContext.session.kernel.id);
+        return new Set(ids).size; }""") == 2
+    wait_panel_status(page, "not-loaded")
+    assert rows(page) == set()
+    two.run_cell(0)
+    panel(page).locator("button.fv-panel-load").click()
+    wait_rows(page, "two_only", "one_only")
+    assert "4×5×6" in panel(page).locator('[data-fv-tensor="two_only"]').text_content()
+    # the first kernel's panel connection was closed when the panel left it: no per-cell work there
+    assert kernel_eval(page, "one.ipynb", WATCHED) == "(False, True)"
+    assert kernel_eval(page, "one.ipynb", DOCTOR) == "False"
+
+    # back to the first notebook: its tensors, none of the second's
+    page.evaluate("(id) => window.jupyterapp.shell.activateById(id)", one.panel_id)
+    wait_rows(page, "one_only", "two_only")
+    assert kernel_eval(page, "two.ipynb", WATCHED) == "(False, True)"
+    assert kernel_eval(page, "one.ipynb", WATCHED) == "(True, True)"
+
+    # close the panel: the kernel hears it and stops its work for it; a cell runs meanwhile
+    page.evaluate("(id) => window.jupyterapp.shell.activateById(id)", two.panel_id)
+    wait_rows(page, "two_only", "one_only")
+    page.evaluate("() => window.jupyterapp.commands.execute('forgeviz:toggle-panel')")
+    page.wait_for_function("() => !window.jupyterapp.commands.isToggled('forgeviz:toggle-panel')")
+    assert not panel(page).is_visible()
+    assert kernel_eval(page, "two.ipynb", WATCHED) == "(False, True)"
+    assert kernel_eval(page, "two.ipynb", DOCTOR) == "False"
+    two.run_cell(1)
+
+    # reopen it: a new connection, with what the kernel has now (the cell run while it was closed)
+    page.evaluate("() => window.jupyterapp.commands.execute('forgeviz:toggle-panel')")
+    wait_rows(page, "two_later", "one_only")
+    assert {"two_only", "two_later"} <= rows(page)
+    assert kernel_eval(page, "two.ipynb", WATCHED) == "(True, True)"
+    assert kernel_eval(page, "two.ipynb", DOCTOR) == "True"
