@@ -18,7 +18,7 @@ import { defineEntry, hasArrays } from './entry';
 /** Building the page can take the kernel a moment (it embeds broadcast.js). */
 const HTML_TIMEOUT_MS = 120_000;
 
-export const render = defineEntry({
+const render = defineEntry({
   trait: 'plan',
   is: (v): v is BroadcastPlan => hasArrays(v, 'operands', 'steps'),
   styleId: 'forgeviz-broadcast-style',

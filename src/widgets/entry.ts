@@ -4,14 +4,14 @@
  * ``warnings`` trait as they change, optionally tell the kernel the view is drawn, and undo all
  * of it when the view is removed. Each entry in this folder keeps only what is its own:
  *
- *     export const render = defineEntry({
+ *     const render = defineEntry({
  *       trait: 'plan',                                        // the trait with the view's data
  *       is: (v): v is BroadcastPlan => hasArrays(v, 'operands', 'steps'),
  *       styleId: 'forgeviz-broadcast-style', css,             // its sheet (base.css comes too)
  *       create: ({ el, transport }) => createBroadcastView(el, { ... }),
  *       show: (view, plan) => view.setPlan(plan)
  *     });
- *     export default { render };
+ *     export default { render };   // only the default: anywidget warns of a named `render` export
  *
  * (``create`` comes before ``show`` so that TypeScript infers the view's type from it.)
  *

@@ -40,7 +40,7 @@ function savedDetail<T>(model: EntryModel, kind: 'nodes' | 'modules', id: string
 const isState = (v: unknown): v is GraphState => hasArrays(v, 'ids', 'module_ids');
 const expandedOf = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
 
-export const render = defineEntry({
+const render = defineEntry({
   trait: 'graph',
   is: (g): g is GraphTrait => isGraphTrait(g),
   styleId: 'forgeviz-style',

@@ -35,7 +35,7 @@ interface EventsMessage {
   request_id?: number;
 }
 
-export const render = defineEntry({
+const render = defineEntry({
   trait: 'timeline',
   is: (v): v is MemoryTimeline => hasArrays(v, 'cells') && typeof (v as MemoryTimeline).count === 'number',
   styleId: 'forgeviz-memory-style',

@@ -14,7 +14,7 @@ import type { StrideLayout } from '../model/wire';
 import { createStridesView } from '../render/strides/view';
 import { defineEntry, hasArrays, kernel } from './entry';
 
-export const render = defineEntry({
+const render = defineEntry({
   trait: 'layout',
   is: (v): v is StrideLayout => hasArrays(v, 'tensors', 'strips'),
   styleId: 'forgeviz-strides-style',
