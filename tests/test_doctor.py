@@ -641,17 +641,18 @@ def test_clear_forgets_findings_and_the_doctor_goes_on_watching(nb, doctor):
 
 
 def test_uninstall_removes_every_hook_install_added(nb):
-    def hooks():
-        return (dict(optim_module._global_optimizer_pre_hooks), dict(optim_module._global_optimizer_post_hooks),
-                dict(nn_module._global_forward_hooks))
-
     session = get_session()
+
+    def hooks():  # (module calls: the outermost ones, told by the session's ModuleStack, not a global hook)
+        return (dict(optim_module._global_optimizer_pre_hooks), dict(optim_module._global_optimizer_post_hooks),
+                dict(nn_module._global_forward_hooks), list(session.modules.root_outputs))
+
     before = hooks()
     doctor = enable_doctor(session)
     assert session.doctor is doctor and enable_doctor(session) is doctor
-    assert [len(h) for h in hooks()] == [len(before[0]), len(before[1]) + 1, len(before[2]) + 1]
+    assert [len(h) for h in hooks()] == [len(before[0]), len(before[1]) + 1, len(before[2]), len(before[3]) + 1]
     nb.ok(SETUP + NO_ZERO_GRAD.replace("opt.step()", "opt.step() if step < 2 else None"))  # a pre-step hook waits
-    assert [len(h) for h in hooks()] == [len(h) + 1 for h in before]
+    assert [len(h) for h in hooks()] == [len(before[0]) + 1, len(before[1]) + 1, len(before[2]), len(before[3]) + 1]
     nb.ok(VALIDATION)  # module outputs watched
     disable_doctor(session)
     assert session.doctor is None and hooks() == before and not doctor.installed

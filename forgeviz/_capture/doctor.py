@@ -414,8 +414,12 @@ class Doctor:
         # ModuleStack's list of running modules, (id(module), ...) each: read by every module call's hook
         running = getattr(self.session.modules, "_stack", None)
         self._running = running if isinstance(running, list) else []
-        self._handles = [register_optimizer_step_post_hook(self._step_post),
-                         nn_module.register_module_forward_hook(self._forward_done)]
+        self._handles = [register_optimizer_step_post_hook(self._step_post)]
+        outputs = getattr(self.session.modules, "root_outputs", None)
+        if isinstance(outputs, list):
+            outputs.append(self._forward_done)
+        else:  # a session without ModuleStack's outermost-call list: torch's global hook, for every call
+            self._handles.append(nn_module.register_module_forward_hook(self._forward_done))
         self.installed = True
 
     def uninstall(self) -> None:
@@ -424,6 +428,9 @@ class Doctor:
         for handle in self._handles:
             handle.remove()
         self._handles = []
+        outputs = getattr(self.session.modules, "root_outputs", None)
+        if isinstance(outputs, list) and self._forward_done in outputs:
+            outputs.remove(self._forward_done)
         if self._pre_step is not None:
             self._pre_step.remove()
             self._pre_step = None
@@ -970,10 +977,10 @@ class Doctor:
 
     # --- eval-without-no-grad --------------------------------------------------------------
     def _forward_done(self, module, args, output) -> None:
-        """Every module call ends here (global forward hook); the outermost, when it built a graph,
+        """An outermost module call returned (ModuleStack.root_outputs); when it built a graph,
         gets its output Node watched: until a backward reaches it, or it dies unused."""
         running = self._running  # the session's running modules: empty after the outermost returned
-        if running and (len(running) > 1 or running[0][0] != id(module)):  # (or this hook ran before its own)
+        if running and (len(running) > 1 or running[0][0] != id(module)):  # (a global hook: for every call)
             return  # a submodule: its outermost module's call is the one watched
         if not self.session.capturing:
             return

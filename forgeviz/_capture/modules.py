@@ -31,6 +31,10 @@ class ModuleStack:
         # Told when an outermost module call starts (root_call(module, args)) and ends
         # (root_return(module)): the memory timeline rides on these hooks instead of adding its own.
         self.root_listeners: list = []
+        # Called (module, args, output) after an outermost module call returned (not when it raised): the
+        # doctor watches what the call built from here, rather than from a global hook of its own that
+        # torch would call for every submodule too.
+        self.root_outputs: list = []
 
     @property
     def installed(self) -> bool:
@@ -120,3 +124,6 @@ class ModuleStack:
             self._root_paths = {}
             for listener in list(self.root_listeners):
                 listener.root_return(module)
+            if output is not None:  # (None: the call raised, and torch calls this hook anyway)
+                for returned in list(self.root_outputs):
+                    returned(module, args, output)
