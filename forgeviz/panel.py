@@ -60,6 +60,7 @@ class PanelHost:
         self._lock = threading.Lock()  # one live update at a time, and none while the cell ends
         self._lister = TensorLister()
         self._sent_listing: Optional[tuple] = None  # what the last broadcast listing was (``_listing_key``)
+        self._earlier_findings: list = []  # the doctor's, when the last panel went away
 
     @property
     def open(self) -> bool:
@@ -91,7 +92,7 @@ class PanelHost:
         if first:
             watch_modules()
             try:
-                enable_doctor(self.session)
+                enable_doctor(self.session).carry(self._earlier_findings)
             except Exception as exc:  # noqa: BLE001 - the panel works without it, and says so
                 self.session.fault(f"starting the doctor failed: {exc!r}")
         self._send(comm, self.state(self._cell))
@@ -108,6 +109,7 @@ class PanelHost:
         unwatch_modules()
         self._lister = TensorLister()
         if self.session.doctor is not None:
+            self._earlier_findings = list(self.session.doctor.findings)  # shown again when a panel comes back
             disable_doctor(self.session)
         for widget in (self._memory_widget, *self._older_graphs, self._graph_widget):
             if widget is not None:

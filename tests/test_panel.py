@@ -152,3 +152,21 @@ def test_show_opens_a_tensors_stride_view_or_its_graph_by_name(nb):
     result = nb.run("forgeviz.show('m.nope')")
     assert isinstance(result.error_in_exec, ValueError)
     assert "expected the name of a tensor in the notebook (m.nope is not one)" in str(result.error_in_exec)
+
+
+def test_a_panel_opened_again_shows_the_findings_seen_before_it_closed(nb):
+    host = panel.host()
+    comm = FakeComm()
+    host._opened(comm, {})
+    nb.ok("x = torch.zeros(3, requires_grad=True)\ny = x.log().sum()\ny.backward()")  # -inf grads: log(0)
+    (found,) = [f for f in comm.of_type("state")[-1]["findings"] if f["kind"] == "nonfinite-grad"]
+    comm.frontend_closes()  # the sidebar hidden a moment (a theme change hides it), or closed
+    assert get_session().doctor is None
+    again = FakeComm()
+    host._opened(again, {})
+    assert [f for f in again.of_type("state")[-1]["findings"] if f["kind"] == "nonfinite-grad"] == [found]
+    # the incident again, in another cell: a row of its own after the one carried over
+    later = nb.run("x = torch.zeros(3, requires_grad=True)\ny = x.log().sum()\ny.backward()")
+    kinds = [f for f in again.of_type("state")[-1]["findings"] if f["kind"] == "nonfinite-grad"]
+    assert [f["cell"] for f in kinds] == [found["cell"], later.execution_count]
+    again.frontend_closes()

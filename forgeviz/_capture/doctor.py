@@ -456,6 +456,23 @@ class Doctor:
         self._by_key.clear()
         self._holders.clear()
 
+    def carry(self, findings: Iterable[Finding]) -> None:
+        """Take the findings of the Doctor before this one (a side panel closed, then opened again): they
+        are shown again, and the same incident at the same line is counted on, not told twice.
+
+        >>> from forgeviz._capture.session import CaptureSession
+        >>> d = Doctor(CaptureSession())
+        >>> d.carry([Finding("nonfinite-grad", 3, 2, "y = x.log()", "…", "…", 1)]); len(d.findings)
+        1
+        """
+        for found in findings:
+            key = (found.kind, found.cell, found.line)
+            if key not in self._by_key:
+                self.findings.append(found)
+                self._by_key[key] = found
+        del self.findings[:-MAX_FINDINGS]
+        self._by_key = {(f.kind, f.cell, f.line): f for f in self.findings}
+
     # --- reporting -------------------------------------------------------------------------
     def _report(self, kind: str, site: Optional[Site], explanation: str, fix: str, update: bool = False,
                 times: int = 1) -> Finding:

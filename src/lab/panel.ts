@@ -23,6 +23,8 @@ import { PanelConnection, type SessionContextLike } from './panel-kernel';
 import { KernelOutput, mountKernelWidget, showCode, type RendermimeLike } from './panel-output';
 
 export const PANEL_ID = 'forgeviz-panel';
+/** How long the panel may be hidden before its kernel connection closes. */
+export const HIDDEN_GRACE_MS = 1500;
 export const TOGGLE_COMMAND = 'forgeviz:toggle-panel';
 
 const ICON_SVG =
@@ -59,6 +61,7 @@ export class ForgevizPanel extends Widget {
   readonly view: PanelView;
   private notebook: NotebookLike | null = null;
   private conn: PanelConnection | null = null;
+  private hiding = 0;
 
   constructor(
     private readonly app: JupyterFrontEnd,
@@ -115,7 +118,14 @@ export class ForgevizPanel extends Widget {
   }
 
   private changed(): void {
-    this.conn?.setActive(this.isVisible);
+    window.clearTimeout(this.hiding);
+    if (this.isVisible) {
+      this.conn?.setActive(true);
+    } else {
+      // Lab hides the sidebar for a moment when the theme changes: the kernel stops its work for the
+      // panel (and the doctor) only once it stays hidden
+      this.hiding = window.setTimeout(() => this.conn?.setActive(this.isVisible), HIDDEN_GRACE_MS);
+    }
     this.app.commands.notifyCommandChanged(TOGGLE_COMMAND);
   }
 
@@ -139,6 +149,7 @@ export class ForgevizPanel extends Widget {
     if (this.isDisposed) {
       return;
     }
+    window.clearTimeout(this.hiding);
     this.conn?.dispose();
     this.conn = null;
     this.view.destroy();

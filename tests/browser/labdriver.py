@@ -170,3 +170,12 @@ def kernel_eval(page, path: str, expression: str) -> str:
         const out = reply.content.user_expressions.out;
         return out.status === 'ok' ? out.data['text/plain'] : 'error: ' + out.ename + ': ' + out.evalue;
     }""", [path, expression])
+
+
+def wait_kernel_eval(page, path: str, expression: str, expected: str, timeout: float = 15) -> None:
+    """Wait until ``kernel_eval(page, path, expression) == expected`` (the kernel hears of a closed side
+    panel only once it stays hidden a moment)."""
+    deadline = time.time() + timeout
+    while (got := kernel_eval(page, path, expression)) != expected:
+        assert time.time() < deadline, f"{expression} is {got} after {timeout} s, not {expected}"
+        time.sleep(0.25)

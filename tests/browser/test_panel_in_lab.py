@@ -7,7 +7,15 @@ from __future__ import annotations
 
 import pytest
 
-from labdriver import ARTIFACTS, LabNotebook, kernel_eval, screenshot_in_dark, wait_panel_status, write_notebook
+from labdriver import (
+    ARTIFACTS,
+    LabNotebook,
+    kernel_eval,
+    screenshot_in_dark,
+    wait_kernel_eval,
+    wait_panel_status,
+    write_notebook,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -73,7 +81,11 @@ def test_the_panel_follows_the_kernel_lists_tensors_updates_live_and_shows_the_d
     assert "meta" in swallowed and "cpu" in swallowed
     assert "losses" in panel(page).locator('[data-fv-doctor="graph-kept-alive"]').text_content()
     panel(page).screenshot(path=str(ARTIFACTS / "panel-light.png"))
+    doctor = kernel_eval(page, "panel.ipynb", DOCTOR_ID)
     screenshot_in_dark(page, panel(page), str(ARTIFACTS / "panel-dark.png"))
+    # Lab hides the sidebar a moment to change theme: the panel keeps its connection, and the kernel its doctor
+    assert kernel_eval(page, "panel.ipynb", DOCTOR_ID) == doctor != "None"
+    assert panel(page).locator('[data-fv-doctor="graph-kept-alive"]').count() == 1
 
     # click a tensor: its stride view opens in the main area
     rows.locator('[data-fv-tensor="x"]').click()
@@ -99,6 +111,10 @@ def test_the_panel_follows_the_kernel_lists_tensors_updates_live_and_shows_the_d
     page.wait_for_selector('[data-fv-tensor="after_restart"]', state="attached", timeout=60_000)
     assert panel(page).locator('[data-fv-tensor="model.0.weight"]').count() == 0
     assert panel(page).locator('[data-fv-tensor="x"]').count() == 0
+
+
+# which doctor the kernel runs (a new one each time a panel connects after none was)
+DOCTOR_ID = "(lambda d: d and id(d))(__import__('importlib').import_module('forgeviz._capture.session').get_session().doctor)"
 
 
 def rows(page) -> set[str]:
@@ -156,7 +172,7 @@ def test_two_notebooks_on_two_kernels_and_closing_and_reopening_the_panel(page, 
     page.evaluate("() => window.jupyterapp.commands.execute('forgeviz:toggle-panel')")
     page.wait_for_function("() => !window.jupyterapp.commands.isToggled('forgeviz:toggle-panel')")
     assert not panel(page).is_visible()
-    assert kernel_eval(page, "two.ipynb", WATCHED) == "(False, True)"
+    wait_kernel_eval(page, "two.ipynb", WATCHED, "(False, True)")
     assert kernel_eval(page, "two.ipynb", DOCTOR) == "False"
     two.run_cell(1)
 

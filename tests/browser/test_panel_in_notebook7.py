@@ -6,7 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from labdriver import ARTIFACTS, LabNotebook, kernel_eval, running_lab, wait_panel_status, write_notebook
+from labdriver import (
+    ARTIFACTS,
+    LabNotebook,
+    kernel_eval,
+    running_lab,
+    wait_kernel_eval,
+    wait_panel_status,
+    write_notebook,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -60,8 +68,8 @@ def test_the_panel_works_in_notebook7s_right_sidebar(page, notebook7):
     page.evaluate("() => window.jupyterapp.commands.execute('forgeviz:toggle-panel')")
     page.wait_for_function("() => !window.jupyterapp.commands.isToggled('forgeviz:toggle-panel')")
     assert not panel.is_visible()
-    assert kernel_eval(page, "nb7.ipynb", OPEN) == "False"
+    wait_kernel_eval(page, "nb7.ipynb", OPEN, "False")
 
 
-# the kernel's side panel host has a panel connected (the comm closes before the toggle returns)
+# the kernel's side panel host has a panel connected
 OPEN = "__import__('forgeviz.panel').panel.host().open"
