@@ -1,5 +1,5 @@
 """The doctor over the example notebooks, run headless as a user runs them: each cell tagged
-``incident`` (06_doctor walks through all seven kinds; 04_memory shows two on purpose) gives its
+``incident`` (05_doctor walks through all seven kinds; 04_memory shows two on purpose) gives its
 finding, and no other cell gives any (06's ``fix`` cells and every correct cell included)."""
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def test_the_doctor_finds_each_tagged_incident_of_an_example_and_nothing_else(na
     nb, findings, warnings = run_with_doctor(name)
     assert warnings == []
     expected = incidents_of(nb)
-    if name == "06_doctor.ipynb":
+    if name == "05_doctor.ipynb":
         assert {kind for kind, _ in expected} == set(FINDING_KINDS)  # one of each, each followed by its fix
     found = {(kind, cell) for kind, cell in findings}
     # What the doctor is known to miss, and why: listed so that a fix shows (the test fails until the

@@ -110,7 +110,7 @@ def test_memory_example_tells_m1_m2_m3_m5_truthfully(shell):
 
 
 def test_real_models_example_folds_twelve_blocks_and_its_bars_are_torch_norms(shell):
-    results = run_notebook(shell, "05_real_models.ipynb")
+    results = run_notebook(shell, "06_real_models.ipynb")
     ns = shell.user_ns
     widget = ns["g"]
     assert [len(r.members) for r in widget.model.repeats] == [12]
