@@ -146,7 +146,7 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(d, vocab, bias=False)
 
     def forward(self, idx):
-        pos = torch.arange(idx.shape[1])
+        pos = torch.arange(idx.shape[1], device=idx.device)
         x = self.wte(idx) + self.wpe(pos)
         for block in self.h:
             x = block(x)

@@ -9,6 +9,7 @@ import torch
 from IPython.core.error import UsageError
 
 import forgeviz
+from forgeviz.model.strides import format_value
 from forgeviz.widgets.broadcast import BroadcastWidget
 
 
@@ -167,3 +168,15 @@ def test_standalone_html_and_the_html_request(tmp_path):
     assert reply["type"] == "html" and "<html" in reply["html"]
     assert ask(widget, type="html", theme="sepia")["type"] == "error"
     assert "unknown request type" in ask(widget, type="svg")["message"]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA-only: no CUDA GPU on this machine")
+def test_cuda_operands_broadcast_with_torchs_shape_strides_and_values():
+    a = torch.arange(3., device="cuda").reshape(3, 1)
+    b = torch.tensor([[10., 20., 30.]], device="cuda")
+    plan = forgeviz.broadcast(a, b, op="+").model
+    ea, eb = torch.broadcast_tensors(a, b)
+    assert plan.ok and plan.result_shape == list((a + b).shape) == [3, 3]
+    assert [o.expanded_stride for o in plan.operands] == [list(ea.stride()), list(eb.stride())]
+    assert plan.result_values == [format_value(v) for v in (a + b).reshape(-1).tolist()]

@@ -659,3 +659,22 @@ def test_uninstall_removes_every_hook_install_added(nb):
     doctor.clear()
     nb.ok(SWALLOWED + NO_ZERO_GRAD + VALIDATION)  # nothing watches any more
     assert doctor.findings == []
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA-only: no CUDA GPU on this machine")
+def test_the_seeds_silent_cpu_fallback_on_a_real_gpu_is_a_swallowed_error(nb, doctor):
+    fallback = """\
+model_gpu = torch.nn.Linear(4, 2).cuda()
+batch = torch.randn(8, 4)
+try:
+    out = model_gpu(batch)
+except Exception:
+    out = model_gpu.cpu()(batch)
+"""
+    cell, result = run(nb, fallback)
+    assert result.error_in_exec is None and nb["out"].device.type == "cpu"  # the user's fallback ran, as without us
+    finding = only(doctor, "swallowed-error")
+    assert (finding.cell, finding.line) == (cell, 4)
+    assert "on cuda:0" in finding.explanation and "on cpu" in finding.explanation
+    assert doctor.warnings == []

@@ -525,3 +525,28 @@ def test_a_step_that_leaves_its_own_mode_on_the_stack_keeps_it_there(ops_seen):
     finally:
         left.__exit__(None, None, None)
     assert torch._C._len_torch_function_stack() == stack
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA-only: no CUDA GPU on this machine")
+def test_cuda_gradients_summarised_on_the_device_equal_torchs(nb):
+    # Large gradients: summarised on the GPU and read back once, when the pass ends (no values kept).
+    nb.ok("torch.manual_seed(0)\nw = torch.randn(512, 256, device='cuda', requires_grad=True)\n"
+          "x = torch.randn(64, 512, device='cuda')\nh = torch.tanh(x @ w)\nloss = h.square().mean()\n"
+          "g = forgeviz.graph(loss)\nloss.backward()")
+    w = nb["w"]
+    leaf = next(n for n in nb["g"].model.nodes if n.kind == "leaf")
+    record = get_session().store.get(leaf.id).records[-1]
+    got = record.grad_outputs[0]
+    exact = w.grad.double()
+    assert got.shape == [512, 256] and got.values is None and got.numel == w.grad.numel()
+    assert (got.min, got.max) == (w.grad.min().item(), w.grad.max().item())
+    assert got.mean == pytest.approx(exact.mean().item(), rel=1e-4, abs=1e-12)
+    assert got.norm == pytest.approx(exact.norm().item(), rel=1e-4)
+    assert sum(got.histogram.counts) > 0
+    # The run is the same as without forgeviz: bit for bit.
+    torch.manual_seed(0)
+    w2 = torch.randn(512, 256, device="cuda", requires_grad=True)
+    x2 = torch.randn(64, 512, device="cuda")
+    torch.tanh(x2 @ w2).square().mean().backward()
+    assert torch.equal(w.grad, w2.grad)

@@ -170,3 +170,19 @@ def test_a_panel_opened_again_shows_the_findings_seen_before_it_closed(nb):
     kinds = [f for f in again.of_type("state")[-1]["findings"] if f["kind"] == "nonfinite-grad"]
     assert [f["cell"] for f in kinds] == [found["cell"], later.execution_count]
     again.frontend_closes()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA-only: no CUDA GPU on this machine")
+def test_cuda_rows_read_device_bytes_and_grad_norm_from_torch():
+    model = torch.nn.Linear(256, 64).cuda()
+    x = torch.randn(32, 256, device="cuda")
+    model(x).square().mean().backward()
+    half = x[:16]
+    rows = {r.name: r for r in list_tensors({"x": x, "half": half, "model": model}).rows}
+    for name, t in [("x", x), ("half", half), ("model.weight", model.weight), ("model.bias", model.bias)]:
+        assert rows[name].device == str(t.device) == "cuda:0" and rows[name].shape == list(t.shape)
+        assert rows[name].storage_bytes == t.untyped_storage().nbytes()
+    assert rows["x"].counted and not rows["half"].counted and rows["half"].shared  # one storage, counted once
+    assert rows["model.weight"].grad_norm == pytest.approx(torch.linalg.vector_norm(model.weight.grad).item(),
+                                                           rel=1e-6)

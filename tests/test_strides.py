@@ -12,7 +12,7 @@ import torch
 from IPython.core.error import UsageError
 
 import forgeviz
-from forgeviz.model.strides import MAX_WINDOW, addresses, storage_index
+from forgeviz.model.strides import MAX_WINDOW, addresses, format_value, storage_index
 
 
 def by_name(layout, name):
@@ -277,3 +277,20 @@ def test_magic_errors_and_fault_isolation(nb, monkeypatch):
     monkeypatch.setattr(widgets, "describe", broken)
     view = nb.ok("%fv strides t")
     assert "injected fault" in view.warnings[0] and nb["t"].tolist() == [1.0, 1.0, 1.0]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA-only: no CUDA GPU on this machine")
+def test_cuda_tensors_show_torchs_strides_shared_storage_bytes_and_values():
+    t = torch.arange(12, dtype=torch.float32, device="cuda").reshape(3, 4)
+    layout = forgeviz.strides(t, t.T, t[:, 1:3], t.T.contiguous(), names=["t", "t.T", "s", "c"]).model
+    tt, tT, sl, c = layout.tensors
+    for drawn, real in zip(layout.tensors, [t, t.T, t[:, 1:3], t.T.contiguous()]):
+        assert (drawn.shape, drawn.stride, drawn.storage_offset) == (
+            list(real.shape), list(real.stride()), real.storage_offset())
+        assert drawn.window.values == [format_value(v) for v in real.reshape(-1).tolist()]
+    assert tt.strip == tT.strip == sl.strip == 0 and c.strip == 1  # views share one storage, the copy has its own
+    assert tt.device == str(t.device) == "cuda:0"
+    assert fact(c, "storage").value == "copy: its own storage, not t's"
+    assert layout.strips[0].values == [format_value(v) for v in t.reshape(-1).tolist()]
+    assert tT.verdicts[1].bytes == t.T.reshape(12).untyped_storage().nbytes() == 48

@@ -114,13 +114,11 @@ def parse_snapshot(snapshot: dict, device: int = 0, categories: Optional[dict[in
     entries = traces[device]
 
     # Anchor: the segments are the state at the end; walk the deltas back to the state at the start.
+    blocks = _block_bytes(entries, snapshot["segments"], device, snapshot.get("allocator_settings") or {})
     end_allocated = sum(s.allocated_size for s in segments)
     end_reserved = sum(s.total_size for s in segments)
-    d_alloc = d_reserved = 0
-    for e in entries:
-        d_alloc += _alloc_delta(e)
-        d_reserved += _reserved_delta(e)
-    allocated, reserved = end_allocated - d_alloc, end_reserved - d_reserved
+    allocated = end_allocated - sum(blocks)
+    reserved = end_reserved - sum(_reserved_delta(e) for e in entries)
 
     t0 = entries[0].get("time_us", 0) if entries else 0
     cols: dict[str, list] = {name: [] for name, _ in m.EVENT_COLUMNS}
@@ -129,23 +127,23 @@ def parse_snapshot(snapshot: dict, device: int = 0, categories: Optional[dict[in
     alloc_index: dict[int, int] = {}  # sid → index of its alloc event
     next_sid = 0
     cell = None
-    for e in entries:
+    for e, delta in zip(entries, blocks):
         action = e.get("action")
         when = (e.get("time_us", t0) - t0) / 1e6
         cell = _cell_of(e.get("user_metadata")) or cell
         if cell is not None and (not out.cells or out.cells[-1][0] != cell):
             out.cells.append((cell, when, len(cols["time"])))
-        allocated += _alloc_delta(e)
+        allocated += delta
         reserved += _reserved_delta(e)
         if action == "alloc":
             line_cell, line = _user_frame(e.get("frames") or [], out.files)
             rec = (next_sid, m.TEMPORARY, line_cell or cell or 0, line)
             next_sid += 1
             live[e["addr"]] = rec
-            _append(cols, when, e["size"], rec, m.ALLOC)
+            _append(cols, when, delta, rec, m.ALLOC)
             alloc_index[rec[0]] = len(cols["time"]) - 1
-        elif action == "free_completed" and e.get("addr") in live:
-            _append(cols, when, e["size"], live.pop(e["addr"]), m.FREE)
+        elif delta < 0 and e.get("addr") in live:
+            _append(cols, when, -delta, live.pop(e["addr"]), m.FREE)
         elif action == "segment_free":
             out.released.append((when, e["size"]))
         elif action == "oom":
@@ -165,9 +163,63 @@ def _segment(s: dict) -> CudaSegment:
                        s.get("stream", 0), len(s.get("blocks", [])), len(free), max(free, default=0))
 
 
-def _alloc_delta(e: dict) -> int:
-    action = e.get("action")
-    return e.get("size", 0) if action == "alloc" else -e.get("size", 0) if action == "free_completed" else 0
+MIN_BLOCK = 512  # the caching allocator's smallest block, and what every block size is a multiple of
+_ROUNDUP_START = 20  # log2 of 1 MiB: where roundup_power2_divisions' first interval starts
+
+
+def _block_bytes(entries: list, raw_segments: list, device: int, settings: dict) -> list[int]:
+    """The change in allocated bytes each entry makes, as ``torch.cuda.memory_allocated()`` counts them.
+
+    A trace entry carries the size the caller asked for (1,280 bytes); torch counts the block that
+    served it (1,536: rounded up to 512 bytes, or to ``roundup_power2_divisions``). A block still
+    live at the snapshot has its exact size there; any other block's is rounded as the allocator
+    rounds. (A large block the allocator did not split may have been bigger still: such a freed block
+    is undercounted by less than 1 MiB.) A block stops counting at ``free_requested``, as torch's
+    counter does; ``free_completed`` (the stream's events done) counts only when no request was seen.
+
+    >>> _block_bytes([{"action": "alloc", "addr": 1, "size": 4}, {"action": "free_requested", "addr": 1}], [], 0, {})
+    [512, -512]
+    """
+    live_blocks = {b["address"]: b["size"] for s in raw_segments if s.get("device", device) == device
+                   for b in s.get("blocks", []) if b.get("state") == "active_allocated" and "address" in b}
+    divisions = settings.get("roundup_power2_divisions") or {}
+    last_alloc = {e.get("addr"): i for i, e in enumerate(entries) if e.get("action") == "alloc"}
+    held: dict[int, int] = {}  # addr → bytes of its block, from its alloc to its free
+    out = []
+    for i, e in enumerate(entries):
+        action, addr = e.get("action"), e.get("addr")
+        if action == "alloc":
+            exact = live_blocks.get(addr) if last_alloc.get(addr) == i else None
+            held[addr] = exact or _round_size(e.get("size", 0), divisions)
+            out.append(held[addr])
+        elif action in ("free_requested", "free_completed") and addr in held:
+            out.append(-held.pop(addr))
+        elif action == "free_requested":  # its alloc is older than the history: torch rounded it too
+            out.append(-_round_size(e.get("size", 0), divisions))
+            held[addr] = 0  # its free_completed, to come, counts nothing more
+        else:
+            out.append(0)
+    return out
+
+
+def _round_size(size: int, divisions: dict) -> int:
+    """The block the caching allocator gives a request of ``size`` bytes (its ``round_size``).
+
+    >>> _round_size(1280, {}), _round_size(4, {}), _round_size(3 * 2**20 + 1, {"2": 4})
+    (1536, 512, 3670016)
+    """
+    if size < MIN_BLOCK:
+        return MIN_BLOCK
+    interval = min(max(size.bit_length() - 1 - _ROUNDUP_START, 0), 15)
+    split = int(divisions.get(str(1 << interval), 0) or 0)
+    if split > 1 and size > MIN_BLOCK * split and size & (size - 1):
+        floor = 1 << (size.bit_length() - 1)
+        step = floor >> (split.bit_length() - 1)
+        if step == 0:
+            return floor << 1
+        rounded = size & ~(step - 1)
+        return size if rounded == size else rounded + step
+    return -(-size // MIN_BLOCK) * MIN_BLOCK
 
 
 def _reserved_delta(e: dict) -> int:

@@ -144,9 +144,11 @@ class DeferredSummaries:
     """Summaries of tensors on an accelerator, computed there and read back together.
 
     Reading a number off a GPU waits for every kernel queued before it: two reads per gradient
-    (its stats, its histogram) would stall a backward pass once per gradient. Here each gradient's
-    numbers are reduced on its device into one small tensor, asynchronously, as the hook sees it;
-    ``flush()`` reads them all with one copy per device and fills the summaries in.
+    (its stats, its histogram) would stall a backward pass once per gradient. Here each gradient gets
+    only the reductions that need the whole tensor (ten small kernels), plus a copy of its values
+    (small tensors) or of an evenly strided sample; ``flush()`` bins every sample at once, reads all
+    the numbers with one copy per device and fills the summaries in. A GPU backward is bound by
+    kernel launches from Python, so each one left per gradient is paid thousands of times a step.
 
     >>> pending = DeferredSummaries()
     >>> s = pending.summarize(torch.tensor([48., 32.]))
@@ -155,7 +157,8 @@ class DeferredSummaries:
     """
 
     def __init__(self) -> None:
-        self._pending: list[tuple[TensorSummary, torch.Tensor, bool]] = []
+        # (summary, its six statistics as 0-d tensors, its values or sample, whether that is a sample)
+        self._pending: list[tuple[TensorSummary, list[torch.Tensor], torch.Tensor | None, bool]] = []
 
     def __bool__(self) -> bool:
         """Whether summaries wait for ``flush()``."""
@@ -167,8 +170,8 @@ class DeferredSummaries:
         if t.numel() == 0 or t.layout != torch.strided or t.device.type == "meta" or t.is_quantized:
             return summary
         with untraced(), torch.no_grad():
-            packed, has_histogram = _reduce_on_device(t.detach(), histogram)
-        self._pending.append((summary, packed, has_histogram))
+            stats, kept = _reduce_on_device(t.detach(), histogram)
+        self._pending.append((summary, stats, kept, kept is not None and t.numel() > SMALL_NUMEL))
         return summary
 
     def flush(self) -> None:
@@ -176,60 +179,79 @@ class DeferredSummaries:
         pending, self._pending = self._pending, []
         by_device: dict = {}
         for item in pending:
-            by_device.setdefault(item[1].device, []).append(item)
+            by_device.setdefault(item[1][0].device, []).append(item)
         with untraced(), torch.no_grad():
             for items in by_device.values():
-                numbers = torch.cat([packed for _, packed, _ in items]).tolist()
-                at = 0
-                for summary, packed, has_histogram in items:
-                    _fill(summary, numbers[at:at + packed.numel()], has_histogram)
-                    at += packed.numel()
+                _read_together(items)
 
 
-_HEAD = 6  # min and max of the finite values, sum, norm, NaN count, infinity count
+_STATS = 6  # min and max of the finite values, sum, norm, NaN count, finite count
 
 
-def _reduce_on_device(t: torch.Tensor, histogram: bool) -> tuple[torch.Tensor, bool]:
-    """One float64 tensor on ``t``'s device: _HEAD stats, then the values (small tensors) or the
-    histogram counts. No op here reads a number back to the host."""
+def _reduce_on_device(t: torch.Tensor, histogram: bool) -> tuple[list[torch.Tensor], torch.Tensor | None]:
+    """``t``'s statistics as 0-d tensors on its device, and a float64 copy of its values (small
+    tensors) or of its histogram sample (None without a histogram). No op here reads a number back to
+    the host, and nothing kept shares ``t``'s memory."""
     if t.is_complex():
         t = t.abs()
     x = t if t.is_floating_point() else t.to(torch.float64 if t.dtype == torch.int64 else torch.float32)
     flat = x.reshape(-1)
-    finite = torch.isfinite(flat)
-    nan_count = torch.isnan(flat).sum()
-    # Scalars go to kernels as arguments: a torch.tensor(inf, device=...) would be a blocking copy.
-    lo = torch.where(finite, flat, math.inf).amin()  # +inf when nothing is finite
-    hi = torch.where(finite, flat, -math.inf).amax()
-    head = torch.stack([lo.double(), hi.double(), flat.sum(dtype=torch.float64),
-                        torch.linalg.vector_norm(flat, dtype=torch.float64), nan_count.double(),
-                        (flat.numel() - finite.sum() - nan_count).double()])
+    inf = math.inf  # scalars go to kernels as arguments: a torch.tensor(inf, device=...) would be a blocking copy
+    # (torch.isfinite is four kernels; abs() < inf is two, and NaN is not below it)
+    stats = [flat.nan_to_num(inf, inf, inf).amin(), flat.nan_to_num(-inf, -inf, -inf).amax(),
+             flat.sum(dtype=torch.float64), torch.linalg.vector_norm(flat, dtype=torch.float64),
+             torch.isnan(flat).sum(), (flat.abs() < inf).sum()]
     if flat.numel() <= SMALL_NUMEL:
-        return torch.cat([head, flat.double()]), False
+        return stats, flat.to(torch.float64, copy=True)
     if not histogram:
-        return head, False
-    # Every step-th element, binned between the finite min and max like torch.histc; a non-finite
-    # sample adds nothing (torch.histc itself would need min and max on the host: a sync).
-    step = max(1, flat.numel() // HISTOGRAM_SAMPLE)
-    sample = flat[::step].double()
-    lo64, hi64 = head[0], head[1]
-    width = torch.where(hi64 > lo64, hi64 - lo64, torch.ones_like(hi64))
-    position = torch.nan_to_num(((sample - lo64) / width * HISTOGRAM_BINS).floor(), nan=0.0, posinf=0.0, neginf=0.0)
-    bins = position.clamp(0, HISTOGRAM_BINS - 1).long()
-    counts = torch.zeros(HISTOGRAM_BINS, dtype=torch.float64, device=flat.device)
-    counts.scatter_add_(0, bins, torch.isfinite(sample).double())
-    return torch.cat([head, counts]), True
+        return stats, None
+    return stats, flat[::max(1, flat.numel() // HISTOGRAM_SAMPLE)].to(torch.float64, copy=True)
 
 
-def _fill(summary: TensorSummary, numbers: list[float], has_histogram: bool) -> None:
-    lo, hi, total, norm, nan_count, inf_count = numbers[:_HEAD]
+def _read_together(items: list) -> None:
+    """Bin every sample between its tensor's finite min and max (like torch.histc; a non-finite value
+    adds nothing), then read all of one device's numbers in one copy."""
+    count = len(items)
+    stats = torch.stack([value for _, values, _, _ in items for value in values]).to(torch.float64)
+    parts = [stats]
+    samples = [(i, kept) for i, (_, _, kept, is_sample) in enumerate(items) if is_sample]
+    if samples:
+        device = stats.device
+        lengths = [kept.numel() for _, kept in samples]
+        values = torch.cat([kept for _, kept in samples])
+        owner = torch.repeat_interleave(torch.arange(len(samples), device=device),
+                                        torch.tensor(lengths, device=device))
+        heads = stats.view(count, _STATS)[torch.tensor([i for i, _ in samples], device=device)]
+        lo, hi = heads[:, 0][owner], heads[:, 1][owner]
+        width = torch.where(hi > lo, hi - lo, torch.ones_like(hi))
+        position = torch.nan_to_num(((values - lo) / width * HISTOGRAM_BINS).floor(), nan=0.0, posinf=0.0,
+                                    neginf=0.0)
+        slot = owner * HISTOGRAM_BINS + position.clamp(0, HISTOGRAM_BINS - 1).long()
+        counts = torch.zeros(len(samples) * HISTOGRAM_BINS, dtype=torch.float64, device=device)
+        parts.append(counts.scatter_add_(0, slot, torch.isfinite(values).double()))
+    parts += [kept for _, _, kept, is_sample in items if kept is not None and not is_sample]
+    numbers = torch.cat(parts).tolist()
+    at_counts = count * _STATS
+    at_values = at_counts + len(samples) * HISTOGRAM_BINS
+    for i, (summary, _, kept, is_sample) in enumerate(items):
+        head = numbers[i * _STATS:(i + 1) * _STATS]
+        if is_sample:
+            rest, at_counts = numbers[at_counts:at_counts + HISTOGRAM_BINS], at_counts + HISTOGRAM_BINS
+        elif kept is not None:
+            rest, at_values = numbers[at_values:at_values + kept.numel()], at_values + kept.numel()
+        else:
+            rest = []
+        _fill(summary, head, rest, is_sample)
+
+
+def _fill(summary: TensorSummary, head: list[float], rest: list[float], is_sample: bool) -> None:
+    lo, hi, total, norm, nan_count, finite_count = head
     if not math.isfinite(lo):  # no finite value at all
         lo = hi = float("nan")
     summary.min, summary.max = wire_float(lo), wire_float(hi)
     summary.mean, summary.norm = wire_float(total / summary.numel), wire_float(norm)
-    summary.nan_count, summary.inf_count = int(nan_count), int(inf_count)
-    rest = numbers[_HEAD:]
-    if has_histogram:
+    summary.nan_count, summary.inf_count = int(nan_count), summary.numel - int(finite_count) - int(nan_count)
+    if is_sample:
         if math.isfinite(lo):  # else nothing was binned
             summary.histogram = Histogram(lo, hi, [int(c) for c in rest])
     elif rest:

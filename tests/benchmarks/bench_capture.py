@@ -12,6 +12,12 @@ On a GPU (``bench_capture.py 256 32 cuda``; run by default when CUDA is availabl
 
   capture, read per gradient  every gradient summarised with torch ops and read back at once (syncs)
   capture, read per pass      summarised on the GPU, read back together when the pass ends (default)
+  memory timeline             forgeviz.memory_trace(device="cuda"): the allocator's history, no capture
+  torch.profiler(memory)      torch.profiler with profile_memory=True, for comparison
+
+and ``bench_capture.py gpt2 cuda`` / ``bench_capture.py resnet cuda`` run the same arms on a training step
+of the GPT-2-small shape (``tests/scenarios.py``, GPT-2's vocabulary, seq 512, batch 8) and of the
+ResNet-18-like CNN (``bench_graph.py``, batch 128 at 64×64), which fill an H100-class GPU reasonably.
 
 Run: ``.venv/bin/python tests/benchmarks/bench_capture.py`` (or ``bench_capture.py 256 32`` for one
 MLP). Not a test: timings are noisy, so nothing here asserts.
@@ -22,11 +28,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import torch
 
 from _bench import interleaved, mlp, train  # first: it puts this checkout on sys.path
 
+import forgeviz
 from forgeviz._capture import native, summary
 from forgeviz._capture.grads import BackwardRecorder
 from forgeviz._capture.session import get_session
@@ -35,11 +43,34 @@ ROUNDS = int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", "15"))
 STEPS = 10
 
 
-def case(width: int, batch: int, device: str = "cpu") -> dict[str, float]:
-    model, opt, x, y = mlp(width, batch, device)
+def real_model(name: str, device: str):
+    """(model, opt, x, y, loss_fn) for a named model: "gpt2" or "resnet"."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench_graph import ResNet18Like
+
+    from scenarios import make_gpt2
+
+    if name == "gpt2":
+        model, x = make_gpt2(vocab=50257, seq=512), torch.randint(0, 50257, (8, 512), device=device)
+        y = torch.randint(0, 50257, (8 * 512,), device=device)
+        loss_fn = lambda out, y: torch.nn.functional.cross_entropy(out.flatten(0, 1), y)  # noqa: E731
+    else:
+        torch.manual_seed(0)
+        model, x = ResNet18Like(), torch.randn(128, 3, 64, 64, device=device)
+        y, loss_fn = torch.randint(0, 10, (128,), device=device), torch.nn.functional.cross_entropy
+    model = model.to(device)
+    return model, torch.optim.Adam(model.parameters()), x, y, loss_fn
+
+
+def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> dict[str, float]:
+    if model_name:
+        model, opt, x, y, loss_fn = real_model(model_name, device)
+    else:
+        model, opt, x, y = mlp(width, batch, device)
+        loss_fn = torch.nn.functional.mse_loss
 
     def loop():
-        train(model, opt, x, y, STEPS)
+        train(model, opt, x, y, STEPS, loss_fn)
         if device != "cpu":
             torch.cuda.synchronize()
 
@@ -72,7 +103,17 @@ def case(width: int, batch: int, device: str = "cpu") -> dict[str, float]:
         arms = {"capture, torch summaries": cell(True, native_summaries=False, native_hooks=False),
                 "capture, Python hooks": cell(True, native_hooks=False), "capture, native hooks": cell(True)}
     else:
-        arms = {"capture, read per gradient": cell(True, per_pass=False), "capture, read per pass": cell(True)}
+        def timeline():
+            with forgeviz.memory_trace(device=device):
+                loop()
+
+        def profiled():
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                    torch.profiler.ProfilerActivity.CUDA], profile_memory=True):
+                loop()
+
+        arms = {"capture, read per gradient": cell(True, per_pass=False), "capture, read per pass": cell(True),
+                "memory timeline": timeline, "torch.profiler(memory)": profiled}
     medians = interleaved({"off": loop, "capture, no summaries": cell(False)} | arms, ROUNDS)
     base = medians["off"]
     return {name: t / base for name, t in medians.items()} | {"off_ms_per_step": base / STEPS * 1e3}
@@ -84,6 +125,12 @@ if __name__ == "__main__":
         for device in ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]:
             for width, batch in [(1024, 256), (256, 32)]:  # each in a fresh process
                 subprocess.run([sys.executable, __file__, str(width), str(batch), device], check=True)
+    elif sys.argv[1] in ("gpt2", "resnet"):
+        name, device = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "cpu"
+        result = case(0, 0, device, name)
+        print(f"{name}, {device} ({torch.cuda.get_device_name() if device != 'cpu' else 'cpu'}, torch "
+              f"{torch.__version__}): off {result.pop('off_ms_per_step'):.2f} ms/step; "
+              + ", ".join(f"{k} {v:.3f}x" for k, v in result.items()))
     else:
         width, batch, device = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else "cpu"
         result = case(width, batch, device)

@@ -134,3 +134,38 @@ def test_a_cuda_snapshot_shows_reserved_segments_and_the_oom(page, lab):
                           [x, y])
     assert rgb[:3] == [0xD5, 0x5E, 0x00], rgb
     out.screenshot(path=str(ARTIFACTS / "memory-cuda-light.png"))
+
+
+def test_real_gpu_histories_draw_torchs_reserved_peak_segments_and_oom(page, lab):
+    # Recorded on an NVIDIA H200 (tests/fixtures/cuda): the view's figures are what torch reported then.
+    import json
+    import pickle
+    from pathlib import Path
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "cuda"
+    cells = []
+    said = {}
+    for name in ("fragmented", "oom"):
+        data = json.loads((fixtures / f"{name}.json").read_text())
+        said[name] = data["recorded"]
+        (lab["root"] / f"{name}.pickle").write_bytes(pickle.dumps(data["snapshot"]))
+        cells.append(f"import forgeviz\nforgeviz.cuda_snapshot('{name}.pickle')")
+    write_notebook(lab["root"] / "recorded.ipynb", cells)
+    nb = LabNotebook(page, lab, "recorded.ipynb")
+
+    def gib_or_mib(n: int) -> str:  # the view's bytesLabel
+        return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+    for i, name in enumerate(("fragmented", "oom")):
+        nb.run_cell(i)
+        out = nb.output(i)
+        out.locator(".fv-memory[data-fv-state=ready][data-fv-complete=true]").wait_for()
+        stats = said[name]["memory_stats"]
+        summary = out.locator(".fv-mem-summary").text_content()
+        assert f"reserved peak {gib_or_mib(stats['reserved_bytes.all.peak'])}" in summary, summary
+        rows = out.locator(".fv-mem-segments tbody tr").count()
+        assert rows == stats["segment.all.current"], rows
+        if name == "oom":
+            text = out.locator(".fv-mem-ooms").text_content()
+            assert f"asked {gib_or_mib(said['oom']['oom_requested'])}" in text, text
+        out.screenshot(path=str(ARTIFACTS / f"memory-cuda-{name}-light.png"))
