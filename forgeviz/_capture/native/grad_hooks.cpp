@@ -27,6 +27,7 @@
 #include <stdexcept>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -47,6 +48,39 @@ constexpr int kFail = -1;  // a gradient the Node's Python hook summarises
 constexpr int kPlain = 0, kChain = 1, kLeafWithGrad = 2, kLeafWithoutGrad = 3;
 
 constexpr int kMaxDims = 16, kMaxValues = 256, kMaxBins = 256;  // what fv_arm accepts
+
+// How a Node is owned changed: torch 2.12 made it an intrusive_ptr_target; before, a shared_ptr
+// (enable_shared_from_this). Templates, so that only the branch for the torch at hand is compiled.
+template <typename N>
+auto weak_node(N* node) {
+  if constexpr (std::is_base_of_v<c10::intrusive_ptr_target, N>) {
+    return c10::weak_intrusive_ptr<N>(c10::intrusive_ptr<N>::reclaim_copy(node));
+  } else {
+    return std::weak_ptr<N>(node->shared_from_this());
+  }
+}
+
+template <typename N>
+PyObject* node_object(N* node) {
+  if constexpr (std::is_base_of_v<c10::intrusive_ptr_target, N>) {
+    return torch::autograd::functionToPyObject(c10::intrusive_ptr<N>::reclaim_copy(node));
+  } else {
+    return torch::autograd::functionToPyObject(node->shared_from_this());
+  }
+}
+
+using WeakNode = decltype(weak_node(static_cast<Node*>(nullptr)));
+
+// A Python-defined Node's own pointer: held strongly in torch 2.12 on, by a std::weak_ptr before (the
+// graph holds it alive either way while its Python object is in hand).
+template <typename P>
+auto raw_node(const P& cdata) -> decltype(cdata.get()) {
+  return cdata.get();
+}
+template <typename T>
+T* raw_node(const std::weak_ptr<T>& cdata) {
+  return cdata.lock().get();
+}
 
 // One gradient's numbers. Its values or counts live in the pass's pools: a summary is taken in every
 // hook, and vectors of its own would be allocations there.
@@ -86,7 +120,7 @@ struct Pass {
   std::vector<Row> rows;
   // One gradient is usually one Node's grad_input and the next one's grad_output: summarised once.
   std::unordered_map<const c10::TensorImpl*, Seen> seen;
-  std::vector<std::pair<c10::weak_intrusive_ptr<Node>, uintptr_t>> hooks;
+  std::vector<std::pair<WeakNode, uintptr_t>> hooks;
   std::vector<std::string> faults;
 
   // The slot of t's summary (with mu held), kNone for an undefined tensor, kFail for one to hand over.
@@ -215,7 +249,7 @@ struct Hook : torch::autograd::FunctionPostHook {
     PyObject* fallback = pass->fallback;  // cleared only with the GIL held
     if (fallback != nullptr) {
       Py_INCREF(fallback);
-      PyObject* self = torch::autograd::functionToPyObject(c10::intrusive_ptr<Node>::reclaim_copy(node));
+      PyObject* self = node_object(node);
       PyObject* ins = self != nullptr ? wrap_all(grad_inputs) : nullptr;
       PyObject* outs = ins != nullptr ? wrap_all(grad_outputs) : nullptr;
       PyObject* done = outs != nullptr ? PyObject_CallFunction(fallback, "OLiOO", self, static_cast<long long>(nid),
@@ -282,7 +316,7 @@ PyObject* new_gone(PyObject* append, PyObject* nid) {
 Node* node_of(PyObject* obj) {
   if (torch::autograd::THPCppFunction_Check(obj))
     return reinterpret_cast<torch::autograd::THPCppFunction*>(obj)->cdata.get();
-  if (THPFunction_Check(obj)) return reinterpret_cast<THPFunction*>(obj)->cdata.get();
+  if (THPFunction_Check(obj)) return raw_node(reinterpret_cast<THPFunction*>(obj)->cdata);
   return nullptr;
 }
 
@@ -491,7 +525,7 @@ PyObject* fv_arm(PyObject* roots, PyObject* chain, PyObject* ids, PyObject* dead
         if (named) kind = kChain;
       }
       const uintptr_t key = node->add_post_hook(std::make_unique<Hook>(pass, node, nid, kind, leaf));
-      pass->hooks.emplace_back(c10::weak_intrusive_ptr<Node>(c10::intrusive_ptr<Node>::reclaim_copy(node)), key);
+      pass->hooks.emplace_back(weak_node(node), key);
     }
   } catch (const std::exception& e) {
     Py_DECREF(capsule);  // closes the pass: no hook stays
