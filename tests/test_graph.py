@@ -368,7 +368,7 @@ def test_first_nonfinite_node_is_the_one_anomaly_mode_names(nb):
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_gradients_summarised_on_their_device_arrive_when_the_pass_ends(nb, monkeypatch):
-    # What a GPU's gradients go through (summarised there, read back once the backward ends), run
+    # What an accelerator's gradients go through (XLA, MPS: summarised there, read back once the backward ends), run
     # here on CPU tensors: the same numbers, the same first non-finite Node, the same leaf history.
     from forgeviz._capture.grads import BackwardRecorder
 
@@ -530,7 +530,7 @@ def test_a_step_that_leaves_its_own_mode_on_the_stack_keeps_it_there(ops_seen):
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA-only: no CUDA GPU on this machine")
 def test_cuda_gradients_summarised_on_the_device_equal_torchs(nb):
-    # Large gradients: summarised on the GPU and read back once, when the pass ends (no values kept).
+    # Large gradients: summarised on the GPU (stats and a histogram, no values kept).
     nb.ok("torch.manual_seed(0)\nw = torch.randn(512, 256, device='cuda', requires_grad=True)\n"
           "x = torch.randn(64, 512, device='cuda')\nh = torch.tanh(x @ w)\nloss = h.square().mean()\n"
           "g = forgeviz.graph(loss)\nloss.backward()")

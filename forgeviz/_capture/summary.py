@@ -141,7 +141,8 @@ def _summarize_natively(t: torch.Tensor, histogram: bool) -> TensorSummary | Non
 
 
 class DeferredSummaries:
-    """Summaries of tensors on an accelerator, computed there and read back together.
+    """Summaries of tensors on an accelerator, computed there and read back together (for devices where a
+    read costs more than the ops that avoid it: not CUDA, see grads._READ_AT_ONCE).
 
     Reading a number off a GPU waits for every kernel queued before it: two reads per gradient
     (its stats, its histogram) would stall a backward pass once per gradient. Here each gradient gets

@@ -10,9 +10,13 @@ Arms, interleaved round by round in one process per MLP and reported as ratios t
 
 On a GPU (``bench_capture.py 256 32 cuda``; run by default when CUDA is available) the arms are:
 
-  capture, read per gradient  every gradient summarised with torch ops and read back at once (syncs)
-  capture, read per pass      summarised on the GPU, read back together when the pass ends (default)
-  memory timeline             forgeviz.memory_trace(device="cuda"): the allocator's history, no capture
+  capture (default)           as a notebook cell runs it: native hooks hand CUDA gradients to Python,
+                              which summarises each and reads it back at once
+  capture, read per gradient  the same from Python hooks alone
+  capture, read per pass      summarised on the GPU, read back together when the pass ends (the path
+                              other accelerators take)
+  memory timeline             forgeviz.memory_trace(device="cuda"): the allocator's history, and the op
+                              capture that categorises memory (no gradient summaries)
   torch.profiler(memory)      torch.profiler with profile_memory=True, for comparison
 
 and ``bench_capture.py gpt2 cuda`` / ``bench_capture.py resnet cuda`` run the same arms on a training step
@@ -29,6 +33,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import torch
 
@@ -82,10 +87,14 @@ def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> d
     defer = BackwardRecorder.__dict__["deferred"]  # the staticmethod itself, to put back as it was
     hooks = native.hooks
 
-    def cell(record_grads: bool, native_summaries: bool = True, per_pass: bool = True, native_hooks: bool = True):
+    def cell(record_grads: bool, native_summaries: bool = True, per_pass: Optional[bool] = None,
+             native_hooks: bool = True):
+        """per_pass: None as by default; True or False for every gradient off the CPU (Python hooks)."""
+        forced = None if per_pass is None else staticmethod(lambda grad: per_pass and not grad.is_cpu)
+
         def run():
             summary._summarize_natively = one_pass if native_summaries else (lambda t, histogram: None)
-            BackwardRecorder.deferred = defer if per_pass else staticmethod(lambda grad: False)
+            BackwardRecorder.deferred = defer if forced is None else forced
             native.hooks = hooks if native_hooks else (lambda: None)
             session.install()
             session.record_grads = record_grads
@@ -112,7 +121,8 @@ def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> d
                                                     torch.profiler.ProfilerActivity.CUDA], profile_memory=True):
                 loop()
 
-        arms = {"capture, read per gradient": cell(True, per_pass=False), "capture, read per pass": cell(True),
+        arms = {"capture (default)": cell(True), "capture, read per gradient": cell(True, per_pass=False),
+                "capture, read per pass": cell(True, per_pass=True),
                 "memory timeline": timeline, "torch.profiler(memory)": profiled}
     medians = interleaved({"off": loop, "capture, no summaries": cell(False)} | arms, ROUNDS)
     base = medians["off"]
