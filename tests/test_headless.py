@@ -208,11 +208,19 @@ def test_broadcast_svg_holds_torchs_result_shape():
     assert f"result {nbytes} B" in text
 
 
+def in_a_fresh_process(widget, tmp_path, script: str, *args: str, env: dict) -> subprocess.CompletedProcess:
+    """Run ``script`` in a new Python with the widget's traits saved at ``sys.argv[1]`` (then ``args``)."""
+    traits_file = tmp_path / "traits.json"
+    traits_file.write_text(json.dumps(headless.traits_of(widget)), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-c", script, str(traits_file), *args], env={**env, "PYTHONPATH": str(ROOT)},
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def test_runs_with_no_display_and_no_browser_on_path(s1, tmp_path):
     """In a fresh process with DISPLAY unset and PATH holding only the venv's bin: no browser to find."""
     widget, _ = s1
-    traits_file = tmp_path / "traits.json"
-    traits_file.write_text(json.dumps(headless.traits_of(widget)), encoding="utf-8")
     script = (
         "import json, shutil, sys\n"
         "assert shutil.which('chromium') is None and shutil.which('chromium-browser') is None\n"
@@ -224,11 +232,8 @@ def test_runs_with_no_display_and_no_browser_on_path(s1, tmp_path):
     )
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "BROWSER")}
     env["PATH"] = str(Path(sys.executable).parent)
-    env["PYTHONPATH"] = str(ROOT)
     out = tmp_path / "s1.png"
-    done = subprocess.run([sys.executable, "-c", script, str(traits_file), str(out)], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
+    done = in_a_fresh_process(widget, tmp_path, script, str(out), env=env)
     assert int(done.stdout.strip()) > 1000
     width, height, pixels = decode_png(out.read_bytes())
     assert width > 100 and height > 100 and len(set(pixels)) > 20
@@ -250,10 +255,8 @@ def test_a_long_chain_draws_every_node(nb, ops):
 
 def test_a_missing_bundle_says_so_and_a_later_call_retries(s1, tmp_path):
     """In a fresh process: one V8 context a process (a second one, started beside this process's engine
-    to stand for a fresh process, crashed mini-racer in CI)."""
+    to stand for a fresh process, crashed mini-racer: a segfault in the full suite)."""
     widget, _ = s1
-    traits_file = tmp_path / "traits.json"
-    traits_file.write_text(json.dumps(headless.traits_of(widget)), encoding="utf-8")
     script = (
         "import json, sys\n"
         "from forgeviz import headless\n"
@@ -266,10 +269,7 @@ def test_a_missing_bundle_says_so_and_a_later_call_retries(s1, tmp_path):
         "headless.BUNDLE = built\n"
         "print(len(headless.render_svg('graph', traits)))\n"
     )
-    done = subprocess.run([sys.executable, "-c", script, str(traits_file)], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert done.returncode == 0, done.stderr
-    said, drawn = done.stdout.strip().splitlines()[-2:]
+    said, drawn = in_a_fresh_process(widget, tmp_path, script, env=dict(os.environ)).stdout.strip().splitlines()[-2:]
     assert re.search(r"missing/headless\.js is missing: build the frontend", said), said
     assert int(drawn) > 1000  # the next call started an engine with the bundle: a failed start is not kept
 
