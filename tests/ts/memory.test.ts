@@ -187,6 +187,18 @@ describe('memory view', () => {
     expect((el as any).forgevizMemory).toBe(view);
   });
 
+  it("a cell starting at the timeline's end is labelled left of its line, inside the canvas", () => {
+    const { events, timeline } = smallTrace();
+    const { view } = mountTrace(events, { ...timeline, cells: [{ cell: 5, time: 0, index: 0 }, { cell: 12, time: 4, index: 5 }] });
+    const f = view.frame();
+    const [first, last] = f.cells;
+    expect([first.label, first.end, last.label, last.end]).toEqual(['[5]', false, '[12]', true]);
+    expect(last.x).toBeCloseTo(f.right); // drawn at the plot's right edge, where a label to its right would be cut
+    const svg = view.exportSVG();
+    const labels = [...new DOMParser().parseFromString(svg, 'image/svg+xml').querySelectorAll('text')].filter(t => t.textContent === '[12]');
+    expect(labels.map(t => t.getAttribute('text-anchor'))).toEqual(['end']);
+  });
+
   it('message, dropped note and warnings', () => {
     const { el, view } = mount();
     view.setTimeline(timelineFor(0, { message: 'No CUDA device: tracking CPU storages.', dropped: 1234 }));

@@ -63,7 +63,8 @@ export interface Frame {
   yMax: number;
   xTicks: { x: number; label: string }[];
   yTicks: { y: number; label: string }[];
-  cells: { x: number; label: string; cell: number }[];
+  /** a cell's start; its label sits right of the line, or left of it (end) where it would leave the canvas */
+  cells: { x: number; label: string; cell: number; end: boolean }[];
   peak: { x: number; y: number; label: string; index: number } | null;
   /** a CUDA history's reserved bytes, segment releases and OOMs (area view only) */
   cuda: CudaOverlay | null;
@@ -196,7 +197,7 @@ export function computeFrame(inp: FrameInput, reuse?: Frame | null): Frame {
     const x = plotX(f, v);
     const label = `[${c.cell}]`;
     const room = x - lastX >= 7 * label.length + 6; // labels never overlap
-    f.cells.push({ x, label: room ? label : '', cell: c.cell });
+    f.cells.push({ x, label: room ? label : '', cell: c.cell, end: x + 2 + 7 * label.length > W });
     if (room) {
       lastX = x;
     }
@@ -499,13 +500,14 @@ export function paintCanvas(ctx: CanvasRenderingContext2D, f: Frame, theme: Them
   ctx.stroke();
   ctx.setLineDash([]);
   ctx.fillStyle = theme.fg2;
-  ctx.textAlign = 'left';
   ctx.textBaseline = 'bottom';
   for (const c of f.cells) {
     if (c.label) {
-      ctx.fillText(c.label, c.x + 2, f.top - 4);
+      ctx.textAlign = c.end ? 'right' : 'left';
+      ctx.fillText(c.label, c.end ? c.x - 2 : c.x + 2, f.top - 4);
     }
   }
+  ctx.textAlign = 'left'; // as the labels below expect
   // axes
   ctx.strokeStyle = theme.fg2;
   ctx.beginPath();
@@ -679,7 +681,8 @@ export function frameToSvg(doc: Document, f: Frame, theme: Theme, prefix: string
     g.appendChild(s(doc, 'path', { d: f.cells.map(c => `M${r2(c.x)} ${f.top - 4}V${f.bottom}`).join(''), stroke: theme.fg2, 'stroke-dasharray': '3 3', fill: 'none' }));
     for (const c of f.cells) {
       if (c.label) {
-        g.appendChild(s(doc, 'text', { x: r2(c.x + 2), y: f.top - 6, fill: theme.fg2 }, c.label));
+        const at = c.end ? { x: r2(c.x - 2), 'text-anchor': 'end' } : { x: r2(c.x + 2) };
+        g.appendChild(s(doc, 'text', { ...at, y: f.top - 6, fill: theme.fg2 }, c.label));
       }
     }
   }
