@@ -141,15 +141,14 @@ def _summarize_natively(t: torch.Tensor, histogram: bool) -> TensorSummary | Non
 
 
 class DeferredSummaries:
-    """Summaries of tensors on an accelerator, computed there and read back together (for devices where a
-    read costs more than the ops that avoid it: not CUDA, see grads._READ_AT_ONCE).
+    """Summaries of tensors on an accelerator, computed there and read back together: for devices where
+    a read costs more than the ops that avoid it (not CUDA: see grads._READ_AT_ONCE).
 
-    Reading a number off a GPU waits for every kernel queued before it: two reads per gradient
+    Reading a number off such a device waits for everything queued before it: two reads per gradient
     (its stats, its histogram) would stall a backward pass once per gradient. Here each gradient gets
-    only the reductions that need the whole tensor (ten small kernels), plus a copy of its values
-    (small tensors) or of an evenly strided sample; ``flush()`` bins every sample at once, reads all
-    the numbers with one copy per device and fills the summaries in. A GPU backward is bound by
-    kernel launches from Python, so each one left per gradient is paid thousands of times a step.
+    only the reductions that need the whole tensor, plus a copy of its values (small tensors) or of an
+    evenly strided sample; ``flush()`` bins every sample at once, reads all the numbers with one copy
+    per device and fills the summaries in. Each op left per gradient is paid thousands of times a step.
 
     >>> pending = DeferredSummaries()
     >>> s = pending.summarize(torch.tensor([48., 32.]))

@@ -35,6 +35,23 @@ def train(model, opt, x, y, steps: int, loss_fn: Callable = torch.nn.functional.
         opt.step()
 
 
+def memory_arms(loop: Callable[[], None], device: str) -> dict[str, Callable[[], None]]:
+    """``loop`` run inside forgeviz's memory timeline of ``device`` and inside torch.profiler with
+    profile_memory=True: the two GPU memory arms bench_capture.py and bench_cuda_memory.py share."""
+    import forgeviz  # here, not above: this module must put the checkout on sys.path before forgeviz loads
+
+    def timeline():
+        with forgeviz.memory_trace(device=device):
+            loop()
+
+    def profiled():
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                torch.profiler.ProfilerActivity.CUDA], profile_memory=True):
+            loop()
+
+    return {"memory timeline": timeline, "torch.profiler(memory)": profiled}
+
+
 def interleaved(variants: dict[str, Callable[[], None]], rounds: int) -> dict[str, float]:
     """Median seconds of each variant, run round-robin so that drift hits them all alike."""
     times: dict[str, list[float]] = {name: [] for name in variants}

@@ -37,9 +37,8 @@ from typing import Optional
 
 import torch
 
-from _bench import interleaved, mlp, train  # first: it puts this checkout on sys.path
+from _bench import interleaved, memory_arms, mlp, train  # first: it puts this checkout on sys.path
 
-import forgeviz
 from forgeviz._capture import native, summary
 from forgeviz._capture.grads import BackwardRecorder
 from forgeviz._capture.session import get_session
@@ -112,18 +111,8 @@ def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> d
         arms = {"capture, torch summaries": cell(True, native_summaries=False, native_hooks=False),
                 "capture, Python hooks": cell(True, native_hooks=False), "capture, native hooks": cell(True)}
     else:
-        def timeline():
-            with forgeviz.memory_trace(device=device):
-                loop()
-
-        def profiled():
-            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
-                                                    torch.profiler.ProfilerActivity.CUDA], profile_memory=True):
-                loop()
-
         arms = {"capture (default)": cell(True), "capture, read per gradient": cell(True, per_pass=False),
-                "capture, read per pass": cell(True, per_pass=True),
-                "memory timeline": timeline, "torch.profiler(memory)": profiled}
+                "capture, read per pass": cell(True, per_pass=True)} | memory_arms(loop, device)
     medians = interleaved({"off": loop, "capture, no summaries": cell(False)} | arms, ROUNDS)
     base = medians["off"]
     return {name: t / base for name, t in medians.items()} | {"off_ms_per_step": base / STEPS * 1e3}

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from _bench import interleaved, mlp, train  # first: it puts this checkout on sys.path
+from _bench import interleaved, memory_arms, mlp, train  # first: it puts this checkout on sys.path
 
 import forgeviz
 from forgeviz._capture.cuda_memory import CudaHistory
@@ -46,10 +46,6 @@ def overhead(width: int, batch: int) -> dict[str, float]:
     _, _, loop = setup(width, batch)
     loop()
 
-    def traced():
-        with forgeviz.memory_trace(device="cuda"):
-            loop()
-
     def history_only(**settings):  # the allocator's own history, without forgeviz's CPU tracker
         def run():
             torch.cuda.memory._record_memory_history(enabled="all", max_entries=1_000_000, **settings)
@@ -61,11 +57,8 @@ def overhead(width: int, batch: int) -> dict[str, float]:
         with forgeviz.memory_trace():
             loop()
 
-    def profiled():
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA], profile_memory=True):
-            loop()
-
-    variants = {"off": loop, "forgeviz memory_trace(device='cuda')": traced,
+    timeline, profiled = memory_arms(loop, "cuda").values()
+    variants = {"off": loop, "forgeviz memory_trace(device='cuda')": timeline,
                 "its allocator history alone (python stacks)": history_only(context="alloc", stacks="python"),
                 "allocator history, no stacks": history_only(context=None),
                 "its CPU tracker alone": cpu_tracker, "torch.profiler(profile_memory)": profiled}

@@ -196,8 +196,9 @@ export function computeFrame(inp: FrameInput, reuse?: Frame | null): Frame {
     }
     const x = plotX(f, v);
     const label = `[${c.cell}]`;
-    const room = x - lastX >= 7 * label.length + 6; // labels never overlap
-    f.cells.push({ x, label: room ? label : '', cell: c.cell, end: x + 2 + 7 * label.length > W });
+    const width = 7 * label.length; // about 7 px a character
+    const room = x - lastX >= width + 6; // labels never overlap
+    f.cells.push({ x, label: room ? label : '', cell: c.cell, end: x + 2 + width > W });
     if (room) {
       lastX = x;
     }
