@@ -29,9 +29,12 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_lab(root: Path, app: str = "lab") -> Iterator[dict]:
+def running_lab(root: Path, app: str = "lab", python: str = sys.executable, env: dict | None = None,
+                args: tuple[str, ...] = ()) -> Iterator[dict]:
     """A JupyterLab server (``app="notebook"``: Notebook 7) on ``root`` with fresh settings (light theme)
-    and no browser."""
+    and no browser. ``python`` runs the server (another environment's Lab: an older JupyterLab), ``env``
+    adds to its environment (e.g. ``JUPYTER_CONFIG_DIR`` with forgeviz disabled) and ``args`` to its
+    command line."""
     token = secrets.token_hex(16)
     port = _free_port()
     # No "get notified about Jupyter news?" toast over the screenshots.
@@ -41,11 +44,11 @@ def running_lab(root: Path, app: str = "lab") -> Iterator[dict]:
     env = dict(os.environ,
                JUPYTERLAB_SETTINGS_DIR=str(root / ".settings"),
                JUPYTERLAB_WORKSPACES_DIR=str(root / ".workspaces"),
-               JUPYTER_RUNTIME_DIR=str(root / ".runtime"))
+               JUPYTER_RUNTIME_DIR=str(root / ".runtime"), **(env or {}))
     expose = {"lab": "LabApp", "notebook": "JupyterNotebookApp"}[app]
-    cmd = [sys.executable, "-m", "jupyter", app, "--no-browser", f"--ServerApp.port={port}",
+    cmd = [python, "-m", "jupyter", app, "--no-browser", f"--ServerApp.port={port}",
            "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}", f"--{expose}.expose_app_in_browser=True",
-           f"--ServerApp.root_dir={root}", "--ServerApp.port_retries=0"]
+           f"--ServerApp.root_dir={root}", "--ServerApp.port_retries=0", *args]
     if os.geteuid() == 0:
         cmd.append("--allow-root")
     log = open(root / "server.log", "w")
