@@ -98,10 +98,11 @@ export interface EntrySpec<T, V extends EntryView, R extends Requests = Requests
   /** Its default request timeout. */
   timeoutMs?: number;
   /**
-   * Tell the kernel which views draw the model: ``{type, request_id, view}`` after the first
-   * render (and on ``ctx.announce()``), ``{type: 'gone', request_id, view}`` on cleanup, with
-   * the last announcement's request_id. A ``'view'`` announcement's request_id is the view's
-   * id; each ``'replay'`` is a new request (the kernel answers it with the same request_id).
+   * Tell the kernel which views draw the model: ``{type, request_id, view}`` once the view's
+   * element is first on the page (and on ``ctx.announce()`` after that), ``{type: 'gone',
+   * request_id, view}`` on cleanup, with the last announcement's request_id. A ``'view'``
+   * announcement's request_id is the view's id; each ``'replay'`` is a new request (the kernel
+   * answers it with the same request_id). See ``whenOnPage`` for why it waits for the page.
    */
   announce?: 'view' | 'replay';
   create(ctx: EntryContext<R>): V;
@@ -157,6 +158,37 @@ export function mountedView(el: Element): MountedView | undefined {
 
 type Listener = (...args: any[]) => void;
 
+/** The longest wait between two looks at whether a view's element is on the page yet. */
+export const ON_PAGE_POLL_MAX_MS = 1000;
+
+/**
+ * Run ``then`` once ``el`` is in its document, at once if it already is; returns a cancel.
+ *
+ * A view is rendered on an element that its host attaches only after ``render`` returns
+ * (ipywidgets adds the view once ``create_view`` resolves). When the output is replaced while that
+ * view is still being created (the kernel updating a display just after showing it, on a busy
+ * machine), the renderer waiting for it is disposed first: the view still renders, on an element
+ * that never reaches the page, and no one ever removes it, so it would never say ``gone``. Only a
+ * view that reached the page is told to the kernel, so its count is the views on the page. The
+ * look is cheap (``isConnected``) and backs off to once a second.
+ *
+ *     const cancel = whenOnPage(el, () => announce());  // cancel() in the view's cleanup
+ */
+export function whenOnPage(el: Element, then: () => void): () => void {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let wait = 8;
+  const look = () => {
+    if (el.isConnected) {
+      then();
+    } else {
+      wait = Math.min(ON_PAGE_POLL_MAX_MS, wait * 2);
+      timer = setTimeout(look, wait);
+    }
+  };
+  look();
+  return () => clearTimeout(timer);
+}
+
 /** The anywidget ``render`` for one view. */
 export function defineEntry<T, V extends EntryView, R extends Requests = Requests>(spec: EntrySpec<T, V, R>): (props: { model: EntryModel; el: HTMLElement }) => () => void {
   return ({ model, el }) => {
@@ -168,6 +200,8 @@ export function defineEntry<T, V extends EntryView, R extends Requests = Request
     const viewId = randomId();
     /** warnings of the view's own */
     let own: string[] = [];
+    /** whether the view's element has reached the page (see whenOnPage) */
+    let onPage = false;
     const tell = (type: string) => {
       try {
         model.send!({ type, request_id: ctx.announcementId, view: viewId });
@@ -181,7 +215,8 @@ export function defineEntry<T, V extends EntryView, R extends Requests = Request
       transport: live ? ((spec.connect ?? createRequests)(model as unknown as AnyModel, spec.timeoutMs) as R) : null,
       announcementId: -1,
       announce() {
-        if (spec.announce && live) {
+        // a view not on the page yet asks nothing (a gap in a stream it gets meanwhile included)
+        if (spec.announce && live && onPage) {
           ctx.announcementId = spec.announce === 'view' ? viewId : randomId();
           tell(spec.announce);
         }
@@ -238,11 +273,18 @@ export function defineEntry<T, V extends EntryView, R extends Requests = Request
     listeners.forEach(([name, cb]) => model.on?.(name, cb));
     onWarnings();
     onData();
-    ctx.announce();
     const registry = live ? (globalThis as { __forgeviz__?: { views?: Set<LiveView> } }).__forgeviz__?.views : undefined;
     const listed: LiveView = { el, model, view };
-    registry?.add(listed);
+    // told to the kernel, and listed for saving, once on the page (see whenOnPage)
+    const stopWaiting = live
+      ? whenOnPage(el, () => {
+          onPage = true;
+          registry?.add(listed);
+          ctx.announce();
+        })
+      : () => {};
     return () => {
+      stopWaiting();
       registry?.delete(listed);
       if (mounted.get(el) === here) {
         mounted.delete(el);
@@ -253,7 +295,7 @@ export function defineEntry<T, V extends EntryView, R extends Requests = Request
         clearTimeout(stateTimer);
       }
       view.destroy();
-      if (spec.announce && live) {
+      if (spec.announce && live && ctx.announcementId !== -1) {
         tell('gone');
       }
     };

@@ -82,6 +82,30 @@ describe('memory anywidget adapter', () => {
     expect(model.listenerCount('change:warnings')).toBe(0);
   });
 
+  it('tells the kernel of a view only once it is on the page; one that never gets there is never counted', async () => {
+    // How ipywidgets renders: on an element attached only after render returns.
+    const model = new FakeModel({ timeline: timelineFor(0), warnings: [] });
+    const el = document.createElement('div');
+    const cleanup = widget.render({ model, el });
+    expect(model.sent.filter(m => m.type === 'replay')).toEqual([]);
+    // a gap in the stream while off the page asks for nothing either
+    model.reply({ type: 'events', start: 5, count: 1, reset: false }, encodeColumns(columnsOf(randomEvents(1, 1))));
+    expect(model.sent).toEqual([]);
+    document.body.appendChild(el);
+    await vi.waitFor(() => expect(model.sent.filter(m => m.type === 'replay')).toHaveLength(1));
+    cleanup();
+    expect(model.sent.at(-1)).toEqual({ type: 'gone', request_id: expect.any(Number), view: model.sent[0].view });
+
+    // The output was replaced while this view was created: its element never reaches the page.
+    const zombie = new FakeModel({ timeline: timelineFor(0), warnings: [] });
+    const removed = widget.render({ model: zombie, el: document.createElement('div') });
+    await new Promise(resolve => setTimeout(resolve, 100));
+    expect(zombie.sent).toEqual([]);
+    removed();
+    expect(zombie.sent).toEqual([]); // no 'gone' for a view the kernel was never told of
+    expect(zombie.listenerCount('msg:custom')).toBe(0);
+  });
+
   it('bad event buffers become a warning; warnings trait shown', () => {
     const model = new FakeModel({ timeline: timelineFor(1), warnings: ['tracking stopped: boom'] });
     const { el } = mount(model);
