@@ -33,8 +33,12 @@ SAVED_VERSION = 1
 MAX_SAVED_BYTES = 200_000
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 #: The saved PNG's pixels per SVG unit, sharpest first: the first that keeps the output within
-#: ``MAX_SAVED_BYTES`` is saved (2: sharp on HiDPI screens).
-PNG_SCALES = (2.0, 1.0, 0.5)
+#: ``MAX_SAVED_BYTES`` and the PNG within ``MAX_PNG_BYTES`` is saved. Not 2 (sharp on HiDPI): the
+#: PNG is what a reader with no SVG shows, and 2x weighs twice 1x (S1's graph 32 KB, not 15 KB).
+PNG_SCALES = (1.0, 0.5)
+#: The most a saved PNG may weigh (base64): 20 outputs of a notebook, their widget state saved too,
+#: stay under 5 MB (tests/test_saved_notebooks.py); a bigger picture's PNG is drawn at half scale.
+MAX_PNG_BYTES = 48_000
 
 
 @dataclass
@@ -221,7 +225,8 @@ class RequestWidget(anywidget.AnyWidget):
           it survives GitHub's and nbviewer's CSS stripping; nbconvert's HTML (sanitised or not)
           shows it as an ``<img>``, its markdown as an extracted file, VS Code as an image;
         - ``image/png`` (base64), its size in ``metadata``: JupyterLab draws no SVG of an
-          untrusted notebook, but a PNG; rasterised at the first of ``PNG_SCALES`` that fits.
+          untrusted notebook, but a PNG, and nbconvert's SanitizeHTML keeps only a PNG;
+          rasterised at the first of ``PNG_SCALES`` that fits (``MAX_PNG_BYTES``).
 
         No ``text/html``: nbconvert prefers it to an image and its sanitiser escapes an ``<svg>``
         or ``<img>`` in it to source text. Each part goes in while the output stays within
@@ -238,7 +243,7 @@ class RequestWidget(anywidget.AnyWidget):
             width, height = headless.svg_size(svg)
             for scale in PNG_SCALES:
                 png = base64.b64encode(headless.svg_to_png(svg, scale)).decode("ascii")
-                if _json_size(png) <= room:
+                if _json_size(png) <= min(room, MAX_PNG_BYTES):
                     data["image/png"] = png
                     # the PNG's pixels are ``scale`` × the picture's size: shown at the picture's size
                     metadata = {"image/png": {"width": round(width), "height": round(height)}}
@@ -389,7 +394,7 @@ class RequestWidget(anywidget.AnyWidget):
                 extra.update(pictures)
                 if left_out:
                     extra["text/plain"] += (f"\n(the saved picture leaves out its {' and '.join(left_out)}: "
-                                            f"the output would pass {MAX_SAVED_BYTES:,} bytes)")
+                                            f"too big for a saved output)")
         except Exception as exc:  # noqa: BLE001 - a forgeviz fault never breaks the display
             self._session.fault(f"saving the {self.view_name or 'view'} output failed: {exc!r}")
             return bundle
