@@ -4,6 +4,7 @@ kernel. Bundles are taken the way the kernel makes them: IPython's display forma
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -11,9 +12,11 @@ import torch
 from test_graph import independent_walk
 
 from forgeviz._capture.session import get_session
+from forgeviz.headless import svg_size
 from forgeviz.model import rows_of
 from forgeviz.model.memory import EVENT_COLUMNS
-from forgeviz.widgets.base import MAX_SAVED_BYTES, MIME_TYPE, WIDGET_VIEW, _split_bundle
+from forgeviz.widgets import base
+from forgeviz.widgets.base import MAX_SAVED_BYTES, MIME_TYPE, WIDGET_VIEW, _json_size, _split_bundle
 from forgeviz.widgets.graph import MAX_SAVED_DETAILS, GraphWidget
 
 from scenarios import S1, make_gpt2
@@ -81,6 +84,10 @@ def test_gpt2_small_shape_output_stays_bounded(nb):
     size = len(json.dumps(data[MIME_TYPE]))
     print(f"GPT-2-small shape: {len(graph.nodes)} Nodes, {size} bytes of forgeviz JSON")
     assert size <= MAX_SAVED_BYTES and 20 * len(json.dumps(data)) < 5_000_000
+    # the whole output, its SVG and PNG too (a PNG is scaled down to fit, tests/test_readers.py)
+    parts = {k: _json_size(v) for k, v in data.items()}
+    print(f"GPT-2-small shape output: {_json_size(data):,} bytes: {parts}")
+    assert _json_size(data) <= MAX_SAVED_BYTES and "image/svg+xml" in data and "image/png" in data
     assert payload["details"] == {} and str(len(graph.nodes)) in payload["details_cut"].replace(",", "")
     assert f"{len(graph.nodes):,} Nodes, {len(graph.modules)} modules" in data["text/plain"]
 
@@ -125,6 +132,27 @@ def test_memory_bundle_keeps_its_events(nb):
     (message,) = payload["messages"]
     assert message["content"] == {"type": "events", "start": 0, "count": timeline.count, "reset": True}
     assert len(message["buffers"]) == len(EVENT_COLUMNS)
+
+
+def png_width(b64: str) -> int:
+    return int.from_bytes(base64.b64decode(b64)[16:20], "big")  # IHDR's width
+
+
+def test_a_png_that_would_pass_the_cap_is_scaled_down_then_left_out_and_the_output_says_so(nb, monkeypatch):
+    nb.ok("v = forgeviz.broadcast(torch.ones(3, 1), torch.ones(1, 4), op='+')")
+    data, metadata = base._split_bundle(nb["v"]._repr_mimebundle_())
+    width, _ = svg_size(data["image/svg+xml"])
+    assert png_width(data["image/png"]) == width and metadata["image/png"]["width"] == width
+    # room for the PNG at 0.5x (a quarter of the 1x one's pixels) but not at 1x
+    cap = _json_size(data) - _json_size(data["image/png"]) // 2
+    monkeypatch.setattr(base, "MAX_SAVED_BYTES", cap)
+    data, metadata = base._split_bundle(nb["v"]._repr_mimebundle_())
+    assert abs(png_width(data["image/png"]) - width / 2) <= 1 and metadata["image/png"]["width"] == width
+    assert _json_size(data) <= cap and "\n" not in data["text/plain"]
+    monkeypatch.setattr(base, "MAX_SAVED_BYTES", _json_size(data) - _json_size(data["image/png"]) - 10)
+    data, metadata = base._split_bundle(nb["v"]._repr_mimebundle_())
+    assert "image/png" not in data and "image/svg+xml" in data and "image/png" not in (metadata or {})
+    assert data["text/plain"].endswith("\n(the saved picture leaves out its PNG: too big for a saved output)")
 
 
 @pytest.mark.faults_expected

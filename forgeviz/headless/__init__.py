@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Union
 from ..views import VIEWS
 
 __all__ = ["HEADLESS_VIEWS", "HeadlessError", "render_gif", "render_png", "render_steps", "render_svg", "save",
-           "traits_of"]
+           "svg_size", "svg_to_png", "traits_of"]
 
 HERE = Path(__file__).resolve().parent
 BUNDLE = HERE.parent / "static" / "headless.js"
@@ -300,17 +300,21 @@ def _png_rows(png: bytes) -> dict:
             "rows": base64.b64encode(zlib.decompress(b"".join(idat))).decode("ascii")}
 
 
-def _svg_width(svg: str) -> float:
-    """The width a standalone SVG declares (its root's ``width``).
+def svg_size(svg: str) -> tuple[float, float]:
+    """The width and height a standalone SVG declares (its root's ``width`` and ``height``).
 
-    >>> _svg_width('<?xml version="1.0"?><svg xmlns="x" version="1.1" width="348" height="40">')
-    348.0
+    >>> svg_size('<?xml version="1.0"?><svg xmlns="x" version="1.1" width="348" height="40">')
+    (348.0, 40.0)
     """
     root = svg[svg.index("<svg"):svg.index(">", svg.index("<svg"))]
+    size = {}
     for part in root.split():
-        if part.startswith('width="'):
-            return float(part[7:part.index('"', 7)])
-    raise HeadlessError("the SVG has no width")
+        for name in ("width", "height"):
+            if part.startswith(f'{name}="'):
+                size[name] = float(part[len(name) + 2:part.index('"', len(name) + 2)])
+    if len(size) < 2:
+        raise HeadlessError(f"the SVG has no {' or '.join(n for n in ('width', 'height') if n not in size)}")
+    return size["width"], size["height"]
 
 
 def render_gif(traits: Mapping, theme: str = "light") -> bytes:
@@ -323,7 +327,7 @@ def render_gif(traits: Mapping, theme: str = "light") -> bytes:
     b'GIF89a'
     """
     steps = render_steps(traits, theme)
-    frames = [_png_rows(svg_to_png(svg, min(1.0, GIF_MAX_WIDTH / _svg_width(svg)))) for svg in steps]
+    frames = [_png_rows(svg_to_png(svg, min(1.0, GIF_MAX_WIDTH / svg_size(svg)[0]))) for svg in steps]
     size = (frames[0]["width"], frames[0]["height"])
     if any((f["width"], f["height"]) != size for f in frames):
         sizes = sorted({(f["width"], f["height"]) for f in frames})

@@ -32,6 +32,13 @@ SAVED_VERSION = 1
 # The most one output's forgeviz JSON may weigh: 20 outputs stay under 5 MB. Details go first.
 MAX_SAVED_BYTES = 200_000
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+#: The saved PNG's pixels per SVG unit, sharpest first: the first that keeps the output within
+#: ``MAX_SAVED_BYTES`` and the PNG within ``MAX_PNG_BYTES`` is saved. Not 2 (sharp on HiDPI): the
+#: PNG is what a reader with no SVG shows, and 2x weighs twice 1x (S1's graph 32 KB, not 15 KB).
+PNG_SCALES = (1.0, 0.5)
+#: The most a saved PNG may weigh (base64): 20 outputs of a notebook, their widget state saved too,
+#: stay under 5 MB (tests/test_saved_notebooks.py); a bigger picture's PNG is drawn at half scale.
+MAX_PNG_BYTES = 48_000
 
 
 @dataclass
@@ -75,6 +82,15 @@ def saved_payload(view: str, saved: Saved, max_bytes: int = MAX_SAVED_BYTES) -> 
     if len(json.dumps(payload, separators=(",", ":"))) <= max_bytes:
         return payload
     return None
+
+
+def _json_size(value: object) -> int:
+    """What ``value`` weighs in an output, as ``saved_payload`` counts it (compact JSON).
+
+    >>> _json_size({"image/png": "iVBORw0K"})
+    24
+    """
+    return len(json.dumps(value, separators=(",", ":")))
 
 
 def _split_bundle(bundle: object) -> tuple[dict, Optional[dict]]:
@@ -201,20 +217,44 @@ class RequestWidget(anywidget.AnyWidget):
         """What a saved notebook keeps of this view: each view says (its summary, traits, details)."""
         raise NotImplementedError(f"{type(self).__name__} saves nothing")
 
-    def _offline_renderings(self, payload: dict) -> dict:
-        """The picture for a page with no forgeviz renderer (GitHub, VS Code, nbconvert, a PDF):
-        ``image/svg+xml`` drawn headless by the browser's own renderers (``forgeviz.headless``), and
-        ``text/html`` holding the same SVG. None for a view not drawn headless; a failure is a
-        recorded fault and leaves the rest of the bundle."""
+    def _offline_renderings(self, payload: dict, room: int) -> tuple[dict, dict, list[str]]:
+        """The picture for readers with no forgeviz renderer, drawn headless by the browser's own
+        renderers (``forgeviz.headless``), as ``(data, metadata, left_out)``:
+
+        - ``image/svg+xml``: styles as presentation attributes, no ``<style>`` or ``style=``, so
+          it survives GitHub's and nbviewer's CSS stripping; nbconvert's HTML (sanitised or not)
+          shows it as an ``<img>``, its markdown as an extracted file, VS Code as an image;
+        - ``image/png`` (base64), its size in ``metadata``: JupyterLab draws no SVG of an
+          untrusted notebook, but a PNG, and nbconvert's SanitizeHTML keeps only a PNG;
+          rasterised at the first of ``PNG_SCALES`` that fits (``MAX_PNG_BYTES``).
+
+        No ``text/html``: nbconvert prefers it to an image and its sanitiser escapes an ``<svg>``
+        or ``<img>`` in it to source text. Each part goes in while the output stays within
+        ``room`` more bytes; ``left_out`` names those that did not fit. Empty for a view not drawn
+        headless; a failure is a recorded fault and leaves the rest of the bundle."""
         if self.view_name not in headless.HEADLESS_VIEWS:
-            return {}
+            return {}, {}, []
         try:
             svg = headless.render_svg(self.view_name, payload["traits"], messages=payload.get("messages"))
+            data: dict = {}
+            if _json_size(svg) <= room:
+                data["image/svg+xml"] = svg
+                room -= _json_size(svg)
+            width, height = headless.svg_size(svg)
+            for scale in PNG_SCALES:
+                png = base64.b64encode(headless.svg_to_png(svg, scale)).decode("ascii")
+                if _json_size(png) <= min(room, MAX_PNG_BYTES):
+                    data["image/png"] = png
+                    # the PNG's pixels are ``scale`` × the picture's size: shown at the picture's size
+                    metadata = {"image/png": {"width": round(width), "height": round(height)}}
+                    break
+            else:
+                metadata = {}
         except Exception as exc:  # noqa: BLE001 - the saved picture is a bonus: never break the display
             self._session.fault(f"drawing the saved {self.view_name} picture failed: {exc!r}")
-            return {}
-        inline = svg[svg.index("?>") + 2:].lstrip() if svg.startswith("<?xml") else svg  # no XML prolog in HTML
-        return {"image/svg+xml": svg, "text/html": f'<div class="forgeviz-static">{inline}</div>'}
+            return {}, {}, []
+        left_out = [name for mime, name in (("image/svg+xml", "SVG"), ("image/png", "PNG")) if mime not in data]
+        return data, metadata, left_out
 
     def _check_view_state(self, state: dict) -> None:
         """Raise ValueError when ``state`` (its keys and types checked already) names something this
@@ -345,14 +385,22 @@ class RequestWidget(anywidget.AnyWidget):
         try:
             saved = self._saved()
             payload = saved_payload(self.view_name, saved)
-            extra = {"text/plain": saved.summary}
+            extra: dict = {"text/plain": saved.summary}
+            extra_metadata: dict = {}
             if payload is not None:
                 extra[MIME_TYPE] = payload
-                extra.update(self._offline_renderings(payload))
+                pictures, extra_metadata, left_out = self._offline_renderings(
+                    payload, MAX_SAVED_BYTES - _json_size({**data, **extra}))
+                extra.update(pictures)
+                if left_out:
+                    extra["text/plain"] += (f"\n(the saved picture leaves out its {' and '.join(left_out)}: "
+                                            f"too big for a saved output)")
         except Exception as exc:  # noqa: BLE001 - a forgeviz fault never breaks the display
             self._session.fault(f"saving the {self.view_name or 'view'} output failed: {exc!r}")
             return bundle
         data.update(extra)
+        if extra_metadata:
+            metadata = {**(metadata or {}), **extra_metadata}
         return data if metadata is None else (data, metadata)
 
     # --- requests -------------------------------------------------------------------------

@@ -133,7 +133,8 @@ export function graphSummary(summary: string, traits: Record<string, unknown>): 
  * - ``details`` (a graph's inspector replies): left out, with ``details_cut`` saying why, when the
  *   state has seen a backward they had not (they would show no gradient); otherwise as saved;
  * - ``image/svg+xml`` and ``text/html``: from ``svg()`` (the view's export), where the output had
- *   them and an export came back.
+ *   them and an export came back; ``image/png`` then left out if the traits changed (it cannot be
+ *   rasterised again here).
  */
 export function refreshedData(data: Record<string, unknown>, live: LiveViewLike, svg: () => string | null): Record<string, unknown> | null {
   const payload = data[SAVED_MIME];
@@ -168,6 +169,11 @@ export function refreshedData(data: Record<string, unknown>, live: LiveViewLike,
       out['image/svg+xml'] = picture;
       if ('text/html' in data) {
         out['text/html'] = `<div class="forgeviz-static">${inline}</div>`;
+      }
+      // the kernel rasterised the PNG (resvg), which no synchronous save can redo here: a PNG of
+      // what the view showed before goes, rather than show readers an older picture
+      if ('image/png' in data && JSON.stringify(traits) !== JSON.stringify(payload.traits)) {
+        delete out['image/png'];
       }
     }
   }

@@ -64,6 +64,14 @@ describe('an output refreshed from its live view', () => {
     expect(data[WIDGET_MIME]).toEqual({ model_id: 'abc', version_major: 2, version_minor: 1 });
   });
 
+  it('leaves out the kernel\'s PNG when the view changed since, keeps it when it did not', () => {
+    const withPng = { ...outputData(), 'image/png': 'iVBORw0KGgo=' };
+    const changed = stub({ state: after });
+    expect(refreshedData(withPng, changed, () => lightSVG(changed))!['image/png']).toBeUndefined();
+    const same = stub({ state: before });
+    expect(refreshedData(withPng, same, () => lightSVG(same))!['image/png']).toBe('iVBORw0KGgo=');
+  });
+
   it('keeps the details when no backward came since, and the saved picture when the export fails', () => {
     const live = stub({ state: before, expanded: ['m2'] });
     const data = refreshedData(outputData(), live, () => null)!;
