@@ -118,7 +118,9 @@ class _CellHooks:
         if old is not None and old.backend == "dispatch" and "memory tracker" in build.built:
             try:
                 if chosen_backend() != "auto":
-                    raise RuntimeError("$FORGEVIZ_MEMORY_BACKEND chose it")
+                    note = "Memory tracking stays with the dispatch-mode tracker ($FORGEVIZ_MEMORY_BACKEND chose it)."
+                    build.adopted(cell, note)
+                    return
                 new = switch_to_native(old, fault=session.fault)
             except Exception as exc:  # noqa: BLE001 - the dispatch-mode tracker goes on, as before
                 session.fault(f"switching to the native memory tracker failed: {exc!r}")
