@@ -47,7 +47,7 @@ SOURCES = [Path(__file__).with_name("cpu_ledger.cpp"), Path(__file__).with_name(
 HOOK_SOURCES = [Path(__file__).with_name("tensor_stats.cpp"), Path(__file__).with_name("grad_hooks.cpp")]
 ABI_VERSION = 3
 # The niceness of a background build: the user's cells get about 3× its CPU share. At 10 (about 9×)
-# a build on 2 cores shared with other busy processes took over 10 minutes instead of 20-40 s.
+# a build on 2 cores shared with other busy processes had not finished after 10 minutes (20-40 s alone).
 BACKGROUND_NICE = 5
 HOOKS_ABI_VERSION = 6
 
