@@ -80,12 +80,13 @@ class BackgroundBuild:
             return self.status()
 
     def wait(self, timeout: Optional[float] = None) -> bool:
-        """Wait until the build is done (True), or ``timeout`` seconds (False).
+        """Wait until the build is done (True), or ``timeout`` seconds (False); True at once when no
+        build was started (nothing was missing).
 
-        >>> background().wait(0.0) in (True, False)
+        >>> BackgroundBuild().wait()
         True
         """
-        return self.done.wait(timeout)
+        return self.state is None or self.done.wait(timeout)
 
     def listen(self, listener: Callable[[NativeStatus], None]) -> None:
         """Call ``listener(status)`` on every change (from the build's thread)."""
