@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from . import panel
+from ._capture import native
+from ._capture.native.background import background
 from ._capture.session import get_session
 from ._capture.untraced import untraced
 from .api import names
@@ -14,8 +16,11 @@ class _CellHooks:
     def __init__(self, shell) -> None:
         self.shell = shell
         self.session = get_session()
+        self.native_adopted = False  # what a background build made is in use (adopt_native)
 
     def pre_run_cell(self, info=None) -> None:
+        if not self.native_adopted and background().done.is_set():
+            self.adopt_native()
         self.session.modules.reset()
         memory = self.session.memory
         if memory is not None and self.session.memory_enabled:
@@ -98,12 +103,63 @@ class _CellHooks:
         except Exception as exc:  # noqa: BLE001 - the user's error stays as it was
             session.fault(f"explaining the shape error failed: {exc!r}")
 
+    def adopt_native(self) -> None:
+        """The background build landed: from this cell on, the native memory ledger takes over from
+        the dispatch-mode tracker (seeded with the storages alive now, their categories kept) and the
+        native gradient hooks from the Python ones. What the switch cannot carry is said."""
+        from ._capture.memory_choice import chosen_backend, switch_to_native
+        from .widgets.memory import MemoryWidget
+
+        self.native_adopted = True
+        build, session = background(), self.session
+        native.adopt()  # gradient hooks and op tagging: native.hooks() is asked at each cell and backward
+        cell, note = self.shell.execution_count, ""
+        old = session.memory
+        if old is not None and old.backend == "dispatch" and "memory tracker" in build.built:
+            try:
+                if chosen_backend() != "auto":
+                    note = "Memory tracking stays with the dispatch-mode tracker ($FORGEVIZ_MEMORY_BACKEND chose it)."
+                    build.adopted(cell, note)
+                    return
+                new = switch_to_native(old, fault=session.fault)
+            except Exception as exc:  # noqa: BLE001 - the dispatch-mode tracker goes on, as before
+                session.fault(f"switching to the native memory tracker failed: {exc!r}")
+                note = f"Memory tracking stays with the dispatch-mode tracker ({exc})."
+            else:
+                session.memory = new
+                old.close()
+                note = (f"The kernel's memory timeline restarted at cell [{cell}] with the native tracker: the "
+                        "storages alive then are its baseline, with the categories they had (a tensor a graph "
+                        "saved counts as an activation again only when a new graph saves it); the events before "
+                        "are not carried over.")
+                for widget in list(session.widgets):
+                    if isinstance(widget, MemoryWidget) and widget.tracker is old:
+                        widget.follow(new, note)
+        build.adopted(cell, note)
+
     def mark_dirty(self) -> None:
         for widget in list(self.session.widgets):
             widget.dirty = True
 
 
 _hooks: _CellHooks | None = None
+_progress: "_NativeProgress | None" = None
+
+
+class _NativeProgress:
+    """The loading cell's output while forgeviz builds its native libraries in the background: one
+    display, updated through its display_id (from the build's thread), never a print into whatever
+    cell runs then."""
+
+    def __init__(self, message: str, live: bool) -> None:
+        from IPython.display import display
+
+        self.live = live  # a kernel: the seconds tick; a terminal prints only the outcome
+        self.handle = display({"text/plain": message}, raw=True, display_id=True)
+
+    def update(self, status) -> None:
+        if self.handle is not None and (self.live or status.state != "building"):
+            self.handle.update({"text/plain": status.message}, raw=True)
 
 # Events the kernel's live memory timeline keeps in full (30 B each: 1.9 MiB); older ones merge into
 # the storages still alive then, so a long training run costs forgeviz the same after its first
@@ -123,8 +179,10 @@ def load(shell) -> None:
     session.install()
     session.describe_error = describe_failed_op  # shape errors are drawn after their cell (explain)
     # seeded at the first cell it sees; its history is bounded (older events merge, see LIVE_TIMELINE_EVENTS)
-    session.memory = make_tracker(max_events=LIVE_TIMELINE_EVENTS, fault=session.fault)
+    # Never a compile here: what is missing is built in the background, and used from a later cell on.
+    session.memory = make_tracker(max_events=LIVE_TIMELINE_EVENTS, fault=session.fault, build=False)
     _hooks = _CellHooks(shell)
+    _start_native_build(shell)
     shell.events.register("pre_run_cell", _hooks.pre_run_cell)
     shell.events.register("post_run_cell", _hooks.post_run_cell)
     session.after_backward.append(_hooks.mark_dirty)
@@ -132,11 +190,30 @@ def load(shell) -> None:
     panel.install(shell, session)
 
 
+def _start_native_build(shell) -> None:
+    """Build what is missing of forgeviz's native libraries in the background, shown in this cell's output."""
+    global _progress
+    session = get_session()
+    try:
+        build = background()
+        told = build.done.is_set()  # an earlier %load_ext in this process said how its build went
+        status = build.start()
+        if status is None or told:
+            return  # built already: nothing to say
+        _progress = _NativeProgress(status.message, live=getattr(shell, "kernel", None) is not None)
+        build.listen(_progress.update)
+    except Exception as exc:  # noqa: BLE001 - forgeviz runs its Python paths; the cell goes on
+        session.fault(f"starting the native build failed: {exc!r}")
+
+
 def unload(shell) -> None:
     """Remove every hook and mode forgeviz installed."""
-    global _hooks
+    global _hooks, _progress
     if _hooks is None:
         return
+    if _progress is not None:
+        background().unlisten(_progress.update)
+        _progress = None
     session = get_session()
     panel.uninstall()
     shell.events.unregister("pre_run_cell", _hooks.pre_run_cell)

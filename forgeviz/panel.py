@@ -6,7 +6,9 @@ While at least one panel is connected, the kernel:
   when a panel connects, when it asks (``refresh``), and after each cell;
 - watches ops, backwards and optimizer steps with the doctor (``_capture/doctor.py``);
 - pushes ``PanelLive`` (live bytes by category) from a background thread at most every
-  ``LIVE_INTERVAL_S`` while a cell runs, and updates the panel's memory timeline with it.
+  ``LIVE_INTERVAL_S`` while a cell runs, and updates the panel's memory timeline with it;
+- pushes ``NativeStatus`` while forgeviz builds its native libraries in the background, and when
+  that build is done (the build's thread sends it).
 With no panel connected none of that runs: no per-cell work, no thread.
 """
 
@@ -22,10 +24,19 @@ from typing import Any, Optional
 
 from ._capture.doctor import disable_doctor, enable_doctor
 from ._capture.namespace import TensorLister, tensor_with_root, unwatch_modules, watch_modules
+from ._capture.native.background import background
 from ._capture.session import CaptureSession
 from ._capture.untraced import untraced
 from .model.memory import CATEGORIES
-from .model.panel import LIVE_INTERVAL_S, PANEL_TARGET, PANEL_VERSION, PanelLive, PanelState, TensorListing
+from .model.panel import (
+    LIVE_INTERVAL_S,
+    PANEL_TARGET,
+    PANEL_VERSION,
+    NativeStatus,
+    PanelLive,
+    PanelState,
+    TensorListing,
+)
 
 # Graphs of earlier backwards kept drawable (a panel may have pinned one); older ones are closed.
 KEEP_GRAPHS = 3
@@ -70,8 +81,10 @@ class PanelHost:
     def install(self) -> None:
         if self.comm_manager is not None:
             self.comm_manager.register_target(PANEL_TARGET, self._opened)
+        background().listen(self.native_changed)
 
     def uninstall(self) -> None:
+        background().unlisten(self.native_changed)
         self.cell_ends()
         for comm in list(self.comms):
             try:
@@ -128,6 +141,11 @@ class PanelHost:
         except Exception as exc:  # noqa: BLE001 - a panel that went away is not the user's problem
             self.session.fault(f"sending to the side panel failed: {exc!r}")
 
+    def native_changed(self, status: NativeStatus) -> None:
+        """The native build moved on (from its thread): tell each connected panel."""
+        if self.comms:
+            self.broadcast(status)
+
     def broadcast(self, message) -> None:
         for comm in list(self.comms):
             self._send(comm, message)
@@ -152,7 +170,7 @@ class PanelHost:
         return PanelState(type="state", version=PANEL_VERSION, kernel=KERNEL_ID, cell=cell, tensors=listing,
                           findings=findings, warnings=warnings,
                           memory_model=getattr(self._memory_widget, "model_id", None),
-                          graph_model=getattr(self._graph_widget, "model_id", None))
+                          graph_model=getattr(self._graph_widget, "model_id", None), native=background().status())
 
     def _refresh_widgets(self, warnings: list) -> list[str]:
         """The panel's memory timeline (made once) and the latest backward's graph (made again after

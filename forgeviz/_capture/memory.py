@@ -66,7 +66,8 @@ class MemoryTracker:
     """
 
     def __init__(self, max_events: int = 1_000_000, fault: Optional[Callable[[str], None]] = None,
-                 seed: bool = True, ledger: Optional[LedgerFactory] = None) -> None:
+                 seed: bool = True, ledger: Optional[LedgerFactory] = None,
+                 carry: Optional[dict[int, StorageRecord]] = None) -> None:
         if not isinstance(max_events, int) or max_events < 16:
             raise ValueError(f"max_events: expected an int of at least 16, got {max_events!r}")
         self.max_events = max_events
@@ -87,6 +88,9 @@ class MemoryTracker:
         self._states_seen: dict[int, tuple] = {}  # id → (weakref, data_ptr) of categorised optimizer state
         self._module_depth = 0
         self._seed = seed
+        # What an earlier tracker knew of the storages alive now (data pointer → record): the seed
+        # keeps their categories, ops and lines (memory_choice.switch_to_native).
+        self._carry = carry or {}
         self._grads_synced = False  # since the last optimizer step, by a backward's end (late categories)
         # Node id → (a _saved_* attribute to probe, [(data pointer, storage id)] it claimed as activations)
         self._claims: dict[int, tuple[str, list[tuple[int, int]]]] = {}
@@ -574,10 +578,17 @@ class MemoryTracker:
                 category = (m.PARAMETER if id(t) in params else m.GRADIENT if id(t) in grads
                             else m.OPTIMIZER_STATE if id(t) in states else m.BUFFER if id(t) in buffers
                             else m.OTHER)
-                rec = self.ledger.track(storage, category, None, tuple(t.shape), t.dtype, (None, None), 0.0)
+                op, where = None, (None, None)
+                known = self._carry.get(storage.data_ptr())
+                if known is not None and known.nbytes == storage.nbytes():
+                    if category == m.OTHER:  # an activation's claim is not carried: its own category
+                        category = known.own if known.category == m.ACTIVATION else known.category
+                    op, where = known.op, (known.filename, known.line) if known.filename else (None, None)
+                rec = self.ledger.track(storage, category, op, tuple(t.shape), t.dtype, where, 0.0)
                 if rec is not None:
                     self.baseline_bytes += rec.nbytes
             del tensors
+        self._carry = {}
 
 
 def _reporter(faults: list[str], report: Optional[Callable[[str], None]]) -> Callable[[str], None]:

@@ -67,6 +67,22 @@ class Finding:
 
 
 @dataclass
+class NativeStatus:
+    """Kernel → panel (and the ``%load_ext forgeviz`` cell's output): forgeviz's native libraries,
+    built in the background on a fresh machine. Sent on each change while a panel is connected, and
+    inside each PanelState.
+
+    ``state``: "building" (``seconds`` so far), "ready" (both built, in ``seconds``), "partial" (one
+    built, one failed) or "failed" (none built: the Python paths run, correct and slower).
+    ``message`` says it in one sentence, with what the user gets without what failed."""
+
+    type: Literal["native"]
+    state: Literal["building", "ready", "partial", "failed"]
+    seconds: float
+    message: str
+
+
+@dataclass
 class PanelState:
     """Kernel → panel: everything the panel shows, after the comm opens and after each cell."""
 
@@ -80,6 +96,8 @@ class PanelState:
     # widgets the panel draws through the notebook's own widget renderer (model ids), None when none:
     memory_model: Optional[str]  # the kernel's live memory timeline
     graph_model: Optional[str]  # the graph of the latest backward pass, folded
+    # forgeviz's native libraries, when this kernel builds them (None: they were built already)
+    native: Optional[NativeStatus] = None
 
 
 @dataclass
@@ -103,5 +121,5 @@ class PanelRequest:
     request_id: int
 
 
-WIRE_TYPES = [TensorRow, TensorListing, Finding, PanelState, PanelLive, PanelRequest]
+WIRE_TYPES = [TensorRow, TensorListing, Finding, NativeStatus, PanelState, PanelLive, PanelRequest]
 TS_CONSTANTS = ["PANEL_TARGET", "PANEL_VERSION", "MAX_TENSOR_ROWS", "LIVE_INTERVAL_S", "FINDING_KINDS"]

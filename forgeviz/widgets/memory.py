@@ -145,6 +145,18 @@ class MemoryWidget(RequestWidget):
             session.widgets.add(self)
 
     @property
+    def tracker(self) -> MemoryTracker:
+        """The tracker whose timeline this view draws."""
+        return self._tracker
+
+    def follow(self, tracker: MemoryTracker, note: str) -> None:
+        """Draw ``tracker`` from now on, saying ``note`` (the kernel's tracker was replaced: at the
+        next refresh, the view's events start over from the new one's)."""
+        self._tracker = tracker
+        self._sent, self._dropped_seen = 0, -1  # -1: the next _stream resets the view
+        self._warn(note)
+
+    @property
     def dirty(self) -> bool:
         return self._live
 

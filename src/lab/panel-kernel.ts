@@ -16,7 +16,7 @@
  * - 'no-kernel': the notebook's session has no kernel.
  */
 import type { ISessionContext } from '@jupyterlab/apputils';
-import { PANEL_TARGET, PANEL_VERSION, type PanelLive, type PanelState } from '../model/wire';
+import { PANEL_TARGET, PANEL_VERSION, type NativeStatus, type PanelLive, type PanelState } from '../model/wire';
 import { errorMessage } from '../render/common/chrome';
 import { NO_ANSWER_MS, type PanelStatus } from '../render/panel/view';
 
@@ -29,6 +29,7 @@ type Comm = ReturnType<Kernel['createComm']>;
 export interface PanelSink {
   setState(state: PanelState): void;
   setLive(live: PanelLive): void;
+  setNative(status: NativeStatus): void;
   setStatus(kind: PanelStatus, text?: string): void;
   clear(): void;
 }
@@ -44,14 +45,14 @@ export const NO_ANSWER_TEXT =
 export const LOAD_CODE = '%load_ext forgeviz';
 
 /**
- * Is ``data`` a PanelState (or a PanelLive) message?
+ * Is ``data`` a PanelState (or a PanelLive, or a NativeStatus) message?
  *
  * @example
  * messageKind({ type: 'live', seq: 1 }) // 'live'
  */
-export function messageKind(data: unknown): 'state' | 'live' | null {
+export function messageKind(data: unknown): 'state' | 'live' | 'native' | null {
   const type = data && typeof data === 'object' ? (data as { type?: unknown }).type : null;
-  return type === 'state' || type === 'live' ? type : null;
+  return type === 'state' || type === 'live' || type === 'native' ? type : null;
 }
 
 /**
@@ -248,6 +249,8 @@ export class PanelConnection {
       this.sink.setState(state);
     } else if (kind === 'live' && this.gotState) {
       this.sink.setLive(data as PanelLive);
+    } else if (kind === 'native') {
+      this.sink.setNative(data as NativeStatus); // from the build's thread: it may come before the state
     }
   }
 

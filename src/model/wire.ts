@@ -648,6 +648,14 @@ export interface Finding {
   count: number;
 }
 
+/** Kernel → panel (and the ``%load_ext forgeviz`` cell's output): forgeviz's native libraries, */
+export interface NativeStatus {
+  type: "native";
+  state: "building" | "ready" | "partial" | "failed";
+  seconds: number;
+  message: string;
+}
+
 /** Kernel → panel: everything the panel shows, after the comm opens and after each cell. */
 export interface PanelState {
   type: "state";
@@ -659,6 +667,7 @@ export interface PanelState {
   warnings: string[];
   memory_model: string | null;
   graph_model: string | null;
+  native: NativeStatus | null;
 }
 
 /** Kernel → panel while a cell runs, from a background thread, at most every LIVE_INTERVAL_S: */

@@ -1,7 +1,7 @@
 /** The side panel through the real DOM (happy-dom): its sections, hooks and statuses, and its kernel connection. */
 import { readFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { Finding, PanelLive, PanelState, TensorRow } from '../../src/model/wire';
+import type { Finding, NativeStatus, PanelLive, PanelState, TensorRow } from '../../src/model/wire';
 import { LOAD_CODE, NO_ANSWER_TEXT, PanelConnection, type PanelSink, type SessionContextLike } from '../../src/lab/panel-kernel';
 import { showCode } from '../../src/lab/panel-output';
 import { countedBytes, groupRows } from '../../src/render/panel/data';
@@ -54,6 +54,7 @@ function state(over: Partial<PanelState> = {}): PanelState {
     warnings: [],
     memory_model: 'mem-1',
     graph_model: 'graph-1',
+    native: null,
     ...over
   };
 }
@@ -109,6 +110,65 @@ describe('hooks', () => {
     expect(el.getAttribute('data-fv-status')).toBe('ready');
     expect([...el.querySelectorAll('[data-fv-section]')].map(s => s.getAttribute('data-fv-section'))).toEqual(['doctor', 'tensors', 'graph', 'memory']);
     expect(q('.fv-panel-cell').textContent).toBe('after cell [5]');
+  });
+});
+
+describe('native build', () => {
+  const building: NativeStatus = { type: 'native', state: 'building', seconds: 9, message: "Building forgeviz's native helpers in the background (memory tracker, 9 s…)." };
+  const failed: NativeStatus = {
+    type: 'native',
+    state: 'failed',
+    seconds: 0.2,
+    message: "forgeviz could not build its native helpers (the memory tracker: needs a C++ compiler (g++)). forgeviz works without them: memory tracking uses the dispatch-mode tracker and gradients are recorded by Python hooks."
+  };
+  const line = () => el.querySelector<HTMLElement>('.fv-panel-native')!;
+
+  it('has no line when the kernel built nothing (the libraries were there)', () => {
+    make();
+    ready();
+    expect(line().hidden).toBe(true);
+    expect(line().hasAttribute('data-fv-native')).toBe(false);
+  });
+
+  it('shows the build in the state, then each update the kernel pushes, then what it became', () => {
+    make();
+    ready(state({ native: building }));
+    expect(visible(line())).toBe(true);
+    expect(line().getAttribute('data-fv-native')).toBe('building');
+    expect(line().textContent).toContain('memory tracker, 9 s…');
+    expect(line().getAttribute('data-kind')).toBe('info');
+    view!.setNative({ ...building, seconds: 12, message: building.message.replace('9 s', '12 s') });
+    expect(line().textContent).toContain('12 s…');
+    const done: NativeStatus = { type: 'native', state: 'ready', seconds: 31, message: "forgeviz's native helpers are ready (built in 31 s)" };
+    view!.setNative(done);
+    expect(line().getAttribute('data-fv-native')).toBe('ready');
+    expect(line().textContent).toBe(done.message);
+    view!.setState(state({ cell: 6, native: done })); // the next cell's state says the same
+    expect(line().textContent).toBe(done.message);
+  });
+
+  it('shows a failure as an error, with what the user gets without the libraries', () => {
+    make();
+    ready(state({ native: failed }));
+    expect(line().getAttribute('data-fv-native')).toBe('failed');
+    expect(line().getAttribute('data-kind')).toBe('error');
+    expect(line().textContent).toContain('needs a C++ compiler');
+    expect(line().textContent).toContain('dispatch-mode tracker');
+  });
+
+  it('forgets the build of a kernel that is gone', () => {
+    make();
+    ready(state({ native: building }));
+    view!.setStatus('restarted');
+    expect(line().hidden).toBe(true);
+  });
+
+  it('is passed on by the connection whenever it comes, before the first state too', () => {
+    const { conn, kernel, sink } = connection();
+    conn.setActive(true);
+    kernel.comm.says(building);
+    expect(sink.setNative).toHaveBeenCalledWith(building);
+    expect(sink.setState).not.toHaveBeenCalled();
   });
 });
 
@@ -661,7 +721,7 @@ function connection(kernel: FakeKernel | null = new FakeKernel()) {
     kernelChanged: new FakeSignal<{ newValue: FakeKernel | null }>(),
     statusChanged: new FakeSignal<string>()
   };
-  const sink = { setState: vi.fn(), setLive: vi.fn(), setStatus: vi.fn(), clear: vi.fn() } satisfies PanelSink;
+  const sink = { setState: vi.fn(), setLive: vi.fn(), setNative: vi.fn(), setStatus: vi.fn(), clear: vi.fn() } satisfies PanelSink;
   const conn = new PanelConnection(ctx as unknown as SessionContextLike, sink);
   const statuses = () => sink.setStatus.mock.calls.map(c => c[0]);
   const status = (s: string) => {

@@ -9,20 +9,22 @@
  *
  * Hooks for automation: ``[data-fv-panel]`` and ``[data-fv-status]`` on the root,
  * ``[data-fv-section="tensors"|"graph"|"memory"|"doctor"]`` on the sections,
- * ``[data-fv-tensor="<name>"]`` on each tensor row, ``[data-fv-doctor="<kind>"]`` on each finding and
- * ``data-fv-updated`` (the last PanelLive's ``seq``) on the memory section.
+ * ``[data-fv-tensor="<name>"]`` on each tensor row, ``[data-fv-doctor="<kind>"]`` on each finding,
+ * ``data-fv-updated`` (the last PanelLive's ``seq``) on the memory section, and
+ * ``[data-fv-native="building"|"ready"|"partial"|"failed"]`` on the native-build line (native.ts).
  *
  * The Doctor comes first, and the sticky toolbar says how many incidents it holds (a click shows
  * them): a narrow sidebar must not hide them below a long tensor listing. 'connecting' and 'busy'
  * wait SETTLE_MS before they show over a state or over each other, so that a kernel's start or a
  * quick cell does not make the panel flicker; every other status shows at once.
  */
-import type { PanelLive, PanelState, TensorRow } from '../../model/wire';
+import type { NativeStatus, PanelLive, PanelState, TensorRow } from '../../model/wire';
 import { button, toolbar } from '../common/chrome';
 import { h } from '../common/dom';
 import { createDoctorSection } from './doctor';
 import { createWidgetHost, type MountWidget } from './host';
 import { createLiveLine } from './live';
+import { createNativeLine } from './native';
 import { CLEARING, createStatusScreen, ON_SCREEN, TRANSIENT, type PanelStatus } from './screen';
 import { createSection } from './section';
 import { createTensorsSection } from './tensors';
@@ -50,6 +52,8 @@ export interface PanelView {
   setState(state: PanelState): void;
   /** A live update while a cell runs. */
   setLive(live: PanelLive): void;
+  /** The kernel's background build of forgeviz's native libraries moved on. */
+  setNative(status: NativeStatus): void;
   /** Where the connection is; ``text`` says more (e.g. why loading failed). A 'connecting' or 'busy' over a state shows after SETTLE_MS, unless another status came first. */
   setStatus(kind: PanelStatus, text?: string): void;
   /** Forget everything shown (another notebook, another kernel). */
@@ -86,6 +90,7 @@ export function createPanelView(el: HTMLElement, opts: PanelViewOptions): PanelV
   const memory = createSection(doc, 'memory', 'Memory');
   memory.body.append(live.el, memoryHost.el);
   const doctor = createDoctorSection(doc);
+  const native = createNativeLine(doc);
   const sections = h(doc, 'div', { class: 'fv-panel-sections' }, doctor.el, tensors.el, graph.el, memory.el);
   alert.addEventListener('click', () => {
     doctor.open();
@@ -99,7 +104,7 @@ export function createPanelView(el: HTMLElement, opts: PanelViewOptions): PanelV
     alert.setAttribute('aria-label', alert.title);
   };
 
-  el.replaceChildren(status.screen, bar, status.line, sections);
+  el.replaceChildren(status.screen, bar, status.line, native.el, sections);
 
   let kernel: string | null = null;
   let current: PanelStatus = 'connecting';
@@ -112,6 +117,7 @@ export function createPanelView(el: HTMLElement, opts: PanelViewOptions): PanelV
     graphHost.clear();
     memoryHost.clear();
     live.set(null);
+    native.set(null);
     setFindings(null);
     cell.textContent = '';
     memory.el.removeAttribute('data-fv-updated');
@@ -154,12 +160,16 @@ export function createPanelView(el: HTMLElement, opts: PanelViewOptions): PanelV
       }
       graphHost.set(state.graph_model);
       memoryHost.set(state.memory_model);
+      native.set(state.native);
       setFindings(state);
       show();
     },
     setLive(l: PanelLive) {
       live.set(l);
       memory.el.setAttribute('data-fv-updated', String(l.seq));
+    },
+    setNative(s: NativeStatus) {
+      native.set(s);
     },
     setStatus(kind: PanelStatus, detail?: string) {
       unsettle();
