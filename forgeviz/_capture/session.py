@@ -142,6 +142,9 @@ def _tag_inner_nodes(grad_fn, tag: tuple, first_new: int) -> None:
                 todo.append(child)
 
 
+_is_compiling = torch.compiler.is_compiling
+
+
 class _TagMode(TorchFunctionMode):
     """Tags each new ``grad_fn`` with the op, its source line and module; arms backward hooks."""
 
@@ -151,6 +154,8 @@ class _TagMode(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if _is_compiling():  # Dynamo traces this mode: let the op through untouched (no graph break)
+            return func(*args, **kwargs)
         try:
             not_op = func in _NOT_OPS
         except TypeError:  # an unhashable callable: an op like any other

@@ -1,0 +1,112 @@
+"""torch.compile under forgeviz (scenario T1): Dynamo makes the same graphs, graph breaks and recompiles
+with forgeviz capturing as without it, fullgraph=True still runs, and results are bit-identical.
+
+Dynamo's own counters (``torch._dynamo.utils.counters``) are the oracle, read for the same model and
+inputs with forgeviz off and on, each run from a reset Dynamo.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+from torch._dynamo.utils import counters
+
+import forgeviz
+
+
+def _mlp() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 8))
+
+
+class _Attention(torch.nn.Module):
+    """A GPT-2-shaped block, small: layer norm, causal attention, an MLP, residuals."""
+
+    def __init__(self, d: int = 32, heads: int = 4) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+        self.qkv, self.proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp(self.ln2(x))
+
+
+def _gpt() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(_Attention(), _Attention())
+
+
+MODELS = {"mlp": (_mlp, (16, 32)), "gpt": (_gpt, (2, 8, 32))}
+
+
+def _step(make, shape, on: bool, **compile_kwargs):
+    """One compiled training step from a reset Dynamo: Dynamo's counters, the output and the grads."""
+    torch._dynamo.reset()
+    counters.clear()
+    model = make()
+    compiled = torch.compile(model, **compile_kwargs)
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(1))
+    if on:
+        with forgeviz.capture():
+            out = compiled(x)
+            out.square().mean().backward()
+    else:
+        out = compiled(x)
+        out.square().mean().backward()
+    seen = {"graphs": counters["stats"]["unique_graphs"], "breaks": dict(counters["graph_break"]),
+            "recompiles": dict(counters["recompiles"])}
+    return seen, out.detach(), [p.grad.clone() for p in model.parameters()]
+
+
+def _same(off, on) -> None:
+    assert on[0] == off[0]  # graphs, graph breaks (with Dynamo's reasons), recompiles
+    assert torch.equal(on[1], off[1])
+    assert all(torch.equal(a, b) for a, b in zip(on[2], off[2], strict=True))
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("fullgraph", [False, True])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_aot_eager_compiles_as_without_forgeviz(model, fullgraph, dynamic):
+    make, shape = MODELS[model]
+    off = _step(make, shape, False, backend="aot_eager", fullgraph=fullgraph, dynamic=dynamic)
+    assert off[0]["graphs"] >= 1 and not off[0]["breaks"]
+    _same(off, _step(make, shape, True, backend="aot_eager", fullgraph=fullgraph, dynamic=dynamic))
+
+
+@pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
+                    reason="inductor needs a C++ compiler (./dev.sh test installs g++)")
+def test_inductor_compiles_as_without_forgeviz():
+    make, shape = MODELS["gpt"]
+    _same(_step(make, shape, False, backend="inductor"), _step(make, shape, True, backend="inductor"))
+
+
+def test_a_graph_break_of_the_user_is_the_same_with_forgeviz():
+    """A print inside forward breaks the graph, with or without forgeviz: the same break, once."""
+
+    class Chatty(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            h = self.a(x).relu()
+            print("halfway")
+            return self.b(h)
+
+    def make():
+        torch.manual_seed(0)
+        return Chatty()
+
+    off = _step(make, (4, 8), False, backend="aot_eager")
+    assert sum(off[0]["breaks"].values()) == 1
+    _same(off, _step(make, (4, 8), True, backend="aot_eager"))
