@@ -115,9 +115,9 @@ def test_pip_leaves_the_users_jupyterlab_alone(env, forgeviz_wheel):
 def test_labextension_list_says_forgeviz_is_ok(env):
     out = subprocess.run([env["python"], "-m", "jupyter", "labextension", "list"], capture_output=True, text=True,
                          check=True)
-    text = out.stdout + out.stderr
+    text = re.sub(r"\x1b\[[0-9;]*m", "", out.stdout + out.stderr)  # without its colours
     line = next((l for l in text.splitlines() if l.strip().startswith("forgeviz")), "")
-    assert "enabled" in line and "OK" in line and "X" not in line.split(), text
+    assert "enabled" in line.split() and "OK" in line.split() and "X" not in line.split(), text
     assert "not compatible" not in text, text
 
 
