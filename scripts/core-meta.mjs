@@ -3,7 +3,7 @@
 // packages and versions) with forgeviz's own package.json ranges for the Lab packages it depends on.
 // Why: the builder takes the version each shared package must have at run time from the core
 // metadata, not from package.json. Built against 4.6's, the extension asks for @jupyterlab/apputils
-// ^4.7.4, and an older Lab that package.json admits (4.2 ships apputils 4.3) logs "Unsatisfied
+// ^4.7.4, and an older Lab that package.json admits (4.0 ships apputils 4.1) logs "Unsatisfied
 // version" in the console. With package.json's ranges, the page checks what `jupyter labextension
 // list` checks and what the README promises (tests/browser/test_lab_versions.py runs both ends).
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';

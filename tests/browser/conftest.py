@@ -78,7 +78,7 @@ def forgeviz_wheel(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def lab_env(forgeviz_wheel):
     """``lab_env(pins)``: the python of a venv under .venv-labs/ holding exactly ``pins`` (e.g.
-    ``{"jupyterlab": "4.2.0"}``), made once and kept; forgeviz is installed into it from the wheel
+    ``{"jupyterlab": "4.0.2"}``), made once and kept; forgeviz is installed into it from the wheel
     each session, as a user would (``pip install forgeviz-….whl`` beside their JupyterLab)."""
     return lambda pins: _lab_env(pins, forgeviz_wheel)
 
