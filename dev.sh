@@ -22,8 +22,19 @@ ensure_python_env() {
   [ -x "$PY" ] || { log "creating $VENV"; "$base" -m venv "$VENV"; }
   # torch first and exactly 2.13.0: any other spec pulls the multi-GB CUDA build (../shared/STACK.md).
   "$PY" -c 'import torch' 2>/dev/null || { log "installing torch==2.13.0 (CPU)"; "$PY" -m pip install -q torch==2.13.0 numpy; }
-  log "installing forgeviz (builds the JupyterLab extension and the widget bundle)"
-  "$PY" -m pip install -q ".[$1]"
+  install_forgeviz "$1"
+}
+
+install_forgeviz() {  # $1: the extra (lab, test)
+  # Build the wheel fresh each run and install that file, as a user would: the JupyterLab-version
+  # tests install the same wheel into an older Lab's environment (tests/browser/test_lab_versions.py).
+  log "building the forgeviz wheel (builds the JupyterLab extension and the widget bundle)"
+  rm -f "$ROOT"/dist/forgeviz-*.whl
+  "$PY" -m pip wheel -q --no-deps -w "$ROOT/dist" "$ROOT"
+  local wheel=("$ROOT"/dist/forgeviz-*.whl)
+  # uninstalled first: pip keeps an installed forgeviz of the same version
+  "$PY" -m pip uninstall -q -y forgeviz 2>/dev/null || true
+  "$PY" -m pip install -q "${wheel[0]}[$1]"
 }
 
 apt_install() {
