@@ -17,7 +17,7 @@
  * otherwise draw that part first (ipywidgets' renderer outranks every built-in one) and, with no
  * kernel holding the model, say "Error displaying widget: model not found" instead of the SVG;
  * forgeviz's own renderer (mime.ts) reads it from the metadata and still draws the live widget
- * where a kernel holds the model (a page reloaded with its kernel alive).
+ * where the widget manager holds the model (the notebook reloaded from disk, its kernel alive).
  *
  * Only the JSON written is refreshed, not the notebook's model: setting an output's data in the
  * model makes Lab render that output again, which for a live widget means a second view of it.

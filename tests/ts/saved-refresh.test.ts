@@ -101,7 +101,7 @@ describe('an output refreshed from its live view', () => {
     const { [WIDGET_MIME]: view, ...noWidget } = outputData();
     expect(refreshedData(noWidget, live, () => '<svg/>')).toBeNull();
     expect(refreshedData(noWidget, live, () => '<svg/>', { [SAVED_MIME]: {} })).toBeNull();
-    // a widget view set aside by an earlier save (a page reloaded with its kernel alive draws it live)
+    // a widget view set aside by an earlier save (a notebook reloaded from disk, its kernel alive, draws it live)
     const aside = refreshedData(noWidget, live, () => '<svg>new</svg>', { [SAVED_MIME]: { widget_view: view } })!;
     expect((aside[SAVED_MIME] as SavedPayload).traits.state).toEqual(after);
     expect(aside['image/svg+xml']).toBe('<svg>new</svg>');
