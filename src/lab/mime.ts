@@ -14,12 +14,14 @@
  * - trusted, with the widget view: the live widget, through the output area's own widget renderer
  *   (what Lab would have used); when that renderer says it has no such widget model ("Error
  *   displaying widget: model not found": a notebook saved in Lab, and so trusted, reopened with no
- *   kernel or a new one), the saved data instead.
+ *   kernel or a new one), the saved data instead. The widget view is the output's own, or the one
+ *   Lab's save set aside in its metadata (refresh.ts ``widgetViewOf``: then it is handed to the
+ *   widget renderer as the output's data, as a copy).
  */
 import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Panel, type Widget } from '@lumino/widgets';
 import { installGlobal } from './index';
-import { WIDGET_MIME } from './refresh';
+import { WIDGET_MIME, widgetViewOf, type WidgetView } from './refresh';
 import { isSavedPayload, mountSaved, SAVED_MIME, type EntryModule } from './saved';
 
 /** Where Lab serves the bundle of ``view`` (null off Lab). */
@@ -72,6 +74,23 @@ export function rendermimeOf(widget: Widget): RendermimeLike | null {
   return null;
 }
 
+/**
+ * ``model`` as the widget renderer reads it: with the widget view in its data (a copy of one set
+ * aside in the metadata: that renderer blanks the ``model_id`` of the object it was given when the
+ * widget closes, and the saved metadata stays as it is).
+ */
+export function withWidgetView(model: IRenderMime.IMimeModel, view: WidgetView): IRenderMime.IMimeModel {
+  if (model.data[WIDGET_MIME] === view) {
+    return model;
+  }
+  return {
+    trusted: model.trusted,
+    data: { ...model.data, [WIDGET_MIME]: { ...view } as IRenderMime.IMimeModel['data'][string] },
+    metadata: model.metadata,
+    setData: options => model.setData(options)
+  };
+}
+
 /** How long the widget renderer may say "Loading widget..." before the saved data is shown meanwhile. */
 export const LIVE_WAIT_MS = 1500;
 
@@ -115,14 +134,15 @@ export class SavedRenderer extends Panel implements IRenderMime.IRenderer {
   async renderModel(model: IRenderMime.IMimeModel): Promise<void> {
     const turn = ++this.turn;
     this.clear();
-    if (model.trusted && WIDGET_MIME in model.data) {
+    const view = model.trusted ? widgetViewOf(model.data, model.metadata) : null;
+    if (view) {
       await Promise.resolve(); // the output area adds this renderer to itself after calling renderModel
       const rendermime = turn === this.turn ? rendermimeOf(this) : null;
       if (turn !== this.turn) {
         return;
       }
       if (rendermime?.getFactory(WIDGET_MIME)) {
-        return this.renderLive(model, rendermime, turn);
+        return this.renderLive(model, withWidgetView(model, view), rendermime, turn);
       }
     }
     return this.renderSaved(model, () => turn === this.turn);
@@ -133,7 +153,7 @@ export class SavedRenderer extends Panel implements IRenderMime.IRenderer {
    * manager (no kernel yet, or none at all) the saved data is shown after ``LIVE_WAIT_MS``, until
    * the widget's view comes; when it says it has no such model, the saved data for good.
    */
-  private async renderLive(model: IRenderMime.IMimeModel, rendermime: RendermimeLike, turn: number): Promise<void> {
+  private async renderLive(model: IRenderMime.IMimeModel, liveModel: IRenderMime.IMimeModel, rendermime: RendermimeLike, turn: number): Promise<void> {
     const live = rendermime.createRenderer(WIDGET_MIME);
     this.live = live;
     this.addClass('fv-live-output');
@@ -167,7 +187,7 @@ export class SavedRenderer extends Panel implements IRenderMime.IRenderer {
       }
     }, LIVE_WAIT_MS);
     try {
-      await live.renderModel(model);
+      await live.renderModel(liveModel);
     } finally {
       settle();
     }

@@ -1,7 +1,7 @@
 /**
  * Saving a notebook saves what its forgeviz views show now, not what they showed when displayed
  * (issue 15). A widget's output carries, next to the live view, its data as
- * ``application/vnd.forgeviz.v1+json`` and its picture (``image/svg+xml``, ``text/html``), all made
+ * ``application/vnd.forgeviz.v1+json`` and its pictures (``image/svg+xml``, ``image/png``), all made
  * by the kernel at display time; the live view goes on changing (a later ``loss.backward()`` sets the
  * graph's ``state``, the user expands Modules: ``expanded``).
  *
@@ -10,6 +10,14 @@
  * by src/widgets/entry.ts): the saved traits from the live model's current values, the picture
  * from the view's own ``exportSVG()`` in the light theme, the graph's summary line, and the graph's
  * inspector replies left out when a backward came after they were made (they would say "no grad").
+ *
+ * Every forgeviz output written also has its widget view set aside (issue 25): the
+ * ``application/vnd.jupyter.widget-view+json`` part leaves ``data`` for the output's
+ * ``metadata["application/vnd.forgeviz.v1+json"].widget_view``. JupyterLab without forgeviz would
+ * otherwise draw that part first (ipywidgets' renderer outranks every built-in one) and, with no
+ * kernel holding the model, say "Error displaying widget: model not found" instead of the SVG;
+ * forgeviz's own renderer (mime.ts) reads it from the metadata and still draws the live widget
+ * where the widget manager holds the model (the notebook reloaded from disk, its kernel alive).
  *
  * Only the JSON written is refreshed, not the notebook's model: setting an output's data in the
  * model makes Lab render that output again, which for a live widget means a second view of it.
@@ -20,6 +28,59 @@ import { isSavedPayload, SAVED_MIME, type SavedPayload } from './saved';
 
 /** The live widget's mime type (@jupyter-widgets). */
 export const WIDGET_MIME = 'application/vnd.jupyter.widget-view+json';
+
+/** A widget view part (``{model_id, version_major, version_minor}``), as @jupyter-widgets reads it. */
+export interface WidgetView {
+  model_id: string;
+  [key: string]: unknown;
+}
+
+/** Where a saved output keeps its widget view once set aside: ``metadata[SAVED_MIME][WIDGET_VIEW_KEY]``. */
+export const WIDGET_VIEW_KEY = 'widget_view';
+
+function isWidgetView(v: unknown): v is WidgetView {
+  return !!v && typeof v === 'object' && typeof (v as WidgetView).model_id === 'string' && (v as WidgetView).model_id !== '';
+}
+
+/**
+ * The widget view of a forgeviz output: its ``data``'s own, else the one set aside in its
+ * ``metadata`` on save; null when it has neither.
+ *
+ *     widgetViewOf({}, { [SAVED_MIME]: { widget_view: { model_id: 'abc' } } })  // → { model_id: 'abc' }
+ */
+export function widgetViewOf(data: Record<string, unknown>, metadata: Record<string, unknown> | undefined): WidgetView | null {
+  if (WIDGET_MIME in data) {
+    return isWidgetView(data[WIDGET_MIME]) ? data[WIDGET_MIME] : null;
+  }
+  const aside = (metadata?.[SAVED_MIME] as Record<string, unknown> | undefined)?.[WIDGET_VIEW_KEY];
+  return isWidgetView(aside) ? aside : null;
+}
+
+interface OutputJSON {
+  data?: Record<string, unknown>;
+  metadata?: Record<string, unknown>;
+  [key: string]: unknown;
+}
+
+/**
+ * ``output`` (nbformat JSON) with its widget view moved from ``data`` into its forgeviz part's
+ * ``metadata`` (see above), as a copy; null when it is not a forgeviz output with a widget view in
+ * its data (nothing to move).
+ *
+ *     setAsideWidgetView({ data: { [WIDGET_MIME]: v, [SAVED_MIME]: p, 'image/svg+xml': s }, metadata: {} })
+ *     // → { data: { [SAVED_MIME]: p, 'image/svg+xml': s }, metadata: { [SAVED_MIME]: { widget_view: v } } }
+ */
+export function setAsideWidgetView<T extends OutputJSON>(output: T): T | null {
+  const data = output.data;
+  if (!data || !(SAVED_MIME in data) || !(WIDGET_MIME in data)) {
+    return null;
+  }
+  const { [WIDGET_MIME]: view, ...rest } = data;
+  const metadata = output.metadata ?? {};
+  const own = metadata[SAVED_MIME];
+  const mine = own && typeof own === 'object' && !Array.isArray(own) ? (own as Record<string, unknown>) : {};
+  return { ...output, data: rest, metadata: { ...metadata, [SAVED_MIME]: { ...mine, [WIDGET_VIEW_KEY]: view } } };
+}
 
 /** What the refresh needs of a live view (src/widgets/entry.ts ``LiveView``). */
 export interface LiveViewLike {
@@ -125,8 +186,9 @@ export function graphSummary(summary: string, traits: Record<string, unknown>): 
 
 /**
  * An output's data refreshed from its live view: null when the output is not a forgeviz widget's
- * (no widget view or no forgeviz JSON this version reads), or its saved data must stay as the kernel
- * made it (a payload with custom messages: the memory timeline's events go with its traits).
+ * (no widget view, in ``data`` or set aside in ``metadata``, or no forgeviz JSON this version reads),
+ * or its saved data must stay as the kernel made it (a payload with custom messages: the memory
+ * timeline's events go with its traits).
  *
  * - ``traits``: each saved key from the live model (a value it lacks, or binary, stays as saved);
  * - ``summary`` and ``text/plain``: a graph's gradient part, from its state;
@@ -136,9 +198,14 @@ export function graphSummary(summary: string, traits: Record<string, unknown>): 
  *   them and an export came back; ``image/png`` then left out if the traits changed (it cannot be
  *   rasterised again here).
  */
-export function refreshedData(data: Record<string, unknown>, live: LiveViewLike, svg: () => string | null): Record<string, unknown> | null {
+export function refreshedData(
+  data: Record<string, unknown>,
+  live: LiveViewLike,
+  svg: () => string | null,
+  metadata?: Record<string, unknown>
+): Record<string, unknown> | null {
   const payload = data[SAVED_MIME];
-  if (!(WIDGET_MIME in data) || !isSavedPayload(payload) || (payload.messages?.length ?? 0) > 0) {
+  if (!widgetViewOf(data, metadata) || !isSavedPayload(payload) || (payload.messages?.length ?? 0) > 0) {
     return null;
   }
   const traits: Record<string, unknown> = {};
@@ -186,45 +253,47 @@ export interface NotebookLike {
 }
 
 interface NotebookJSON {
-  cells?: { id?: string; cell_type?: string; outputs?: { data?: Record<string, unknown> }[] }[];
+  cells?: { id?: string; cell_type?: string; outputs?: OutputJSON[] }[];
 }
 
 /**
  * ``json`` (a notebook's nbformat JSON, about to be written) with each output that a live forgeviz
- * view draws refreshed (``refreshedData``); the cells and outputs changed are copies, the rest is
- * ``json``'s own. Returns how many outputs were refreshed.
+ * view draws refreshed (``refreshedData``), and every forgeviz output's widget view set aside
+ * (``setAsideWidgetView``), drawn or not (a cell scrolled out of a windowed notebook, a notebook
+ * run headless then opened here); the cells and outputs changed are copies, the rest is ``json``'s
+ * own. Returns how many outputs were refreshed from a live view.
  */
 export function refreshNotebookJSON(json: NotebookJSON, panel: NotebookLike, views: LiveViewLike[] = liveViews()): number {
-  if (!views.length || !Array.isArray(json.cells)) {
+  if (!Array.isArray(json.cells)) {
     return 0;
   }
   let count = 0;
-  const cells = json.cells.slice();
-  panel.content.widgets.forEach((cell, c) => {
-    const saved = cells[c];
-    const area = cell.outputArea;
-    if (!area || !saved || saved.cell_type !== 'code' || !Array.isArray(saved.outputs) || (saved.id && saved.id !== cell.model.id)) {
-      return;
+  json.cells = json.cells.map((saved, c) => {
+    if (!saved || saved.cell_type !== 'code' || !Array.isArray(saved.outputs)) {
+      return saved;
     }
-    let outputs: typeof saved.outputs | null = null;
-    area.widgets.forEach((w, o) => {
-      const output = saved.outputs![o];
-      const live = output?.data && views.find(v => w.node.contains(v.el));
-      if (!live) {
-        return;
+    const cell = panel.content.widgets[c];
+    const area = cell && (!saved.id || saved.id === cell.model.id) ? cell.outputArea : undefined;
+    let changed = false;
+    const outputs = saved.outputs.map((output, o) => {
+      let next = output;
+      const node = area?.widgets[o]?.node;
+      const live = node && output?.data ? views.find(v => node.contains(v.el)) : undefined;
+      if (live) {
+        const data = refreshedData(output.data!, live, () => lightSVG(live), output.metadata);
+        if (data) {
+          next = { ...output, data };
+          count++;
+        }
       }
-      const data = refreshedData(output.data!, live, () => lightSVG(live));
-      if (data) {
-        outputs ??= saved.outputs!.slice();
-        outputs[o] = { ...output, data };
-        count++;
+      if (next) {
+        next = setAsideWidgetView(next) ?? next;
       }
+      changed ||= next !== output;
+      return next;
     });
-    if (outputs) {
-      cells[c] = { ...saved, outputs };
-    }
+    return changed ? { ...saved, outputs } : saved;
   });
-  json.cells = cells;
   return count;
 }
 

@@ -16,10 +16,13 @@ const data = { [WIDGET_MIME]: { model_id: 'm1' }, [SAVED_MIME]: payload as any }
 
 /** A stand-in of @jupyter-widgets' renderer: ``outcome`` says what it shows, now or later. */
 class FakeWidgetRenderer extends Widget {
+  /** the widget views it was asked to draw */
+  readonly asked: unknown[] = [];
   constructor(private readonly outcome: (node: HTMLElement) => void) {
     super();
   }
-  async renderModel(): Promise<void> {
+  async renderModel(model: { data: Record<string, unknown> }): Promise<void> {
+    this.asked.push(model.data[WIDGET_MIME]);
     this.node.textContent = 'Loading widget...';
     this.outcome(this.node);
   }
@@ -41,6 +44,10 @@ function drawn() {
   const entry = { render: vi.fn(({ el }: { el: HTMLElement }) => void (el.textContent = 'saved drawing')) };
   return { entry, load: vi.fn(async () => entry) };
 }
+
+/** The output as Lab's save writes it (src/lab/refresh.ts): its widget view in the forgeviz metadata. */
+const { [WIDGET_MIME]: view, ...asideData } = data;
+const asideMetadata = { [SAVED_MIME]: { widget_view: view } };
 
 describe('a trusted forgeviz output', () => {
   it('is the live widget while the widget manager has its model', async () => {
@@ -101,5 +108,41 @@ describe('a trusted forgeviz output', () => {
     await vi.waitFor(() => expect(r.node.textContent).toBe('the live view'));
     expect(r.hasClass('fv-saved-output')).toBe(false);
     expect(r.widgets[0].isHidden).toBe(false);
+  });
+
+  it('saved by Lab, widget view in its metadata: the live widget, given the view as its data', async () => {
+    const { load } = drawn();
+    const r = new SavedRenderer(load);
+    const p = r.renderModel({ data: asideData, metadata: asideMetadata, trusted: true, setData() {} } as any);
+    let made!: FakeWidgetRenderer;
+    inArea(r, () => (made = new FakeWidgetRenderer(node => (node.textContent = 'the live view'))));
+    await p;
+    expect(r.node.textContent).toBe('the live view');
+    expect(made.asked).toEqual([{ model_id: 'm1' }]);
+    expect(made.asked[0]).not.toBe(view); // a copy: what the widget renderer writes into it stays there
+    expect(load).not.toHaveBeenCalled();
+  });
+
+  it('saved by Lab: the saved data when no kernel holds the model, or untrusted, or with no widget view', async () => {
+    const { load } = drawn();
+    const r = new SavedRenderer(load);
+    const p = r.renderModel({ data: asideData, metadata: asideMetadata, trusted: true, setData() {} } as any);
+    inArea(r, () => new FakeWidgetRenderer(node => (node.textContent = `${WIDGET_ERROR}: model not found`)));
+    await p;
+    await vi.waitFor(() => expect(r.node.textContent).toBe('saved drawing'));
+    expect(r.widgets).toHaveLength(0);
+    for (const [metadata, trusted] of [
+      [asideMetadata, false],
+      [{}, true],
+      [{ [SAVED_MIME]: { widget_view: { model_id: '' } } }, true]
+    ] as const) {
+      const make = vi.fn(() => new FakeWidgetRenderer(() => {}));
+      const u = new SavedRenderer(drawn().load);
+      const q = u.renderModel({ data: asideData, metadata, trusted, setData() {} } as any);
+      inArea(u, make);
+      await q;
+      expect(make).not.toHaveBeenCalled();
+      expect(u.node.textContent).toBe('saved drawing');
+    }
   });
 });

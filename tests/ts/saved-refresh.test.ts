@@ -1,12 +1,25 @@
 /**
  * Saving refreshes what the notebook keeps of each live view (src/lab/refresh.ts): the saved traits
  * from the live model, the picture from the view's export (light theme), the graph's summary and
- * its stale inspector replies; the registry of live views (src/widgets/entry.ts).
+ * its stale inspector replies; every forgeviz output's widget view is set aside in its metadata
+ * (JupyterLab without forgeviz then draws the SVG, not "model not found"); the registry of live
+ * views (src/widgets/entry.ts).
  */
 import { Graphviz } from '@hpcc-js/wasm-graphviz';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { SAVED_MIME, type SavedPayload } from '../../src/lab/saved';
-import { graphSummary, LIGHT_VARS, lightSVG, refreshedData, refreshNotebookJSON, refreshOnSave, WIDGET_MIME, type LiveViewLike } from '../../src/lab/refresh';
+import {
+  graphSummary,
+  LIGHT_VARS,
+  lightSVG,
+  refreshedData,
+  refreshNotebookJSON,
+  refreshOnSave,
+  setAsideWidgetView,
+  WIDGET_MIME,
+  widgetViewOf,
+  type LiveViewLike
+} from '../../src/lab/refresh';
 import graph from '../../src/widgets/graph';
 import { s1Graph, traitOf, xDetail } from './fixtures';
 
@@ -85,8 +98,14 @@ describe('an output refreshed from its live view', () => {
   it('leaves alone what is not a forgeviz widget, and a payload with messages (the memory timeline)', () => {
     const live = stub({ state: after });
     expect(refreshedData({ 'text/plain': 'x' }, live, () => '<svg/>')).toBeNull();
-    const { [WIDGET_MIME]: _, ...noWidget } = outputData();
+    const { [WIDGET_MIME]: view, ...noWidget } = outputData();
     expect(refreshedData(noWidget, live, () => '<svg/>')).toBeNull();
+    expect(refreshedData(noWidget, live, () => '<svg/>', { [SAVED_MIME]: {} })).toBeNull();
+    // a widget view set aside by an earlier save (a notebook reloaded from disk, its kernel alive, draws it live)
+    const aside = refreshedData(noWidget, live, () => '<svg>new</svg>', { [SAVED_MIME]: { widget_view: view } })!;
+    expect((aside[SAVED_MIME] as SavedPayload).traits.state).toEqual(after);
+    expect(aside['image/svg+xml']).toBe('<svg>new</svg>');
+    expect(WIDGET_MIME in aside).toBe(false);
     const memory = payload({ view: 'memory', traits: { timeline: {} }, messages: [{ content: { type: 'events' }, buffers: [] }] });
     expect(refreshedData(outputData(memory), live, () => '<svg/>')).toBeNull();
   });
@@ -147,6 +166,8 @@ describe('the notebook JSON written on save', () => {
     panel.content.widgets[1].model.id = 'c0';
     expect(refreshNotebookJSON(json, panel, [live])).toBe(1);
     const data = (json.cells[1] as typeof original).outputs[1].data!;
+    expect(WIDGET_MIME in data).toBe(false);
+    expect(WIDGET_MIME in original.outputs[1].data!).toBe(true);
     expect((data[SAVED_MIME] as SavedPayload).traits.state).toEqual(after);
     expect(data['image/svg+xml']).toContain('new 64');
     expect((original.outputs[1].data![SAVED_MIME] as SavedPayload).traits.state).toEqual(before); // copied, not changed in place
@@ -169,9 +190,67 @@ describe('the notebook JSON written on save', () => {
     expect(stateOf()).toBe(0);
     emit(null, 'started');
     expect(stateOf()).toBe(1);
+    expect(model.toJSON().cells[0].outputs[0]).toMatchObject({ metadata: { [SAVED_MIME]: { widget_view: { model_id: 'abc' } } } });
     emit(null, 'completed');
     expect(stateOf()).toBe(0);
     expect(Object.prototype.hasOwnProperty.call(model, 'toJSON')).toBe(false);
+  });
+});
+
+describe('the widget view of a saved output', () => {
+  const view = { model_id: 'abc', version_major: 2, version_minor: 1 };
+
+  it('is set aside from the data into the forgeviz metadata, the rest of the output kept', () => {
+    const output = { output_type: 'display_data', data: outputData(), metadata: { 'image/png': { width: 10, height: 5 } } };
+    const aside = setAsideWidgetView(output)!;
+    expect(Object.keys(aside.data).sort()).toEqual([SAVED_MIME, 'image/svg+xml', 'text/html', 'text/plain'].sort());
+    expect(aside.data[SAVED_MIME]).toBe(output.data[SAVED_MIME]);
+    expect(aside.metadata).toEqual({ 'image/png': { width: 10, height: 5 }, [SAVED_MIME]: { widget_view: view } });
+    expect(aside.output_type).toBe('display_data');
+    expect(WIDGET_MIME in output.data).toBe(true); // a copy: the output given is left as it was
+    expect(widgetViewOf(aside.data, aside.metadata)).toEqual(view);
+    expect(widgetViewOf(output.data, output.metadata)).toEqual(view);
+    expect(setAsideWidgetView(aside)).toBeNull(); // nothing left to move
+    expect(setAsideWidgetView<{ data: Record<string, unknown>; metadata?: Record<string, unknown> }>({ data: outputData() })!.metadata).toEqual({ [SAVED_MIME]: { widget_view: view } });
+  });
+
+  it('is left where it is in what is not a forgeviz output (another widget, a picture)', () => {
+    expect(setAsideWidgetView({ data: { [WIDGET_MIME]: view, 'text/plain': 'IntSlider(value=3)' }, metadata: {} })).toBeNull();
+    expect(setAsideWidgetView({ data: { 'image/png': 'iVBOR' }, metadata: {} })).toBeNull();
+    expect(widgetViewOf({ 'text/plain': 'x' }, {})).toBeNull();
+    expect(widgetViewOf({ [WIDGET_MIME]: { model_id: '' } }, {})).toBeNull(); // a closed widget
+    expect(widgetViewOf({}, { [SAVED_MIME]: { widget_view: 'abc' } })).toBeNull();
+  });
+
+  it('is set aside in every forgeviz output written, drawn live or not; refreshed from a live view counts', () => {
+    const drawn = document.body.appendChild(document.createElement('div'));
+    const undrawn = document.body.appendChild(document.createElement('div'));
+    const live = stub({ state: after });
+    drawn.appendChild(live.el);
+    const slider = { output_type: 'display_data', data: { [WIDGET_MIME]: { model_id: 's' }, 'text/plain': 'IntSlider()' } as Record<string, unknown>, metadata: {} };
+    const json = {
+      cells: [
+        { cell_type: 'code', id: 'c0', outputs: [{ output_type: 'display_data', data: outputData(), metadata: {} }, slider] },
+        { cell_type: 'code', id: 'c1', outputs: [{ output_type: 'display_data', data: outputData(), metadata: {} }] },
+        { cell_type: 'markdown', id: 'c2' }
+      ]
+    };
+    expect(refreshNotebookJSON(json, panelOf([[drawn, document.createElement('div')], [undrawn], []]), [live])).toBe(1);
+    const [first, second] = json.cells.map(c => c.outputs?.[0]);
+    for (const out of [first!, second!]) {
+      expect(WIDGET_MIME in out.data).toBe(false);
+      expect(out.metadata).toEqual({ [SAVED_MIME]: { widget_view: view } });
+    }
+    expect((first!.data[SAVED_MIME] as SavedPayload).traits.state).toEqual(after); // refreshed
+    expect((second!.data[SAVED_MIME] as SavedPayload).traits.state).toEqual(before); // as the kernel made it
+    expect(json.cells[0].outputs![1]).toBe(slider); // another widget keeps its view
+  });
+
+  it('is set aside with no live view on the page at all (a notebook run headless, saved here)', () => {
+    const json = { cells: [{ cell_type: 'code', id: 'c0', outputs: [{ output_type: 'display_data', data: outputData(), metadata: {} }] }] };
+    expect(refreshNotebookJSON(json, panelOf([[document.createElement('div')]]), [])).toBe(0);
+    expect(json.cells[0].outputs[0].metadata).toEqual({ [SAVED_MIME]: { widget_view: view } });
+    expect(WIDGET_MIME in json.cells[0].outputs[0].data).toBe(false);
   });
 });
 
