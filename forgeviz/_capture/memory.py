@@ -38,6 +38,7 @@ from .ledger_dispatch import DispatchLedger
 from .own import deep_bytes
 from .session import current_module_path, get_session
 from .source import source_line, user_location
+from .storage import real_storage
 from .untraced import untraced
 
 
@@ -560,20 +561,20 @@ class MemoryTracker:
                         states.update(id(v) for v in state.values() if isinstance(v, torch.Tensor))
                 elif isinstance(obj, torch.nn.Module):
                     buffers.update(id(b) for b in obj._buffers.values() if b is not None)
+            found = []
             for t in tensors:
                 if isinstance(t, torch.nn.Parameter):
                     params.add(id(t))
                     self._remember(t)
-                    if t.grad is not None:
-                        grads.add(id(t.grad))
+                    grad = t.grad  # a .grad that backward wrote and Python never read has no object in gc
+                    if grad is not None:
+                        grads.add(id(grad))
+                        found.append(grad)
+            listed = set(map(id, tensors))
+            tensors.extend(g for g in found if id(g) not in listed)
             for t in tensors:
-                if t.layout != torch.strided or t.device.type == "meta" or t.is_nested:
-                    continue
-                try:
-                    storage = t.untyped_storage()
-                except (RuntimeError, NotImplementedError):
-                    continue
-                if storage.nbytes() == 0:
+                storage = real_storage(t)  # never a compile cache's fake or functional tensor
+                if storage is None:
                     continue
                 category = (m.PARAMETER if id(t) in params else m.GRADIENT if id(t) in grads
                             else m.OPTIMIZER_STATE if id(t) in states else m.BUFFER if id(t) in buffers
@@ -659,17 +660,12 @@ def quiet(hook: Callable) -> Callable:
 
 
 def live_storage_bytes() -> dict[int, int]:
-    """Every live strided storage reachable from a gc walk: data pointer → nbytes."""
+    """Every live storage with data (``real_storage``) reachable from a gc walk: data pointer → nbytes."""
     out: dict[int, int] = {}
     for obj in _gc_objects():
-        if isinstance(obj, torch.Tensor) and obj.layout == torch.strided and obj.device.type != "meta" \
-                and not obj.is_nested:
-            try:
-                storage = obj.untyped_storage()
-            except (RuntimeError, NotImplementedError):
-                continue
-            if storage.nbytes():
-                out[storage.data_ptr()] = storage.nbytes()
+        storage = real_storage(obj) if isinstance(obj, torch.Tensor) else None
+        if storage is not None:
+            out[storage.data_ptr()] = storage.nbytes()
     return out
 
 

@@ -12,6 +12,7 @@ from typing import Iterator, Optional
 import torch
 
 from ..model.panel import MAX_TENSOR_ROWS, TensorListing, TensorRow
+from .storage import real_storage
 
 # A grad norm is read for at most this many gradient elements per listing: a big model's norms would
 # cost the cell more than the panel may (2 ms with 300 tensors); past it the rows show none.
@@ -19,12 +20,10 @@ GRAD_NORM_ELEMENTS = 4_000_000
 
 
 def _storage_key(t: torch.Tensor) -> Optional[tuple]:
-    """What tells storages apart (its impl's address, and its device), or None without one."""
-    try:
-        s = t.untyped_storage()
-        return (t.device.type, t.device.index, s._cdata), s.nbytes()
-    except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested, MKLDNN: no plain storage
-        return None
+    """What tells storages apart (its impl's address, and its device), or None without one (sparse,
+    nested, MKLDNN, meta, fake or functional: ``real_storage``)."""
+    s = real_storage(t)
+    return None if s is None else ((t.device.type, t.device.index, s._cdata), s.nbytes())
 
 
 _structure = 0  # counts registrations of parameters, buffers and submodules in any nn.Module
