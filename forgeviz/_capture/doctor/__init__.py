@@ -23,7 +23,9 @@ inplace-saved-tensor     an in-place write changed a tensor a live Node saved (a
                          besides the user holds it
 eval-without-no-grad     a module call built a graph that died without any backward running it, or
                          that a variable still keeps after the same call ran again under no_grad, or
-                         after an optimizer step changed a tensor it saved (no backward can use it)
+                         after an optimizer step changed a tensor it saved (no backward can use it); or a
+                         container keeps the unused graphs of two or more separate calls (a validation
+                         loop that keeps its outputs), told at the end of the cell that built them
 nonfinite-grad           the first Node of a backward whose gradients went NaN or infinite
 =======================  ==========================================================================
 

@@ -1,6 +1,8 @@
 """``eval-without-no-grad``: a module call built a graph that no backward will use. Told when that graph
 dies without any backward running it; when a variable still keeps it after the same call ran again under
-no_grad, or after an optimizer step changed a tensor it saved (no backward can use it any more).
+no_grad, or after an optimizer step changed a tensor it saved (no backward can use it any more); and at
+the end of the cell that built them, when a container in the namespace keeps the graphs of two or more
+separate calls that no backward has used (a validation loop that keeps its outputs).
 
 An unused graph that one variable keeps is left alone otherwise: its backward may come in a later cell
 (``out = model(x)``, then ``loss(out).backward()``)."""
@@ -15,8 +17,8 @@ import torch
 
 from ..source import user_location
 from .detector import CellEnd, Checkup, Detector
-from .graphs import LEAF_SEQUENCE_NR, WALK_LIMIT, version_error, walk
-from .sites import site_of
+from .graphs import LEAF_SEQUENCE_NR, WALK_LIMIT, saved_bytes, version_error, walk
+from .sites import site_of, size
 
 REACH_LIMIT = 10_000  # Nodes a backward's walk visits, looking for the module outputs it uses
 MAX_UNUSED = 256  # module outputs watched while no backward has used them
@@ -192,6 +194,7 @@ class EvalWithoutNoGrad(Detector):
         self._dead_forwards()
         self._held_forwards(end.user_ns)
         self._stale_forwards(end)
+        self._kept_evaluations(end)
 
     def _told(self, key: int) -> Optional[list]:
         """Stop watching the call ``key`` (it is told now, or used): its entry, None when it was not watched."""
@@ -285,3 +288,57 @@ class EvalWithoutNoGrad(Detector):
                        "changed in place since (an optimizer step changes the weights), so none can any more: "
                        f"`{name}` keeps that graph, with its activations, for nothing.")
         self.doctor.report(self.kind, site, explanation, _FIX + f"; or `{name} = {name}.detach()`.")
+
+    def _kept_evaluations(self, end: CellEnd) -> None:
+        """A container in the namespace (a list, tuple, dict or deque) that keeps the graphs of two or more
+        separate watched calls that no backward has used: a validation loop without no_grad that keeps its
+        outputs (``val.append(model(xb))``). A training step's graphs are used by its backward
+        (``losses.append(loss)`` is graph-kept-alive's), and one graph may still meet its backward in a
+        later cell; so may a chain of calls each fed the last one's output (an RNN's steps): one graph."""
+        if len(self._unused) < 2 or end.user_ns is None:
+            return
+        budget = [WALK_LIMIT]
+        for name, value, held in end.holders():
+            if isinstance(value, torch.Tensor) or len(held) < 2 or len(self._unused) < 2 or budget[0] <= 0:
+                continue
+            calls = self._separate_unused(held, budget)
+            if len(calls) < 2:
+                continue
+            entries = [self._told(key) for key in calls]
+            nodes = walk(calls.values())
+            kept = saved_bytes(nodes)
+            site = site_of(*entries[0][0])
+            modules = " and ".join(dict.fromkeys(entry[1] for entry in entries))
+            explanation = (f"{len(calls)} {modules} calls, the first at {site.text() if site else 'an unknown line'}, "
+                           f"ran with gradients on: each built an autograd graph of its own and kept its activations "
+                           f"for a backward, and no backward has used any of them. `{name}` keeps them all, with "
+                           f"{'at least ' if len(nodes) >= WALK_LIMIT else ''}{size(kept)} of activations saved for "
+                           "backward, for as long as it holds them.")
+            self.doctor.report(self.kind, site, explanation, _FIX + f": then `{name}` keeps the outputs alone.",
+                               times=len(calls))
+
+    def _separate_unused(self, held: list, budget: list) -> dict:
+        """{key: output Node} of the separate watched calls, still unused, whose graphs ``held`` reaches,
+        oldest first. The walk stops at each (below is its own graph), goes on through a call fed another's
+        output, and leaves out Nodes older than the oldest unused call's output."""
+        unused, forwards = self._unused, self._forwards
+        lowest = min(unused.values())
+        found: dict = {}
+        seen: set[int] = set()
+        stack = [t.grad_fn for t in held if t.grad_fn._sequence_nr() >= lowest]
+        while stack and budget[0] > 0:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            budget[0] -= 1
+            watch = node.metadata.get("fv_doctor_forward")
+            if watch is not None and watch.key in unused:
+                entry = forwards.get(watch.key)
+                if entry is not None and entry[3]:
+                    found.setdefault(watch.key, node)
+                    continue
+            for child, _ in node.next_functions:
+                if child is not None and lowest <= child._sequence_nr() != LEAF_SEQUENCE_NR:
+                    stack.append(child)
+        return dict(sorted(found.items()))
