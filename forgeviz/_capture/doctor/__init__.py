@@ -343,7 +343,9 @@ class Doctor:
         """After a backward returned (or raised ``failed``, which stays as it is)."""
         if checkup is None:
             return
-        self._each("backward_ends", checkup, returned, failed)
+        self._each("backward_ends", checkup, returned)
+        if failed is not None:
+            self._each("backward_failed", checkup, failed)
         if returned and checkup.frees is True:  # the graph behind it is spent: a new training step begins
             mark = _next_sequence_nr()
             marks = self.marks

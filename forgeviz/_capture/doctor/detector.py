@@ -14,7 +14,7 @@ from .sites import Site, site_here
 
 # the hooks a detector may override (the Doctor calls a detector's only if it does)
 HOOKS = ("begin_cell", "end_cell", "op_raised", "wrote", "module_call", "backward_begins", "backward_ends",
-         "step_post")
+         "backward_failed", "step_post")
 
 
 class Checkup:
@@ -127,8 +127,11 @@ class Detector:
     def backward_begins(self, checkup: Checkup) -> None:
         """A backward is about to run (what it reaches is ``checkup.roots``)."""
 
-    def backward_ends(self, checkup: Checkup, returned: bool, failed: Optional[BaseException]) -> None:
-        """That backward returned, or raised ``failed`` (which stays as it is)."""
+    def backward_ends(self, checkup: Checkup, returned: bool) -> None:
+        """That backward is over: it returned, or raised (then ``backward_failed`` follows)."""
+
+    def backward_failed(self, checkup: Checkup, failed: BaseException) -> None:
+        """That backward raised ``failed``, which stays as it is (keep no reference to it)."""
 
     def step_post(self, optimizer: torch.optim.Optimizer) -> None:
         """An optimizer step has run."""

@@ -185,7 +185,7 @@ class EvalWithoutNoGrad(Detector):
             if len(seen) > REACH_LIMIT:
                 return
 
-    def backward_ends(self, checkup: Checkup, returned: bool, failed: Optional[BaseException]) -> None:
+    def backward_ends(self, checkup: Checkup, returned: bool) -> None:
         if len(self._dead) > DEAD_BATCH:  # a long loop in one cell: settle them now, not all at its end
             self._dead_forwards()
 

@@ -196,9 +196,9 @@ class InplaceSavedTensor(Detector):
         self.doctor.report(self.kind, site, explanation, fix)
 
     # --- when a backward fails on it -------------------------------------------------------------------
-    def backward_ends(self, checkup: Checkup, returned: bool, failed: Optional[BaseException]) -> None:
+    def backward_failed(self, checkup: Checkup, failed: BaseException) -> None:
         """A backward failed on a tensor written in place since a Node saved it: name the Node and the write."""
-        if failed is None or INPLACE_ERROR not in message(failed):
+        if INPLACE_ERROR not in message(failed):
             return
         node = hit = None
         for candidate in walk(checkup.roots):

@@ -114,7 +114,7 @@ class MissingZeroGrad(Detector):
                 del self._stepped[key]
         return found
 
-    def backward_ends(self, checkup: Checkup, returned: bool, failed: Optional[BaseException]) -> None:
+    def backward_ends(self, checkup: Checkup, returned: bool) -> None:
         """After that backward: the stepped .grads it added to (the others stay followed)."""
         candidates = checkup.notes.get(self.kind)
         if not candidates:

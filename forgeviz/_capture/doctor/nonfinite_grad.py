@@ -3,8 +3,6 @@ gradient hooks recorded them (``GradStore``); told at the line that made that No
 
 from __future__ import annotations
 
-from typing import Optional
-
 from .detector import Checkup, Detector
 from .graphs import walk
 from .sites import node_text, tag_site
@@ -19,7 +17,7 @@ class NonfiniteGrad(Detector):
         super().__init__(doctor)
         self._seen = 0  # the last gradient-store pass looked at for a non-finite gradient
 
-    def backward_ends(self, checkup: Checkup, returned: bool, failed: Optional[BaseException]) -> None:
+    def backward_ends(self, checkup: Checkup, returned: bool) -> None:
         index = checkup.passes
         if index <= self._seen:
             return

@@ -102,7 +102,7 @@ class SwallowedError(Detector):
         del entry[4][:-8]  # the error that reaches the notebook is one of the last raised
         entry[5] += 1
 
-    def backward_ends(self, checkup: Checkup, returned: bool, failed: Optional[BaseException]) -> None:
+    def backward_failed(self, checkup: Checkup, failed: BaseException) -> None:
         """A failed backward the user's code may catch, as an op that raised."""
         if isinstance(failed, Exception):
             site = checkup.site()
