@@ -135,7 +135,9 @@ class Doctor:
         self._namespace: Optional[dict] = None
         made = [cls(self) for cls in (DETECTORS if detectors is None else detectors)]
         # hook name → the detectors that override it (an event costs nothing for the others)
-        self._hooked: dict[str, list[Detector]] = {name: [d for d in made if name in d.hooks()] for name in HOOKS}
+        overrides = [(d, d.hooks()) for d in made]
+        self._hooked: dict[str, list[Detector]] = {name: [d for d, hooks in overrides if name in hooks]
+                                                   for name in HOOKS}
         self.detectors: list[Detector] = made  # (last: from here on, a new name may be a detector's)
 
     # A name the Doctor lacks is its detectors', read, written and deleted through it (``doctor._kept_graphs`` is

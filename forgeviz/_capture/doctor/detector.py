@@ -17,6 +17,9 @@ HOOKS = ("begin_cell", "end_cell", "op_raised", "wrote", "module_call", "backwar
          "backward_failed", "step_post")
 
 
+_OVERRIDES: dict[type, list[str]] = {}  # Detector subclass → the hooks it overrides
+
+
 class Checkup:
     """One backward, from just before it to just after: its function, the Nodes it starts from, whether it
     frees its graph (False for ``retain_graph``), the gradient store's pass count, its line (looked up
@@ -98,8 +101,12 @@ class Detector:
         self.doctor = doctor  # the Doctor (__init__.py), which imports every detector
 
     def hooks(self) -> list[str]:
-        """The names of the hooks this detector overrides."""
-        return [name for name in HOOKS if getattr(type(self), name) is not getattr(Detector, name)]
+        """The names of the hooks this detector's class overrides (found once per class)."""
+        cls = type(self)
+        found = _OVERRIDES.get(cls)
+        if found is None:
+            found = _OVERRIDES[cls] = [name for name in HOOKS if getattr(cls, name) is not getattr(Detector, name)]
+        return list(found)
 
     def uninstall(self) -> None:
         """The Doctor is uninstalled: drop what is followed, and any hook of the detector's own."""
