@@ -135,9 +135,11 @@ class Doctor:
         self._namespace: Optional[dict] = None
         made = [cls(self) for cls in (DETECTORS if detectors is None else detectors)]
         # hook name → the detectors that override it (an event costs nothing for the others)
+        # hook name → (kind, bound method) of each detector that overrides it: an event costs nothing for the
+        # others (a method swapped on a detector later is still the one called: it looks up its own helpers)
         overrides = [(d, d.hooks()) for d in made]
-        self._hooked: dict[str, list[Detector]] = {name: [d for d, hooks in overrides if name in hooks]
-                                                   for name in HOOKS}
+        self._hooked: dict[str, list[tuple]] = {name: [(d.kind, getattr(d, name)) for d, hooks in overrides
+                                                       if name in hooks] for name in HOOKS}
         self.detectors: list[Detector] = made  # (last: from here on, a new name may be a detector's)
 
     # A name the Doctor lacks is its detectors', read, written and deleted through it (``doctor._kept_graphs`` is
@@ -190,9 +192,7 @@ class Doctor:
         outputs = getattr(self.session.modules, "root_outputs", None)
         if isinstance(outputs, list) and self._forward_done in outputs:
             outputs.remove(self._forward_done)
-        for detector in self.detectors:
-            with self.guard(detector.kind):
-                detector.uninstall()
+        self._every("uninstall")
         self.marks.clear()
         self.installed = False
 
@@ -201,9 +201,7 @@ class Doctor:
         self.findings.clear()
         self.warnings.clear()
         self._by_key.clear()
-        for detector in self.detectors:
-            with self.guard(detector.kind):
-                detector.clear()
+        self._every("clear")
 
     def carry(self, findings: Iterable[Finding]) -> None:
         """Take the findings of the Doctor before this one (a side panel closed, then opened again): they
@@ -275,10 +273,18 @@ class Doctor:
 
     def _each(self, hook: str, *args) -> None:
         """Tell each detector that overrides ``hook``; a fault in one is a warning, and the others still hear."""
-        for detector in self._hooked[hook]:
+        for kind, call in self._hooked[hook]:
             try:
-                getattr(detector, hook)(*args)
+                call(*args)
             except Exception as exc:  # noqa: BLE001 - the user's code has run (or runs on); its result stands
+                self._warn(kind, exc)
+
+    def _every(self, method: str) -> None:
+        """Call ``method`` (uninstall, clear) of every detector, each inside the fault boundary."""
+        for detector in self.detectors:
+            try:
+                getattr(detector, method)()
+            except Exception as exc:  # noqa: BLE001 - the others still hear
                 self._warn(detector.kind, exc)
 
     # --- cells -----------------------------------------------------------------------------

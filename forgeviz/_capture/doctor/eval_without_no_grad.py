@@ -137,7 +137,11 @@ class EvalWithoutNoGrad(Detector):
             dead = self._dead
             for node in nodes:
                 node.metadata["fv_doctor_forward"] = _ForwardWatch(key, dead)
-            separate = not any(isinstance(a, torch.Tensor) and a.grad_fn is not None for a in args)
+            separate = True  # (a loop, not any(...): one argument, most often)
+            for arg in args:
+                if isinstance(arg, torch.Tensor) and arg.grad_fn is not None:
+                    separate = False
+                    break
             self._forwards[key] = [user_location(2), type(module).__name__, len(nodes), separate]
             unused = self._unused
             unused[key] = nodes[0]._sequence_nr() if len(nodes) == 1 else min(n._sequence_nr() for n in nodes)
