@@ -1,4 +1,4 @@
-"""What the doctor (forgeviz/_capture/doctor.py) costs a training loop on top of forgeviz's capture.
+"""What the doctor (forgeviz/_capture/doctor/) costs a training loop on top of forgeviz's capture.
 
 Arms, interleaved round by round (the order rotating) in one process per model, timed in CPU time of
 the one thread torch runs on, and reported as ratios:
