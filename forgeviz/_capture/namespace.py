@@ -21,8 +21,8 @@ GRAD_NORM_ELEMENTS = 4_000_000
 
 def _storage_key(t: torch.Tensor) -> Optional[tuple]:
     """What tells storages apart (its impl's address, and its device), or None without one (sparse,
-    nested, MKLDNN, meta, fake or functional: ``real_storage``)."""
-    s = real_storage(t)
+    nested, MKLDNN, fake or functional: ``real_storage``)."""
+    s = real_storage(t, meta=True)  # a meta tensor is listed with the size torch gives its storage
     return None if s is None else ((t.device.type, t.device.index, s._cdata), s.nbytes())
 
 

@@ -24,15 +24,18 @@ def _without_data(t: torch.Tensor) -> bool:
     return fake is not None and type(t) not in _PLAIN and fake.is_fake(t)
 
 
-def real_storage(t: torch.Tensor) -> Optional[torch.UntypedStorage]:
+def real_storage(t: torch.Tensor, meta: bool = False) -> Optional[torch.UntypedStorage]:
     """The storage that holds ``t``'s data in memory, or None for a tensor with none to count: not
     strided (sparse, MKLDNN), nested, on the meta device, or fake or functional (its storage has no
-    data pointer), or with an empty storage.
+    data pointer), or with an empty storage. ``meta=True`` keeps a meta tensor's storage (its size
+    with no memory: what the side panel lists for it, as torch reports it).
 
     >>> real_storage(torch.ones(2)).nbytes()
     8
     >>> real_storage(torch.ones(2, device="meta")) is None
     True
+    >>> real_storage(torch.ones(2, device="meta"), meta=True).nbytes()
+    8
     >>> from torch._subclasses.fake_tensor import FakeTensorMode
     >>> with FakeTensorMode():
     ...     fake = torch.ones(2)
@@ -40,8 +43,10 @@ def real_storage(t: torch.Tensor) -> Optional[torch.UntypedStorage]:
     True
     """
     try:
-        if t.layout != torch.strided or t.is_nested or t.is_meta or _without_data(t):
+        if t.layout != torch.strided or t.is_nested or _without_data(t):
             return None
+        if t.is_meta:
+            return t.untyped_storage() if meta and t.untyped_storage().nbytes() else None
         storage = t.untyped_storage()
         storage.data_ptr()  # raises for a storage with no data (a compiled graph's own fake tensors)
     except (RuntimeError, NotImplementedError, TypeError):
