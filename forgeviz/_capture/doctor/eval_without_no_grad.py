@@ -252,25 +252,36 @@ class EvalWithoutNoGrad(Detector):
         backward can run through it any more, so it is kept for nothing."""
         if not self.doctor.steps or not self._unused or end.user_ns is None:
             return
-        unused = self._unused
-        lowest = min(unused.values())
         budget = [WALK_LIMIT]
         seen: set[int] = set()
         for name, _, held in end.holders():
-            stack = [t.grad_fn for t in held if t.grad_fn._sequence_nr() >= lowest]
-            while stack and unused and budget[0] > 0:
-                node = stack.pop()
-                if id(node) in seen:
-                    continue
-                seen.add(id(node))
-                budget[0] -= 1
-                watch = node.metadata.get("fv_doctor_forward")
-                if watch is not None and watch.key in unused:
-                    self._stale_forward(watch.key, node, name, budget)
-                    continue  # (what lies below is that call's own graph)
-                for child, _ in node.next_functions:
-                    if child is not None and lowest <= child._sequence_nr() != LEAF_SEQUENCE_NR:
-                        stack.append(child)
+            def stale(node, key: int, name: str = name) -> bool:
+                self._stale_forward(key, node, name, budget)
+                return True  # (what lies below is that call's own graph)
+
+            self._walk_to_unused(held, budget, seen, stale)
+
+    def _walk_to_unused(self, held: list, budget: list, seen: set, at_call) -> None:
+        """Walk back from ``held``'s graphs (their Nodes no older than the oldest unused watched call's
+        output, each once over ``seen``, within ``budget``) and call ``at_call(node, key)`` at the output
+        Node of each unused watched call; it returns whether to stop there (below is that call's graph)."""
+        unused = self._unused
+        if not unused:  # (told all there is to tell)
+            return
+        lowest = min(unused.values())
+        stack = [t.grad_fn for t in held if t.grad_fn._sequence_nr() >= lowest]
+        while stack and unused and budget[0] > 0:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            budget[0] -= 1
+            watch = node.metadata.get("fv_doctor_forward")
+            if watch is not None and watch.key in unused and at_call(node, watch.key):
+                continue
+            for child, _ in node.next_functions:
+                if child is not None and lowest <= child._sequence_nr() != LEAF_SEQUENCE_NR:
+                    stack.append(child)
 
     def _stale_forward(self, key: int, node, name: str, budget: list) -> None:
         """Report the watched call ``key`` (its output Node ``node``, reached from ``name``) if a Node of its
@@ -325,24 +336,15 @@ class EvalWithoutNoGrad(Detector):
         """{key: output Node} of the separate watched calls, still unused, whose graphs ``held`` reaches,
         oldest first. The walk stops at each (below is its own graph), goes on through a call fed another's
         output, and leaves out Nodes older than the oldest unused call's output."""
-        unused, forwards = self._unused, self._forwards
-        lowest = min(unused.values())
+        forwards = self._forwards
         found: dict = {}
-        seen: set[int] = set()
-        stack = [t.grad_fn for t in held if t.grad_fn._sequence_nr() >= lowest]
-        while stack and budget[0] > 0:
-            node = stack.pop()
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            budget[0] -= 1
-            watch = node.metadata.get("fv_doctor_forward")
-            if watch is not None and watch.key in unused:
-                entry = forwards.get(watch.key)
-                if entry is not None and entry[3]:
-                    found.setdefault(watch.key, node)
-                    continue
-            for child, _ in node.next_functions:
-                if child is not None and lowest <= child._sequence_nr() != LEAF_SEQUENCE_NR:
-                    stack.append(child)
+
+        def separate(node, key: int) -> bool:
+            entry = forwards.get(key)
+            if entry is not None and entry[3]:
+                found.setdefault(key, node)
+                return True
+            return False  # a call fed another's output: the walk goes on through it
+
+        self._walk_to_unused(held, budget, set(), separate)
         return dict(sorted(found.items()))
