@@ -43,7 +43,10 @@ def saved_by_torch(code: str, setup: str = MODEL) -> tuple[int, dict]:
 
     def pack(t: torch.Tensor) -> torch.Tensor:
         storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-        return t
+        # detached: a Node that saves its own output (ReLU's result) would otherwise hold its grad_fn through
+        # the packed tensor, a cycle through C++ that gc cannot free (the model's first Linear leaked into
+        # the next tests' memory totals)
+        return t.detach()
 
     namespace: dict = {"torch": torch}
     exec(setup, namespace)  # noqa: S102 - the test's own cells, run without forgeviz as the oracle
