@@ -103,6 +103,17 @@ class LabNotebook:
         }""", arg=name, timeout=120_000)
         self.panel_id = page.evaluate("() => window.jupyterapp.shell.currentWidget.id")
 
+    @classmethod
+    def written(cls, page, lab, name: str, cells: list[str]) -> "LabNotebook":
+        """Write ``cells`` as the notebook ``name`` in the server's root, then open it."""
+        write_notebook(lab["root"] / name, cells)
+        return cls(page, lab, name)
+
+    def run_cells(self, count: int) -> None:
+        """Run the first ``count`` cells, in order (each must run without an error)."""
+        for index in range(count):
+            self.run_cell(index)
+
     def run_cell(self, index: int, raises: bool = False) -> None:
         """Run one cell; ``raises=True`` for a cell that fails on purpose (Lab then reports False)."""
         ok = self.page.evaluate("""async (i) => {

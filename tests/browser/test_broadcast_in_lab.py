@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from labdriver import ARTIFACTS, LabNotebook, screenshot_in_dark, write_notebook
+from labdriver import ARTIFACTS, LabNotebook, screenshot_in_dark
 
 pytestmark = pytest.mark.browser
 
@@ -41,8 +41,7 @@ def gif_frames(data: bytes) -> int:
 
 
 def test_animation_steps_to_the_result_and_errors_are_explained(page, lab, tmp_path):
-    write_notebook(lab["root"] / "broadcast.ipynb", CELLS)
-    nb = LabNotebook(page, lab, "broadcast.ipynb")
+    nb = LabNotebook.written(page, lab, "broadcast.ipynb", CELLS)
     nb.run_cell(0)
     nb.run_cell(1)
     out = nb.output(1)

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from labdriver import ARTIFACTS, LabNotebook, screenshot_in_dark, write_notebook
+from labdriver import ARTIFACTS, LabNotebook, screenshot_in_dark
 
 pytestmark = pytest.mark.browser
 
@@ -36,10 +36,8 @@ def overview_boxes(view) -> int:
 
 
 def test_a_10k_op_loop_expands_into_a_windowed_view(page, lab):
-    write_notebook(lab["root"] / "loop.ipynb", CELLS)
-    nb = LabNotebook(page, lab, "loop.ipynb")
-    for i in range(4):
-        nb.run_cell(i)
+    nb = LabNotebook.written(page, lab, "loop.ipynb", CELLS)
+    nb.run_cells(4)
     nodes = int(nb.output(3).text_content().strip())
     assert nodes == 10_001  # 10,000 MulBackward0 and t's AccumulateGrad
     page.wait_for_selector(f"{ROOT}[data-fv-state=ready]")

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from labdriver import ARTIFACTS, LabNotebook, screenshot_in_dark, websocket_bytes, write_notebook
+from labdriver import ARTIFACTS, LabNotebook, screenshot_in_dark, websocket_bytes
 from scenarios import GPT2_SOURCE
 
 pytestmark = pytest.mark.browser
@@ -29,11 +29,9 @@ BOXES = ".fv-graph .fv-node, .fv-graph .fv-box"
 
 
 def test_gpt2_opens_folded_stacks_blocks_expands_searches_and_inspects(page, lab):
-    write_notebook(lab["root"] / "gpt2.ipynb", CELLS)
     received = websocket_bytes(page)
-    nb = LabNotebook(page, lab, "gpt2.ipynb")
-    for i in range(2):
-        nb.run_cell(i)
+    nb = LabNotebook.written(page, lab, "gpt2.ipynb", CELLS)
+    nb.run_cells(2)
     mark = len(received)
     nb.run_cell(2)
     view = nb.output(2).locator(".fv-root")

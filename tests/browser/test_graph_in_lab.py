@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from labdriver import ARTIFACTS, LabNotebook, websocket_bytes, write_notebook
+from labdriver import ARTIFACTS, LabNotebook, websocket_bytes
 
 pytestmark = pytest.mark.browser
 
@@ -32,11 +32,9 @@ def test_labextension_is_installed_and_enabled():
 
 
 def test_s1_graph_click_update_export(page, lab):
-    write_notebook(lab["root"] / "s1.ipynb", CELLS)
     received = websocket_bytes(page)
-    nb = LabNotebook(page, lab, "s1.ipynb")
-    for i in range(2):
-        nb.run_cell(i)
+    nb = LabNotebook.written(page, lab, "s1.ipynb", CELLS)
+    nb.run_cells(2)
 
     mark = len(received)
     nb.run_cell(2)

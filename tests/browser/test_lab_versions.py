@@ -133,8 +133,7 @@ def test_graph_click_and_panel(env, app, page, tmp_path):
         assert page.evaluate("() => window.jupyterapp.version") == env["pins"]["jupyterlab" if app == "lab" else "notebook"]
         prefix = Path(kernel_eval(page, "s1.ipynb", "__import__('sys').prefix").strip("'"))
         assert prefix == env["python"].parent.parent
-        for i in range(3):
-            nb.run_cell(i)
+        nb.run_cells(3)
         graph = nb.output(2).locator(".fv-root")
         graph.locator(".fv-graph").wait_for()
         page.wait_for_function("el => el.dataset.fvState === 'ready'", arg=graph.element_handle())

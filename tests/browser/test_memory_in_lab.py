@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from labdriver import ARTIFACTS, LabNotebook, write_notebook
+from labdriver import ARTIFACTS, LabNotebook
 
 pytestmark = pytest.mark.browser
 
@@ -29,10 +29,8 @@ CELLS = [
 
 
 def test_m3_timeline_hover_names_cell_and_category(page, lab):
-    write_notebook(lab["root"] / "memory.ipynb", CELLS)
-    nb = LabNotebook(page, lab, "memory.ipynb")
-    for i in range(4):
-        nb.run_cell(i)
+    nb = LabNotebook.written(page, lab, "memory.ipynb", CELLS)
+    nb.run_cells(4)
     sid, cell = map(int, nb.output(3).text_content().split())
     nb.run_cell(4)
     out = nb.output(4)
@@ -122,8 +120,7 @@ def test_a_cuda_snapshot_shows_reserved_segments_and_the_oom(page, lab):
     from cuda_fixtures import synthetic_snapshot
 
     (lab["root"] / "snapshot.pickle").write_bytes(pickle.dumps(synthetic_snapshot()))
-    write_notebook(lab["root"] / "cuda.ipynb", ["import forgeviz\nforgeviz.cuda_snapshot('snapshot.pickle')"])
-    nb = LabNotebook(page, lab, "cuda.ipynb")
+    nb = LabNotebook.written(page, lab, "cuda.ipynb", ["import forgeviz\nforgeviz.cuda_snapshot('snapshot.pickle')"])
     nb.run_cell(0)
     out = nb.output(0)
     root = out.locator(".fv-memory[data-fv-state=ready][data-fv-complete=true]")
@@ -158,8 +155,7 @@ def test_real_gpu_histories_draw_torchs_reserved_peak_segments_and_oom(page, lab
         said[name] = data["recorded"]
         (lab["root"] / f"{name}.pickle").write_bytes(pickle.dumps(data["snapshot"]))
         cells.append(f"import forgeviz\nforgeviz.cuda_snapshot('{name}.pickle')")
-    write_notebook(lab["root"] / "recorded.ipynb", cells)
-    nb = LabNotebook(page, lab, "recorded.ipynb")
+    nb = LabNotebook.written(page, lab, "recorded.ipynb", cells)
 
     def gib_or_mib(n: int) -> str:  # the view's bytesLabel
         return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
@@ -187,13 +183,11 @@ def test_a_view_replaced_while_it_is_created_is_never_counted(page, lab):
     the view renders on an element that never reaches the page, and no one removes it, so it never says
     'gone' (a fresh clone's CI saw the kernel count [0, 2] views after a re-run). The page's CPU is
     slowed down here to make it happen. The kernel must count the views on the page."""
-    write_notebook(lab["root"] / "replaced.ipynb", [*CELLS[:5], CELLS[6]])
-    nb = LabNotebook(page, lab, "replaced.ipynb")
+    nb = LabNotebook.written(page, lab, "replaced.ipynb", [*CELLS[:5], CELLS[6]])
     cdp = page.context.new_cdp_session(page)
     cdp.send("Emulation.setCPUThrottlingRate", {"rate": 6})
     try:
-        for i in range(5):
-            nb.run_cell(i)
+        nb.run_cells(5)
         nb.output(4).locator(".fv-memory[data-fv-state=ready]").wait_for()
         nb.run_cell(4)  # replaces the output, and its view
         nb.output(4).locator(".fv-memory[data-fv-state=ready]").wait_for()

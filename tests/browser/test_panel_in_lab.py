@@ -46,8 +46,7 @@ def status(page) -> str:
 
 
 def test_the_panel_follows_the_kernel_lists_tensors_updates_live_and_shows_the_doctor(page, lab):
-    write_notebook(lab["root"] / "panel.ipynb", CELLS)
-    nb = LabNotebook(page, lab, "panel.ipynb")
+    nb = LabNotebook.written(page, lab, "panel.ipynb", CELLS)
     nb.run_cell(0)
     page.evaluate("() => window.jupyterapp.commands.execute('forgeviz:toggle-panel')")
     panel(page).wait_for()

@@ -214,8 +214,7 @@ def test_a_notebook_saved_in_lab_shows_its_pictures_without_forgeviz_and_stays_l
     path = lab["root"] / "lab-saved.ipynb"
     write_notebook(path, LAB_CELLS)
     nb = LabNotebook(page, lab, path.name)
-    for i in range(len(LAB_CELLS) - 1):
-        nb.run_cell(i)
+    nb.run_cells(len(LAB_CELLS) - 1)
     wait_views(page, [nb.output(i) for i in LAB_VIEWS], "fv-live-output")
     model_ids = page.evaluate("""([views, mime]) => views.map(i =>
         window.jupyterapp.shell.currentWidget.content.widgets[i].model.outputs.get(0).data[mime].model_id)""",

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from labdriver import ARTIFACTS, LabNotebook, open_saved, write_notebook
+from labdriver import ARTIFACTS, LabNotebook, open_saved
 
 pytestmark = pytest.mark.browser
 
@@ -45,10 +45,8 @@ def _grad_brief(payload: dict, label: str) -> str:
 
 
 def test_saved_graph_has_the_grads_made_after_it_was_displayed(page, lab):
-    write_notebook(lab["root"] / "refresh.ipynb", CELLS)
-    nb = LabNotebook(page, lab, "refresh.ipynb")
-    for i in range(3):
-        nb.run_cell(i)
+    nb = LabNotebook.written(page, lab, "refresh.ipynb", CELLS)
+    nb.run_cells(3)
     root = nb.output(2).locator(".fv-root")
     page.wait_for_selector(f"[id='{nb.panel_id}'] .jp-Cell:nth-child(3) .fv-root[data-fv-state=ready]")
     nb.run_cell(3)

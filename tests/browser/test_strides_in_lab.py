@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from labdriver import ARTIFACTS, LabNotebook, write_notebook
+from labdriver import ARTIFACTS, LabNotebook
 
 pytestmark = pytest.mark.browser
 
@@ -27,10 +27,8 @@ def hot(output, selector: str) -> list[str]:
 
 
 def test_t_and_t_transpose_share_a_strip_and_hover_maps_to_storage(page, lab):
-    write_notebook(lab["root"] / "strides.ipynb", CELLS)
-    nb = LabNotebook(page, lab, "strides.ipynb")
-    for i in range(3):
-        nb.run_cell(i)
+    nb = LabNotebook.written(page, lab, "strides.ipynb", CELLS)
+    nb.run_cells(3)
     out = nb.output(2)
     try:
         out.locator(".fv-strides[data-fv-state=ready]").wait_for(timeout=30_000)

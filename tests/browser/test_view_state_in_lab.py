@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from labdriver import ARTIFACTS, LabNotebook, screenshot_in_dark, write_notebook
+from labdriver import ARTIFACTS, LabNotebook, screenshot_in_dark
 
 pytestmark = pytest.mark.browser
 
@@ -40,8 +40,7 @@ def printed(output, tag: str) -> str:
 
 
 def test_a_pinned_stride_cell_is_exported_and_saved_from_the_kernel_as_shown(page, lab):
-    write_notebook(lab["root"] / "viewstate.ipynb", CELLS)
-    nb = LabNotebook(page, lab, "viewstate.ipynb")
+    nb = LabNotebook.written(page, lab, "viewstate.ipynb", CELLS)
     nb.run_cell(0)
     nb.run_cell(1)
     out = nb.output(1)
@@ -93,8 +92,7 @@ def test_a_pinned_stride_cell_is_exported_and_saved_from_the_kernel_as_shown(pag
 
 
 def test_a_zoomed_memory_view_with_a_pinned_storage_is_saved_from_the_kernel_as_shown(page, lab):
-    write_notebook(lab["root"] / "viewstate-memory.ipynb", CELLS)
-    nb = LabNotebook(page, lab, "viewstate-memory.ipynb")
+    nb = LabNotebook.written(page, lab, "viewstate-memory.ipynb", CELLS)
     nb.run_cell(0)
     nb.run_cell(3)
     sid = int(nb.output(3).text_content().split()[-1])

@@ -6,22 +6,15 @@ import widget from '../../src/widgets/broadcast';
 import { conflictPlan, okPlan } from './broadcast-fixtures';
 import { expectWidgetBundle } from './bundle';
 import { FakeModel } from './fakemodel';
-import { mounter } from './mount';
+import { drawsWhenItsDataComes, mounter } from './mount';
 
 const mount = mounter(widget);
 
 describe('broadcast anywidget adapter', () => {
   it('waits for a plan, then draws it; one stylesheet per document', () => {
-    const model = new FakeModel({ plan: {}, warnings: [] });
-    const { el } = mount(model);
-    mount(new FakeModel({ plan: okPlan(), warnings: [] }));
-    expect(el.getAttribute('data-fv-state')).toBe('loading');
-    model.set('plan', conflictPlan());
-    expect(el.getAttribute('data-fv-state')).toBe('ready');
+    const { model, el } = drawsWhenItsDataComes(mount, 'plan', conflictPlan(), 'broadcast');
     expect(el.getAttribute('data-step')).toBe('3');
     expect(el.querySelector('pre.fv-torch-msg')).toBeTruthy();
-    expect(document.querySelectorAll('style#forgeviz-broadcast-style')).toHaveLength(1);
-    expect(document.getElementById('forgeviz-broadcast-style')!.textContent).toContain('.fv-broadcast');
     model.set('warnings', ['forgeviz could not draw this broadcast: boom']);
     expect(el.querySelector('.fv-warning')!.textContent).toContain('boom');
     model.set('plan', okPlan());

@@ -1,5 +1,6 @@
 /** Mounting a widget entry in a test: each mount on a fresh element, all undone after each test. */
-import { afterEach } from 'vitest';
+import { afterEach, expect } from 'vitest';
+import { FakeModel } from './fakemodel';
 
 type Render = (props: { model: any; el: HTMLElement }) => () => void;
 
@@ -22,4 +23,24 @@ export function mounter(widget: { render: Render }) {
     cleanups.push(cleanup);
     return { el, cleanup };
   };
+}
+
+/**
+ * The first test of every view's adapter: a view whose ``trait`` holds no data yet waits
+ * ('loading') beside a second view of the same kind (their stylesheet, ``style#<view's id>``
+ * holding ``.fv-<view>``, is injected once), then draws ``data`` once it comes ('ready').
+ *
+ *     const { model, el } = drawsWhenItsDataComes(mount, 'plan', okPlan(), 'broadcast');
+ */
+export function drawsWhenItsDataComes(mount: (model: unknown) => { el: HTMLElement }, trait: string, data: unknown,
+  view: string): { model: FakeModel; el: HTMLElement } {
+  const model = new FakeModel({ [trait]: {}, warnings: [] });
+  const { el } = mount(model);
+  mount(new FakeModel({ [trait]: data, warnings: [] }));
+  expect(el.getAttribute('data-fv-state')).toBe('loading');
+  model.set(trait, data);
+  expect(el.getAttribute('data-fv-state')).toBe('ready');
+  expect(document.querySelectorAll(`style#forgeviz-${view}-style`)).toHaveLength(1);
+  expect(document.getElementById(`forgeviz-${view}-style`)!.textContent).toContain(`.fv-${view}`);
+  return { model, el };
 }

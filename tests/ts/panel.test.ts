@@ -91,6 +91,14 @@ function make() {
 }
 
 const q = <T extends Element = HTMLElement>(sel: string) => el.querySelector<T>(sel)!;
+/** Set the panel's sort (a 'change') or filter (an 'input') as a person would. */
+const sortBy = (value: string) => enter('.fv-panel-sort', value, 'change');
+const filterBy = (value: string) => enter('.fv-panel-filter', value, 'input');
+function enter(sel: string, value: string, event: string): void {
+  const control = q<HTMLInputElement | HTMLSelectElement>(sel);
+  control.value = value;
+  control.dispatchEvent(new Event(event));
+}
 const section = (name: string) => q(`[data-fv-section="${name}"]`);
 const tensor = (name: string) => q(`[data-fv-tensor="${name}"]`);
 const rowNames = () => [...el.querySelectorAll('[data-fv-tensor]')].map(r => r.getAttribute('data-fv-tensor'));
@@ -228,35 +236,27 @@ describe('tensors', () => {
   it('sorts by name, bytes or size', () => {
     make();
     ready();
-    const sort = q<HTMLSelectElement>('.fv-panel-sort');
-    sort.value = 'bytes';
-    sort.dispatchEvent(new Event('change'));
+    sortBy('bytes');
     expect(rowNames()).toEqual(['x', 'x_view', 'loss', 'model.fc1.weight', 'model.bn.running_mean', 'model.fc1.bias', 'head.weight']);
-    sort.value = 'size';
-    sort.dispatchEvent(new Event('change'));
+    sortBy('size');
     // by elements: x and x_view (4096 each, then by name), loss (1); model (48) before head (16)
     expect(rowNames()).toEqual(['x', 'x_view', 'loss', 'model.fc1.weight', 'model.bn.running_mean', 'model.fc1.bias', 'head.weight']);
     expect([...el.querySelectorAll('details.fv-panel-group')].map(g => g.getAttribute('data-fv-module'))).toEqual(['model', 'head']);
-    sort.value = 'name';
-    sort.dispatchEvent(new Event('change'));
+    sortBy('name');
     expect(rowNames()[0]).toBe('loss');
   });
 
   it('filters by name, opening the groups that match, and says how many are shown', () => {
     make();
     ready();
-    const filter = q<HTMLInputElement>('.fv-panel-filter');
-    filter.value = 'FC1';
-    filter.dispatchEvent(new Event('input'));
+    filterBy('FC1');
     expect(rowNames()).toEqual(['model.fc1.bias', 'model.fc1.weight']);
     expect(q<HTMLDetailsElement>('details[data-fv-module="model"]').open).toBe(true);
     expect(q('.fv-panel-total').textContent).toBe('2 of 7 shown · total 16.3 KiB');
-    filter.value = 'nothing';
-    filter.dispatchEvent(new Event('input'));
+    filterBy('nothing');
     expect(rowNames()).toEqual([]);
     expect(section('tensors').querySelector('.fv-panel-empty')!.textContent).toBe('No tensor matches the filter');
-    filter.value = '';
-    filter.dispatchEvent(new Event('input'));
+    filterBy('');
     expect(rowNames()).toHaveLength(7);
     expect(q<HTMLDetailsElement>('details[data-fv-module="model"]').open).toBe(false);
   });

@@ -6,22 +6,15 @@ import widget from '../../src/widgets/strides';
 import { createTransport } from '../../src/transport';
 import { expectWidgetBundle } from './bundle';
 import { FakeModel } from './fakemodel';
-import { mounter } from './mount';
+import { drawsWhenItsDataComes, mounter } from './mount';
 import { bigLayout, sharedLayout, windowOf } from './strides-fixtures';
 
 const mount = mounter(widget);
 
 describe('strides anywidget adapter', () => {
   it('waits for a layout, then draws it; one stylesheet per document', () => {
-    const model = new FakeModel({ layout: {}, warnings: [] });
-    const { el } = mount(model);
-    mount(new FakeModel({ layout: sharedLayout(), warnings: [] }));
-    expect(el.getAttribute('data-fv-state')).toBe('loading');
-    model.set('layout', sharedLayout());
-    expect(el.getAttribute('data-fv-state')).toBe('ready');
+    const { model, el } = drawsWhenItsDataComes(mount, 'layout', sharedLayout(), 'strides');
     expect(el.querySelectorAll('.fv-cell')).toHaveLength(30);
-    expect(document.querySelectorAll('style#forgeviz-strides-style')).toHaveLength(1);
-    expect(document.getElementById('forgeviz-strides-style')!.textContent).toContain('.fv-strides');
     model.set('warnings', ['forgeviz could not draw this stride view: boom']);
     expect(el.querySelector('.fv-warning')!.textContent).toContain('boom');
   });
