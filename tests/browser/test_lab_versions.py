@@ -83,6 +83,9 @@ NOTEBOOK7_OWN = {
         "its shortcuts extension reads the settings schema of a plugin its registry does not hold (7.6.5)",
     "Cannot read properties of undefined (reading 'last_modified')":
         "its 'Last Checkpoint' (7.0, 7.2) reads the latest of a notebook's checkpoints before it has one",
+    "Cannot read properties of null (reading 'type')":
+        "its cell toolbar (7.0: _cellToolbarOverlapsContents, in a requestAnimationFrame) reads the model of a "
+        "cell disposed meanwhile; seen once in a fresh clone's run, thrown in its bundle 7386",
 }
 
 
