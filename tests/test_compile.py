@@ -48,13 +48,13 @@ def _gpt() -> torch.nn.Module:
 MODELS = {"mlp": (_mlp, (16, 32)), "gpt": (_gpt, (2, 8, 32))}
 
 
-def _step(make, shape, on: bool, **compile_kwargs):
+def _step(make, shape, on: bool, device: str = "cpu", **compile_kwargs):
     """One compiled training step from a reset Dynamo: Dynamo's counters, the output and the grads."""
     torch._dynamo.reset()
     counters.clear()
-    model = make()
+    model = make().to(device)
     compiled = torch.compile(model, **compile_kwargs)
-    x = torch.randn(*shape, generator=torch.Generator().manual_seed(1))
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(1)).to(device)
     if on:
         with forgeviz.capture():
             out = compiled(x)
@@ -88,6 +88,14 @@ def test_aot_eager_compiles_as_without_forgeviz(model, fullgraph, dynamic):
 def test_inductor_compiles_as_without_forgeviz():
     make, shape = MODELS["gpt"]
     _same(_step(make, shape, False, backend="inductor"), _step(make, shape, True, backend="inductor"))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA-only: no CUDA GPU on this machine")
+@pytest.mark.parametrize("model", MODELS)
+def test_inductor_on_cuda_compiles_as_without_forgeviz(model):
+    """Triton kernels, CUDA graphs off: the same Dynamo graphs and bit-identical results on the GPU."""
+    make, shape = MODELS[model]
+    _same(_step(make, shape, False, "cuda", backend="inductor"), _step(make, shape, True, "cuda", backend="inductor"))
 
 
 def test_a_graph_break_of_the_user_is_the_same_with_forgeviz():

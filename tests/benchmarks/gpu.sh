@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The GPU list, for a session lent a CUDA GPU: the CUDA tests, then the GPU arms of the benchmarks.
+# From the repository root: bash tests/benchmarks/gpu.sh [what ...], where what is any of
+# tests capture compile (all three by default). Figures go to stdout and to $OUT/gpu.log if $OUT is set.
+#
+# The machine needs torch with CUDA. forgeviz runs from this checkout (PYTHONPATH), with forgeviz/static
+# built here and carried. Its other dependencies, if missing there, travel as wheels in .whl/
+# (see /work/.library/device/README.md); they are installed into /tmp/site first.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+py=${PYTHON:-python3}
+log=${OUT:+$OUT/gpu.log}
+log=${log:-/tmp/forgeviz-gpu.log}
+if compgen -G ".whl/*.whl" >/dev/null; then
+  $py -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site || exit 1
+fi
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
+export FORGEVIZ_BENCH_ROUNDS=${FORGEVIZ_BENCH_ROUNDS:-5}
+what=${*:-tests capture compile}
+{
+  nvidia-smi -L
+  $py -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
+  for w in $what; do
+    echo "=== $w ($(date -u +%T))"
+    case $w in
+      tests)  # every CUDA test, and the files' CPU tests beside them
+        (cd tests && timeout 300 $py -m pytest -c ../pyproject.toml --rootdir .. -q -p no:cacheprovider \
+          -k "cuda or compile" test_memory_cuda.py test_compile.py test_graph.py test_strides.py test_broadcast.py \
+          test_panel.py test_doctor.py test_summary.py) ;;
+      capture)
+        timeout 90 $py tests/benchmarks/bench_capture.py 256 32 cuda
+        timeout 150 $py tests/benchmarks/bench_capture.py gpt2 cuda
+        timeout 120 $py tests/benchmarks/bench_capture.py resnet cuda ;;
+      compile) timeout 300 $py tests/benchmarks/bench_compile.py cuda inductor ;;
+    esac
+  done
+  echo "=== done ($(date -u +%T))"
+} 2>&1 | tee "$log"
