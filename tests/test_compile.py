@@ -146,3 +146,74 @@ def test_memory_trace_after_a_compile_counts_real_storages_only(backend, monkeyp
         assert trace.live_bytes == sum(live.values())
         assert trace.tracker.backend == backend
     assert out.shape == (64, 8)
+
+
+def _torch_warnings(caught) -> list[str]:
+    return [str(w.message) for w in caught if "global hooks" in str(w.message)]
+
+
+def test_no_warning_from_torch_and_capture_on_and_off_compiles_nothing_again():
+    """forgeviz's module hooks leave a compiled module alone: torch.compile(module) warns about global
+    module hooks, and Dynamo would trace and guard them; no hooks are placed on the compiled module
+    and below, and forgeviz's mode steps aside for the compiled call, so Dynamo sees what it sees
+    without forgeviz, and entering or leaving capture() makes no new graph."""
+    import warnings
+
+    torch._dynamo.reset()
+    counters.clear()
+    model = _mlp()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with forgeviz.capture():
+            compiled = torch.compile(model, backend="aot_eager")
+            compiled(torch.randn(4, 32)).sum().backward()
+        for _ in range(3):
+            compiled(torch.randn(4, 32)).sum().backward()
+            with forgeviz.capture():
+                out = compiled(torch.randn(4, 32))
+                out.sum().backward()
+    assert _torch_warnings(caught) == []
+    assert counters["stats"]["unique_graphs"] == 1 and not counters["recompiles"]
+    assert type(out.grad_fn).__name__ == "CompiledFunctionBackward"
+
+
+def test_eager_modules_keep_their_paths_beside_a_compiled_one():
+    """While a compiled module lives, forgeviz hooks each module instead of torch's global hooks:
+    modules made before and after the compile still name the ops they run."""
+    from forgeviz._capture.modules import module_hooks
+
+    torch._dynamo.reset()
+    before = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh())
+    compiled = torch.compile(_mlp(), backend="aot_eager")
+    after = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Sigmoid())
+    with forgeviz.capture():
+        assert module_hooks.per_module
+        compiled(torch.randn(2, 32))
+        a = before(torch.randn(2, 4, requires_grad=True))
+        b = after(torch.randn(2, 4, requires_grad=True))
+    assert not module_hooks.per_module  # capture() ended: no hooks of forgeviz's are left anywhere
+    assert a.grad_fn.metadata["fv_op"][4][2:] == ("1", "Tanh")
+    assert b.grad_fn.metadata["fv_op"][4][2:] == ("1", "Sigmoid")
+    assert b.grad_fn.next_functions[0][0].metadata["fv_op"][4][2:] == ("0", "Linear")
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in (*before.modules(), *after.modules()))
+
+
+def test_what_a_compiled_backward_saves_is_activation_memory():
+    """The compiled region's Node (CompiledFunctionBackward) holds the activations its backward needs:
+    the memory timeline counts them as activations until the backward frees them. The oracle is the
+    Node's own saved tensors, less those that are parameters or the input."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 256))
+    compiled = torch.compile(model, backend="aot_eager")
+    compiled(torch.randn(64, 256)).sum().backward()
+    with forgeviz.memory_trace() as trace:
+        x = torch.randn(64, 256)
+        out = compiled(x)
+        known = {p.untyped_storage().data_ptr() for p in (*model.parameters(), x)}
+        saved = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in out.grad_fn.saved_tensors}
+        expected = sum(n for ptr, n in saved.items() if ptr not in known)
+        assert expected == 2 * 64 * 512 * 4  # the first Linear's output and its GELU, kept for backward
+        assert trace.bytes_by_category()["activation"] == expected
+        out.sum().backward()
+        assert trace.bytes_by_category()["activation"] == 0

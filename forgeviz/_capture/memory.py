@@ -35,6 +35,7 @@ from ..model import memory as m
 from .grads import NodeGone, iter_graph, node_id
 from .ledger import TYPECODES, LedgerFactory, StorageLedger, StorageRecord
 from .ledger_dispatch import DispatchLedger
+from .modules import module_hooks
 from .own import deep_bytes
 from .session import current_module_path, get_session
 from .source import source_line, user_location
@@ -157,8 +158,6 @@ class MemoryTracker:
     def _module_hooks(self) -> list:
         """Module call hooks: parameters, inputs, the module depth (and, for a ledger that wants
         them, each call's site)."""
-        from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
-
         pre, post = self._forward_pre, self._forward_post
         if self.wants_sites:
             # When forgeviz's module stack runs (every notebook cell, memory_trace), ride on its hooks:
@@ -168,8 +167,7 @@ class MemoryTracker:
                 modules.root_listeners.append(self)
                 return [_Unlisten(modules.root_listeners, self)]
             pre, post = self._forward_pre_sited, self._forward_post_sited
-        return [register_module_forward_pre_hook(quiet(pre)),
-                register_module_forward_hook(quiet(post), always_call=True)]
+        return [module_hooks.subscribe(quiet(pre), quiet(post))]
 
     @property
     def active(self) -> bool:
@@ -627,6 +625,9 @@ def tensor_slots(grad_fn) -> list[str]:
     Found once per Node type (the memory timeline's claims and the doctor both ask)."""
     names = _SAVED_NAMES.get(type(grad_fn))
     if names is not None:
+        return names
+    if hasattr(type(grad_fn), "_forward_cls"):  # a Python autograd.Function's (a compiled region's too)
+        _SAVED_NAMES[type(grad_fn)] = names = ["saved_tensors"]
         return names
     names = []
     for name in dir(grad_fn):

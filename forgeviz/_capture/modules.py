@@ -1,14 +1,172 @@
-"""Module paths of running ops, through torch's global module forward hooks."""
+"""Module paths of running ops, through module forward hooks that forgeviz places in one place
+(:class:`ModuleHooks`): torch's global hooks, or each module's own once a compiled module exists."""
 
 from __future__ import annotations
 
+import gc
+import sys
 import weakref
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 from torch.nn.modules import module as nn_module
 
 from .names import ParameterIndex
+
+PreHook = Optional[Callable[[torch.nn.Module, tuple], None]]
+PostHook = Optional[Callable[[torch.nn.Module, tuple, object], None]]
+
+
+def _optimized_module_type() -> Optional[type]:
+    """torch.compile's module wrapper, if Dynamo was ever loaded (it is not by ``import torch``): no
+    compiled module can exist before."""
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+    return getattr(eval_frame, "OptimizedModule", None)
+
+
+def _living(cls: type) -> list:
+    """Every object the garbage collector tracks whose type is ``cls`` or below (by ``type()``: a
+    weak proxy to a dead object raises on ``isinstance``)."""
+    return [obj for obj in gc.get_objects() if issubclass(type(obj), cls)]
+
+
+class ModuleHooks:
+    """Where forgeviz's module forward hooks go: every subscriber's pre and post hook, called in the
+    order they subscribed, from one pair of hooks per place.
+
+    Until a compiled module exists that place is torch's global hooks, which see every module,
+    whenever it was made. ``torch.compile(module)`` warns about global hooks and would trace them into
+    its graphs (guarded, so each capture() on and off would compile again), so from the first
+    ``OptimizedModule`` on, while one lives (looked for when the hooks start), they go on each module: every
+    module that lives then, and every module that registers a parameter, buffer or submodule later,
+    except the compiled module's own (``_orig_mod`` and below), which Dynamo then sees as without
+    forgeviz. The wrapper itself runs eagerly and keeps its hooks: a compiled call is one module call.
+
+    >>> hooks = ModuleHooks(); seen = []
+    >>> handle = hooks.subscribe(lambda m, args: seen.append(type(m).__name__), None)
+    >>> _ = torch.nn.ReLU()(torch.ones(1)); handle.remove(); seen
+    ['ReLU']
+    """
+
+    def __init__(self) -> None:
+        self._subscribers: list[tuple[PreHook, PostHook]] = []
+        self.per_module = False  # while a compiled module lives (see the class docstring)
+        self._handles: list = []  # torch's global forward hooks, or the registration hooks
+        self._hooked: "weakref.WeakKeyDictionary[torch.nn.Module, tuple]" = weakref.WeakKeyDictionary()
+        self._compiled: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
+        self.wrappers: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()  # torch.compile's, seen
+
+    def subscribe(self, pre: PreHook, post: PostHook) -> "_Subscription":
+        """Call ``pre(module, args)`` before and ``post(module, args, output)`` after every module call
+        (``output`` None when the call raised), until the returned handle's ``remove()``."""
+        entry = (pre, post)
+        self._subscribers.append(entry)
+        if len(self._subscribers) == 1:
+            self._start()
+        return _Subscription(self, entry)
+
+    def _unsubscribe(self, entry) -> None:
+        if entry in self._subscribers:
+            self._subscribers.remove(entry)
+            if not self._subscribers:
+                self._stop()
+
+    @property
+    def active(self) -> bool:
+        return bool(self._subscribers)
+
+    def _start(self) -> None:
+        compiled = self._compiled_roots() if _optimized_module_type() is not None else []
+        if compiled:
+            self._go_per_module(compiled)
+        else:
+            self._handles = [nn_module.register_module_forward_pre_hook(self._pre),
+                             nn_module.register_module_forward_hook(self._post, always_call=True),
+                             nn_module.register_module_module_registration_hook(self._module_registered)]
+
+    def _stop(self) -> None:
+        self.per_module = False
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        for pre_handle, post_handle in list(self._hooked.values()):
+            pre_handle.remove()
+            post_handle.remove()
+        self._hooked = weakref.WeakKeyDictionary()
+
+    def _compiled_roots(self) -> list[torch.nn.Module]:
+        """Every living OptimizedModule (a walk of the garbage collector's objects: only once Dynamo
+        was loaded, at the start of hooks and at the switch)."""
+        wrapper = _optimized_module_type()
+        return _living(wrapper) if wrapper is not None else []
+
+    def _go_per_module(self, wrappers: list[torch.nn.Module]) -> None:
+        self._stop()
+        self.per_module = True  # after _stop, which ends it
+        for wrapper in wrappers:
+            self.wrappers.add(wrapper)
+            inner = getattr(wrapper, "_orig_mod", None)
+            if isinstance(inner, torch.nn.Module):
+                self._mark_compiled(inner)
+        self._handles = [nn_module.register_module_module_registration_hook(self._module_registered),
+                         nn_module.register_module_parameter_registration_hook(self._registered),
+                         nn_module.register_module_buffer_registration_hook(self._registered)]
+        for module in _living(torch.nn.Module):
+            self._adopt(module)
+
+    def _mark_compiled(self, inner: torch.nn.Module) -> None:
+        """No hooks on a compiled module and below: Dynamo traces them as it would without forgeviz."""
+        for module in inner.modules():
+            self._compiled.add(module)
+            handles = self._hooked.pop(module, None)
+            if handles is not None:
+                handles[0].remove()
+                handles[1].remove()
+
+    def _adopt(self, module: torch.nn.Module) -> None:
+        if module in self._hooked or module in self._compiled:
+            return
+        # prepend: before the module's own hooks, as torch's global hooks run
+        self._hooked[module] = (module.register_forward_pre_hook(self._pre, prepend=True),
+                                module.register_forward_hook(self._post, prepend=True, always_call=True))
+
+    def _module_registered(self, module, name, submodule):
+        wrapper = _optimized_module_type()
+        if wrapper is not None and isinstance(module, wrapper) and name == "_orig_mod":
+            if not self.per_module:  # torch.compile(model) is building its wrapper: before its first call
+                self._go_per_module([])
+            self.wrappers.add(module)
+            self._mark_compiled(submodule)
+        if self.per_module and submodule is not None:
+            self._adopt(module)
+            for inner in submodule.modules():
+                self._adopt(inner)
+
+    def _registered(self, module, name, value):
+        self._adopt(module)
+
+    def _pre(self, module, args):
+        for pre, _ in self._subscribers:
+            if pre is not None:
+                pre(module, args)
+
+    def _post(self, module, args, output):
+        for _, post in self._subscribers:
+            if post is not None:
+                post(module, args, output)
+
+
+class _Subscription:
+    """What :meth:`ModuleHooks.subscribe` returns: ``remove()`` ends it."""
+
+    def __init__(self, hooks: ModuleHooks, entry) -> None:
+        self._hooks, self._entry = hooks, entry
+
+    def remove(self) -> None:
+        self._hooks._unsubscribe(self._entry)
+
+
+module_hooks = ModuleHooks()  # the one place for the process: each subscriber is called from it
 
 
 class ModuleStack:
@@ -35,16 +193,16 @@ class ModuleStack:
         # doctor watches what the call built from here, rather than from a global hook of its own that
         # torch would call for every submodule too.
         self.root_outputs: list = []
+        # Called (module, None) before and (module, output) after a torch.compile'd module's call (output
+        # None if it raised): the session steps its mode aside for it, and claims what it saved.
+        self.compiled_calls: list = []
 
     @property
     def installed(self) -> bool:
         return bool(self._handles)
 
     def install(self) -> None:
-        self._handles = [
-            nn_module.register_module_forward_pre_hook(self._pre),
-            nn_module.register_module_forward_hook(self._post, always_call=True),
-        ]
+        self._handles = [module_hooks.subscribe(self._pre, self._post)]
 
     def uninstall(self) -> None:
         for handle in self._handles:
@@ -109,12 +267,18 @@ class ModuleStack:
             self._root_paths = self._paths_of(module)
             path = ""
         stack.append((id(module), (root_id, root_type, path, type(module).__name__)))
+        if module_hooks.per_module and module in module_hooks.wrappers:
+            for listener in self.compiled_calls:
+                listener(module, None, True)
         if len(stack) == 1 and self.root_listeners:
             with torch._C.DisableTorchFunction():  # their tensor reads are not the user's ops
                 for listener in list(self.root_listeners):
                     listener.root_call(module, args)
 
     def _post(self, module: torch.nn.Module, args, output) -> None:
+        if module_hooks.per_module and module in module_hooks.wrappers:
+            for listener in self.compiled_calls:
+                listener(module, output, False)
         # Pop down to this module: an exception may have skipped inner posts.
         while self._stack:
             if self._stack.pop()[0] == id(module):

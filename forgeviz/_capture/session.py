@@ -145,6 +145,13 @@ def _tag_inner_nodes(grad_fn, tag: tuple, first_new: int) -> None:
 _is_compiling = torch.compiler.is_compiling
 
 
+def _tensors_in(output) -> list:
+    """The tensors in a module's output (a tensor, or tuples, lists and dicts of them)."""
+    from torch.utils._pytree import tree_leaves
+
+    return [t for t in tree_leaves(output) if isinstance(t, torch.Tensor)]
+
+
 class _TagMode(TorchFunctionMode):
     """Tags each new ``grad_fn`` with the op, its source line and module; arms backward hooks."""
 
@@ -254,7 +261,8 @@ class CaptureSession:
         self.native_tag: Optional[Callable] = None
         self._depth = 0  # nested enter() calls (capture() inside a capturing cell)
         self._step_handles: list = []
-        self._step_depth = 0  # optimizer steps running (one may call another's)
+        self._step_depth = 0  # optimizer steps and compiled calls running (one may call another's)
+        self.modules.compiled_calls.append(self._compiled_call)
         self._stepped_aside = 0  # the mode stack's length before an optimizer step took our mode off
         self.faults: list[str] = []
         self.fault_count = 0  # total ever, so views can tell which faults are new to them
@@ -309,18 +317,41 @@ class CaptureSession:
     # and the memory timeline names what it allocates by the step itself. Our mode steps aside for it
     # (two thirds of a TorchFunctionMode's cost in a small training loop), but only from the top of
     # the mode stack (a mode the user entered above ours stays), and not for a step given a closure
-    # (LBFGS), whose forward and backward are the user's graph.
+    # (LBFGS), whose forward and backward are the user's graph. A compiled module's call likewise
+    # (_compiled_call).
     def _step_begins(self, optimizer, args, kwargs) -> None:
-        self._step_depth += 1
         # args: (optimizer, *the step's own): a closure is the first of its own
-        if self._step_depth != 1 or self._mode is None or len(args) > 1 or kwargs.get("closure") is not None:
+        self._step_aside(len(args) <= 1 and kwargs.get("closure") is None)
+
+    def _compiled_call(self, module, output, begins: bool) -> None:
+        """A torch.compile'd module is called (or returned): Dynamo then sees the mode stack as it is
+        without forgeviz, so it guards and compiles the same (and a capture() on or off compiles
+        nothing again). Its ops are one box in the graph: there is nothing in it for our mode to tag,
+        but what its backward saved are activations for the memory timeline."""
+        if begins:
+            self._step_aside(True)
+            return
+        self._step_ends(None, (), {})
+        if self.traces and output is not None:
+            try:
+                with torch._C.DisableTorchFunction():
+                    nodes = {id(t.grad_fn): t.grad_fn for t in _tensors_in(output) if t.grad_fn is not None}
+                    for tracker in self.traces:
+                        for grad_fn in nodes.values():
+                            tracker.claim_saved(grad_fn)
+            except Exception as exc:  # noqa: BLE001 - the compiled call has returned: its output stands
+                self.fault(f"claiming what a compiled call saved failed: {exc!r}")
+
+    def _step_aside(self, may: bool) -> None:
+        self._step_depth += 1
+        if self._step_depth != 1 or self._mode is None or not may:
             return
         try:
             if self._mode_on_top():
                 self._stepped_aside = torch._C._len_torch_function_stack()
                 torch._C._pop_torch_function_stack()
         except Exception as exc:  # noqa: BLE001 - the step runs under the mode then, as before
-            self.fault(f"stepping aside for an optimizer step failed: {exc!r}")
+            self.fault(f"stepping aside for an optimizer step or compiled call failed: {exc!r}")
 
     def _mode_on_top(self) -> bool:
         size = torch._C._len_torch_function_stack()

@@ -41,10 +41,10 @@ import logging
 from typing import Iterable, Iterator, Optional
 
 import torch
-from torch.nn.modules import module as nn_module
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from ...model.panel import Finding
+from ..modules import module_hooks
 from ..session import _next_sequence_nr, _op_name
 from ..untraced import untraced
 from .detector import HOOKS, CellEnd, Checkup, Detector
@@ -179,9 +179,13 @@ class Doctor:
         outputs = getattr(self.session.modules, "root_outputs", None)
         if isinstance(outputs, list):
             outputs.append(self._forward_done)
-        else:  # a session without ModuleStack's outermost-call list: torch's global hook, for every call
-            self._handles.append(nn_module.register_module_forward_hook(self._forward_done))
+        else:  # a session without ModuleStack's outermost-call list: told of every call that returned
+            self._handles.append(module_hooks.subscribe(None, self._every_call_done))
         self.installed = True
+
+    def _every_call_done(self, module, args, output) -> None:
+        if output is not None:  # (None: the call raised)
+            self._forward_done(module, args, output)
 
     def uninstall(self) -> None:
         if not self.installed:
