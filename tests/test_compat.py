@@ -429,8 +429,8 @@ def test_every_scenario_in_one_process(nb):
         ran.append(name)
         print(f"compat {name:26} " + ", ".join(times))
     nb.ok("%load_ext forgeviz")  # as the fixture left it
-    for line in skipped:
-        print(f"compat skipped {line}")
+    for line in skipped:  # shown in pytest's warnings summary, not only in the captured output
+        warnings.warn(pytest.PytestWarning(f"compat scenario skipped: {line}"), stacklevel=1)
     assert not failures, "\n".join(failures)
     assert len(ran) + len(skipped) == len(SCENARIOS)
 
