@@ -438,8 +438,9 @@ class MemoryTracker:
         """An outermost module call starts: its parameters, its inputs, and its line (the module
         stack tells its root listeners)."""
         try:
-            self._adopt_module(module, recurse=True)
-            self._adopt_inputs(args)
+            if not torch._C._are_functorch_transforms_active():  # torch.func's wrappers hold no memory
+                self._adopt_module(module, recurse=True)
+                self._adopt_inputs(args)
             self.ledger.push_site(user_location(2), current_module_path())
         except Exception as exc:  # noqa: BLE001 - runs inside the user's model call: reported, never raised
             self.fault(f"reading a module call failed: {exc!r}")

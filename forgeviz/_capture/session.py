@@ -143,6 +143,12 @@ def _tag_inner_nodes(grad_fn, tag: tuple, first_new: int) -> None:
 
 
 _is_compiling = torch.compiler.is_compiling
+# Inside a torch.func transform (vmap, grad, jacrev) the tensors are functorch's wrappers, with no
+# storage to read, and the graph it builds is its own, discarded when the transform returns.
+_in_transform = torch._C._are_functorch_transforms_active
+# forgeviz reading your tensors (their grad_fn, storage, shape) is not an op of yours: a Tensor
+# subclass's __torch_function__ must not see it (it may count, log or change what it sees).
+_not_your_subclass = torch._C.DisableTorchFunctionSubclass
 
 
 def _tensors_in(output) -> list:
@@ -161,7 +167,7 @@ class _TagMode(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if _is_compiling():  # Dynamo traces this mode: let the op through untouched (no graph break)
+        if _is_compiling() or _in_transform():  # Dynamo traces this mode, or torch.func runs: let the op through
             return func(*args, **kwargs)
         try:
             not_op = func in _NOT_OPS
@@ -179,7 +185,8 @@ class _TagMode(TorchFunctionMode):
                 raise
         session = self.session
         if func in _BACKWARD_FUNCS and (session.record_grads or session.traces or session.doctor is not None):
-            watch = session.backward_begins(func, args, kwargs)
+            with _not_your_subclass():
+                watch = session.backward_begins(func, args, kwargs)
             returned = False
             failed = None  # the backward's own exception, for the doctor (which never changes it)
             try:  # called here, not in a helper: a failing backward's traceback gets one forgeviz frame
@@ -209,15 +216,16 @@ class _TagMode(TorchFunctionMode):
             raise  # the user's exception, unchanged
         where = None  # the op's line: found once, for the memory timeline and the graph
         if session.traces:
-            for tracker in session.traces:
-                try:
-                    if tracker.wants_sites and tracker.allocated_since():  # the ledger saw it, not its line
-                        where = where or user_location(2)
-                        tracker.after_op(out, where, _op_name(func)[0])
-                    if isinstance(out, torch.Tensor) and out.grad_fn is not None:
-                        tracker.claim_saved(out.grad_fn)
-                except Exception as exc:  # noqa: BLE001 - the user's op has run: its result is returned regardless
-                    session.fault(f"linking memory to its op and node failed: {exc!r}")
+            with _not_your_subclass():
+                for tracker in session.traces:
+                    try:
+                        if tracker.wants_sites and tracker.allocated_since():  # the ledger saw it, not its line
+                            where = where or user_location(2)
+                            tracker.after_op(out, where, _op_name(func)[0])
+                        if isinstance(out, torch.Tensor) and out.grad_fn is not None:
+                            tracker.claim_saved(out.grad_fn)
+                    except Exception as exc:  # noqa: BLE001 - the user's op has run: its result is returned regardless
+                        session.fault(f"linking memory to its op and node failed: {exc!r}")
         try:
             if session.native_tag is not None:  # native/grad_hooks.cpp's tag: no Python object per Node
                 session.native_tag(out, first_new, session.make_tag, func, where)
