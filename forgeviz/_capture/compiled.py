@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Optional
 
 import torch
@@ -19,6 +20,21 @@ def is_compiled_region(node) -> bool:
     """
     cls = getattr(node, "_forward_cls", None)
     return cls is not None and cls.__name__ == "CompiledFunction" and cls.__module__.startswith("torch._functorch")
+
+
+def dynamo_counts() -> Optional[tuple[int, int]]:
+    """(graphs compiled, graph breaks) by Dynamo in this process since its counters were last cleared
+    (``torch._dynamo.utils.counters``: ``stats.unique_graphs`` and the sum of ``graph_break``), or None
+    before anything imported Dynamo.
+
+    >>> counts = dynamo_counts(); counts is None or len(counts) == 2
+    True
+    """
+    utils = sys.modules.get("torch._dynamo.utils")
+    if utils is None:
+        return None
+    counters = utils.counters
+    return counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
 
 
 def backend_name(compiled: torch.nn.Module) -> Optional[str]:
@@ -82,7 +98,7 @@ def compiled_region(nid: int, node, tag: Optional[tuple], session: CaptureSessio
         backend = backend_name(compiled) if compiled is not None else None
         tag = tag[:4] + (module,)
         node.metadata["fv_op"] = tag
-    counts = node.metadata.get("fv_dynamo")
+    counts = dynamo_counts()
     region = CompiledRegion(nid, name, backend, counts[0] if counts else None, counts[1] if counts else None, 1)
     return region, tag
 

@@ -153,13 +153,13 @@ _APPLY_CODE = torch.autograd.Function.apply.__func__.__code__
 FUNCTION_SITES_KEPT = 4096  # sites of Function Nodes not yet drawn (a graph takes its own on its first walk)
 
 
-def _dynamo_counts() -> Optional[tuple[int, int]]:
-    """(graphs compiled, graph breaks) by Dynamo in this process, since its counters were last cleared."""
-    counters = sys.modules.get("torch._dynamo.utils")
-    if counters is None:
-        return None
-    counters = counters.counters
-    return counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
+def _compiled_call(frame):
+    """The frame of torch.compile's entry (``compile_wrapper``) nearest above ``frame``, else ``frame``."""
+    found = frame
+    while found is not None and not (found.f_code.co_name == "compile_wrapper"
+                                     and found.f_code.co_filename.endswith("eval_frame.py")):
+        found = found.f_back
+    return found if found is not None else frame
 
 
 def _runs_forward(cls, code) -> bool:
@@ -308,8 +308,8 @@ class CaptureSession:
         self.doctor = None
         self.backward_roots: list = []  # the fv ids of the latest backward's root Nodes
         self.seen_seq = -1  # the sequence number after the last op the mode saw (this thread)
-        # An autograd.Function's Node, by its sequence number: (forward's code, filename, line, module,
-        # Dynamo's (graphs, breaks) then for a compiled region). See note_function_site.
+        # An autograd.Function's Node, by its sequence number: (forward's code, filename, line, module).
+        # See note_function_site.
         self.function_sites: dict[int, tuple] = {}
 
     def _shown_nodes(self) -> set:
@@ -513,11 +513,12 @@ class CaptureSession:
                 frame, below = frame.f_back, frame
             if frame is None or below is None:
                 return
-            filename, line = user_frame_above(frame)
             code = below.f_code  # the Function's forward (apply calls it from C++)
-            compiled = _dynamo_counts() if "_aot_autograd" in code.co_filename else None
+            if "_aot_autograd" in code.co_filename:  # a compiled region: the line that called the compiled module
+                frame = _compiled_call(frame)  # (not its forward's, nor a graph break's resume function)
+            filename, line = user_frame_above(frame)
             sites = self.function_sites
-            sites[first_new - 1] = (code, filename, line, self.modules.current(), compiled)
+            sites[first_new - 1] = (code, filename, line, self.modules.current())
             if len(sites) > FUNCTION_SITES_KEPT:
                 del sites[next(iter(sites))]
         finally:
@@ -550,8 +551,6 @@ class CaptureSession:
         qualname = f"{cls.__module__}.{cls.__qualname__}"
         tag = (cls.__name__, qualname) + (site[1:4] if site else (None, None, None))
         meta["fv_op"] = tag
-        if site is not None and site[4] is not None:
-            meta["fv_dynamo"] = site[4]
         return tag
 
     def note_error(self, func, args, kwargs, exc: RuntimeError) -> None:

@@ -167,8 +167,8 @@ class CompiledRegion:
     node: int  # the Node's id
     name: str  # the compiled module as you call it: "model", "model.blocks"; "compiled region" if unknown
     backend: Optional[str]  # torch.compile's backend: "inductor", "aot_eager"; None if it cannot be read
-    dynamo_graphs: Optional[int]  # Dynamo's counters when the region ran: graphs compiled in this process
-    dynamo_breaks: Optional[int]  # ...and graph breaks (both since torch._dynamo's counters were cleared)
+    dynamo_graphs: Optional[int]  # Dynamo's counters when the graph was drawn: graphs compiled in this process
+    dynamo_breaks: Optional[int]  # ...and graph breaks (both since torch._dynamo's counters were last cleared)
     regions_at_line: int  # compiled regions of this graph made by the same module at the same line
 
 
