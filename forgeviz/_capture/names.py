@@ -23,6 +23,7 @@ class ParameterIndex:
 
     def add_module(self, root: torch.nn.Module) -> None:
         for name, param in root.named_parameters():
+            name = user_path(name)
             self._params[id(param)] = (weakref.ref(param), name, name.rpartition(".")[0], id(root))
 
     def lookup(self, tensor: torch.Tensor) -> Optional[tuple[str, str, int]]:
@@ -31,6 +32,22 @@ class ParameterIndex:
         if entry is None or entry[0]() is not tensor:  # unknown, or its id was reused
             return None
         return entry[1], entry[2], entry[3]
+
+
+# torch.compile(module) wraps a module in an OptimizedModule that holds it as ``_orig_mod``: a path
+# through one is the same module, named as you named it.
+_COMPILED_WRAPPER = "_orig_mod"
+
+
+def user_path(path: str) -> str:
+    """A ``named_parameters``/``named_modules`` path without torch.compile's ``_orig_mod`` steps.
+
+    >>> user_path("_orig_mod.0.weight"), user_path("blocks._orig_mod.1"), user_path("_orig_mod")
+    ('0.weight', 'blocks.1', '')
+    """
+    if _COMPILED_WRAPPER not in path:
+        return path
+    return ".".join(part for part in path.split(".") if part != _COMPILED_WRAPPER)
 
 
 class NameIndex:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 import weakref
 from typing import Callable, Iterator, Optional
 
@@ -14,7 +15,7 @@ from . import native
 from .grads import BackwardRecorder, GradStore, node_id
 from .modules import ModuleStack
 from .own import deep_bytes
-from .source import user_location
+from .source import user_frame_above, user_location
 from .untraced import untraced
 
 log = logging.getLogger("forgeviz")
@@ -157,6 +158,32 @@ def _tensors_in(output) -> list:
 
     return [t for t in tree_leaves(output) if isinstance(t, torch.Tensor)]
 
+# A custom autograd.Function (and torch.compile's CompiledFunction) never reaches a TorchFunctionMode:
+# Function.apply makes its Node in C++, then runs its forward under no_grad, whose ops the mode does
+# see. The first of those ops finds a Node numbered since the last op it saw, and Function.apply's
+# frame on the stack: the Node is that Function's, and the apply's caller is the user's line.
+_APPLY_CODE = torch.autograd.Function.apply.__func__.__code__
+FUNCTION_SITES_KEPT = 4096  # sites of Function Nodes not yet drawn (a graph takes its own on its first walk)
+
+
+def _compiled_call(frame):
+    """The frame of torch.compile's entry (``compile_wrapper``) nearest above ``frame``, else ``frame``."""
+    found = frame
+    while found is not None and not (found.f_code.co_name == "compile_wrapper"
+                                     and found.f_code.co_filename.endswith("eval_frame.py")):
+        found = found.f_back
+    return found if found is not None else frame
+
+
+def _runs_forward(cls, code) -> bool:
+    """Whether ``code`` is the forward of the Function class ``cls`` (or of what it wraps)."""
+    forward = getattr(cls, "forward", None)
+    while forward is not None:
+        if getattr(forward, "__code__", None) is code:
+            return True
+        forward = getattr(forward, "__wrapped__", None)
+    return False
+
 
 class _TagMode(TorchFunctionMode):
     """Tags each new ``grad_fn`` with the op, its source line and module; arms backward hooks."""
@@ -201,6 +228,11 @@ class _TagMode(TorchFunctionMode):
                 session.backward_ends(watch, returned, failed)
                 watch = failed = None  # nor the Nodes it watched (nor, through its exception, itself)
         first_new = _next_sequence_nr()  # Nodes this op creates are numbered from here (this thread)
+        if first_new != session.seen_seq:  # a Node made out of the mode's sight: a Function's, perhaps
+            try:
+                session.note_function_site(first_new)
+            except Exception as exc:  # noqa: BLE001 - the Function's Node then goes unnamed, nothing else
+                session.fault(f"finding an autograd.Function's line failed: {exc!r}")
         try:
             out = func(*args, **kwargs)  # your torch op runs here; forgeviz only watches (errors are torch's)
         except BaseException as exc:
@@ -214,6 +246,7 @@ class _TagMode(TorchFunctionMode):
                     session.fault(f"the doctor failed on a raised op: {fault!r}")
             args = kwargs = doctor = None
             raise  # the user's exception, unchanged
+        session.seen_seq = _next_sequence_nr()
         where = None  # the op's line: found once, for the memory timeline and the graph
         if session.traces:
             with _not_your_subclass():
@@ -290,6 +323,10 @@ class CaptureSession:
         # The doctor (doctor.py) while a side panel is open: it watches ops, backwards and steps.
         self.doctor = None
         self.backward_roots: list = []  # the fv ids of the latest backward's root Nodes
+        self.seen_seq = -1  # the sequence number after the last op the mode saw (this thread)
+        # An autograd.Function's Node, by its sequence number: (forward's code, filename, line, module).
+        # See note_function_site.
+        self.function_sites: dict[int, tuple] = {}
 
     def _shown_nodes(self) -> set:
         """Node ids that views show: their gradients stay inspectable after the Nodes die."""
@@ -499,6 +536,61 @@ class CaptureSession:
         op, qualname = _op_name(func)
         filename, line = where or user_location(3)
         return op, qualname, filename, line, self.modules.current()
+
+    def note_function_site(self, first_new: int) -> None:
+        """Nodes were made since the last op the mode saw. If this op runs inside an
+        ``autograd.Function``'s forward, the newest of them (``first_new - 1``) is that Function's
+        Node: remember the line that called ``apply`` and the running module, for :meth:`function_tag`.
+
+        >>> s = CaptureSession(); s.note_function_site(5); s.function_sites
+        {}
+        """
+        self.seen_seq = first_new
+        frame, below = sys._getframe(1), None
+        try:
+            while frame is not None and frame.f_code is not _APPLY_CODE:
+                frame, below = frame.f_back, frame
+            if frame is None or below is None:
+                return
+            code = below.f_code  # the Function's forward (apply calls it from C++)
+            if "_aot_autograd" in code.co_filename:  # a compiled region: the line that called the compiled module
+                frame = _compiled_call(frame)  # (not its forward's, nor a graph break's resume function)
+            filename, line = user_frame_above(frame)
+            sites = self.function_sites
+            sites[first_new - 1] = (code, filename, line, self.modules.current())
+            if len(sites) > FUNCTION_SITES_KEPT:
+                del sites[next(iter(sites))]
+        finally:
+            del frame, below
+
+    def function_tag(self, node) -> Optional[tuple]:
+        """The tag of a custom ``autograd.Function``'s Node (``node._forward_cls``), made once and
+        kept in its metadata: (the Function's name, its qualified name, filename, line, module), with
+        the line and module that :meth:`note_function_site` saw when its forward ran; None for any
+        other Node.
+
+        >>> class Twice(torch.autograd.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x): return x * 2
+        ...     @staticmethod
+        ...     def backward(ctx, g): return g * 2
+        >>> CaptureSession().function_tag(Twice.apply(torch.ones(1, requires_grad=True)).grad_fn)[:2]
+        ('Twice', 'forgeviz._capture.session.Twice')
+        """
+        cls = getattr(node, "_forward_cls", None)
+        if cls is None:
+            return None
+        meta = node.metadata
+        tag = meta.get("fv_op")
+        if tag is not None:
+            return tag
+        site = self.function_sites.pop(node._sequence_nr(), None)
+        if site is not None and not _runs_forward(cls, site[0]):
+            site = None  # another Node's number (another thread's): a name without a line is still true
+        qualname = f"{cls.__module__}.{cls.__qualname__}"
+        tag = (cls.__name__, qualname) + (site[1:4] if site else (None, None, None))
+        meta["fv_op"] = tag
+        return tag
 
     def note_error(self, func, args, kwargs, exc: RuntimeError) -> None:
         """Remember the shapes of an op that raised a shape error, to draw it after the cell."""

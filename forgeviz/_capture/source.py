@@ -42,6 +42,26 @@ def user_location(depth: int = 2) -> tuple[Optional[str], Optional[int]]:
     return None, None
 
 
+def user_frame_above(frame) -> tuple[Optional[str], Optional[int]]:
+    """(filename, line) of the nearest user frame that called ``frame`` (not ``frame`` itself).
+
+    >>> import sys
+    >>> def callee():
+    ...     return user_frame_above(sys._getframe())
+    >>> callee()[1] == sys._getframe().f_lineno
+    True
+    """
+    frame = frame.f_back
+    try:
+        while frame is not None:
+            if _user_file(frame.f_code.co_filename):
+                return frame.f_code.co_filename, frame.f_lineno
+            frame = frame.f_back
+        return None, None
+    finally:
+        del frame
+
+
 def names_by_identity(values, *namespaces: Mapping[str, object]) -> list[Optional[str]]:
     """The first public name bound to each value in the namespaces (searched in order), else None.
 

@@ -25,6 +25,7 @@ from ..model.graph import (
     shape_times_text,
 )
 from .chain import formulas
+from .compiled import compiled_region, count_at_line, is_compiled_region
 from .grads import has_nonfinite, node_id
 from .module_tree import ModuleTree, leaf_norm
 from .names import NameIndex, node_names
@@ -185,9 +186,15 @@ def build_graph(roots: list, session: CaptureSession, names: NameIndex, message:
             kind, op = "leaf", None
         else:
             seq[nid] = node._sequence_nr()
+            if tag is None:  # a custom autograd.Function's Node (the mode never sees Function.apply)
+                tag = session.function_tag(node)
             var_names = node_names(node)
             op = tag[0] if tag else None
             label = var_names[0] if var_names else (op or _short_op(node))
+            if is_compiled_region(node):  # torch.compile's region: named by the module compiled
+                region, tag = compiled_region(nid, node, tag, session, names)
+                live.graph.compiled.append(region)
+                label = f"{region.name} · compiled"
             module = tag[4] if tag else None
             module_path = module[2] if module else None
             if module:
@@ -221,6 +228,7 @@ def build_graph(roots: list, session: CaptureSession, names: NameIndex, message:
             meta = metas[output_nr] if output_nr < len(metas) else None
             live.graph.edges.append(Edge(ids[id(nxt)], nid, input_nr, output_nr, meta))
     live.graph.roots = [ids[id(r)] for r in roots if r is not None and id(r) in ids]
+    count_at_line(live.graph.compiled, live.tags)
     edges_by_dst: dict[int, list[Edge]] = {}
     for edge in live.graph.edges:
         edges_by_dst.setdefault(edge.dst, []).append(edge)
@@ -281,6 +289,7 @@ def node_detail(nid: int, live: LiveGraph, session: CaptureSession, alive: bool)
         source=source_line(tag[2], tag[3]) if tag else None, inputs=inputs, outputs=[], saved=[],
         freed=model.freed, alive=node is not None, grads=records, contributions=[],
         leaf_grad=None, leaf_grad_history=[], chain=[],
+        compiled=next((r for r in live.graph.compiled if r.node == nid), None),
     )
     if node is not None:
         detail.outputs = _output_metas(node)

@@ -6,7 +6,7 @@ These dataclasses are the ONE definition of the wire format for the graph view.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Optional, Union
 
 from . import as_table, as_wire
@@ -157,6 +157,22 @@ class GraphState:
 
 
 @dataclass
+class CompiledRegion:
+    """A region ``torch.compile`` made: one ``CompiledFunctionBackward`` Node, drawn as one box.
+
+    The ops inside run as one compiled graph, so autograd sees one Node: per-op gradients inside it
+    are not recorded, and neither is module attribution (module hooks do not run in compiled code).
+    """
+
+    node: int  # the Node's id
+    name: str  # the compiled module as you call it: "model", "model.blocks"; "compiled region" if unknown
+    backend: Optional[str]  # torch.compile's backend: "inductor", "aot_eager"; None if it cannot be read
+    dynamo_graphs: Optional[int]  # Dynamo's counters when the graph was drawn: graphs compiled in this process
+    dynamo_breaks: Optional[int]  # ...and graph breaks (both since torch._dynamo's counters were last cleared)
+    regions_at_line: int  # compiled regions of this graph made by the same module at the same line
+
+
+@dataclass
 class Graph:
     """The autograd graph reachable from some roots, ready to draw.
 
@@ -175,6 +191,7 @@ class Graph:
     backward_passes: int  # backward passes forgeviz has recorded in this kernel
     total_nodes: int  # Nodes reachable from the roots; more than len(nodes) when the graph was cut
     cut: Optional[str]  # what was left out of a graph past the cap, and how to see more
+    compiled: list[CompiledRegion] = field(default_factory=list)  # torch.compile's regions, one per Node
 
 
 @dataclass
@@ -240,6 +257,7 @@ class NodeDetail:
     leaf_grad: Optional[TensorSummary]  # a leaf's .grad now
     leaf_grad_history: list[Optional[TensorSummary]]  # a leaf's .grad after each backward; None = reset
     chain: list[ChainTerm]  # for a small elementwise op after backward, while its saved tensors live
+    compiled: Optional[CompiledRegion] = None  # what torch.compile made this Node, if it did
 
 
 @dataclass
@@ -387,7 +405,7 @@ def graph_trait(graph: Graph) -> dict:
 
 
 WIRE_TYPES = [
-    Histogram, TensorSummary, TensorMeta, GradRecord, Node, Edge, Module, Repeat, Graph, GraphState,
+    Histogram, TensorSummary, TensorMeta, GradRecord, Node, Edge, Module, Repeat, CompiledRegion, Graph, GraphState,
     SavedValue, GradContribution, ChainTerm, NodeDetail, ParameterRow, ModuleDetail, InspectRequest,
     ModuleRequest, DotRequest, GraphvizRequest, InspectReply, ModuleReply, DotReply, GraphvizReply, ErrorReply,
 ]

@@ -91,6 +91,16 @@ export interface Repeat {
   label: string;
 }
 
+/** A region ``torch.compile`` made: one ``CompiledFunctionBackward`` Node, drawn as one box. */
+export interface CompiledRegion {
+  node: number;
+  name: string;
+  backend: string | null;
+  dynamo_graphs: number | null;
+  dynamo_breaks: number | null;
+  regions_at_line: number;
+}
+
 /** The autograd graph reachable from some roots, ready to draw. */
 export interface Graph {
   version: number;
@@ -103,6 +113,7 @@ export interface Graph {
   backward_passes: number;
   total_nodes: number;
   cut: string | null;
+  compiled: CompiledRegion[];
 }
 
 /** What a backward changes, sent alone while the graph's structure stays: the Nodes whose state is */
@@ -167,6 +178,7 @@ export interface NodeDetail {
   leaf_grad: TensorSummary | null;
   leaf_grad_history: (TensorSummary | null)[];
   chain: ChainTerm[];
+  compiled: CompiledRegion | null;
 }
 
 /** One parameter of a module, and its gradient now. */

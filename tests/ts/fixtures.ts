@@ -79,7 +79,8 @@ export function s1Graph(grads = true): Graph {
     message: null,
     backward_passes: grads ? 1 : 0,
     total_nodes: 5,
-    cut: null
+    cut: null,
+    compiled: []
   };
 }
 
@@ -107,7 +108,8 @@ export function clusterGraph(): Graph {
     message: null,
     backward_passes: 0,
     total_nodes: 4,
-    cut: null
+    cut: null,
+    compiled: []
   };
 }
 
@@ -150,6 +152,7 @@ function detail(over: Partial<NodeDetail> & Pick<NodeDetail, 'id' | 'label' | 'n
     leaf_grad: null,
     leaf_grad_history: [],
     chain: [],
+    compiled: null,
     ...over
   };
 }
@@ -211,7 +214,7 @@ export function loopGraph(n = 10_000): Graph {
     id: `line:${where}`, path: where, label: `${where} · mul × ${n}`, type: null, parent: null,
     nodes: nodes.slice(1).map(x => x.id), op_count: n, param_count: 0, param_bytes: 0, signature: '', grad_norm: null, param_grad_norm: null
   };
-  return { version: 1, nodes, edges, modules: [group], repeats: [], roots: [n], message: null, backward_passes: 0, total_nodes: n + 1, cut: null };
+  return { version: 1, nodes, edges, modules: [group], repeats: [], roots: [n], message: null, backward_passes: 0, total_nodes: n + 1, cut: null, compiled: [] };
 }
 
 /** ``rows`` as a table the way the kernel's ``as_table`` makes one: string columns coded. */

@@ -151,7 +151,8 @@ export function gptGraph(o: GptOptions = {}): Graph {
     message: null,
     backward_passes: 0,
     total_nodes: nodes.length,
-    cut: null
+    cut: null,
+    compiled: []
   };
   void root;
   return o.grads ? withGrads(graph) : graph;

@@ -1,6 +1,7 @@
 /** The inspector panel: everything about one node or one module, fetched lazily. */
 import type {
   ChainTerm,
+  CompiledRegion,
   Edge,
   Graph,
   GradRecord,
@@ -277,6 +278,37 @@ function chainSection(doc: Document, terms: ChainTerm[]): HTMLElement | null {
 }
 
 /** The node inspector's content for one NodeDetail. */
+/** What a torch.compile region is, what compile hides inside it, and how to see it: plain words. */
+export function compiledText(region: CompiledRegion): string[] {
+  const dynamo =
+    region.dynamo_graphs !== null
+      ? `In this process Dynamo has compiled ${formatCount(region.dynamo_graphs)} graph${region.dynamo_graphs === 1 ? '' : 's'} ` +
+        `and met ${formatCount(region.dynamo_breaks ?? 0)} graph break${region.dynamo_breaks === 1 ? '' : 's'} (torch._dynamo.utils.counters).`
+      : null;
+  const split =
+    region.regions_at_line > 1
+      ? `This call ran as ${region.regions_at_line} compiled regions (graph breaks split it); this is one of them.`
+      : null;
+  const name = region.name === 'compiled region' ? 'the compiled function' : region.name;
+  return [
+    `One region of ${name}, compiled by torch.compile (backend ${region.backend ?? 'unknown'}).`,
+    ...[dynamo, split].filter((t): t is string => t !== null),
+    'Compile hides what happens inside: autograd sees one Node, so the gradients shown are only those ' +
+      'that crossed its edges, not the per-op gradients inside, and its ops belong to no module.',
+    `To see them, run ${name} eagerly for one step: call it without torch.compile ` +
+      `(for a compiled module, ${name === 'the compiled function' ? 'its' : name}._orig_mod(x)), then draw that graph.`
+  ];
+}
+
+function compiledSection(doc: Document, region: CompiledRegion): HTMLElement {
+  const body = h(doc, 'div', { class: 'fv-compiled' });
+  body.appendChild(row(doc, 'backend', region.backend ?? 'unknown'));
+  for (const text of compiledText(region)) {
+    body.appendChild(h(doc, 'p', { class: 'fv-note' }, text));
+  }
+  return section(doc, 'Compiled region', body);
+}
+
 export function renderDetail(doc: Document, detail: NodeDetail, graph: Graph | null): HTMLElement {
   const frag = h(doc, 'div', { class: 'fv-detail' });
   const node = graph?.nodes.find(n => n.id === detail.id);
@@ -328,6 +360,9 @@ export function renderDetail(doc: Document, detail: NodeDetail, graph: Graph | n
   }
   if (where.length) {
     frag.appendChild(section(doc, 'Origin', ...where));
+  }
+  if (detail.compiled) {
+    frag.appendChild(compiledSection(doc, detail.compiled));
   }
 
   // Forward.
