@@ -152,6 +152,20 @@ _in_transform = torch._C._are_functorch_transforms_active
 _not_your_subclass = torch._C.DisableTorchFunctionSubclass
 
 
+def _nodes_made_since(roots, first_new: int) -> list:
+    """The Nodes behind ``roots`` numbered from ``first_new`` on (made since then, on this thread)."""
+    end = _next_sequence_nr()
+    found, todo, seen = [], [r for r in roots if r is not None], set()
+    while todo:
+        node = todo.pop()
+        if id(node) in seen or not first_new <= node._sequence_nr() < end:
+            continue
+        seen.add(id(node))
+        found.append(node)
+        todo.extend(child for child, _ in node.next_functions if child is not None)
+    return found
+
+
 def _tensors_in(output) -> list:
     """The tensors in a module's output (a tensor, or tuples, lists and dicts of them)."""
     from torch.utils._pytree import tree_leaves
@@ -166,7 +180,7 @@ _APPLY_CODE = torch.autograd.Function.apply.__func__.__code__
 FUNCTION_SITES_KEPT = 4096  # sites of Function Nodes not yet drawn (a graph takes its own on its first walk)
 
 
-def _compiled_call(frame):
+def _compile_entry(frame):
     """The frame of torch.compile's entry (``compile_wrapper``) nearest above ``frame``, else ``frame``."""
     found = frame
     while found is not None and not (found.f_code.co_name == "compile_wrapper"
@@ -304,6 +318,7 @@ class CaptureSession:
         self._step_handles: list = []
         self._step_depth = 0  # optimizer steps and compiled calls running (one may call another's)
         self.modules.compiled_calls.append(self._compiled_call)
+        self._compiled_calls: list[tuple] = []  # (first sequence number, line, module) of each running
         self._stepped_aside = 0  # the mode stack's length before an optimizer step took our mode off
         self.faults: list[str] = []
         self.fault_count = 0  # total ever, so views can tell which faults are new to them
@@ -371,21 +386,32 @@ class CaptureSession:
     def _compiled_call(self, module, output, begins: bool) -> None:
         """A torch.compile'd module is called (or returned): Dynamo then sees the mode stack as it is
         without forgeviz, so it guards and compiles the same (and a capture() on or off compiles
-        nothing again). Its ops are one box in the graph: there is nothing in it for our mode to tag,
-        but what its backward saved are activations for the memory timeline."""
+        nothing again). Its ops are one box in the graph: there is nothing in it for our mode to tag.
+        Its regions' Nodes get the call's line and module (:meth:`function_tag`), and what their
+        backward saved is claimed as activations for the memory timeline."""
         if begins:
+            self._compiled_calls.append((_next_sequence_nr(), user_location(3), self.modules.current()))
             self._step_aside(True)
             return
         self._step_ends(None, (), {})
-        if self.traces and output is not None:
-            try:
-                with torch._C.DisableTorchFunction():
-                    nodes = {id(t.grad_fn): t.grad_fn for t in _tensors_in(output) if t.grad_fn is not None}
+        first_new, (filename, line), running = (self._compiled_calls.pop() if self._compiled_calls
+                                                else (0, (None, None), None))
+        if output is None:
+            return
+        try:
+            with torch._C.DisableTorchFunction():
+                regions = _nodes_made_since([t.grad_fn for t in _tensors_in(output)], first_new)
+                for grad_fn in regions:
+                    cls = getattr(grad_fn, "_forward_cls", None)
+                    if cls is not None:
+                        site = (cls.forward.__code__, filename, line, running)
+                        self.function_sites[grad_fn._sequence_nr()] = site
+                        if len(self.function_sites) > FUNCTION_SITES_KEPT:
+                            del self.function_sites[next(iter(self.function_sites))]
                     for tracker in self.traces:
-                        for grad_fn in nodes.values():
-                            tracker.claim_saved(grad_fn)
-            except Exception as exc:  # noqa: BLE001 - the compiled call has returned: its output stands
-                self.fault(f"claiming what a compiled call saved failed: {exc!r}")
+                        tracker.claim_saved(grad_fn)
+        except Exception as exc:  # noqa: BLE001 - the compiled call has returned: its output stands
+            self.fault(f"reading a compiled call's regions failed: {exc!r}")
 
     def _step_aside(self, may: bool) -> None:
         self._step_depth += 1
@@ -554,7 +580,7 @@ class CaptureSession:
                 return
             code = below.f_code  # the Function's forward (apply calls it from C++)
             if "_aot_autograd" in code.co_filename:  # a compiled region: the line that called the compiled module
-                frame = _compiled_call(frame)  # (not its forward's, nor a graph break's resume function)
+                frame = _compile_entry(frame)  # (not its forward's, nor a graph break's resume function)
             filename, line = user_frame_above(frame)
             sites = self.function_sites
             sites[first_new - 1] = (code, filename, line, self.modules.current())
