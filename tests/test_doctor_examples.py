@@ -1,5 +1,5 @@
 """The doctor over the example notebooks, run headless as a user runs them: each cell tagged
-``incident`` (05_doctor walks through all seven kinds; 04_memory shows two on purpose) gives its
+``incident`` (05_doctor walks through all eight kinds; 04_memory shows two on purpose) gives its
 finding, and no other cell gives any (06's ``fix`` cells and every correct cell included)."""
 
 from __future__ import annotations

@@ -20,9 +20,10 @@ MAX_TENSOR_ROWS = 500
 LIVE_INTERVAL_S = 0.25
 
 FindingKind = Literal["swallowed-error", "missing-zero-grad", "graph-kept-alive", "retain-graph-growth",
-                      "inplace-saved-tensor", "eval-without-no-grad", "nonfinite-grad"]
+                      "inplace-saved-tensor", "eval-without-no-grad", "nonfinite-grad",
+                      "graph-break"]
 FINDING_KINDS = ["swallowed-error", "missing-zero-grad", "graph-kept-alive", "retain-graph-growth",
-                 "inplace-saved-tensor", "eval-without-no-grad", "nonfinite-grad"]
+                 "inplace-saved-tensor", "eval-without-no-grad", "nonfinite-grad", "graph-break"]
 
 
 @dataclass

@@ -651,7 +651,7 @@ export interface TensorListing {
 
 /** One incident the doctor saw: where, what it means, and the one-line fix. */
 export interface Finding {
-  kind: "swallowed-error" | "missing-zero-grad" | "graph-kept-alive" | "retain-graph-growth" | "inplace-saved-tensor" | "eval-without-no-grad" | "nonfinite-grad";
+  kind: "swallowed-error" | "missing-zero-grad" | "graph-kept-alive" | "retain-graph-growth" | "inplace-saved-tensor" | "eval-without-no-grad" | "nonfinite-grad" | "graph-break";
   cell: number | null;
   line: number | null;
   source: string;
@@ -721,4 +721,4 @@ export const MAX_TENSOR_ROWS = 500 as const;
 
 export const LIVE_INTERVAL_S = 0.25 as const;
 
-export const FINDING_KINDS = ["swallowed-error", "missing-zero-grad", "graph-kept-alive", "retain-graph-growth", "inplace-saved-tensor", "eval-without-no-grad", "nonfinite-grad"] as const;
+export const FINDING_KINDS = ["swallowed-error", "missing-zero-grad", "graph-kept-alive", "retain-graph-growth", "inplace-saved-tensor", "eval-without-no-grad", "nonfinite-grad", "graph-break"] as const;

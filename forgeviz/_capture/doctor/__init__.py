@@ -27,6 +27,8 @@ eval-without-no-grad     a module call built a graph that died without any backw
                          container keeps the unused graphs of two or more separate calls (a validation
                          loop that keeps its outputs), told at the end of the cell that built them
 nonfinite-grad           the first Node of a backward whose gradients went NaN or infinite
+graph-break              ``torch.compile`` broke a graph in the cell (a ``print``, ``.item()``, a branch on
+                         a tensor inside ``forward``): Dynamo's reason, at the user's line
 =======================  ==========================================================================
 
 A finding never changes the user's results or exceptions, and a fault inside a detector becomes a
@@ -49,6 +51,7 @@ from ..session import _next_sequence_nr, _op_name
 from ..untraced import untraced
 from .detector import HOOKS, CellEnd, Checkup, Detector
 from .eval_without_no_grad import EvalWithoutNoGrad
+from .graph_break import GraphBreak
 from .graph_kept_alive import GraphKeptAlive
 from .graphs import graph_bytes
 from .inplace_saved_tensor import InplaceSavedTensor
@@ -63,7 +66,7 @@ __all__ = ["DETECTORS", "Detector", "Doctor", "disable_doctor", "enable_doctor",
 # The detectors, one module each (adding one: README, "Adding a detector"). Their order is the order in
 # which they hear of each event, and so the order of the findings one event gives.
 DETECTORS: tuple[type[Detector], ...] = (SwallowedError, MissingZeroGrad, GraphKeptAlive, RetainGraphGrowth,
-                                         InplaceSavedTensor, EvalWithoutNoGrad, NonfiniteGrad)
+                                         InplaceSavedTensor, EvalWithoutNoGrad, NonfiniteGrad, GraphBreak)
 
 log = logging.getLogger("forgeviz")
 
@@ -269,7 +272,15 @@ class Doctor:
 
     def _warn(self, what: str, exc: BaseException) -> None:
         said = message(exc)  # (not repr(exc): the exception may be a user's object)
-        text = f"the doctor's {what} check failed: {type(exc).__name__}{': ' + said if said else ''}"
+        self.warn(f"the doctor's {what} check failed: {type(exc).__name__}{': ' + said if said else ''}")
+
+    def warn(self, text: str) -> None:
+        """Say ``text`` in the panel's warnings (once) and in the log: something of forgeviz's own went wrong.
+
+        >>> from forgeviz._capture.session import CaptureSession
+        >>> d = Doctor(CaptureSession()); d.warn("x"); d.warn("x"); d.warnings
+        ['x']
+        """
         log.warning("forgeviz: %s", text)
         if text not in self.warnings:
             self.warnings.append(text)
