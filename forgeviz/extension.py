@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from . import panel
 from ._capture import native
+from ._capture.modules import module_hooks
 from ._capture.native.background import background
 from ._capture.session import get_session
 from ._capture.untraced import untraced
@@ -221,6 +222,7 @@ def unload(shell) -> None:
     if _hooks.mark_dirty in session.after_backward:
         session.after_backward.remove(_hooks.mark_dirty)
     session.uninstall()
+    module_hooks.close()
     if session.memory is not None:
         session.memory.close()
         session.memory = None

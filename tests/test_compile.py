@@ -217,3 +217,21 @@ def test_what_a_compiled_backward_saves_is_activation_memory():
         assert trace.bytes_by_category()["activation"] == expected
         out.sum().backward()
         assert trace.bytes_by_category()["activation"] == 0
+
+
+@pytest.mark.parametrize("what", ["module", "function"])
+def test_cells_under_load_ext_compile_once(nb, what):
+    """Cell after cell under %load_ext forgeviz, a compiled model (or a compiled training function)
+    keeps its one graph: no cell's hooks or mode make Dynamo compile again, and no break is added."""
+    nb.ok("import torch\nfrom torch._dynamo.utils import counters\ntorch._dynamo.reset(); counters.clear()")
+    nb.ok("torch.manual_seed(0)\n"
+          "model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 1))")
+    if what == "module":
+        nb.ok("compiled = torch.compile(model, backend='aot_eager')\nstep = lambda x: compiled(x).square().mean()")
+    else:
+        nb.ok("step = torch.compile(lambda x: model(x).square().mean(), backend='aot_eager')")
+    for _ in range(4):
+        nb.ok("loss = step(torch.randn(4, 8)); loss.backward()")
+    assert nb.ok("counters['stats']['unique_graphs']") == 1
+    assert nb.ok("sum(counters['graph_break'].values()) + sum(counters['recompiles'].values())") == 0
+    assert nb.ok("all(p.grad is not None for p in model.parameters())")

@@ -13,6 +13,7 @@ from torch.nn.modules import module as nn_module
 
 from .names import ParameterIndex
 
+_is_compiling = torch.compiler.is_compiling
 PreHook = Optional[Callable[[torch.nn.Module, tuple], None]]
 PostHook = Optional[Callable[[torch.nn.Module, tuple, object], None]]
 
@@ -30,17 +31,29 @@ def _living(cls: type) -> list:
     return [obj for obj in gc.get_objects() if issubclass(type(obj), cls)]
 
 
+def _inner_of(wrapper: torch.nn.Module) -> Optional[torch.nn.Module]:
+    """An OptimizedModule's ``_orig_mod``, or None while torch.compile is still building it (its
+    ``__getattr__`` raises KeyError then)."""
+    inner = wrapper.__dict__.get("_modules", {}).get("_orig_mod", wrapper.__dict__.get("_orig_mod"))
+    return inner if isinstance(inner, torch.nn.Module) else None
+
+
 class ModuleHooks:
     """Where forgeviz's module forward hooks go: every subscriber's pre and post hook, called in the
     order they subscribed, from one pair of hooks per place.
 
-    Until a compiled module exists that place is torch's global hooks, which see every module,
+    While no compiled module lives, that place is torch's global hooks, which see every module,
     whenever it was made. ``torch.compile(module)`` warns about global hooks and would trace them into
-    its graphs (guarded, so each capture() on and off would compile again), so from the first
-    ``OptimizedModule`` on, while one lives (looked for when the hooks start), they go on each module: every
-    module that lives then, and every module that registers a parameter, buffer or submodule later,
-    except the compiled module's own (``_orig_mod`` and below), which Dynamo then sees as without
-    forgeviz. The wrapper itself runs eagerly and keeps its hooks: a compiled call is one module call.
+    its graphs, so while an ``OptimizedModule`` lives the hooks go on each module instead, except the
+    compiled module's own (``_orig_mod`` and below), which Dynamo then sees as without forgeviz. The
+    wrapper itself runs eagerly and keeps its hooks: a compiled call is one module call.
+
+    Each module is known from a census: one walk of the garbage collector's objects, the first time
+    the hooks start after Dynamo was loaded (no compiled module can exist before), and from then on
+    torch's registration hooks, which see every module that registers a parameter, buffer or
+    submodule. They stay until :meth:`close` (``%unload_ext``): they cost a set insertion per
+    registration, and Dynamo never traces them. A module with none of these, made after the census
+    (a lone ``nn.ReLU()``), is not known: its ops carry no module while a compiled module lives.
 
     >>> hooks = ModuleHooks(); seen = []
     >>> handle = hooks.subscribe(lambda m, args: seen.append(type(m).__name__), None)
@@ -50,11 +63,13 @@ class ModuleHooks:
 
     def __init__(self) -> None:
         self._subscribers: list[tuple[PreHook, PostHook]] = []
-        self.per_module = False  # while a compiled module lives (see the class docstring)
-        self._handles: list = []  # torch's global forward hooks, or the registration hooks
+        self.per_module = False  # hooks on each module (a compiled module lives) rather than global ones
+        self._forward: list = []  # torch's global forward hooks, or the one registration hook before a census
         self._hooked: "weakref.WeakKeyDictionary[torch.nn.Module, tuple]" = weakref.WeakKeyDictionary()
+        self._census: list = []  # the registration hooks that keep the census, once taken
+        self._known: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
         self._compiled: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
-        self.wrappers: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()  # torch.compile's, seen
+        self.wrappers: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()  # torch.compile's, living
 
     def subscribe(self, pre: PreHook, post: PostHook) -> "_Subscription":
         """Call ``pre(module, args)`` before and ``post(module, args, output)`` after every module call
@@ -75,43 +90,55 @@ class ModuleHooks:
     def active(self) -> bool:
         return bool(self._subscribers)
 
+    def close(self) -> None:
+        """Remove every hook, the census's too (the next start takes a new one)."""
+        self._subscribers.clear()
+        self._stop()
+        for handle in self._census:
+            handle.remove()
+        self._census = []
+        self._known = weakref.WeakSet()
+
     def _start(self) -> None:
-        compiled = self._compiled_roots() if _optimized_module_type() is not None else []
-        if compiled:
-            self._go_per_module(compiled)
+        if _optimized_module_type() is not None:
+            self._take_census()
+        if len(self.wrappers):
+            self._go_per_module()
         else:
-            self._handles = [nn_module.register_module_forward_pre_hook(self._pre),
-                             nn_module.register_module_forward_hook(self._post, always_call=True),
-                             nn_module.register_module_module_registration_hook(self._module_registered)]
+            self._forward = [nn_module.register_module_forward_pre_hook(self._pre),
+                             nn_module.register_module_forward_hook(self._post, always_call=True)]
+            if not self._census:  # to see torch.compile(module) build its wrapper
+                self._forward.append(nn_module.register_module_module_registration_hook(self._module_registered))
 
     def _stop(self) -> None:
         self.per_module = False
-        for handle in self._handles:
+        for handle in self._forward:
             handle.remove()
-        self._handles = []
+        self._forward = []
         for pre_handle, post_handle in list(self._hooked.values()):
             pre_handle.remove()
             post_handle.remove()
         self._hooked = weakref.WeakKeyDictionary()
 
-    def _compiled_roots(self) -> list[torch.nn.Module]:
-        """Every living OptimizedModule (a walk of the garbage collector's objects: only once Dynamo
-        was loaded, at the start of hooks and at the switch)."""
+    def _take_census(self) -> None:
+        if self._census:
+            return
+        self._census = [nn_module.register_module_module_registration_hook(self._module_registered),
+                        nn_module.register_module_parameter_registration_hook(self._registered),
+                        nn_module.register_module_buffer_registration_hook(self._registered)]
         wrapper = _optimized_module_type()
-        return _living(wrapper) if wrapper is not None else []
+        for module in _living(torch.nn.Module):
+            self._known.add(module)
+            if wrapper is not None and isinstance(module, wrapper):
+                inner = _inner_of(module)
+                if inner is not None:
+                    self.wrappers.add(module)
+                    self._mark_compiled(inner)
 
-    def _go_per_module(self, wrappers: list[torch.nn.Module]) -> None:
+    def _go_per_module(self) -> None:
         self._stop()
         self.per_module = True  # after _stop, which ends it
-        for wrapper in wrappers:
-            self.wrappers.add(wrapper)
-            inner = getattr(wrapper, "_orig_mod", None)
-            if isinstance(inner, torch.nn.Module):
-                self._mark_compiled(inner)
-        self._handles = [nn_module.register_module_module_registration_hook(self._module_registered),
-                         nn_module.register_module_parameter_registration_hook(self._registered),
-                         nn_module.register_module_buffer_registration_hook(self._registered)]
-        for module in _living(torch.nn.Module):
+        for module in list(self._known):
             self._adopt(module)
 
     def _mark_compiled(self, inner: torch.nn.Module) -> None:
@@ -131,26 +158,40 @@ class ModuleHooks:
                                 module.register_forward_hook(self._post, prepend=True, always_call=True))
 
     def _module_registered(self, module, name, submodule):
+        if not self._census and _optimized_module_type() is not None:  # Dynamo was loaded since the start
+            self._take_census()
+        self._known.add(module)
+        if submodule is not None:
+            for inner in submodule.modules():
+                self._known.add(inner)
         wrapper = _optimized_module_type()
-        if wrapper is not None and isinstance(module, wrapper) and name == "_orig_mod":
-            if not self.per_module:  # torch.compile(model) is building its wrapper: before its first call
-                self._go_per_module([])
+        if wrapper is not None and isinstance(module, wrapper) and name == "_orig_mod" and submodule is not None:
             self.wrappers.add(module)
             self._mark_compiled(submodule)
-        if self.per_module and submodule is not None:
+            if self._subscribers and not self.per_module:  # before the wrapper's first call
+                self._go_per_module()
+        if self.per_module:
             self._adopt(module)
-            for inner in submodule.modules():
+            for inner in submodule.modules() if submodule is not None else ():
                 self._adopt(inner)
 
     def _registered(self, module, name, value):
-        self._adopt(module)
+        self._known.add(module)
+        if self.per_module:
+            self._adopt(module)
 
+    # Dynamo traces global hooks (and a module's own) into what it compiles, torch.compile(fn) or
+    # module.compile(): each returns at once there, so Dynamo guards on none of forgeviz's state.
     def _pre(self, module, args):
+        if _is_compiling():
+            return
         for pre, _ in self._subscribers:
             if pre is not None:
                 pre(module, args)
 
     def _post(self, module, args, output):
+        if _is_compiling():
+            return
         for _, post in self._subscribers:
             if post is not None:
                 post(module, args, output)
