@@ -235,3 +235,24 @@ def test_cells_under_load_ext_compile_once(nb, what):
     assert nb.ok("counters['stats']['unique_graphs']") == 1
     assert nb.ok("sum(counters['graph_break'].values()) + sum(counters['recompiles'].values())") == 0
     assert nb.ok("all(p.grad is not None for p in model.parameters())")
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_dynamo_explain_says_the_same_with_forgeviz(model):
+    """torch._dynamo.explain (graphs, breaks, their reasons, ops per graph) is the same under capture()."""
+    make, shape = MODELS[model]
+
+    def explain(on: bool):
+        torch._dynamo.reset()
+        x = torch.randn(*shape, generator=torch.Generator().manual_seed(1))
+        if on:
+            with forgeviz.capture():
+                out = torch._dynamo.explain(make())(x)
+        else:
+            out = torch._dynamo.explain(make())(x)
+        return (out.graph_count, out.graph_break_count, [r.reason for r in out.break_reasons],
+                [len(ops) for ops in out.ops_per_graph])
+
+    off = explain(False)
+    assert off[0] == 1 and off[1] == 0
+    assert explain(True) == off
