@@ -154,10 +154,22 @@ class GPT(nn.Module):
 """
 
 
+def _gpt2_classes() -> dict:
+    namespace: dict = {}
+    exec(compile(GPT2_SOURCE, "<gpt2>", "exec"), namespace)  # noqa: S102 - our own source, above
+    return namespace
+
+
+def make_blocks(n_layer: int = 2, d: int = 32, n_head: int = 4, seed: int = 0) -> torch.nn.Module:
+    """``n_layer`` of GPT-2's blocks in a Sequential: a GPT-2-shaped model for (batch, seq, d) input."""
+    block = _gpt2_classes()["Block"]
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(*[block(d, n_head) for _ in range(n_layer)])
+
+
 def make_gpt2(n_layer: int = 12, d: int = 768, n_head: int = 12, vocab: int = 1024, seq: int = 64,
               seed: int = 0) -> torch.nn.Module:
     """GPT-2-small's shape (12 blocks, d=768) with a small vocabulary; see GPT2_SOURCE."""
-    namespace: dict = {}
-    exec(compile(GPT2_SOURCE, "<gpt2>", "exec"), namespace)  # noqa: S102 - our own source, above
+    gpt = _gpt2_classes()["GPT"]
     torch.manual_seed(seed)
-    return namespace["GPT"](vocab=vocab, seq=seq, d=d, n_layer=n_layer, n_head=n_head)
+    return gpt(vocab=vocab, seq=seq, d=d, n_layer=n_layer, n_head=n_head)

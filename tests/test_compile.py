@@ -15,34 +15,16 @@ from torch._dynamo.utils import counters
 
 import forgeviz
 
+from scenarios import make_blocks
+
 
 def _mlp() -> torch.nn.Module:
     torch.manual_seed(0)
     return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 8))
 
 
-class _Attention(torch.nn.Module):
-    """A GPT-2-shaped block, small: layer norm, causal attention, an MLP, residuals."""
-
-    def __init__(self, d: int = 32, heads: int = 4) -> None:
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
-        self.qkv, self.proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
-        self.mlp = torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
-
-    def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
-        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
-        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
-        return x + self.mlp(self.ln2(x))
-
-
 def _gpt() -> torch.nn.Module:
-    torch.manual_seed(0)
-    return torch.nn.Sequential(_Attention(), _Attention())
+    return make_blocks(n_layer=2, d=32, n_head=4)
 
 
 MODELS = {"mlp": (_mlp, (16, 32)), "gpt": (_gpt, (2, 8, 32))}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import torch
 from torch._dynamo.utils import counters
@@ -26,35 +27,18 @@ from _bench import interleaved, mlp  # first: it puts this checkout on sys.path
 
 from forgeviz._capture.session import get_session
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for its scenarios
+from scenarios import make_blocks  # noqa: E402
+
 ROUNDS = int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", "15"))
 STEPS = 10
-
-
-class Block(torch.nn.Module):
-    """A GPT-2 block: layer norm, causal attention, an MLP, residuals."""
-
-    def __init__(self, d: int, heads: int) -> None:
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
-        self.qkv, self.proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
-        self.mlp = torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
-
-    def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
-        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
-        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
-        return x + self.mlp(self.ln2(x))
 
 
 def model(name: str, device: str):
     """(model, opt, x, y) for "mlp" (3 × Linear(256), batch 32) or "gpt" (4 blocks, d=256, seq 128, batch 8)."""
     if name == "mlp":
         return mlp(256, 32, device)
-    torch.manual_seed(0)
-    net = torch.nn.Sequential(*[Block(256, 8) for _ in range(4)]).to(device)
+    net = make_blocks(n_layer=4, d=256, n_head=8).to(device)
     x = torch.randn(8, 128, 256, device=device)
     return net, torch.optim.AdamW(net.parameters()), x, torch.randn_like(x)
 
