@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import weakref
 from typing import Optional
 
 import torch
 from torch.nn.modules import module as nn_module
 
+from .fault import Report, boundary, guarded
 from .names import ParameterIndex
+
+log = logging.getLogger("forgeviz")
 
 
 class ModuleStack:
@@ -35,6 +39,8 @@ class ModuleStack:
         # doctor watches what the call built from here, rather than from a global hook of its own that
         # torch would call for every submodule too.
         self.root_outputs: list = []
+        # fault(message): where the hooks' faults go (the session's, which sets it)
+        self.fault: Report = _log_fault
 
     @property
     def installed(self) -> bool:
@@ -91,6 +97,7 @@ class ModuleStack:
         except AttributeError:
             return None
 
+    @guarded("entering a module call")  # inside the user's model call
     def _pre(self, module: torch.nn.Module, args) -> None:
         stack = self._stack
         if stack:
@@ -112,8 +119,10 @@ class ModuleStack:
         if len(stack) == 1 and self.root_listeners:
             with torch._C.DisableTorchFunction():  # their tensor reads are not the user's ops
                 for listener in list(self.root_listeners):
-                    listener.root_call(module, args)
+                    with boundary(self.fault, "telling of a module call"):  # the other listeners still hear
+                        listener.root_call(module, args)
 
+    @guarded("leaving a module call")  # inside the user's model call
     def _post(self, module: torch.nn.Module, args, output) -> None:
         # Pop down to this module: an exception may have skipped inner posts.
         while self._stack:
@@ -123,7 +132,14 @@ class ModuleStack:
             self._root = None
             self._root_paths = {}
             for listener in list(self.root_listeners):
-                listener.root_return(module)
+                with boundary(self.fault, "telling of a module call's end"):  # the others still hear
+                    listener.root_return(module)
             if output is not None:  # (None: the call raised, and torch calls this hook anyway)
                 for returned in list(self.root_outputs):
-                    returned(module, args, output)
+                    with boundary(self.fault, "telling of a module call's output"):
+                        returned(module, args, output)
+
+
+def _log_fault(message: str) -> None:
+    """A module stack's faults before a session takes them: a log line."""
+    log.warning("forgeviz: %s", message)
