@@ -12,7 +12,7 @@ mode's per-op work, the per-Node gradient hooks) keep an inline ``try``/``except
 from __future__ import annotations
 
 import functools
-from typing import Callable, Optional
+from typing import Callable
 
 Report = Callable[[str], None]
 
@@ -86,9 +86,10 @@ class boundary:
         return True
 
 
-def guarded(what: str, fault: Optional[Report] = None):
-    """Decorate a hook (a method of an object with a ``fault``, or a function given ``fault``) so that
-    its body runs inside the boundary; on a fault it returns None (a hook's "change nothing").
+def guarded(what: str):
+    """Decorate a hook that is a method of an object with a ``fault`` (a session, a tracker, a ledger, the
+    module stack) so that its body runs inside the boundary; on a fault it returns None (a hook's
+    "change nothing").
 
     >>> class Hooks:
     ...     def __init__(self): self.faults = []; self.fault = self.faults.append
@@ -98,25 +99,15 @@ def guarded(what: str, fault: Optional[Report] = None):
     (None, ['reading a module call failed: ValueError: no module'])
     """
 
-    def decorate(func):
-        if fault is not None:
-            @functools.wraps(func)
-            def hook(*args, **kwargs):
-                __tracebackhide__ = True  # noqa: F841 - IPython hides this frame from the user's traceback
-                try:
-                    return func(*args, **kwargs)
-                except Exception as exc:  # noqa: BLE001 - the boundary itself
-                    report(fault, what, exc)
-                    return None
-        else:
-            @functools.wraps(func)
-            def hook(self, *args, **kwargs):
-                __tracebackhide__ = True  # noqa: F841 - IPython hides this frame from the user's traceback
-                try:
-                    return func(self, *args, **kwargs)
-                except Exception as exc:  # noqa: BLE001 - the boundary itself
-                    report(self.fault, what, exc)
-                    return None
+    def decorate(method):
+        @functools.wraps(method)
+        def hook(self, *args, **kwargs):
+            try:
+                return method(self, *args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - the boundary itself
+                report(self.fault, what, exc)
+                return None
+
         return hook
 
     return decorate

@@ -93,8 +93,10 @@ class GraphWidget(RequestWidget):
                 if roots or not self._live.graph.nodes:
                     self._live = build_graph(roots, self._session, self._names, self._message, self._max_nodes)
                     self._send_graph(self._live.graph)
-        if guard.failed:
-            self._warn(f"forgeviz: {guard.failed}")
+        if guard.failed:  # shown at once (and once: a fault the session told already this cell is not new to it)
+            self._show_new_faults()
+            if f"forgeviz: {guard.failed}" not in self.warnings:
+                self._warn(f"forgeviz: {guard.failed}")
 
     def _send_graph(self, graph: Graph) -> None:
         """Send the structure only when it changed, less what the state carries; the state (a few
