@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from . import panel
 from ._capture import native
+from ._capture.fault import boundary
 from ._capture.modules import module_hooks
 from ._capture.native.background import background
 from ._capture.session import get_session
@@ -19,63 +20,69 @@ class _CellHooks:
         self.session = get_session()
         self.native_adopted = False  # what a background build made is in use (adopt_native)
 
+    # IPython's cell events: each step in the fault boundary, so that a fault skips only its own step
+    # (the cell still runs, captured, and the next cell starts clean) and IPython never prints an
+    # "Error in callback" under the user's cell.
     def pre_run_cell(self, info=None) -> None:
+        session = self.session
+        session.new_cell()
+        fault = session.fault
         if not self.native_adopted and background().done.is_set():
-            self.adopt_native()
-        self.session.modules.reset()
-        memory = self.session.memory
-        if memory is not None and self.session.memory_enabled:
-            try:
+            with boundary(fault, "switching to the native helpers"):
+                self.adopt_native()
+        with boundary(fault, "forgetting the running modules"):
+            session.modules.reset()
+        memory = session.memory
+        if memory is not None and session.memory_enabled:
+            with boundary(fault, "starting memory tracking"):  # the cell runs anyway, untracked
                 memory.mark_cell(0)  # its number is known for sure only after it ran
                 memory.start()
-            except Exception as exc:  # noqa: BLE001 - the cell runs anyway, untracked; the view says why
-                self.session.fault(f"starting memory tracking failed: {exc!r}")
-        if self.session.cuda_history is not None:
-            try:  # the number this cell will get, stamped on the CUDA allocator's entries
-                self.session.cuda_history.mark_cell(self.shell.execution_count)
-            except Exception as exc:  # noqa: BLE001 - the cell runs anyway; its entries go unstamped
-                self.session.fault(f"marking the cell in the CUDA history failed: {exc!r}")
-        doctor = self.session.doctor
+        if session.cuda_history is not None:
+            # the number this cell will get, stamped on the CUDA allocator's entries (or unstamped, on a fault)
+            with boundary(fault, "marking the cell in the CUDA history"):
+                session.cuda_history.mark_cell(self.shell.execution_count)
+        doctor = session.doctor
         if doctor is not None:  # only while a side panel is open (forgeviz/panel.py)
-            try:
+            with boundary(fault, "the doctor's start of the cell"):
                 doctor.begin_cell(self.shell.execution_count)
-            except Exception as exc:  # noqa: BLE001 - the cell runs anyway; the panel says so
-                self.session.fault(f"the doctor could not start watching the cell: {exc!r}")
         host = panel.host()
         if host is not None and host.open:
-            host.cell_begins(self.shell.execution_count)
-        self.session.enter()
+            with boundary(fault, "the side panel's start of the cell"):
+                host.cell_begins(self.shell.execution_count)
+        with boundary(fault, "starting capture for the cell"):
+            session.enter()
 
     def post_run_cell(self, result=None) -> None:
         session = self.session
+        fault = session.fault
         host = panel.host()
         if host is not None:
-            host.cell_ends()  # its live thread stops before the refreshes below run
-        session.exit()
+            with boundary(fault, "stopping the side panel's live updates"):
+                host.cell_ends()  # its live thread stops before the refreshes below run
+        with boundary(fault, "stopping capture after the cell"):
+            session.exit()
         if session.memory is not None:
-            session.memory.stop()
-            count = getattr(result, "execution_count", None)
-            if count is not None:
-                session.memory.name_cell(count)
-        try:
+            with boundary(fault, "stopping memory tracking after the cell"):
+                session.memory.stop()
+                count = getattr(result, "execution_count", None)
+                if count is not None:
+                    session.memory.name_cell(count)
+        with boundary(fault, "reading notebook names"):  # the namespace may hold anything: older names stay
             with untraced():
                 names().scan(self.shell.user_ns)
-        except Exception as exc:  # noqa: BLE001 - the user's namespace may hold anything; views keep older names
-            session.fault(f"reading notebook names failed: {exc!r}")
         for widget in list(session.widgets):
             if widget.dirty:
-                widget.refresh()
-                widget.refresh_saved()
+                with boundary(fault, "refreshing a view after the cell"):
+                    widget.refresh()
+                    widget.refresh_saved()
         doctor = session.doctor
         if doctor is not None:
-            try:
-                with untraced():
-                    doctor.end_cell(self.shell.user_ns, getattr(result, "error_in_exec", None),
-                                    getattr(result, "execution_count", None))
-            except Exception as exc:  # noqa: BLE001 - a detector's fault is the panel's warning, never the cell's
-                session.fault(f"the doctor failed after the cell: {exc!r}")
+            with boundary(fault, "the doctor's look after the cell"), untraced():
+                doctor.end_cell(self.shell.user_ns, getattr(result, "error_in_exec", None),
+                                getattr(result, "execution_count", None))
         if host is not None and host.open:
-            host.after_cell(getattr(result, "execution_count", None))
+            with boundary(fault, "the side panel's end of the cell"):
+                host.after_cell(getattr(result, "execution_count", None))
         self.explain(result)
 
     def explain(self, result) -> None:
@@ -88,7 +95,7 @@ class _CellHooks:
         error = getattr(result, "error_in_exec", None)
         if record is None or error is None or not session.explain or id(error) != record[0]:
             return
-        try:
+        with boundary(session.fault, "explaining the shape error"):  # the user's error stays as it was
             from IPython.display import display
 
             from ._capture.broadcast import plan_failed_op
@@ -101,8 +108,6 @@ class _CellHooks:
             with untraced():
                 plan = plan_failed_op(op_record, f"{where}: {text}" if text else where)
             display(BroadcastWidget(plan, session))
-        except Exception as exc:  # noqa: BLE001 - the user's error stays as it was
-            session.fault(f"explaining the shape error failed: {exc!r}")
 
     def adopt_native(self) -> None:
         """The background build landed: from this cell on, the native memory ledger takes over from
@@ -117,15 +122,15 @@ class _CellHooks:
         cell, note = self.shell.execution_count, ""
         old = session.memory
         if old is not None and old.backend == "dispatch" and "memory tracker" in build.built:
-            try:
-                if chosen_backend() != "auto":
-                    note = "Memory tracking stays with the dispatch-mode tracker ($FORGEVIZ_MEMORY_BACKEND chose it)."
-                    build.adopted(cell, note)
-                    return
+            if chosen_backend() != "auto":
+                note = "Memory tracking stays with the dispatch-mode tracker ($FORGEVIZ_MEMORY_BACKEND chose it)."
+                build.adopted(cell, note)
+                return
+            # on a fault the dispatch-mode tracker goes on, as before
+            with boundary(session.fault, "switching to the native memory tracker") as guard:
                 new = switch_to_native(old, fault=session.fault)
-            except Exception as exc:  # noqa: BLE001 - the dispatch-mode tracker goes on, as before
-                session.fault(f"switching to the native memory tracker failed: {exc!r}")
-                note = f"Memory tracking stays with the dispatch-mode tracker ({exc})."
+            if guard.failed:
+                note = f"Memory tracking stays with the dispatch-mode tracker ({guard.failed})."
             else:
                 session.memory = new
                 old.close()
@@ -195,7 +200,7 @@ def _start_native_build(shell) -> None:
     """Build what is missing of forgeviz's native libraries in the background, shown in this cell's output."""
     global _progress
     session = get_session()
-    try:
+    with boundary(session.fault, "starting the native build"):  # forgeviz runs its Python paths; the cell goes on
         build = background()
         told = build.done.is_set()  # an earlier %load_ext in this process said how its build went
         status = build.start()
@@ -203,8 +208,6 @@ def _start_native_build(shell) -> None:
             return  # built already: nothing to say
         _progress = _NativeProgress(status.message, live=getattr(shell, "kernel", None) is not None)
         build.listen(_progress.update)
-    except Exception as exc:  # noqa: BLE001 - forgeviz runs its Python paths; the cell goes on
-        session.fault(f"starting the native build failed: {exc!r}")
 
 
 def unload(shell) -> None:

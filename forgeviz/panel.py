@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from ._capture.doctor import disable_doctor, enable_doctor
+from ._capture.fault import boundary
 from ._capture.namespace import TensorLister, tensor_with_root, unwatch_modules, watch_modules
 from ._capture.native.background import background
 from ._capture.session import CaptureSession
@@ -104,10 +105,8 @@ class PanelHost:
         comm.on_close(lambda msg: self._closed(comm))
         if first:
             watch_modules()
-            try:
+            with boundary(self.session.fault, "starting the doctor"):  # the panel works without it, and says so
                 enable_doctor(self.session).carry(self._earlier_findings)
-            except Exception as exc:  # noqa: BLE001 - the panel works without it, and says so
-                self.session.fault(f"starting the doctor failed: {exc!r}")
         self._send(comm, self.state(self._cell))
 
     def _closed(self, comm) -> None:
@@ -136,10 +135,8 @@ class PanelHost:
             self._send(comm, self.state(self._cell))
 
     def _send(self, comm, message) -> None:
-        try:
+        with boundary(self.session.fault, "sending to the side panel"):  # a panel that went away
             comm.send(plain(message))
-        except Exception as exc:  # noqa: BLE001 - a panel that went away is not the user's problem
-            self.session.fault(f"sending to the side panel failed: {exc!r}")
 
     def native_changed(self, status: NativeStatus) -> None:
         """The native build moved on (from its thread): tell each connected panel."""
@@ -248,15 +245,13 @@ class PanelHost:
     def _live_loop(self) -> None:
         while not self._stop.wait(LIVE_INTERVAL_S):
             with self._lock:
-                try:
+                with boundary(self.session.fault, "the side panel's live update"):  # the panel misses an update
                     message = self.live()
                     if message is not None:
                         self.broadcast(message)
                     widget = self._memory_widget
                     if widget is not None:
                         widget.refresh()  # its events so far, to the panel's timeline
-                except Exception as exc:  # noqa: BLE001 - the cell goes on; the panel misses an update
-                    self.session.fault(f"the side panel's live update failed: {exc!r}")
 
 
 def _listing_key(listing: TensorListing) -> tuple:

@@ -19,6 +19,7 @@ import torch
 from ..model.graph import GradRecord, Histogram, TensorSummary
 from . import native
 from .chain import LOCAL_DERIVATIVES, SMALL as CHAIN_NUMEL, local_derivatives
+from .fault import boundary
 from .summary import HISTOGRAM_BINS, HISTOGRAM_SAMPLE, SMALL_NUMEL, DeferredSummaries, summarize
 
 log = logging.getLogger("forgeviz")
@@ -412,7 +413,7 @@ class BackwardRecorder:
             """``chain_node``: an elementwise Node whose local derivatives are kept too (see chain.py)."""
             def hook(grad_inputs, grad_outputs):
                 # A fault here must never break the user's backward: record it and move on.
-                try:
+                with boundary(fault, "recording gradients"):  # reported, never raised into torch
                     record = GradRecord(index, [summary(g) for g in grad_outputs], [summary(g) for g in grad_inputs])
                     entry = add(nid, record)
                     recorded.append((entry, record))
@@ -424,8 +425,6 @@ class BackwardRecorder:
                         local = local_derivatives(chain_node, out)
                         entry.local = None if local is None else (
                             index, [d.tolist() if d is not None else None for d in local])
-                except Exception as exc:  # noqa: BLE001 - reported, never raised into torch
-                    fault(f"recording gradients failed: {exc!r}")
             return hook
 
         def leaf_hook(node, nid: int, was_none: bool):
@@ -436,7 +435,7 @@ class BackwardRecorder:
 
             def hook(grad_inputs, grad_outputs):
                 record_node(grad_inputs, grad_outputs)  # summarises the incoming gradient first
-                try:
+                with boundary(fault, "recording leaf gradient"):  # inside the user's backward: reported, never raised
                     leaf = node.variable
                     values = store.leaf_history(leaf, create=True).values
                     if was_none and values:
@@ -449,8 +448,6 @@ class BackwardRecorder:
                     values.append(summary(seen) if grad is not None else None)
                     if len(values) > LEAF_HISTORY:
                         del values[:-LEAF_HISTORY]
-                except Exception as exc:  # noqa: BLE001 - runs inside the user's backward: reported, never raised
-                    fault(f"recording leaf gradient failed: {exc!r}")
 
             return hook
 
@@ -471,11 +468,11 @@ class BackwardRecorder:
                     hook = handed[nid] = python_hook(node, nid, kind)
                 hook(grad_inputs, grad_outputs)
 
-            try:  # the walk, the ids and the hooks, in C++; None: a root it does not know
+            # the walk, the ids and the hooks, in C++; None: a root it does not know (on a fault, Python
+            # hooks record this pass, as without the library)
+            with boundary(fault, "arming native gradient hooks"):
                 armed = lib.arm(list(roots), _CHAIN_NAMES, _node_ids, dead.append, hand_over,
                                 HISTOGRAM_SAMPLE, HISTOGRAM_BINS if histogram else 0, SMALL_NUMEL, CHAIN_NUMEL)
-            except Exception as exc:  # noqa: BLE001 - Python hooks then record this pass, as without the library
-                fault(f"arming native gradient hooks failed: {exc!r}")
         handles = []
         if armed is None:
             for node in iter_graph(roots):
@@ -487,11 +484,9 @@ class BackwardRecorder:
                     meta["fv_gone"] = NodeGone(dead, nid)
                 name = type(node).__name__  # a C++ Node's class is its name(): "MulBackward0"
                 if name == "AccumulateGrad":
-                    try:
+                    kind = _PLAIN  # on a fault: the Node is still recorded; its leaf history is not
+                    with boundary(fault, "reading a leaf's gradient"):
                         kind = _LEAF_WITHOUT_GRAD if node.variable.grad is None else _LEAF_WITH_GRAD
-                    except Exception as exc:  # noqa: BLE001 - the Node is still recorded; its leaf history is not
-                        fault(f"reading a leaf's gradient failed: {exc!r}")
-                        kind = _PLAIN
                 else:
                     kind = _CHAIN if name in LOCAL_DERIVATIVES else _PLAIN
                 handles.append(node.register_hook(python_hook(node, nid, kind)))

@@ -16,9 +16,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from ..model import memory as m
+from .fault import boundary, guarded
 from .ledger import CLAIMABLE, TYPECODES, LedgerStats, StorageRecord, intern
 from .own import FINALIZER_BYTES, deep_bytes
-from .session import current_module_path
+from .session import current_module_path, leave_traceback
 from .source import cell_number, user_location
 from .summary import dtype_name
 from .untraced import untraced
@@ -32,11 +33,13 @@ class _AllocMode(TorchDispatchMode):
         self.ledger = ledger
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))  # the user's op; its errors are torch's
         try:
+            out = func(*args, **(kwargs or {}))  # the user's op; its errors are torch's
+        except BaseException as exc:
+            leave_traceback(exc)  # its traceback, as without forgeviz
+            raise
+        with boundary(self.ledger.fault, "tracking an op's new storages"):  # tracking never breaks an op
             self.ledger.saw_outputs(func, out)
-        except Exception as exc:  # noqa: BLE001 - tracking never breaks an op
-            self.ledger.fault(f"tracking {func} failed: {exc!r}")
         return out
 
 
@@ -125,6 +128,7 @@ class DispatchLedger:
         self._emit(m.ALLOC, rec, when)
         return rec
 
+    @guarded("recording a storage's free")  # a finalizer: its error would print under the user's cell
     def _freed(self, key: int, sid: int) -> None:
         rec = self._live.get(key)
         if rec is None or rec.sid != sid:

@@ -24,6 +24,7 @@ import torch
 
 from ..model import memory as m
 from . import native
+from .fault import guarded
 from .ledger import CLAIMABLE, LedgerStats, StorageRecord, intern
 from .own import FINALIZER_BYTES, deep_bytes
 from .session import current_module_path
@@ -287,6 +288,7 @@ class NativeLedger:
         return StorageRecord(sid, nbytes, name, tuple(shape), category, op, None, cell or None, line or None,
                              where[0])
 
+    @guarded("recording a storage's free")  # a finalizer: its error would print under the user's cell
     def _freed(self, key: int, sid: int) -> None:
         fin = self._finalizers.get(key)
         if fin is not None and not fin.alive:

@@ -32,6 +32,7 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from ..model import memory as m
+from .fault import boundary, guarded
 from .grads import NodeGone, iter_graph, node_id
 from .ledger import TYPECODES, LedgerFactory, StorageLedger, StorageRecord
 from .ledger_dispatch import DispatchLedger
@@ -124,13 +125,17 @@ class MemoryTracker:
         )
         from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
-        self._handles += [register_module_parameter_registration_hook(quiet(self._parameter_registered)),
-                          register_module_buffer_registration_hook(quiet(self._buffer_registered)),
-                          register_optimizer_step_post_hook(quiet(self._after_step))]
-        if self.wants_sites:
-            self._handles.append(register_optimizer_step_pre_hook(quiet(self._step_pre)))
-        self._handles += self._module_hooks()
-        self.ledger.begin()
+        try:
+            self._handles += [register_module_parameter_registration_hook(quiet(self._parameter_registered)),
+                              register_module_buffer_registration_hook(quiet(self._buffer_registered)),
+                              register_optimizer_step_post_hook(quiet(self._after_step))]
+            if self.wants_sites:
+                self._handles.append(register_optimizer_step_pre_hook(quiet(self._step_pre)))
+            self._handles += self._module_hooks()
+            self.ledger.begin()
+        except BaseException:  # (the caller's fault boundary reports it) no hook of a failed start stays
+            self._remove_hooks()
+            raise
         self._recording = True
         get_session().traces.append(self)
 
@@ -142,10 +147,15 @@ class MemoryTracker:
         if self in traces:
             traces.remove(self)
         self._recording = False
-        self.ledger.end()
-        self._release_gone()
-        if self.ledger.late_categories:
-            self._sync_grads()
+        try:
+            self.ledger.end()
+            self._release_gone()
+            if self.ledger.late_categories:
+                self._sync_grads()
+        finally:  # (a fault above is the caller's boundary's to report) the hooks go regardless
+            self._remove_hooks()
+
+    def _remove_hooks(self) -> None:
         for handle in self._handles:
             handle.remove()
         self._handles = []
@@ -408,12 +418,10 @@ class MemoryTracker:
 
     # --- hooks ----------------------------------------------------------------------------
     def _forward_pre(self, module, args):
-        try:
+        with boundary(self.fault, "reading module parameters"):  # inside the user's model call
             self._adopt_module(module, recurse=False)
             if self._module_depth == 0:
                 self._adopt_inputs(args)
-        except Exception as exc:  # noqa: BLE001 - runs inside the user's model call: reported, never raised
-            self.fault(f"reading module parameters failed: {exc!r}")
         self._module_depth += 1
 
     def _forward_post(self, module, args, output):
@@ -422,14 +430,13 @@ class MemoryTracker:
     def _forward_pre_sited(self, module, args):
         outermost = self._module_depth == 0
         self._forward_pre(module, args)
-        try:
+        with boundary(self.fault, "reading a module call's line"):  # inside the user's model call
             if outermost:  # model(x): its line stands for the whole forward (after_op refines it)
                 self.ledger.push_site(user_location(2), current_module_path())
             else:
                 self.ledger.push_module(current_module_path())
-        except Exception as exc:  # noqa: BLE001 - runs inside the user's model call: reported, never raised
-            self.fault(f"reading a module call's line failed: {exc!r}")
 
+    @guarded("closing a module call's line")
     def _forward_post_sited(self, module, args, output):
         self._forward_post(module, args, output)
         self.ledger.pop_site()
@@ -437,14 +444,13 @@ class MemoryTracker:
     def root_call(self, module, args) -> None:
         """An outermost module call starts: its parameters, its inputs, and its line (the module
         stack tells its root listeners)."""
-        try:
+        with boundary(self.fault, "reading a module call"):  # inside the user's model call
             if not torch._C._are_functorch_transforms_active():  # torch.func's wrappers hold no memory
                 self._adopt_module(module, recurse=True)
                 self._adopt_inputs(args)
             self.ledger.push_site(user_location(2), current_module_path())
-        except Exception as exc:  # noqa: BLE001 - runs inside the user's model call: reported, never raised
-            self.fault(f"reading a module call failed: {exc!r}")
 
+    @guarded("closing a module call")
     def root_return(self, module) -> None:
         self.ledger.pop_site()
 
@@ -474,19 +480,15 @@ class MemoryTracker:
             self.ledger.recategorize(a, m.INPUT, only_from=(m.TEMPORARY, m.OTHER))
 
     def _parameter_registered(self, module, name, param):
-        try:
+        with boundary(self.fault, "reading a new parameter"):  # inside the user's module code
             if param is not None:
                 self._adopt_parameter(param)
-        except Exception as exc:  # noqa: BLE001 - runs inside the user's module code: reported, never raised
-            self.fault(f"reading a new parameter failed: {exc!r}")
         return None
 
     def _buffer_registered(self, module, name, buffer):
-        try:
+        with boundary(self.fault, "reading a new buffer"):  # inside the user's module code
             if isinstance(buffer, torch.Tensor):
                 self.ledger.recategorize(buffer, m.BUFFER)
-        except Exception as exc:  # noqa: BLE001 - runs inside the user's module code: reported, never raised
-            self.fault(f"reading a new buffer failed: {exc!r}")
         return None
 
     def _knows(self, p: torch.Tensor) -> bool:
@@ -506,46 +508,38 @@ class MemoryTracker:
             self._handles.append(p.register_post_accumulate_grad_hook(self._grad_ready))
 
     def _grad_ready(self, p: torch.Tensor) -> None:
-        try:
+        with boundary(self.fault, "recording a gradient"):  # inside the user's backward
             if p.grad is not None:
                 self.ledger.recategorize(p.grad, m.GRADIENT)
-        except Exception as exc:  # noqa: BLE001 - runs inside the user's backward: reported, never raised
-            self.fault(f"recording a gradient failed: {exc!r}")
 
     def _step_pre(self, optimizer, args, kwargs) -> None:
         if not self._grads_synced:  # a backward forgeviz's mode did not see (else it synced then)
             self._sync_grads()
         self._grads_synced = False
-        try:
+        with boundary(self.fault, "reading an optimizer step's line"):  # inside the user's optimizer step
             self.ledger.step_begins(user_location(2), f"{type(optimizer).__name__}.step")
-        except Exception as exc:  # noqa: BLE001 - runs inside the user's optimizer step: reported, never raised
-            self.fault(f"reading an optimizer step's line failed: {exc!r}")
 
+    @guarded("reading optimizer state")  # inside the user's optimizer step
     def _after_step(self, optimizer, args, kwargs) -> None:
         if self.wants_sites:
             self.ledger.step_ends()
-        try:
-            seen = self._states_seen
-            for state in optimizer.state.values():
-                for value in state.values():
-                    if isinstance(value, torch.Tensor) and value.numel() > 1:
-                        # Most state is updated in place, step after step: categorise it once.
-                        known = seen.get(id(value))
-                        if known is not None and known[0]() is value and known[1] == value.data_ptr():
-                            continue
-                        self.ledger.recategorize(value, m.OPTIMIZER_STATE)
-                        seen[id(value)] = (weakref.ref(value), value.data_ptr())
-        except Exception as exc:  # noqa: BLE001 - runs inside the user's optimizer step: reported, never raised
-            self.fault(f"reading optimizer state failed: {exc!r}")
+        seen = self._states_seen
+        for state in optimizer.state.values():
+            for value in state.values():
+                if isinstance(value, torch.Tensor) and value.numel() > 1:
+                    # Most state is updated in place, step after step: categorise it once.
+                    known = seen.get(id(value))
+                    if known is not None and known[0]() is value and known[1] == value.data_ptr():
+                        continue
+                    self.ledger.recategorize(value, m.OPTIMIZER_STATE)
+                    seen[id(value)] = (weakref.ref(value), value.data_ptr())
 
     def _sync_grads(self) -> None:
         """Parameters' ``.grad`` are gradients (read all at once, where a hook per parameter costs)."""
-        try:
+        with boundary(self.fault, "recording gradients"):  # between the user's ops
             for p in self._live_params():
                 if p.grad is not None:
                     self.ledger.recategorize(p.grad, m.GRADIENT)
-        except Exception as exc:  # noqa: BLE001 - runs between the user's ops: reported, never raised
-            self.fault(f"recording gradients failed: {exc!r}")
 
     def _seed_existing(self) -> None:
         """Storages that exist now become baseline events at time 0, categorised."""

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import gc
+import logging
 import sys
 import weakref
 from typing import Callable, Optional
@@ -11,8 +12,10 @@ from typing import Callable, Optional
 import torch
 from torch.nn.modules import module as nn_module
 
+from .fault import Report, boundary, guarded
 from .names import ParameterIndex
 
+log = logging.getLogger("forgeviz")
 _is_compiling = torch.compiler.is_compiling
 PreHook = Optional[Callable[[torch.nn.Module, tuple], None]]
 PostHook = Optional[Callable[[torch.nn.Module, tuple, object], None]]
@@ -237,6 +240,8 @@ class ModuleStack:
         # Called (module, None) before and (module, output) after a torch.compile'd module's call (output
         # None if it raised): the session steps its mode aside for it, and claims what it saved.
         self.compiled_calls: list = []
+        # fault(message): where the hooks' faults go (the session's, which sets it)
+        self.fault: Report = _log_fault
 
     @property
     def installed(self) -> bool:
@@ -290,6 +295,7 @@ class ModuleStack:
         except AttributeError:
             return None
 
+    @guarded("entering a module call")  # inside the user's model call
     def _pre(self, module: torch.nn.Module, args) -> None:
         stack = self._stack
         if stack:
@@ -314,8 +320,10 @@ class ModuleStack:
         if len(stack) == 1 and self.root_listeners:
             with torch._C.DisableTorchFunction():  # their tensor reads are not the user's ops
                 for listener in list(self.root_listeners):
-                    listener.root_call(module, args)
+                    with boundary(self.fault, "telling of a module call"):  # the other listeners still hear
+                        listener.root_call(module, args)
 
+    @guarded("leaving a module call")  # inside the user's model call
     def _post(self, module: torch.nn.Module, args, output) -> None:
         if module_hooks.per_module and module in module_hooks.wrappers:
             for listener in self.compiled_calls:
@@ -328,7 +336,14 @@ class ModuleStack:
             self._root = None
             self._root_paths = {}
             for listener in list(self.root_listeners):
-                listener.root_return(module)
+                with boundary(self.fault, "telling of a module call's end"):  # the others still hear
+                    listener.root_return(module)
             if output is not None:  # (None: the call raised, and torch calls this hook anyway)
                 for returned in list(self.root_outputs):
-                    returned(module, args, output)
+                    with boundary(self.fault, "telling of a module call's output"):
+                        returned(module, args, output)
+
+
+def _log_fault(message: str) -> None:
+    """A module stack's faults before a session takes them: a log line."""
+    log.warning("forgeviz: %s", message)

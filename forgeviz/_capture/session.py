@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 import weakref
 from typing import Callable, Iterator, Optional
@@ -12,6 +13,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from . import native
+from .fault import boundary, guarded, report
 from .grads import BackwardRecorder, GradStore, node_id
 from .modules import ModuleStack
 from .own import deep_bytes
@@ -198,6 +200,36 @@ def _runs_forward(cls, code) -> bool:
         forward = getattr(forward, "__wrapped__", None)
     return False
 
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_DISPATCH_FILE = torch.overrides.__file__  # handle_torch_function's
+
+
+def leave_traceback(exc: BaseException) -> None:
+    """An op raised ``exc`` through a forgeviz mode (this helper's caller, which re-raises it with a
+    bare ``raise``): take that frame out of the exception's traceback, and mark hidden the frames of
+    torch that only sent the call to the mode. The traceback is then the one the user gets without
+    forgeviz. Runs only when an op raised; the exception object, type and message stay as they are.
+
+    - The mode's own frame: a bare ``raise`` adds no traceback entry, so dropping the entry made when
+      the op raised inside it removes it, for every reader (IPython, ``traceback``, ``%debug``).
+    - ``handle_torch_function`` and the public function that called it (``Tensor.backward``, entered
+      again below it with the real work): IPython hides a frame whose locals hold ``__tracebackhide__``.
+      torch's code is not changed: a key is added to the locals of frames already failing (never one
+      of their own names). Plain Python tracebacks still show these two.
+    """
+    mode = sys._getframe(1)
+    tb = exc.__traceback__
+    if tb is not None and tb.tb_frame is mode:
+        exc.__traceback__ = tb.tb_next
+    frame = mode.f_back  # the frame that called the mode
+    if frame is None or frame.f_code.co_filename != _DISPATCH_FILE:
+        return  # dispatched from C (torch.mul, Tensor.__mul__): no torch frame in between
+    while frame is not None and frame.f_code.co_filename == _DISPATCH_FILE:
+        frame.f_locals["__tracebackhide__"] = True
+        frame = frame.f_back
+    if frame is not None and frame.f_code.co_filename.startswith(_TORCH_DIR):
+        frame.f_locals["__tracebackhide__"] = True  # Tensor.backward, before it asked the mode
+
 
 class _TagMode(TorchFunctionMode):
     """Tags each new ``grad_fn`` with the op, its source line and module; arms backward hooks."""
@@ -207,6 +239,9 @@ class _TagMode(TorchFunctionMode):
         self.session = session
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        # IPython leaves a frame with this local out of a traceback it shows (a local's store, near-free
+        # per op): for any traceback still holding this frame, e.g. one read while the op runs.
+        __tracebackhide__ = True  # noqa: F841
         kwargs = kwargs or {}
         if _is_compiling() or _in_transform():  # Dynamo traces this mode, or torch.func runs: let the op through
             return func(*args, **kwargs)
@@ -214,15 +249,16 @@ class _TagMode(TorchFunctionMode):
             not_op = func in _NOT_OPS
         except TypeError:  # an unhashable callable: an op like any other
             not_op = False
-        # A TorchFunctionMode puts this frame in the traceback of any error an op raises: the lines
-        # that call your op say so to the reader of that traceback. IPython keeps the last
-        # traceback (for %debug), and with it this frame: an error drops the frame's references to
-        # the op's arguments first, or a failed op's operands (an OOM's, say) would stay alive.
+        # An op's error leaves through here: leave_traceback takes this frame out of its traceback
+        # (the user's line, then torch's frames, as without forgeviz) and the bare raise adds none.
+        # The frame's references to the op's arguments go first, should anything still hold the
+        # frame: a failed op's operands (an OOM's, say) would stay alive with it.
         if not_op:
             try:
                 return func(*args, **kwargs)  # your torch call runs here; forgeviz lets it pass (errors are torch's)
-            except BaseException:
+            except BaseException as exc:
                 args = kwargs = None
+                leave_traceback(exc)
                 raise
         session = self.session
         if func in _BACKWARD_FUNCS and (session.record_grads or session.traces or session.doctor is not None):
@@ -230,13 +266,14 @@ class _TagMode(TorchFunctionMode):
                 watch = session.backward_begins(func, args, kwargs)
             returned = False
             failed = None  # the backward's own exception, for the doctor (which never changes it)
-            try:  # called here, not in a helper: a failing backward's traceback gets one forgeviz frame
+            try:  # called here, not in a helper: a failing backward's traceback gets no forgeviz frame
                 out = func(*args, **kwargs)  # your backward runs here; forgeviz only watches (errors are torch's)
                 returned = True
                 return out
             except BaseException as exc:
                 args = kwargs = None  # the traceback keeps this frame, not the graph it was asked to run
                 failed = exc
+                leave_traceback(exc)
                 raise
             finally:
                 session.backward_ends(watch, returned, failed)
@@ -250,14 +287,14 @@ class _TagMode(TorchFunctionMode):
         try:
             out = func(*args, **kwargs)  # your torch op runs here; forgeviz only watches (errors are torch's)
         except BaseException as exc:
+            leave_traceback(exc)
             if isinstance(exc, RuntimeError):
                 session.note_error(func, args, kwargs, exc)
             doctor = session.doctor
             if doctor is not None and isinstance(exc, Exception):  # only while a side panel is open
-                try:  # it reads the operands' devices and the line; the exception stays as it is
+                # it reads the operands' devices and the line; the exception stays as it is
+                with boundary(session.fault, "the doctor's look at a raised op"):
                     doctor.op_raised(func, args, kwargs, exc)
-                except Exception as fault:  # noqa: BLE001 - a detector's fault never changes the user's error
-                    session.fault(f"the doctor failed on a raised op: {fault!r}")
             args = kwargs = doctor = None
             raise  # the user's exception, unchanged
         session.seen_seq = _next_sequence_nr()
@@ -271,8 +308,8 @@ class _TagMode(TorchFunctionMode):
                             tracker.after_op(out, where, _op_name(func)[0])
                         if isinstance(out, torch.Tensor) and out.grad_fn is not None:
                             tracker.claim_saved(out.grad_fn)
-                    except Exception as exc:  # noqa: BLE001 - the user's op has run: its result is returned regardless
-                        session.fault(f"linking memory to its op and node failed: {exc!r}")
+                    except Exception as exc:  # noqa: BLE001 - the boundary inline (per op: free until a fault)
+                        report(session.fault, "linking memory to its op and node", exc)
         try:
             if session.native_tag is not None:  # native/grad_hooks.cpp's tag: no Python object per Node
                 session.native_tag(out, first_new, session.make_tag, func, where)
@@ -282,8 +319,8 @@ class _TagMode(TorchFunctionMode):
                     session.tag_node(func, grad_fn, where, first_new)
             elif isinstance(out, (tuple, list)):
                 session.tag(func, out, where, first_new)
-        except Exception as exc:  # noqa: BLE001 - a forgeviz fault never breaks the user's op
-            session.fault(f"tagging {getattr(func, '__name__', func)} failed: {exc!r}")
+        except Exception as exc:  # noqa: BLE001 - the boundary inline (per op: free until a fault)
+            report(session.fault, f"tagging {getattr(func, '__name__', 'an op')}", exc)
         doctor = session.doctor
         if doctor is not None:  # in-place writes into tensors a Node saved (a set lookup for any other op)
             try:
@@ -291,8 +328,8 @@ class _TagMode(TorchFunctionMode):
                     doctor.after_op(func, args, kwargs, out)
             except TypeError:  # an unhashable callable: an op that writes nothing the doctor can follow
                 pass
-            except Exception as exc:  # noqa: BLE001 - the user's op has run: its result is returned regardless
-                session.fault(f"the doctor failed after {getattr(func, '__name__', 'an op')}: {exc!r}")
+            except Exception as exc:  # noqa: BLE001 - the boundary inline (per op: free until a fault)
+                report(session.fault, f"the doctor's look after {getattr(func, '__name__', 'an op')}", exc)
         return out
 
 
@@ -307,6 +344,7 @@ class CaptureSession:
     def __init__(self) -> None:
         self.store = GradStore()
         self.modules = ModuleStack()
+        self.modules.fault = self.fault
         self.store.pinned = self._shown_nodes
         self.recorder = BackwardRecorder(self.store, self.fault)
         self.record_grads = True
@@ -322,6 +360,7 @@ class CaptureSession:
         self._stepped_aside = 0  # the mode stack's length before an optimizer step took our mode off
         self.faults: list[str] = []
         self.fault_count = 0  # total ever, so views can tell which faults are new to them
+        self._told: set[str] = set()  # faults told in this cell or capture() block (each is told once)
         self.widgets: "weakref.WeakSet" = weakref.WeakSet()
         self.after_backward: list[Callable[[], None]] = []
         self.explain = True  # %fv explain off turns shape-error diagrams off
@@ -398,36 +437,34 @@ class CaptureSession:
                                                 else (0, (None, None), None))
         if output is None:
             return
-        try:
-            with torch._C.DisableTorchFunction():
-                regions = _nodes_made_since([t.grad_fn for t in _tensors_in(output)], first_new)
-                for grad_fn in regions:
-                    cls = getattr(grad_fn, "_forward_cls", None)
-                    if cls is not None:
-                        site = (cls.forward.__code__, filename, line, running)
-                        self.function_sites[grad_fn._sequence_nr()] = site
-                        if len(self.function_sites) > FUNCTION_SITES_KEPT:
-                            del self.function_sites[next(iter(self.function_sites))]
-                    for tracker in self.traces:
-                        tracker.claim_saved(grad_fn)
-        except Exception as exc:  # noqa: BLE001 - the compiled call has returned: its output stands
-            self.fault(f"reading a compiled call's regions failed: {exc!r}")
+        # (the compiled call has returned: its output stands whatever this meets)
+        with boundary(self.fault, "reading a compiled call's regions"), torch._C.DisableTorchFunction():
+            for grad_fn in _nodes_made_since([t.grad_fn for t in _tensors_in(output)], first_new):
+                cls = getattr(grad_fn, "_forward_cls", None)
+                if cls is not None:
+                    self.function_sites[grad_fn._sequence_nr()] = (cls.forward.__code__, filename, line, running)
+                    if len(self.function_sites) > FUNCTION_SITES_KEPT:
+                        del self.function_sites[next(iter(self.function_sites))]
+                for tracker in self.traces:
+                    tracker.claim_saved(grad_fn)
 
     def _step_aside(self, may: bool) -> None:
         self._step_depth += 1
+        self._pop_mode(may)
+
+    @guarded("stepping aside for an optimizer step or a compiled call")  # it then runs under the mode
+    def _pop_mode(self, may: bool) -> None:
         if self._step_depth != 1 or self._mode is None or not may:
             return
-        try:
-            if self._mode_on_top():
-                self._stepped_aside = torch._C._len_torch_function_stack()
-                torch._C._pop_torch_function_stack()
-        except Exception as exc:  # noqa: BLE001 - the step runs under the mode then, as before
-            self.fault(f"stepping aside for an optimizer step or compiled call failed: {exc!r}")
+        if self._mode_on_top():
+            self._stepped_aside = torch._C._len_torch_function_stack()
+            torch._C._pop_torch_function_stack()
 
     def _mode_on_top(self) -> bool:
         size = torch._C._len_torch_function_stack()
         return bool(size) and torch._C._get_function_stack_at(size - 1) is self._mode
 
+    @guarded("putting forgeviz's mode back after an optimizer step")
     def _step_ends(self, optimizer, args, kwargs) -> None:
         self._step_depth = max(0, self._step_depth - 1)
         if self._step_depth == 0:
@@ -460,17 +497,17 @@ class CaptureSession:
         self._depth -= 1
         if self._depth == 0 and self._mode is not None:
             self._step_depth = 0
-            if self._stepped_aside:  # a step raised before its post hook could put our mode back
-                self._step_back()
+            # Each step in its own boundary: whatever fails, our mode still leaves the stack.
+            with boundary(self.fault, "putting forgeviz's mode back after a failed optimizer step"):
+                if self._stepped_aside:  # a step raised before its post hook could put our mode back
+                    self._step_back()
             mode, self._mode = self._mode, None
-            self.modules.reset()
-            stack = torch._C._len_torch_function_stack()
-            if not any(torch._C._get_function_stack_at(i) is mode for i in range(stack)):
-                return  # a step took it off and could not put it back: nothing of ours to pop
-            try:
-                mode.__exit__(None, None, None)
-            except Exception as exc:  # noqa: BLE001 - e.g. the user's cell left its own mode on top
-                self.fault(f"leaving capture mode failed: {exc!r}")
+            with boundary(self.fault, "forgetting the running modules"):
+                self.modules.reset()
+            with boundary(self.fault, "leaving capture mode"):  # e.g. the user's cell left its own mode on top
+                stack = torch._C._len_torch_function_stack()
+                if any(torch._C._get_function_stack_at(i) is mode for i in range(stack)):
+                    mode.__exit__(None, None, None)  # (else a step took it off and could not put it back)
 
     @property
     def capturing(self) -> bool:
@@ -490,23 +527,33 @@ class CaptureSession:
         >>> s.capturing, s.record_grads, s.installed
         (False, True, False)
         """
+        # Each step in the fault boundary: a fault of forgeviz's leaves the block to run (and raise) as
+        # without it, uncaptured or partly captured, and the way out still undoes every step.
         was_installed = self.installed
-        self.install()  # module paths for each op (and a memory tracker rides on the same hooks)
+        if not self.capturing:
+            self.new_cell()
+        with boundary(self.fault, "installing forgeviz's hooks"):
+            self.install()  # module paths for each op (and a memory tracker rides on the same hooks)
         if tracker is not None:
-            tracker.start()
+            with boundary(self.fault, "starting the memory trace"):
+                tracker.start()
         saved = self.record_grads
         if record_grads is not None:
             self.record_grads = record_grads
-        self.enter()  # the TorchFunctionMode: op tags, and saved activations linked to their nodes
+        with boundary(self.fault, "starting capture"):
+            self.enter()  # the TorchFunctionMode: op tags, and saved activations linked to their nodes
         try:
             yield self
         finally:
-            self.exit()
+            with boundary(self.fault, "stopping capture"):
+                self.exit()
             self.record_grads = saved
             if tracker is not None:
-                tracker.stop()
+                with boundary(self.fault, "stopping the memory trace"):
+                    tracker.stop()
             if not was_installed:
-                self.uninstall()
+                with boundary(self.fault, "removing forgeviz's hooks"):
+                    self.uninstall()
 
     # --- capture ---------------------------------------------------------------------------
     def tag(self, func, out, where: Optional[tuple] = None, first_new: Optional[int] = None) -> None:
@@ -623,81 +670,62 @@ class CaptureSession:
         describe = self.describe_error
         if not self.explain or describe is None:
             return
-        try:
+        with boundary(self.fault, "reading the failed op's shapes"):  # explaining never changes the error
             with untraced():
                 record = describe(getattr(func, "__name__", ""), args, kwargs or {}, str(exc))
             if record is not None:
                 filename, line = user_location(3)
                 self.last_error = (id(exc), record, filename, line)
-        except Exception as fault:  # noqa: BLE001 - explaining never changes the user's error
-            self.fault(f"reading the failed op's shapes failed: {fault!r}")
 
     def backward_begins(self, func, args, kwargs) -> tuple:
         """Arm what watches the user's backward (Node hooks, the memory trackers' lines and claims);
         never raises. Give what it returns to :meth:`backward_ends` once the backward returned or raised."""
         finish = None
         roots: list = []
-        try:
+        with boundary(self.fault, "arming gradient hooks"):  # the backward then runs unrecorded
             roots = _roots_of_backward(func, args, kwargs)
             # the side panel draws the latest backward's graph: its roots by id (a Node has no weakref,
             # and holding one would keep the user's graph alive)
             self.backward_roots = [node_id(r) for r in roots if hasattr(r, "metadata")]
             if self.record_grads:  # memory_trace() alone wants the backward's line, not its gradients
                 finish = self.recorder.arm(roots)
-        except Exception as exc:  # noqa: BLE001 - the backward then runs unrecorded, as without forgeviz
-            self.fault(f"arming gradient hooks failed: {exc!r}")
         sites = [t for t in self.traces if t.wants_sites]
         claims = []
         frees = None
         doctor = self.doctor
-        try:
+        with boundary(self.fault, "reading the backward's arguments"):  # each claiming Node is asked after
             frees = _frees_saved(func, args, kwargs) if self.traces or doctor is not None else None
-        except Exception as exc:  # noqa: BLE001 - each claiming Node is then asked after the backward
-            self.fault(f"reading the backward's arguments failed: {exc!r}")
         for tracker in self.traces:
-            try:
+            with boundary(self.fault, "preparing the memory timeline for backward"):  # the backward runs regardless
                 if tracker in sites:  # the backward's allocations happen in C++, on behalf of this line
                     tracker.set_site(user_location(3))
                 if frees is not False:  # (retain_graph: the Nodes keep what they saved)
                     claims.append((tracker, tracker.before_backward(roots)))
-            except Exception as exc:  # noqa: BLE001 - the backward runs regardless
-                self.fault(f"preparing the memory timeline for backward failed: {exc!r}")
         checkup = None
         if doctor is not None:  # only while a side panel is open (its steps, graphs and gradients)
-            try:
+            with boundary(self.fault, "the doctor's look before a backward"):  # the backward runs regardless
                 checkup = doctor.backward_begins(func, roots, frees)
-            except Exception as exc:  # noqa: BLE001 - the backward runs regardless
-                self.fault(f"the doctor failed before a backward: {exc!r}")
         return finish, sites, claims, frees, (doctor, checkup)
 
     def backward_ends(self, watch: tuple, returned: bool, failed: Optional[BaseException] = None) -> None:
-        """The backward armed by :meth:`backward_begins` returned (or raised ``failed``); never raises."""
+        """The backward armed by :meth:`backward_begins` returned (or raised ``failed``); never raises: each
+        step is in the fault boundary, and the user's backward result (or error) stands."""
         finish, sites, claims, frees, (doctor, checkup) = watch
         for tracker in sites:
-            try:
+            with boundary(self.fault, "closing the backward's memory site"):
                 tracker.set_site(None)
-            except Exception as exc:  # noqa: BLE001 - the user's backward result (or error) stands
-                self.fault(f"closing the backward's memory site failed: {exc!r}")
         for tracker, nodes in claims:
-            try:
+            with boundary(self.fault, "releasing freed activations"):
                 tracker.after_backward(nodes, freed_all=returned and frees is True)
-            except Exception as exc:  # noqa: BLE001 - the user's backward result (or error) stands
-                self.fault(f"releasing freed activations failed: {exc!r}")
         if finish is not None:
-            try:
+            with boundary(self.fault, "completing the gradient records"):
                 finish()
-            except Exception as exc:  # noqa: BLE001 - the user's backward result (or error) stands
-                self.fault(f"completing the gradient records failed: {exc!r}")
         if doctor is not None:  # after the gradient records: it reads this pass's first non-finite Node
-            try:
+            with boundary(self.fault, "the doctor's look after a backward"):
                 doctor.backward_ends(checkup, returned, failed)
-            except Exception as exc:  # noqa: BLE001 - the user's backward result (or error) stands
-                self.fault(f"the doctor failed after a backward: {exc!r}")
         for callback in list(self.after_backward):
-            try:
+            with boundary(self.fault, "refreshing views after backward"):
                 callback()
-            except Exception as exc:  # noqa: BLE001 - the user's backward result (or error) stands
-                self.fault(f"refreshing views after backward failed: {exc!r}")
 
     def own_bytes(self) -> int:
         """What the session holds for itself: the gradient records of each Node and leaf (the memory
@@ -706,11 +734,26 @@ class CaptureSession:
         return deep_bytes([store.nodes, store.leaves, store.dead, self.faults])
 
     def fault(self, message: str) -> None:
-        """A failure inside forgeviz: logged and shown in views, never raised into the user's code."""
+        """A failure inside forgeviz: logged and shown in views, never raised into the user's code
+        (fault.py's boundary words it). Told once per cell or capture() block (:meth:`new_cell`): a fault
+        in the mode or a hook would otherwise be told once per op or per Node.
+
+        >>> s = CaptureSession()
+        >>> s.fault("tagging mul failed: ValueError: x"); s.fault("tagging mul failed: ValueError: x")
+        >>> s.faults, s.fault_count
+        (['tagging mul failed: ValueError: x'], 1)
+        """
+        if message in self._told:
+            return
+        self._told.add(message)
         log.warning("forgeviz: %s", message)
         self.faults.append(message)
         self.fault_count += 1
         del self.faults[:-20]
+
+    def new_cell(self) -> None:
+        """A cell (or a capture() block outside one) begins: the faults it meets are told again."""
+        self._told.clear()
 
     def faults_since(self, count: int) -> list[str]:
         """Distinct fault messages after the first ``count`` (may run on autograd threads: no I/O)."""

@@ -15,6 +15,7 @@ import traitlets
 from IPython.display import display
 
 from .. import headless
+from .._capture.fault import boundary
 from .._capture.session import CaptureSession
 from .page import STATIC, standalone_page
 
@@ -234,7 +235,8 @@ class RequestWidget(anywidget.AnyWidget):
         headless; a failure is a recorded fault and leaves the rest of the bundle."""
         if self.view_name not in headless.HEADLESS_VIEWS:
             return {}, {}, []
-        try:
+        # the saved picture is a bonus: never break the display
+        with boundary(self._session.fault, f"drawing the saved {self.view_name} picture") as guard:
             svg = headless.render_svg(self.view_name, payload["traits"], messages=payload.get("messages"))
             data: dict = {}
             if _json_size(svg) <= room:
@@ -250,8 +252,7 @@ class RequestWidget(anywidget.AnyWidget):
                     break
             else:
                 metadata = {}
-        except Exception as exc:  # noqa: BLE001 - the saved picture is a bonus: never break the display
-            self._session.fault(f"drawing the saved {self.view_name} picture failed: {exc!r}")
+        if guard.failed:
             return {}, {}, []
         left_out = [name for mime, name in (("image/svg+xml", "SVG"), ("image/png", "PNG")) if mime not in data]
         return data, metadata, left_out
@@ -363,15 +364,13 @@ class RequestWidget(anywidget.AnyWidget):
         """
         if not self._displays or self._views:
             return
-        try:
+        with boundary(self._session.fault, f"updating the saved {self.view_name or 'view'} output"):
             if _saved_key(saved_payload(self.view_name, self._saved())) == self._displayed:
                 return  # what the outputs hold already
             data, metadata = _split_bundle(self._repr_mimebundle_())
             self._displayed = _saved_key(data.get(MIME_TYPE))
             for handle in self._displays:
                 handle.update(data, metadata=metadata or {}, raw=True)
-        except Exception as exc:  # noqa: BLE001 - a forgeviz fault never breaks the user's cell
-            self._session.fault(f"updating the saved {self.view_name or 'view'} output failed: {exc!r}")
 
     def _repr_mimebundle_(self, **kwargs):
         """The widget's own bundle (its view while the kernel has the model), plus a one-line
@@ -382,7 +381,7 @@ class RequestWidget(anywidget.AnyWidget):
         data, metadata = _split_bundle(bundle)
         if WIDGET_VIEW not in data:
             return bundle  # not displayable as a widget (closed): nothing to add either
-        try:
+        with boundary(self._session.fault, f"saving the {self.view_name or 'view'} output") as guard:
             saved = self._saved()
             payload = saved_payload(self.view_name, saved)
             extra: dict = {"text/plain": saved.summary}
@@ -395,8 +394,7 @@ class RequestWidget(anywidget.AnyWidget):
                 if left_out:
                     extra["text/plain"] += (f"\n(the saved picture leaves out its {' and '.join(left_out)}: "
                                             f"too big for a saved output)")
-        except Exception as exc:  # noqa: BLE001 - a forgeviz fault never breaks the display
-            self._session.fault(f"saving the {self.view_name or 'view'} output failed: {exc!r}")
+        if guard.failed:
             return bundle
         data.update(extra)
         if extra_metadata:

@@ -9,6 +9,7 @@ import graphviz
 import torch
 import traitlets
 
+from .._capture.fault import boundary
 from .._capture.names import NameIndex
 from .._capture.session import CaptureSession
 from .._capture.untraced import untraced
@@ -84,7 +85,7 @@ class GraphWidget(RequestWidget):
         """Walk the graph again: new gradients, freed saved tensors, new names."""
         self.dirty = False
         self._show_new_faults()
-        try:
+        with boundary(self._session.fault, "drawing the graph") as guard:  # shown, never raised into the cell
             with untraced():
                 if self._namespace is not None:
                     self._names.scan(self._namespace)
@@ -92,9 +93,10 @@ class GraphWidget(RequestWidget):
                 if roots or not self._live.graph.nodes:
                     self._live = build_graph(roots, self._session, self._names, self._message, self._max_nodes)
                     self._send_graph(self._live.graph)
-        except Exception as exc:  # noqa: BLE001 - a forgeviz fault is shown, never raised into the cell
-            self._session.fault(f"drawing the graph failed: {exc!r}")
-            self._warn(f"forgeviz could not draw this graph: {exc!r}")
+        if guard.failed:  # shown at once (and once: a fault the session told already this cell is not new to it)
+            self._show_new_faults()
+            if f"forgeviz: {guard.failed}" not in self.warnings:
+                self._warn(f"forgeviz: {guard.failed}")
 
     def _send_graph(self, graph: Graph) -> None:
         """Send the structure only when it changed, less what the state carries; the state (a few

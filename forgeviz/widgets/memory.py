@@ -15,6 +15,7 @@ from typing import Optional
 import numpy as np
 import traitlets
 
+from .._capture.fault import boundary
 from .._capture.memory import MemoryTracker
 from .._capture.session import CaptureSession
 from ..model import memory as m
@@ -248,12 +249,11 @@ class MemoryWidget(RequestWidget):
         # mean ten streams after every cell): a view that appears asks for a replay.
         if self._live and not self._views:
             return
-        try:
+        with boundary(self._session.fault, "sending memory events") as guard:  # shown, never raised into the cell
             self.timeline = dataclasses.asdict(self.model)
             self._stream(self._sent, reset=False)
-        except Exception as exc:  # noqa: BLE001 - a forgeviz fault is shown, never raised into the cell
-            self._session.fault(f"sending memory events failed: {exc!r}")
-            self._warn(f"forgeviz could not update the timeline: {exc!r}")
+        if guard.failed:
+            self._warn(f"forgeviz: {guard.failed}")
 
     def _stream(self, start: int, reset: bool) -> None:
         tracker = self._tracker

@@ -8,6 +8,7 @@ from typing import Optional, Sequence
 
 import traitlets
 
+from .._capture.fault import boundary
 from .._capture.session import CaptureSession
 from .._capture.strides import Described, Frozen, describe, read_storage, read_window, try_layout
 from .._capture.untraced import untraced
@@ -68,16 +69,15 @@ class StridesWidget(RequestWidget):
         return self._described.layout
 
     def _describe(self, values, names, windows=None) -> None:
-        try:
+        with boundary(self._session.fault, "drawing the stride view") as guard:  # shown, never raised into the cell
             self._described = describe(values, names, windows)
             self.layout = dataclasses.asdict(self._described.layout)
             self._signature = self._read_signature()
-        except Exception as exc:  # noqa: BLE001 - a forgeviz fault is shown, never raised into the cell
-            self._session.fault(f"drawing the stride view failed: {exc!r}")
-            self._warn(f"forgeviz could not draw this stride view: {exc!r}")
+        if guard.failed:
+            self._warn(f"forgeviz: {guard.failed}")
             if self._described is None:
-                self._described = Described(StrideLayout(1, [], [], [], m.MAX_WINDOW, f"could not draw: {exc!r}"),
-                                            [], [], [])
+                drawn = StrideLayout(1, [], [], [], m.MAX_WINDOW, f"could not draw: {guard.failed}")
+                self._described = Described(drawn, [], [], [])
                 self.layout = dataclasses.asdict(self._described.layout)
 
     def _read_signature(self) -> object:
@@ -102,11 +102,10 @@ class StridesWidget(RequestWidget):
 
     def refresh(self) -> None:
         """Redraw if a tensor's values or layout changed since the last drawing."""
-        try:
+        with boundary(self._session.fault, "re-reading the stride view") as guard:  # after every cell
             signature = self._read_signature()
-        except Exception as exc:  # noqa: BLE001 - runs after every cell: a fault is reported, the drawing stays
-            self._session.fault(f"re-reading the stride view failed: {exc!r}")
-            return
+        if guard.failed:
+            return  # the drawing stays
         if signature == self._signature:
             return
         d = self._described

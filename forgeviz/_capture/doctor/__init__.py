@@ -38,14 +38,14 @@ costs are per backward, per optimizer step, per module call and per cell; none w
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from typing import Iterable, Iterator, Optional
+from typing import Iterable, Optional
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from ...model.panel import Finding
+from ..fault import boundary
 from ..modules import module_hooks
 from ..session import _next_sequence_nr, _op_name
 from ..untraced import untraced
@@ -58,7 +58,7 @@ from .inplace_saved_tensor import InplaceSavedTensor
 from .missing_zero_grad import MissingZeroGrad
 from .nonfinite_grad import NonfiniteGrad
 from .retain_graph_growth import RetainGraphGrowth
-from .sites import Site, from_notebook, message, site_here
+from .sites import Site, from_notebook, site_here
 from .swallowed_error import SwallowedError
 
 __all__ = ["DETECTORS", "Detector", "Doctor", "disable_doctor", "enable_doctor", "graph_bytes"]
@@ -262,17 +262,10 @@ class Doctor:
         shell = get_ipython()
         return getattr(shell, "user_ns", None)
 
-    @contextlib.contextmanager
-    def guard(self, what: str) -> Iterator[None]:
-        """The fault boundary: a fault inside it becomes a warning (and a log line), never an exception."""
-        try:
-            yield
-        except Exception as exc:  # noqa: BLE001 - a detector's fault is a warning, never the user's error
-            self._warn(what, exc)
-
-    def _warn(self, what: str, exc: BaseException) -> None:
-        said = message(exc)  # (not repr(exc): the exception may be a user's object)
-        self.warn(f"the doctor's {what} check failed: {type(exc).__name__}{': ' + said if said else ''}")
+    def guard(self, what: str) -> boundary:
+        """forgeviz's fault boundary (fault.py) around a detector's ``what`` check: a fault inside it
+        becomes a warning in the panel (and a log line), never an exception."""
+        return boundary(self.warn, f"the doctor's {what} check")
 
     def warn(self, text: str) -> None:
         """Say ``text`` in the panel's warnings (once) and in the log: something of forgeviz's own went wrong.
@@ -289,18 +282,14 @@ class Doctor:
     def _each(self, hook: str, *args) -> None:
         """Tell each detector that overrides ``hook``; a fault in one is a warning, and the others still hear."""
         for kind, call in self._hooked[hook]:
-            try:
+            with self.guard(kind):  # the user's code has run (or runs on); its result stands
                 call(*args)
-            except Exception as exc:  # noqa: BLE001 - the user's code has run (or runs on); its result stands
-                self._warn(kind, exc)
 
     def _every(self, method: str) -> None:
         """Call ``method`` (uninstall, clear) of every detector, each inside the fault boundary."""
         for detector in self.detectors:
-            try:
+            with self.guard(detector.kind):  # the others still hear
                 getattr(detector, method)()
-            except Exception as exc:  # noqa: BLE001 - the others still hear
-                self._warn(detector.kind, exc)
 
     # --- cells -----------------------------------------------------------------------------
     def begin_cell(self, cell: Optional[int]) -> None:
@@ -323,14 +312,12 @@ class Doctor:
     def op_raised(self, func, args, kwargs, exc: BaseException) -> None:
         """An op raised ``exc`` (still on its way up, untouched): the detectors hear what and where, as plain
         data. Keeps no reference to the op's arguments nor to the exception."""
-        try:
+        with self.guard("raised-op") as guard:  # the user's exception goes on unchanged
             site = site_here()  # (an op a library ran, such as a transformers model's: the cell's line that called it)
-            if site is None or not from_notebook(site):
-                return  # no notebook code ran it
+            noted = site is not None and from_notebook(site)
             op = _op_name(func)[1]
-        except Exception as fault:  # noqa: BLE001 - the user's exception goes on unchanged
-            self._warn("raised-op", fault)
-            return
+        if guard.failed or not noted:
+            return  # no notebook code ran it
         with untraced():
             self._each("op_raised", op, site, exc, lambda: _operands(args, kwargs))
 

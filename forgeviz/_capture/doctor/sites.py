@@ -8,6 +8,7 @@ import sys
 import sysconfig
 from typing import NamedTuple, Optional
 
+from ..fault import message  # noqa: F401 - the detectors read it here
 from ..source import cell_number, source_line, user_location
 
 
@@ -120,20 +121,6 @@ def node_text(node) -> str:
     tag = node.metadata.get("fv_op")
     site = site_of(tag[2], tag[3]) if tag else None
     return f"{name} (made by {tag[0]} at {site.text()})" if site is not None else name
-
-
-def message(exc: BaseException) -> str:
-    """The message of a built-in or torch exception (its one string argument), else ""; never str() of
-    a user's object.
-
-    >>> message(RuntimeError("shapes differ")), message(KeyError(object()))
-    ('shapes differ', '')
-    """
-    args = exc.args
-    module = type(exc).__module__ or ""
-    if (module == "builtins" or module.split(".")[0] == "torch") and len(args) == 1 and type(args[0]) is str:
-        return args[0]
-    return ""
 
 
 def size(n: int) -> str:
