@@ -277,7 +277,6 @@ function chainSection(doc: Document, terms: ChainTerm[]): HTMLElement | null {
   return section(doc, 'Chain rule', list);
 }
 
-/** The node inspector's content for one NodeDetail. */
 /** What a torch.compile region is, what compile hides inside it, and how to see it: plain words. */
 export function compiledText(region: CompiledRegion): string[] {
   const dynamo =
@@ -296,7 +295,7 @@ export function compiledText(region: CompiledRegion): string[] {
     'Compile hides what happens inside: autograd sees one Node, so the gradients shown are only those ' +
       'that crossed its edges, not the per-op gradients inside, and its ops belong to no module.',
     `To see them, run ${name} eagerly for one step: call it without torch.compile ` +
-      `(for a compiled module, ${name === 'the compiled function' ? 'its' : name}._orig_mod(x)), then draw that graph.`
+      `(for a compiled module, ${name === 'the compiled function' ? 'm = torch.compile(module): m' : name}._orig_mod(x)), then draw that graph.`
   ];
 }
 
@@ -309,6 +308,7 @@ function compiledSection(doc: Document, region: CompiledRegion): HTMLElement {
   return section(doc, 'Compiled region', body);
 }
 
+/** The node inspector's content for one NodeDetail. */
 export function renderDetail(doc: Document, detail: NodeDetail, graph: Graph | null): HTMLElement {
   const frag = h(doc, 'div', { class: 'fv-detail' });
   const node = graph?.nodes.find(n => n.id === detail.id);
