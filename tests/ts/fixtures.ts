@@ -304,6 +304,8 @@ export function compiledDetail(): NodeDetail {
       grad_outputs: [grad([4, 8], 0.0951)],
       grad_inputs: [grad([64, 32], 0.6698), grad([64], 0.05319), grad([4, 32], 0.03936), grad([8, 64], 0.8685), grad([8], 0.1039)]
     }],
+    // the kernel sends every Node's paths, an op's too: here square's gradient toward out
+    contributions: [{ consumer: 3, consumer_label: 'square', input_nr: 0, grad: grad([4, 8], 0.0951) }],
     compiled: compiledGraph().compiled[0]
   });
 }

@@ -55,15 +55,24 @@ describe('a compiled region in the graph view', () => {
     const compiled = insp.querySelector('.fv-compiled')!;
     const backend = Array.from(compiled.querySelectorAll('.fv-row')).map(r => r.textContent);
     expect(backend).toEqual(['backendaot_eager']);
-    const notes = Array.from(compiled.querySelectorAll('.fv-note')).map(p => p.textContent);
-    expect(notes).toEqual([
+    const notes = (sel: string) => Array.from(insp.querySelectorAll(`${sel} .fv-note`)).map(p => p.textContent);
+    expect(notes('.fv-compiled')).toEqual([
       'One region of model, compiled by torch.compile (backend aot_eager).',
-      'In this process Dynamo has compiled 1 graph and met 0 graph breaks (torch._dynamo.utils.counters).',
+      'In this process Dynamo has compiled 1 graph and met 0 graph breaks (torch._dynamo.utils.counters).'
+    ]);
+    expect(notes('.fv-compiled-hidden')).toEqual([
       'Compile hides what happens inside: autograd sees one Node, so the gradients shown are only those ' +
         'that crossed its edges, not the per-op gradients inside, and its ops belong to no module.',
       'To see them, run model eagerly for one step: call it without torch.compile ' +
         '(for a compiled module, model._orig_mod(x)), then draw that graph.'
     ]);
+    // What it is comes before its gradients; the long words on what compile hides after them.
+    // No "Leaf gradient" (.grad None, a sum of paths into nothing) for this op, though the kernel sends
+    // its output's one path, as it does for every Node.
+    expect(sections()).toEqual(['Origin', 'Compiled region', 'Gradients · backward #0', 'What compile hides']);
+    // Named by what made it, not by AOTAutograd's internal class; its module as the user calls it.
+    expect(insp.querySelector('.fv-sub')!.textContent).toBe('CompiledFunctionBackward · torch.compile, aot_eager');
+    expect(insp.textContent).toContain('model (Sequential)');
     // The gradients that crossed its edges: out's arriving, and one leaving along each input edge, each
     // named by the Node at the other end.
     const leaving = Array.from(insp.querySelectorAll('.fv-grad-inputs .fv-key')).map(k => k.textContent);
@@ -80,6 +89,7 @@ describe('a compiled region in the graph view', () => {
     await view!.setGraph(s1Graph());
     await click(3);
     expect(sections()).not.toContain('Compiled region');
+    expect(sections()).not.toContain('What compile hides');
     expect(inspector().querySelector('.fv-compiled')).toBeNull();
     expect(inspector().textContent).not.toContain('torch.compile');
   });
@@ -96,16 +106,17 @@ describe('a compiled region in the graph view', () => {
 describe('compiledText', () => {
   it('counts graphs and breaks with their plurals, and says when a graph break split the call', () => {
     const text = compiledText(region({ name: 'chatty', dynamo_graphs: 2, dynamo_breaks: 1, regions_at_line: 2 }));
-    expect(text[1]).toBe('In this process Dynamo has compiled 2 graphs and met 1 graph break (torch._dynamo.utils.counters).');
-    expect(text[2]).toBe('This call ran as 2 compiled regions (graph breaks split it); this is one of them.');
-    expect(text[4]).toContain('chatty._orig_mod(x)');
+    expect(text.about.slice(1)).toEqual([
+      'In this process Dynamo has compiled 2 graphs and met 1 graph break (torch._dynamo.utils.counters).',
+      'This call ran as 2 compiled regions (graph breaks split it); this is one of them.'
+    ]);
+    expect(text.hidden[1]).toContain('chatty._orig_mod(x)');
   });
 
   it('leaves out what it cannot know: the counts, the backend and the module', () => {
     const text = compiledText(region({ name: 'compiled region', backend: null, dynamo_graphs: null, dynamo_breaks: null }));
-    expect(text).toHaveLength(3);
-    expect(text[0]).toBe('One region of the compiled function, compiled by torch.compile (backend unknown).');
-    expect(text[2]).toContain('run the compiled function eagerly for one step');
-    expect(text[2]).toContain('(for a compiled module, m = torch.compile(module): m._orig_mod(x))');
+    expect(text.about).toEqual(['One region of the compiled function, compiled by torch.compile (backend unknown).']);
+    expect(text.hidden[1]).toContain('run the compiled function eagerly for one step');
+    expect(text.hidden[1]).toContain('(for a compiled module, m = torch.compile(module): m._orig_mod(x))');
   });
 });
