@@ -108,3 +108,36 @@ def test_a_compiled_submodule_is_named_by_its_path(nb):
     assert "2.0.weight" in {n.label for n in graph.nodes if n.kind == "leaf"}
     relu = next(n for n in graph.nodes if n.op == "relu")
     assert relu.module_path == "1"  # the eager module before it keeps its attribution
+
+
+def test_the_compiled_module_is_shown_by_its_own_class_and_every_module_group_holds_something(nb):
+    """torch.compile returns an ``OptimizedModule`` wrapping the user's module as ``_orig_mod``: the
+    module groups show the user's class and paths, with no group for the wrapper's ``_orig_mod``."""
+    _compile_cell(nb, _mlp)
+    nb.ok("x = torch.randn(4, 32, requires_grad=True)\nloss = model(x * 2).square().mean()")
+    graph = nb.ok("g = forgeviz.graph(loss)\ng").model
+    region, node = _region(graph)
+    labels = {m.id: (m.label, m.type, m.parent) for m in graph.modules}
+    assert labels == {"model": ("model · Sequential", "Sequential", None),
+                      "model.0": ("0 · Linear", "Linear", "model"),
+                      "model.2": ("2 · Linear", "Linear", "model")}
+    by_id = {m.id: m for m in graph.modules}
+    assert by_id["model"].nodes == [node.id] and node.module_path == ""
+    params = dict(_mlp().named_parameters())
+    for module in graph.modules:  # each group holds a Node, or its children do
+        assert module.nodes or any(m.parent == module.id for m in graph.modules), module.id
+    assert by_id["model"].param_count == sum(p.numel() for p in params.values())
+    detail = request(nb["g"], {"type": "inspect", "request_id": 1, "node": node.id})["detail"]
+    assert (detail["module_path"], detail["module_type"]) == ("", "Sequential")
+
+
+def test_a_compiled_submodule_shows_its_own_class(nb):
+    nb.shell.user_ns["make"] = _mlp
+    nb.ok("torch._dynamo.reset()\n"
+          "net = torch.nn.Sequential(torch.nn.Linear(4, 32), torch.nn.ReLU())\n"
+          "net.append(torch.compile(make(), backend='aot_eager'))")
+    nb.ok("loss = net(torch.randn(3, 4)).sum()")
+    graph = nb.ok("forgeviz.graph(loss)").model
+    labels = {m.id: m.label for m in graph.modules}
+    assert labels["net"] == "net · Sequential" and labels["net.2"] == "2 · Sequential", labels
+    assert not any("OptimizedModule" in m.label or m.type == "OptimizedModule" for m in graph.modules)

@@ -8,6 +8,7 @@ from typing import Optional
 import torch
 
 from ..model.graph import CompiledRegion
+from .modules import class_name
 from .names import NameIndex, user_path
 from .session import CaptureSession
 
@@ -64,6 +65,7 @@ def _compiled_module(session: CaptureSession, module: tuple) -> tuple[tuple, Opt
     root = session.modules.root(root_id)
     if root is None:
         return (root_id, root_type, path, module_type), None
+    root_type = class_name(root)  # the module hooks saw the wrapper: OptimizedModule
     owned = None
     while True:
         try:
@@ -72,9 +74,9 @@ def _compiled_module(session: CaptureSession, module: tuple) -> tuple[tuple, Opt
             candidate = None
         if candidate is not None:
             if owned is None:
-                owned = (root_id, root_type, path, type(candidate).__name__)
+                owned = (root_id, root_type, path, class_name(candidate))
             if isinstance(candidate, torch._dynamo.eval_frame.OptimizedModule):
-                return (root_id, root_type, path, type(candidate).__name__), candidate
+                return (root_id, root_type, path, class_name(candidate)), candidate
         if not path:
             return owned or (root_id, root_type, "", root_type), None
         path = path.rpartition(".")[0]

@@ -28,6 +28,19 @@ def _optimized_module_type() -> Optional[type]:
     return getattr(eval_frame, "OptimizedModule", None)
 
 
+def class_name(module: torch.nn.Module) -> str:
+    """The class a user knows ``module`` by: torch.compile's wrapper (``OptimizedModule``) is named by
+    the module it compiled, as the user wrote it.
+
+    >>> class_name(torch.nn.Linear(1, 1)), class_name(torch.compile(torch.nn.Linear(1, 1)))
+    ('Linear', 'Linear')
+    """
+    wrapper = _optimized_module_type()
+    if wrapper is not None and isinstance(module, wrapper):
+        module = module._orig_mod
+    return type(module).__name__
+
+
 def _living(cls: type) -> list:
     """Every object the garbage collector tracks whose type is ``cls`` or below (by ``type()``: a
     weak proxy to a dead object raises on ``isinstance``)."""
@@ -282,7 +295,7 @@ class ModuleStack:
     def root_type(self, root_id: int) -> Optional[str]:
         root = self._roots.get(root_id)
         module = root() if root is not None else None
-        return type(module).__name__ if module is not None else None
+        return class_name(module) if module is not None else None
 
     def module_type(self, root_id: int, path: str) -> Optional[str]:
         """Class name of the submodule at ``path`` under a root seen in a forward."""
@@ -291,7 +304,7 @@ class ModuleStack:
         if module is None:
             return None
         try:
-            return type(module.get_submodule(path)).__name__
+            return class_name(module.get_submodule(path))
         except AttributeError:
             return None
 

@@ -236,3 +236,76 @@ export function tableOf(rows: object[]): Table {
 export function traitOf(g: Graph): GraphTrait {
   return { ...g, nodes: tableOf(g.nodes), edges: tableOf(g.edges), modules: tableOf(g.modules), repeats: tableOf(g.repeats) };
 }
+
+/**
+ * A compiled MLP between eager ops, as the kernel sends it (tests/test_graph_compiled.py's scenario):
+ * ``model = torch.compile(Sequential(Linear(32, 64), GELU(), Linear(64, 8)), backend="aot_eager")``;
+ * ``x`` (4×32) → ``h = x * 2`` → ``out = model(h)`` → ``loss = out.square().mean()``. The region is
+ * Node 2, its inputs in torch's order: 0.weight, 0.bias, h, 2.weight, 2.bias.
+ */
+export function compiledGraph(): Graph {
+  const meta = (shape: number[]) => ({ shape, dtype: 'float32', device: 'cpu' });
+  const leaf = (id: number, label: string, module_path: string | null) =>
+    node({ id, label, name: 'torch::autograd::AccumulateGrad', kind: 'leaf', module_path });
+  return {
+    version: 1,
+    nodes: [
+      node({ id: 4, label: 'loss', name: 'MeanBackward0', op: 'mean', var_names: ['loss'], cell: 4, line: 4 }),
+      node({ id: 3, label: 'square', name: 'PowBackward0', op: 'square', cell: 4, line: 4 }),
+      node({ id: 2, label: 'model · compiled', name: 'CompiledFunctionBackward', op: 'CompiledFunction', var_names: ['out'], module_path: '', cell: 4, line: 3 }),
+      leaf(5, '0.weight', '0'),
+      leaf(6, '0.bias', '0'),
+      node({ id: 1, label: 'h', name: 'MulBackward0', op: 'mul', var_names: ['h'], cell: 4, line: 2 }),
+      leaf(7, '2.weight', '2'),
+      leaf(8, '2.bias', '2'),
+      leaf(9, 'x', null)
+    ],
+    edges: [
+      { src: 3, dst: 4, input_nr: 0, output_nr: 0, meta: meta([4, 8]) },
+      { src: 2, dst: 3, input_nr: 0, output_nr: 0, meta: meta([4, 8]) },
+      { src: 5, dst: 2, input_nr: 0, output_nr: 0, meta: meta([64, 32]) },
+      { src: 6, dst: 2, input_nr: 1, output_nr: 0, meta: meta([64]) },
+      { src: 1, dst: 2, input_nr: 2, output_nr: 0, meta: meta([4, 32]) },
+      { src: 7, dst: 2, input_nr: 3, output_nr: 0, meta: meta([8, 64]) },
+      { src: 8, dst: 2, input_nr: 4, output_nr: 0, meta: meta([8]) },
+      { src: 9, dst: 1, input_nr: 0, output_nr: 0, meta: meta([4, 32]) }
+    ],
+    modules: [
+      module({ id: 'model', path: '', label: 'model · Sequential', type: 'Sequential', nodes: [2], op_count: 1, param_count: 2632, param_bytes: 10528 }),
+      module({ id: 'model.0', path: '0', label: '0 · Linear', type: 'Linear', parent: 'model', nodes: [5, 6], param_count: 2112, param_bytes: 8448 }),
+      module({ id: 'model.2', path: '2', label: '2 · Linear', type: 'Linear', parent: 'model', nodes: [7, 8], param_count: 520, param_bytes: 2080 })
+    ],
+    repeats: [],
+    roots: [4],
+    message: null,
+    backward_passes: 1,
+    total_nodes: 9,
+    cut: null,
+    compiled: [{ node: 2, name: 'model', backend: 'aot_eager', dynamo_graphs: 1, dynamo_breaks: 0, regions_at_line: 1 }]
+  };
+}
+
+/** The compiled region's detail after one backward: what arrived (out's gradient) and what left it. */
+export function compiledDetail(): NodeDetail {
+  const grad = (shape: number[], norm: number) => summary(null, { shape, numel: shape.reduce((a, b) => a * b, 1), norm });
+  return detail({
+    id: 2,
+    label: 'model · compiled',
+    name: 'CompiledFunctionBackward',
+    var_names: ['out'],
+    op: 'CompiledFunction',
+    module_path: '',
+    module_type: 'Sequential',
+    cell: 4,
+    line: 3,
+    source: 'out = model(h)',
+    grads: [{
+      backward_index: 0,
+      grad_outputs: [grad([4, 8], 0.0951)],
+      grad_inputs: [grad([64, 32], 0.6698), grad([64], 0.05319), grad([4, 32], 0.03936), grad([8, 64], 0.8685), grad([8], 0.1039)]
+    }],
+    // the kernel sends every Node's paths, an op's too: here square's gradient toward out
+    contributions: [{ consumer: 3, consumer_label: 'square', input_nr: 0, grad: grad([4, 8], 0.0951) }],
+    compiled: compiledGraph().compiled[0]
+  });
+}

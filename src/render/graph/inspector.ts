@@ -277,9 +277,11 @@ function chainSection(doc: Document, terms: ChainTerm[]): HTMLElement | null {
   return section(doc, 'Chain rule', list);
 }
 
-/** The node inspector's content for one NodeDetail. */
-/** What a torch.compile region is, what compile hides inside it, and how to see it: plain words. */
-export function compiledText(region: CompiledRegion): string[] {
+/**
+ * What a torch.compile region is (``about``: its module and backend, Dynamo's counts, a split call),
+ * and in plain words what compile hides inside it and how to see that (``hidden``).
+ */
+export function compiledText(region: CompiledRegion): { about: string[]; hidden: string[] } {
   const dynamo =
     region.dynamo_graphs !== null
       ? `In this process Dynamo has compiled ${formatCount(region.dynamo_graphs)} graph${region.dynamo_graphs === 1 ? '' : 's'} ` +
@@ -290,25 +292,51 @@ export function compiledText(region: CompiledRegion): string[] {
       ? `This call ran as ${region.regions_at_line} compiled regions (graph breaks split it); this is one of them.`
       : null;
   const name = region.name === 'compiled region' ? 'the compiled function' : region.name;
+  return {
+    about: [
+      `One region of ${name}, compiled by torch.compile (backend ${region.backend ?? 'unknown'}).`,
+      ...[dynamo, split].filter((t): t is string => t !== null)
+    ],
+    hidden: [
+      'Compile hides what happens inside: autograd sees one Node, so the gradients shown are only those ' +
+        'that crossed its edges, not the per-op gradients inside, and its ops belong to no module.',
+      `To see them, run ${name} eagerly for one step: call it without torch.compile ` +
+        `(for a compiled module, ${name === 'the compiled function' ? 'm = torch.compile(module): m' : name}._orig_mod(x)), then draw that graph.`
+    ]
+  };
+}
+
+function notes(doc: Document, cls: string, texts: string[]): HTMLElement {
+  const body = h(doc, 'div', { class: cls });
+  for (const text of texts) {
+    body.appendChild(h(doc, 'p', { class: 'fv-note' }, text));
+  }
+  return body;
+}
+
+/**
+ * A compiled region's two sections: what it is, near the top, and what compile hides, after its
+ * gradients (long words would otherwise push the numbers out of sight).
+ */
+function compiledSections(doc: Document, region: CompiledRegion): [HTMLElement, HTMLElement] {
+  const text = compiledText(region);
+  const about = notes(doc, 'fv-compiled', text.about);
+  about.prepend(row(doc, 'backend', region.backend ?? 'unknown'));
   return [
-    `One region of ${name}, compiled by torch.compile (backend ${region.backend ?? 'unknown'}).`,
-    ...[dynamo, split].filter((t): t is string => t !== null),
-    'Compile hides what happens inside: autograd sees one Node, so the gradients shown are only those ' +
-      'that crossed its edges, not the per-op gradients inside, and its ops belong to no module.',
-    `To see them, run ${name} eagerly for one step: call it without torch.compile ` +
-      `(for a compiled module, ${name === 'the compiled function' ? 'its' : name}._orig_mod(x)), then draw that graph.`
+    section(doc, 'Compiled region', about),
+    section(doc, 'What compile hides', notes(doc, 'fv-compiled-hidden', text.hidden))
   ];
 }
 
-function compiledSection(doc: Document, region: CompiledRegion): HTMLElement {
-  const body = h(doc, 'div', { class: 'fv-compiled' });
-  body.appendChild(row(doc, 'backend', region.backend ?? 'unknown'));
-  for (const text of compiledText(region)) {
-    body.appendChild(h(doc, 'p', { class: 'fv-note' }, text));
+/** After the Node's name: its op (a compiled region's is AOTAutograd's internal class: say what made it). */
+function subtitle(detail: NodeDetail): string {
+  if (detail.compiled) {
+    return ` · torch.compile, ${detail.compiled.backend ?? 'unknown backend'}`;
   }
-  return section(doc, 'Compiled region', body);
+  return detail.op_qualname ? ` · ${detail.op_qualname}` : detail.op ? ` · ${detail.op}` : '';
 }
 
+/** The node inspector's content for one NodeDetail. */
 export function renderDetail(doc: Document, detail: NodeDetail, graph: Graph | null): HTMLElement {
   const frag = h(doc, 'div', { class: 'fv-detail' });
   const node = graph?.nodes.find(n => n.id === detail.id);
@@ -320,7 +348,7 @@ export function renderDetail(doc: Document, detail: NodeDetail, graph: Graph | n
       'header',
       { class: 'fv-detail-head' },
       h(doc, 'h3', {}, detail.label),
-      h(doc, 'div', { class: 'fv-sub' }, detail.name, detail.op_qualname ? ` · ${detail.op_qualname}` : detail.op ? ` · ${detail.op}` : '')
+      h(doc, 'div', { class: 'fv-sub' }, detail.name, subtitle(detail))
     )
   );
   if (!detail.alive) {
@@ -353,16 +381,17 @@ export function renderDetail(doc: Document, detail: NodeDetail, graph: Graph | n
     }
     where.push(h(doc, 'pre', { class: 'fv-source' }, goto ?? code));
   }
-  if (detail.module_path || detail.module_type) {
-    where.push(
-      row(doc, 'module', [detail.module_path, detail.module_type ? `(${detail.module_type})` : null].filter(Boolean).join(' '))
-    );
+  // A compiled region's module is named as the user calls it ("mlp", "net.2"): its path alone is "" at a root.
+  const modulePath = detail.compiled && detail.compiled.name !== 'compiled region' ? detail.compiled.name : detail.module_path;
+  if (modulePath || detail.module_type) {
+    where.push(row(doc, 'module', [modulePath, detail.module_type ? `(${detail.module_type})` : null].filter(Boolean).join(' ')));
   }
   if (where.length) {
     frag.appendChild(section(doc, 'Origin', ...where));
   }
-  if (detail.compiled) {
-    frag.appendChild(compiledSection(doc, detail.compiled));
+  const compiled = detail.compiled ? compiledSections(doc, detail.compiled) : null;
+  if (compiled) {
+    frag.appendChild(compiled[0]);
   }
 
   // Forward.
@@ -413,9 +442,13 @@ export function renderDetail(doc: Document, detail: NodeDetail, graph: Graph | n
   if (chain) {
     frag.appendChild(chain);
   }
+  if (compiled) {
+    frag.appendChild(compiled[1]);
+  }
 
-  // Leaves: .grad, path sum, history.
-  if (isLeaf || detail.leaf_grad || detail.contributions.length || detail.leaf_grad_history.length) {
+  // Leaves: .grad, path sum, history. (The kernel sends any Node's contributions; an op's arriving
+  // gradient already says what reached it, and it has no .grad to sum them into.)
+  if (isLeaf || detail.leaf_grad || detail.leaf_grad_history.length) {
     const lg = h(doc, 'div', { class: 'fv-leaf-grad' });
     lg.appendChild(row(doc, '.grad', tensorView(doc, detail.leaf_grad)));
     if (detail.contributions.length) {
