@@ -73,8 +73,8 @@ class ModuleHooks:
 
     >>> hooks = ModuleHooks(); seen = []
     >>> handle = hooks.subscribe(lambda m, args: seen.append(type(m).__name__), None)
-    >>> _ = torch.nn.ReLU()(torch.ones(1)); handle.remove(); seen
-    ['ReLU']
+    >>> _ = torch.nn.Linear(1, 1)(torch.ones(1)); handle.remove(); seen
+    ['Linear']
     """
 
     def __init__(self) -> None:
