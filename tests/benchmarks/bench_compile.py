@@ -6,6 +6,7 @@ compiled module trains under two arms, interleaved round by round:
   off          plain torch.compile
   on           the same, inside forgeviz's capture session as ``%load_ext forgeviz`` runs a cell:
                op tagging, module paths and every Node's gradients summarised
+  on, no summaries   the same without gradient summaries (what issue 27's device summaries replace)
 
 and Dynamo's own counters (graphs, graph breaks, recompiles) are read for a fresh compile with forgeviz
 off and on. The target is a ratio of at most 1.05 and the same counters.
@@ -80,17 +81,22 @@ def case(name: str, device: str, backend: str) -> dict:
         if device != "cpu":
             torch.cuda.synchronize()
 
-    def on():
-        session.install()
-        session.enter()
-        loop()
-        session.exit()
-        session.uninstall()
+    def cell(record_grads: bool):
+        def on():
+            session.install()
+            session.record_grads = record_grads
+            session.enter()
+            loop()
+            session.exit()
+            session.uninstall()
+            session.record_grads = True
+        return on
 
     loop()
-    on()  # both arms compiled and warm before timing
-    medians = interleaved({"off": loop, "on": on}, ROUNDS)
-    return {"ratio": medians["on"] / medians["off"], "off_ms": medians["off"] / STEPS * 1e3, "counts": counts}
+    cell(True)()  # every arm compiled and warm before timing
+    medians = interleaved({"off": loop, "on": cell(True), "on, no summaries": cell(False)}, ROUNDS)
+    return {"ratio": medians["on"] / medians["off"], "bare": medians["on, no summaries"] / medians["off"],
+            "off_ms": medians["off"] / STEPS * 1e3, "counts": counts}
 
 
 if __name__ == "__main__":
@@ -103,4 +109,5 @@ if __name__ == "__main__":
         for name in ("mlp", "gpt"):
             r = case(name, device, backend)
             print(f"{name}, {backend}, {device} ({where}, torch {torch.__version__}): off {r['off_ms']:.2f} ms/step;"
-                  f" on/off {r['ratio']:.3f}x; Dynamo off {r['counts']['off']}, on {r['counts']['on']}", flush=True)
+                  f" on/off {r['ratio']:.3f}x (without gradient summaries {r['bare']:.3f}x);"
+                  f" Dynamo off {r['counts']['off']}, on {r['counts']['on']}", flush=True)
