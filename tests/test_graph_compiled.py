@@ -41,6 +41,7 @@ def test_a_compiled_model_is_one_named_box_with_torchs_gradients_at_its_edges(nb
     assert (region.dynamo_graphs, region.dynamo_breaks) == (counters["stats"]["unique_graphs"], 0) == (1, 0)
     assert (node.name, node.op, node.cell, node.line, node.label) == (
         "CompiledFunctionBackward", "CompiledFunction", cell.execution_count, 3, "model · compiled")
+    assert (node.has_saved, node.freed) == (True, False)  # its backward's activations, held until it runs
     # Parameters are named as the uncompiled model names them: no Dynamo "_orig_mod." prefix.
     params = dict(make().named_parameters())
     leaves = {n.label: n for n in graph.nodes if n.kind == "leaf" and n.label in params}
@@ -58,6 +59,7 @@ def test_a_compiled_model_is_one_named_box_with_torchs_gradients_at_its_edges(nb
           "loss.backward()")
     detail = request(nb["g"], {"type": "inspect", "request_id": 1, "node": node.id})["detail"]
     assert detail["compiled"]["name"] == "model" and detail["compiled"]["backend"] == "aot_eager"
+    assert detail["freed"]  # the backward released what the region saved
     grads = detail["grads"][-1]
     seen = nb["seen"]
     assert grads["grad_outputs"][0]["norm"] == pytest.approx(seen["out"].norm().item(), rel=1e-6)

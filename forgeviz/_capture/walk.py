@@ -41,6 +41,8 @@ def _saved_attrs(node) -> list[str]:
     attrs = _saved_attrs_by_type.get(type(node))
     if attrs is None:
         attrs = [a for a in dir(type(node)) if a.startswith("_saved_")]
+        if not attrs and hasattr(type(node), "_forward_cls"):  # a Python Function's (a compiled region's)
+            attrs = ["saved_tensors"]
         _saved_attrs_by_type[type(node)] = attrs
     return attrs
 
