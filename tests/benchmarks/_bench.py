@@ -52,6 +52,20 @@ def memory_arms(loop: Callable[[], None], device: str) -> dict[str, Callable[[],
     return {"memory timeline": timeline, "torch.profiler(memory)": profiled}
 
 
+def run_as_a_cell(session, loop: Callable[[], None], record_grads: bool = True) -> None:
+    """``loop`` inside forgeviz's capture session as ``%load_ext forgeviz`` runs a cell: hooks
+    installed, ops tagged, gradients recorded (or not); everything undone after."""
+    session.install()
+    session.record_grads = record_grads
+    session.enter()
+    try:
+        loop()
+    finally:
+        session.exit()
+        session.uninstall()
+        session.record_grads = True
+
+
 def interleaved(variants: dict[str, Callable[[], None]], rounds: int) -> dict[str, float]:
     """Median seconds of each variant, run round-robin so that drift hits them all alike."""
     times: dict[str, list[float]] = {name: [] for name in variants}

@@ -37,7 +37,7 @@ from typing import Optional
 
 import torch
 
-from _bench import interleaved, memory_arms, mlp, train  # first: it puts this checkout on sys.path
+from _bench import interleaved, memory_arms, mlp, run_as_a_cell, train  # first: it puts this checkout on sys.path
 
 from forgeviz._capture import native, summary
 from forgeviz._capture.grads import BackwardRecorder
@@ -95,13 +95,7 @@ def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> d
             summary._summarize_natively = one_pass if native_summaries else (lambda t, histogram: None)
             BackwardRecorder.deferred = defer if forced is None else forced
             native.hooks = hooks if native_hooks else (lambda: None)
-            session.install()
-            session.record_grads = record_grads
-            session.enter()
-            loop()
-            session.exit()
-            session.uninstall()
-            session.record_grads = True
+            run_as_a_cell(session, loop, record_grads)
             summary._summarize_natively = one_pass
             BackwardRecorder.deferred = defer
             native.hooks = hooks

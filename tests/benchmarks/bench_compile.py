@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from torch._dynamo.utils import counters
 
-from _bench import interleaved, mlp  # first: it puts this checkout on sys.path
+from _bench import interleaved, mlp, run_as_a_cell  # first: it puts this checkout on sys.path
 
 from forgeviz._capture.session import get_session
 
@@ -50,17 +50,12 @@ def dynamo_counts(name: str, device: str, backend: str, on: bool) -> dict:
     counters.clear()
     net, opt, x, y = model(name, device)
     compiled = torch.compile(net, backend=backend)
-    session = get_session()
-    if on:
-        session.install()
-        session.enter()
-    try:
+
+    def steps():
         for _ in range(2):
             torch.nn.functional.mse_loss(compiled(x), y).backward()
-    finally:
-        if on:
-            session.exit()
-            session.uninstall()
+
+    run_as_a_cell(get_session(), steps) if on else steps()
     return {"graphs": counters["stats"]["unique_graphs"], "breaks": sum(counters["graph_break"].values()),
             "recompiles": sum(counters["recompiles"].values())}
 
@@ -82,15 +77,7 @@ def case(name: str, device: str, backend: str) -> dict:
             torch.cuda.synchronize()
 
     def cell(record_grads: bool):
-        def on():
-            session.install()
-            session.record_grads = record_grads
-            session.enter()
-            loop()
-            session.exit()
-            session.uninstall()
-            session.record_grads = True
-        return on
+        return lambda: run_as_a_cell(session, loop, record_grads)
 
     loop()
     cell(True)()  # every arm compiled and warm before timing
