@@ -11,7 +11,7 @@ value counted (no sample). On the negative side the same magnitudes, mirrored: b
 [edges[i], edges[i+1]).
 
 With Triton (it ships with torch's CUDA wheels; ``TRITON_INTERPRET=1`` runs it on CPU tensors) a gradient
-costs one kernel launch; without it, a few torch ops (``OPS_PER_GRADIENT``) and still no host read.
+costs one kernel launch; without it, a dozen torch ops and still no host read.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def edges(dtype: torch.dtype = torch.float32) -> list[float]:
     """
     info = torch.finfo(dtype)
     powers = [2.0 ** k for k in range(LOW_EXPONENT, HIGH_EXPONENT + 1, 2)]
-    subnormal = float(torch.nextafter(torch.zeros((), dtype=dtype), torch.ones((), dtype=dtype)))
+    subnormal = info.smallest_normal * info.eps  # the smallest positive subnormal, with no torch op
     return [info.min, *(-p for p in reversed(powers)), 0.0, subnormal, *powers, info.max]
 
 
@@ -116,6 +116,7 @@ class DeviceSummaries:
         self._seen: dict = {}  # (data_ptr, shape, stride, dtype) → (weakref to the tensor, version, summary)
         self._reading: list[tuple] = []  # (event or None, buffer, its rows, how many) copies in flight
         self._triton = _triton_kernel() if triton is None or triton else None
+        self.summarised = 0  # gradients summarised so far (each counted once per pass)
 
     def __bool__(self) -> bool:
         """Whether summaries wait for ``flush()`` or ``poll()``."""
@@ -146,9 +147,10 @@ class DeviceSummaries:
                 self._triton(flat, row)
                 squared = True
             else:
-                _reduce(grad.detach(), stats, counts, values, buffer)
+                _reduce(grad, stats, counts, values, buffer)
                 squared = False
         self._rows.append((summary, buffer, index, squared))
+        self.summarised += 1
         return summary
 
     def flush(self) -> None:
@@ -201,13 +203,13 @@ def _dense_flat(grad: torch.Tensor) -> Optional[torch.Tensor]:
     """``grad``'s memory as a flat tensor when its elements fill it exactly, in any order (a summary
     does not depend on the order), else None."""
     if grad.is_contiguous():
-        return grad.detach().view(-1)
+        return grad.view(-1)
     expected = 1  # dense: the strides, smallest first, are each the product of the sizes before
     for stride, size in sorted(zip(grad.stride(), grad.shape)):
         if size != 1 and stride != expected:
             return None
         expected *= size
-    return grad.detach().as_strided((grad.numel(),), (1,))
+    return grad.as_strided((grad.numel(),), (1,))
 
 
 def _reduce(g: torch.Tensor, stats: torch.Tensor, counts: torch.Tensor, values: torch.Tensor,
@@ -222,7 +224,7 @@ def _reduce(g: torch.Tensor, stats: torch.Tensor, counts: torch.Tensor, values: 
     torch.stack([g.nan_to_num(inf, inf, inf).amin(), g.nan_to_num(-inf, -inf, -inf).amax(),
                  g.sum(dtype=torch.float64), torch.linalg.vector_norm(g, dtype=torch.float64),
                  torch.isnan(g).sum()], out=stats)
-    flat = _dense_flat(g)  # (bucketize copies a strided input first, and warns)
+    flat = g if g.is_contiguous() else _dense_flat(g)  # (bucketize copies a strided input, and warns)
     flat = g.reshape(-1) if flat is None else flat
     counts.index_put_((torch.bucketize(flat, boundaries, right=True),), buffer.one, accumulate=True)
     if g.numel() <= SMALL_NUMEL:
