@@ -63,12 +63,16 @@ def close(got, want) -> bool:
 def test_figures_equal_torch(dtype, triton):
     pending = DeviceSummaries(triton=triton)
     assert (pending._triton is not None) == triton
-    grads = cases(dtype)
+    # Compiled Triton runs on a GPU; interpreted (no GPU here) on CPU tensors.
+    device = "cuda" if triton and torch.cuda.is_available() else "cpu"
+    grads = {name: g.to(device) for name, g in cases(dtype).items()}
     summaries = {name: pending.add(g) for name, g in grads.items()}
     assert all(s.norm is None for s in summaries.values())  # nothing read back before the flush
+    # The kernel takes every gradient whose memory it can read flat: not the sliced nor the small strided.
+    assert sum(squared for _, _, _, squared in pending._rows) == (5 if triton else 0)
     pending.flush()
     for name, g in grads.items():
-        s, want = summaries[name], expected(g)
+        s, want = summaries[name], expected(g.cpu())
         assert (s.shape, s.dtype, s.numel) == (list(g.shape), str(dtype)[6:], g.numel()), name
         if g.numel() == 0:
             assert s.norm is None and s.histogram is None, name
@@ -145,3 +149,25 @@ def test_training_step_figures_in_the_inspector(nb, monkeypatch):
     assert (got["min"], got["max"]) == (want["min"], want["max"])
     assert close(got["norm"], want["norm"]) and close(got["mean"], want["mean"])
     assert got["histogram"]["counts"] == want["hist"] and got["histogram"]["edges"] == edges(torch.float32)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (tests/benchmarks/gpu.sh runs it)")
+def test_cuda_step_reads_nothing_back_during_backward():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)).cuda()
+    x, y = torch.randn(32, 256, device="cuda"), torch.arange(32, device="cuda") % 10
+    store = GradStore()
+    recorder = BackwardRecorder(store, pytest.fail)
+    for step in range(2):  # the first pass makes the buffer and the pinned memory: not checked
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        finish = recorder.arm([loss.grad_fn])
+        torch.cuda.set_sync_debug_mode("error" if step else 0)
+        try:
+            loss.backward()
+            finish()
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+    recorder.device.wait()
+    leaves = [r.records[-1].grad_outputs[0] for r in store.nodes.values() if not r.records[-1].grad_inputs]
+    want = float(model[0].weight.grad.double().norm()) / 2  # .grad holds both passes' equal gradients
+    assert any(s.shape == [256, 256] and s.norm == pytest.approx(want, rel=1e-6) for s in leaves)

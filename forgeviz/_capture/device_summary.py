@@ -117,6 +117,7 @@ class DeviceSummaries:
         self._reading: list[tuple] = []  # (event or None, buffer, its rows, how many) copies in flight
         self._triton = _triton_kernel() if triton is None or triton else None
         self.summarised = 0  # gradients summarised so far (each counted once per pass)
+        self._interpreted = os.environ.get("TRITON_INTERPRET") == "1"  # Triton then runs on CPU tensors too
 
     def __bool__(self) -> bool:
         """Whether summaries wait for ``flush()`` or ``poll()``."""
@@ -141,7 +142,8 @@ class DeviceSummaries:
         with untraced(), torch.no_grad():
             # (a small tensor's values are kept in memory order: its memory must be in row-major order)
             flat = None
-            if self._triton is not None and (grad.numel() > SMALL_NUMEL or grad.is_contiguous()):
+            if self._triton is not None and (grad.is_cuda or self._interpreted) and (
+                    grad.numel() > SMALL_NUMEL or grad.is_contiguous()):
                 flat = _dense_flat(grad)
             if flat is not None:
                 self._triton(flat, row)
