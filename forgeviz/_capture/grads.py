@@ -19,6 +19,7 @@ import torch
 from ..model.graph import GradRecord, Histogram, TensorSummary
 from . import native
 from .chain import LOCAL_DERIVATIVES, SMALL as CHAIN_NUMEL, local_derivatives
+from .device_summary import DeviceSummaries, device_summaries_forced
 from .fault import boundary
 from .summary import HISTOGRAM_BINS, HISTOGRAM_SAMPLE, SMALL_NUMEL, DeferredSummaries, summarize
 
@@ -333,6 +334,19 @@ def _on_device(grad: torch.Tensor) -> bool:
     return grad.device.type not in _READ_AT_ONCE
 
 
+# Float gradients summarised on their device with no host read until the pass ends (device_summary.py):
+# CUDA's, and with FORGEVIZ_SUMMARIES=device (tests, benchmarks) CPU's too.
+_ON_DEVICE_DTYPES = frozenset({torch.float32, torch.float64, torch.float16, torch.bfloat16})
+
+
+def _on_cuda(grad: torch.Tensor) -> bool:
+    return grad.device.type == "cuda" and grad.dtype in _ON_DEVICE_DTYPES
+
+
+def _float(grad: torch.Tensor) -> bool:
+    return grad.dtype in _ON_DEVICE_DTYPES and grad.device.type in ("cpu", "cuda")
+
+
 _PLAIN, _CHAIN, _LEAF_WITH_GRAD, _LEAF_WITHOUT_GRAD = 0, 1, 2, 3  # Node kinds, as grad_hooks.cpp reads them
 _DTYPES = ("float32", "float64")  # grad_hooks.cpp's dtype codes
 _CHAIN_NAMES = frozenset(LOCAL_DERIVATIVES)
@@ -359,11 +373,16 @@ class BackwardRecorder:
         self.store = store
         self.on_fault = on_fault
         self.histograms = True
+        # Summaries on the gradients' devices: its buffers last across passes; a pass's read-back (CUDA)
+        # is filled in by the next poll() or flush()
+        self.device = DeviceSummaries()
 
     # Whether ``grad`` is summarised on its device and read back when the pass ends (a CPU or CUDA
     # gradient is read at once: see _READ_AT_ONCE). Tests stand in for such a device by replacing it;
     # the native hooks, which read CPU gradients at once, then stay off.
     deferred = staticmethod(_on_device)
+    # Whether ``grad`` goes to device_summary (no host read in backward; read once a pass).
+    on_device = staticmethod(_on_cuda)
 
     def arm(self, roots: list) -> Callable[[], None]:
         """Register hooks on every Node reachable from ``roots``. Returns what to call when the
@@ -384,11 +403,14 @@ class BackwardRecorder:
         index = store.passes
         store.prune()
         histogram, deferred, fault, add = self.histograms, self.deferred, self.on_fault, store.add
+        on_device = _float if device_summaries_forced() else self.on_device
         # One gradient is usually both one node's grad_input and the next node's grad_output:
         # summarise it once per pass. Keyed by id, confirmed by a weakref so a reused id misses.
         # Gradients on an accelerator are summarised there and read back when the pass ends.
         cache: dict = {}
         pending = DeferredSummaries()
+        device = self.device
+        device.poll()
         recorded: list = []  # (entry, record) in the order backward ran the Nodes
         nonfinite = False  # a summary so far counted NaN or infinity
         ref = weakref.ref
@@ -400,7 +422,9 @@ class BackwardRecorder:
             hit = cache.get(id(grad))
             if hit is not None and hit[0]() is grad and hit[2] == grad._version:
                 return hit[1]
-            if deferred(grad):
+            if on_device(grad):
+                made = device.add(grad)
+            elif deferred(grad):
                 made = pending.summarize(grad, histogram=histogram)
             else:
                 made = summarize(grad, histogram=histogram)
@@ -421,7 +445,8 @@ class BackwardRecorder:
                     # Its saved tensors live until this hook returns. Numbers, not tensors, are kept (a
                     # tensor per Node of a 10,000-op loop would outlive the loop); on an accelerator,
                     # reading them would wait for it, so the chain rule is shown for CPU gradients.
-                    if chain_node is not None and out is not None and out.numel() <= CHAIN_NUMEL and not deferred(out):
+                    if (chain_node is not None and out is not None and out.numel() <= CHAIN_NUMEL and not deferred(out)
+                            and not on_device(out)):
                         local = local_derivatives(chain_node, out)
                         entry.local = None if local is None else (
                             index, [d.tolist() if d is not None else None for d in local])
@@ -458,7 +483,7 @@ class BackwardRecorder:
 
         dead = store.dead
         armed = None
-        lib = native.hooks() if deferred is _on_device and not _compiled_autograd() else None
+        lib = native.hooks() if deferred is _on_device and on_device is _on_cuda and not _compiled_autograd() else None
         if lib is not None:
             handed: dict = {}  # the Python hooks of Nodes whose gradients the C++ hooks handed over
 
@@ -499,9 +524,14 @@ class BackwardRecorder:
                 for message in faults:
                     fault(message)
                 store.add_unread(index, NativePass(lib, armed), nids, leaves)
+            summarised_on_device = bool(device)
+            if summarised_on_device:
+                # CPU: filled now. CUDA: when the copy's event says so (device.poll()); the first
+                # non-finite Node below is then found among the filled ones only.
+                device.flush()
             if pending:
                 pending.flush()
-            elif not nonfinite:
+            elif not nonfinite and not summarised_on_device:
                 return
             # The first Node, in the order backward ran them, whose gradients are not all finite (the
             # native hooks hand over every gradient that is not).

@@ -20,11 +20,15 @@ WireFloat = Union[float, str]
 
 @dataclass(slots=True)  # made for most gradients of every backward pass (as are the two below)
 class Histogram:
-    """Counts of values in equal-width bins over [lo, hi] (finite values only)."""
+    """Counts of finite values: in equal-width bins over [lo, hi], or, when ``edges`` is given, bin i
+    holds [edges[i], edges[i+1]) (gradients summarised on their device: sign × log2-magnitude bins
+    fixed in advance, whose outer bins reach the dtype's finite extremes; lo and hi are then the min
+    and max of the values)."""
 
     lo: WireFloat
     hi: WireFloat
     counts: list[int]
+    edges: Optional[list[WireFloat]] = None
 
 
 @dataclass(slots=True)

@@ -2,11 +2,12 @@
 // The Python dataclasses are the one definition of the wire format.
 export const WIRE_VERSION = 1;
 
-/** Counts of values in equal-width bins over [lo, hi] (finite values only). */
+/** Counts of finite values: in equal-width bins over [lo, hi], or, when ``edges`` is given, bin i */
 export interface Histogram {
   lo: number | string;
   hi: number | string;
   counts: number[];
+  edges: (number | string)[] | null;
 }
 
 /** A small, copy-free description of a tensor: never the tensor itself. */

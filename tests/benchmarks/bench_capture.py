@@ -87,11 +87,14 @@ def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> d
     hooks = native.hooks
 
     def cell(record_grads: bool, native_summaries: bool = True, per_pass: Optional[bool] = None,
-             native_hooks: bool = True):
-        """per_pass: None as by default; True or False for every gradient off the CPU (Python hooks)."""
+             native_hooks: bool = True, on_device: bool = False):
+        """per_pass: None as by default; True or False for every gradient off the CPU (Python hooks).
+        on_device: FORGEVIZ_SUMMARIES=device, CPU gradients summarised as a GPU's are (device_summary)."""
         forced = None if per_pass is None else staticmethod(lambda grad: per_pass and not grad.is_cpu)
 
         def run():
+            if on_device:
+                os.environ["FORGEVIZ_SUMMARIES"] = "device"
             summary._summarize_natively = one_pass if native_summaries else (lambda t, histogram: None)
             BackwardRecorder.deferred = defer if forced is None else forced
             native.hooks = hooks if native_hooks else (lambda: None)
@@ -99,11 +102,13 @@ def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> d
             summary._summarize_natively = one_pass
             BackwardRecorder.deferred = defer
             native.hooks = hooks
+            os.environ.pop("FORGEVIZ_SUMMARIES", None)
         return run
 
     if device == "cpu":
         arms = {"capture, torch summaries": cell(True, native_summaries=False, native_hooks=False),
-                "capture, Python hooks": cell(True, native_hooks=False), "capture, native hooks": cell(True)}
+                "capture, Python hooks": cell(True, native_hooks=False), "capture, native hooks": cell(True),
+                "capture, device summaries": cell(True, on_device=True)}
     else:
         arms = {"capture (default)": cell(True), "capture, read per gradient": cell(True, per_pass=False),
                 "capture, read per pass": cell(True, per_pass=True)} | memory_arms(loop, device)
@@ -118,6 +123,31 @@ if __name__ == "__main__":
         for device in ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]:
             for width, batch in [(1024, 256), (256, 32)]:  # each in a fresh process
                 subprocess.run([sys.executable, __file__, str(width), str(batch), device], check=True)
+    elif sys.argv[1] == "ops":  # the device path's aten ops per unique gradient, and host reads, per backward
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from op_count import HOST_READS, backward_ops
+
+        from forgeviz._capture.grads import GradStore
+
+        os.environ["FORGEVIZ_SUMMARIES"], os.environ["FORGEVIZ_TRITON"] = "device", "0"
+        for name in ("mlp", "gpt2"):
+            if name == "mlp":
+                model, _, x, y = mlp(256, 32)
+                loss_fn = torch.nn.functional.mse_loss
+            else:
+                model, _, x, y, loss_fn = real_model("gpt2", "cpu")
+                x, y = x[:1, :64], y[:64]  # the same Nodes, a shorter sequence
+            make_loss = lambda: loss_fn(model(x), y)  # noqa: E731
+            backward_ops(make_loss)
+            plain = backward_ops(make_loss)
+            recorder = BackwardRecorder(GradStore(), print)
+            backward_ops(make_loss, recorder.arm)  # the first pass makes the device buffer
+            before = recorder.device.summarised
+            ops = backward_ops(make_loss, recorder.arm)
+            unique = recorder.device.summarised - before
+            ours = ops - plain
+            print(f"{name}: {unique} unique gradients a backward, {sum(ours.values()) / unique:.1f} aten ops each "
+                  f"(torch path), host reads {sum(ops[n] for n in HOST_READS)}; by op: {dict(ours)}")
     elif sys.argv[1] in ("gpt2", "resnet"):
         name, device = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "cpu"
         result = case(0, 0, device, name)

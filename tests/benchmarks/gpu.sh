@@ -27,7 +27,7 @@ what=${*:-tests capture compile}
       tests)  # every CUDA test, and the files' CPU tests beside them
         (cd tests && timeout 300 $py -m pytest -c ../pyproject.toml --rootdir .. -q -p no:cacheprovider \
           -k "cuda or compile" test_memory_cuda.py test_compile.py test_graph.py test_strides.py test_broadcast.py \
-          test_panel.py test_doctor.py test_summary.py) ;;
+          test_panel.py test_doctor.py test_summary.py test_device_summary.py) ;;
       capture)
         timeout 90 $py tests/benchmarks/bench_capture.py 256 32 cuda
         timeout 150 $py tests/benchmarks/bench_capture.py gpt2 cuda

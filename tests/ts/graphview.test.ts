@@ -177,7 +177,7 @@ describe('inspector', () => {
       mean: 'NaN',
       nan_count: 2,
       inf_count: 1,
-      histogram: { lo: -1.5, hi: '3.5', counts: [1, 4, 10, 3, 0, 2] }
+      histogram: { lo: -1.5, hi: '3.5', counts: [1, 4, 10, 3, 0, 2], edges: null }
     });
     make({
       requestDetail: vi.fn(async () => detail({

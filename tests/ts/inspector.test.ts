@@ -43,7 +43,7 @@ function moduleDetail(over: Partial<ModuleDetail> = {}): ModuleDetail {
     param_count: 7087872,
     param_bytes: 28351488,
     parameters: [param('ln_1.weight', grad(), [768]), param('attn.c_attn.weight', null)],
-    grad_histogram: { lo: -0.5, hi: '0.5', counts: [1, 3, 9, 3, 1] },
+    grad_histogram: { lo: -0.5, hi: '0.5', counts: [1, 3, 9, 3, 1], edges: null },
     grad_norm: 1.5,
     param_grad_norm: 'Infinity',
     alive: true,
@@ -131,10 +131,17 @@ describe('module inspector', () => {
   });
 
   it('draws a histogram from a Histogram or a TensorSummary', () => {
-    const hist = { lo: 0, hi: 1, counts: [1, 2] };
+    const hist = { lo: 0, hi: 1, counts: [1, 2], edges: null };
     expect(histogramSvg(document, hist)!.querySelectorAll('.fv-hist-bar')).toHaveLength(2);
     expect(histogramSvg(document, grad({ histogram: hist }))!.querySelectorAll('.fv-hist-bar')).toHaveLength(2);
     expect(histogramSvg(document, grad())).toBeNull();
+    // Fixed bins (gradients summarised on their device): each bin says its edges, the axis the inner ones.
+    const logBins = { lo: -3, hi: 0.5, counts: [1, 0, 2, 4], edges: [-65504, -1, 0, 2 ** -24, 65504] };
+    const svg = histogramSvg(document, logBins)!;
+    expect(svg.querySelectorAll('.fv-hist-bar')).toHaveLength(4);
+    expect(svg.getAttribute('aria-label')).toBe('histogram of 4 fixed bins, values from -3 to 0.5');
+    expect(svg.querySelector('title')!.textContent).toBe('[-65504, -1): 1; [-1, 0): 0; zero: 2; [5.96e-8, 65504]: 4');
+    expect([...svg.querySelectorAll('.fv-hist-axis')].map(t => t.textContent)).toEqual(['< -1', '≥ 5.96e-8']);
     expect(histogramSvg(document, null)).toBeNull();
   });
 });

@@ -73,17 +73,18 @@ export function histogramSvg(doc: Document, source: TensorSummary | Histogram | 
   const max = Math.max(1, ...hist.counts);
   const bw = W / hist.counts.length;
   const [lo, hi] = histogramBounds(hist);
+  const edges = hist.edges;
   const svg = s(doc, 'svg', {
     class: 'fv-hist',
     width: W,
     height: H + 12,
     viewBox: `0 0 ${W} ${H + 12}`,
     role: 'img',
-    'aria-label': `histogram of ${hist.counts.length} bins from ${formatNumber(lo)} to ${formatNumber(hi)}`
+    'aria-label': edges
+      ? `histogram of ${hist.counts.length} fixed bins, values from ${formatNumber(lo)} to ${formatNumber(hi)}`
+      : `histogram of ${hist.counts.length} bins from ${formatNumber(lo)} to ${formatNumber(hi)}`
   });
-  svg.appendChild(
-    s(doc, 'title', {}, `counts: ${hist.counts.join(', ')} over [${formatNumber(lo)}, ${formatNumber(hi)}]`)
-  );
+  svg.appendChild(s(doc, 'title', {}, edges ? fixedBins(edges, hist.counts) : `counts: ${hist.counts.join(', ')} over [${formatNumber(lo)}, ${formatNumber(hi)}]`));
   hist.counts.forEach((c, i) => {
     const bh = c === 0 ? 0 : Math.max(1, (c / max) * H);
     svg.appendChild(
@@ -96,11 +97,23 @@ export function histogramSvg(doc: Document, source: TensorSummary | Histogram | 
       })
     );
   });
-  svg.appendChild(s(doc, 'text', { x: 0, y: H + 10, class: 'fv-hist-axis' }, formatNumber(lo)));
-  svg.appendChild(
-    s(doc, 'text', { x: W, y: H + 10, class: 'fv-hist-axis', 'text-anchor': 'end' }, formatNumber(hi))
-  );
+  // Fixed bins' outer ones reach the dtype's extremes: the axis names the edges inside them.
+  const left = edges ? `< ${formatNumber(edges[1])}` : formatNumber(lo);
+  const right = edges ? `≥ ${formatNumber(edges[edges.length - 2])}` : formatNumber(hi);
+  svg.appendChild(s(doc, 'text', { x: 0, y: H + 10, class: 'fv-hist-axis' }, left));
+  svg.appendChild(s(doc, 'text', { x: W, y: H + 10, class: 'fv-hist-axis', 'text-anchor': 'end' }, right));
   return svg;
+}
+
+/** Each fixed bin with its edges and count; a bin [0, next) holds exact zeros only. */
+function fixedBins(edges: (number | string)[], counts: number[]): string {
+  return counts
+    .map((c, i) => {
+      const last = i === counts.length - 1;
+      const span = edges[i] === 0 ? 'zero' : `[${formatNumber(edges[i])}, ${formatNumber(edges[i + 1])}${last ? ']' : ')'}`;
+      return `${span}: ${c}`;
+    })
+    .join('; ');
 }
 
 /** One tensor summary: exact values when small, else stats plus a histogram. */

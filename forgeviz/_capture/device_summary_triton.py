@@ -1,0 +1,57 @@
+"""The Triton kernel of device_summary: one launch summarises one gradient into its buffer row.
+
+Imported only where Triton is installed (it ships with torch's CUDA wheels); ``TRITON_INTERPRET=1``
+runs it on CPU tensors, which is how tests/test_device_summary.py checks it without a GPU.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .device_summary import _BUCKETS, _VALUES, BINS, BINS_PER_SIGN, LOW_EXPONENT
+from .summary import SMALL_NUMEL
+
+_BLOCK = 1024
+_HIST = triton.next_power_of_2(BINS + 3)  # the buckets (-inf, the bins, +inf/NaN) and one for padding
+
+
+@triton.jit
+def _summarize_kernel(x_ptr, row_ptr, n, BLOCK: tl.constexpr, HIST: tl.constexpr, BUCKETS: tl.constexpr,
+                      VALUES: tl.constexpr, SMALL: tl.constexpr, PER_SIGN: tl.constexpr, LOW: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    inside = offsets < n
+    x = tl.load(x_ptr + offsets, mask=inside, other=0.0).to(tl.float64)  # exact for every float dtype
+    finite = inside & (x == x) & (tl.abs(x) < float("inf"))
+    tl.atomic_min(row_ptr, tl.min(tl.where(finite, x, float("inf")), 0))
+    tl.atomic_max(row_ptr + 1, tl.max(tl.where(finite, x, -float("inf")), 0))
+    tl.atomic_add(row_ptr + 2, tl.sum(x, 0))
+    tl.atomic_add(row_ptr + 3, tl.sum(x * x, 0))
+    tl.atomic_add(row_ptr + 4, tl.sum((inside & (x != x)).to(tl.float64), 0))
+    # The bin from the exponent bits (exact, unlike log2): two binades per bin, clamped at both ends.
+    # Negative values mirror torch.bucketize's [edge, next edge): a magnitude that is a power of two
+    # belongs to the bin below it.
+    bits = tl.abs(x).to(tl.int64, bitcast=True)
+    exponent = ((bits >> 52) & 0x7FF) - 1023
+    exponent = tl.where((x < 0) & ((bits & 0xFFFFFFFFFFFFF) == 0), exponent - 1, exponent)
+    magnitude = tl.minimum(tl.maximum((exponent - LOW + 2 + 2048) // 2 - 1024, 0), PER_SIGN - 1)
+    bucket = tl.where(x > 0, PER_SIGN + 2 + magnitude, PER_SIGN - magnitude)
+    bucket = tl.where(x == 0, PER_SIGN + 1, bucket)
+    bucket = tl.where(x == -float("inf"), 0, bucket)
+    bucket = tl.where((x == float("inf")) | (x != x), 2 * PER_SIGN + 2, bucket)
+    bucket = tl.where(inside, bucket, HIST - 1)  # padding: counted, never added
+    counts = tl.histogram(bucket.to(tl.int32), HIST)
+    bins = tl.arange(0, HIST)
+    tl.atomic_add(row_ptr + BUCKETS + bins, counts.to(tl.float64), mask=bins < 2 * PER_SIGN + 3)
+    if n <= SMALL:
+        tl.store(row_ptr + VALUES + offsets, x, mask=inside)
+
+
+def summarize_into(flat: torch.Tensor, row: torch.Tensor) -> None:
+    """One launch: ``flat``'s summary added into ``row`` (min/max slots start at ±inf, the rest at 0).
+    Values are kept for small tensors in memory order, so call it with a contiguous ``flat`` for those."""
+    n = flat.numel()
+    _summarize_kernel[(triton.cdiv(n, _BLOCK),)](flat, row, n, BLOCK=_BLOCK, HIST=_HIST, BUCKETS=_BUCKETS,
+                                                  VALUES=_VALUES, SMALL=SMALL_NUMEL, PER_SIGN=BINS_PER_SIGN,
+                                                  LOW=LOW_EXPONENT)

@@ -1,0 +1,173 @@
+"""Gradient summaries on the gradient's device (device_summary.py), with torch as the oracle.
+
+``FORGEVIZ_SUMMARIES=device`` runs the accelerator path on CPU tensors; the Triton kernel runs under
+``TRITON_INTERPRET=1`` where Triton is installed (the ``test`` extra installs it).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+
+import pytest
+import torch
+from op_count import HOST_READS, backward_ops
+from test_graph import request
+
+from forgeviz._capture.device_summary import BINS, DeviceSummaries, edges
+from forgeviz._capture.grads import BackwardRecorder, GradStore
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # read when the kernel is defined: before its import
+
+HAS_TRITON = importlib.util.find_spec("triton") is not None
+PATHS = [pytest.param(False, id="torch-ops"),
+         pytest.param(True, id="triton", marks=pytest.mark.skipif(not HAS_TRITON, reason="triton not installed"))]
+DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+
+
+def cases(dtype):
+    """Gradients with the awkward values: NaN, ±inf, zeros, bin edges, non-contiguous, empty, small."""
+    g = torch.randn(70, 33, generator=torch.Generator().manual_seed(0)).to(dtype) * 30
+    g[0, :5] = 0
+    g[1, :4] = torch.tensor([2.0 ** -20, -(2.0 ** -20), 2.0 ** 6, -(2.0 ** 6)])  # on bin edges, both signs
+    g[2, :3] = torch.tensor([1e-30, 300.0, -1e4 if dtype != torch.float16 else -6e4])
+    bad = g.clone()
+    bad[3, :3] = torch.tensor([math.nan, math.inf, -math.inf])
+    only_bad = torch.tensor([math.nan, math.inf] * 40, dtype=dtype)
+    return {"plain": g, "nonfinite": bad, "transposed": bad.t(), "sliced": g[::2, 1::3],
+            "zeros": torch.zeros(100, dtype=dtype), "empty": torch.zeros(0, 3, dtype=dtype),
+            "small": g[:3, :4], "small-sliced": g[:8:2, 1:9:3], "no-finite": only_bad}
+
+
+def expected(t: torch.Tensor) -> dict:
+    x = t.double().reshape(-1)
+    finite = x[torch.isfinite(x)]
+    out = {"nan": int(torch.isnan(x).sum()), "inf": int(torch.isinf(x).sum()),
+           "norm": float(torch.linalg.vector_norm(x)), "mean": float(x.mean()) if x.numel() else None}
+    if finite.numel():
+        out["min"], out["max"] = float(finite.min()), float(finite.max())
+        out["hist"] = [int(c) for c in torch.histogram(finite, torch.tensor(edges(t.dtype), dtype=torch.float64)).hist]
+    return out
+
+
+def close(got, want) -> bool:
+    if isinstance(got, str) or isinstance(want, float) and not math.isfinite(want):
+        return str(got) == {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}[str(want)]
+    return math.isclose(got, want, rel_tol=1e-12, abs_tol=1e-300)  # float64 sums of exact float64 values
+
+
+@pytest.mark.parametrize("triton", PATHS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_figures_equal_torch(dtype, triton):
+    pending = DeviceSummaries(triton=triton)
+    assert (pending._triton is not None) == triton
+    # Compiled Triton runs on a GPU; interpreted (no GPU here) on CPU tensors.
+    device = "cuda" if triton and torch.cuda.is_available() else "cpu"
+    grads = {name: g.to(device) for name, g in cases(dtype).items()}
+    summaries = {name: pending.add(g) for name, g in grads.items()}
+    assert all(s.norm is None for s in summaries.values())  # nothing read back before the flush
+    # The kernel takes every gradient whose memory it can read flat: not the sliced nor the small strided.
+    assert sum(squared for _, _, _, squared in pending._rows) == (5 if triton else 0)
+    pending.flush()
+    for name, g in grads.items():
+        s, want = summaries[name], expected(g.cpu())
+        assert (s.shape, s.dtype, s.numel) == (list(g.shape), str(dtype)[6:], g.numel()), name
+        if g.numel() == 0:
+            assert s.norm is None and s.histogram is None, name
+            continue
+        assert (s.nan_count, s.inf_count) == (want["nan"], want["inf"]), name
+        assert close(s.norm, want["norm"]) and close(s.mean, want["mean"]), name
+        if "min" in want:
+            assert (s.min, s.max) == (want["min"], want["max"]), name  # exact: min and max are values
+        else:
+            assert s.min == s.max == "NaN" and s.histogram is None, name
+        if g.numel() <= 64:
+            assert s.values == g.reshape(-1).double().tolist(), name
+        elif "hist" in want:
+            assert s.histogram.counts == want["hist"] and len(s.histogram.counts) == BINS, name
+            assert s.histogram.edges == edges(dtype), name
+
+
+def test_a_gradient_seen_twice_is_summarised_once():
+    pending = DeviceSummaries(triton=False)
+    g = torch.randn(100)
+    first = pending.add(g)
+    assert pending.add(g) is first and pending.add(g.view(100)) is first  # same memory, shape, strides
+    assert pending.add(g.view(10, 10)) is not first
+    pending.flush()
+    assert first.norm == pytest.approx(float(g.double().norm()), rel=1e-12)
+
+
+def test_bins_are_the_dtypes_edges():
+    e = edges(torch.float16)
+    assert len(e) == BINS + 1 and e[0] == -65504.0 and e[-1] == 65504.0 and e == sorted(e)
+    assert e[BINS // 2: BINS // 2 + 2] == [0.0, 2.0 ** -24]  # the zero bin holds exact zeros only
+
+
+def mlp_loss():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256),
+                                torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    return lambda: torch.nn.functional.cross_entropy(model(torch.randn(32, 256)), torch.arange(32) % 10)
+
+
+def test_backward_issues_few_ops_and_no_host_read(monkeypatch):
+    monkeypatch.setenv("FORGEVIZ_SUMMARIES", "device")
+    monkeypatch.setenv("FORGEVIZ_TRITON", "0")  # the torch path: its ops are what a dispatch mode sees
+    make_loss = mlp_loss()
+    backward_ops(make_loss)  # warm: AccumulateGrad then adds into existing .grad in both runs
+    plain = backward_ops(make_loss)
+    store = GradStore()
+    recorder = BackwardRecorder(store, pytest.fail)
+    backward_ops(make_loss, recorder.arm)  # a loop's first step makes the device buffer: counted below, not
+    before = recorder.device.summarised
+    with_summaries = backward_ops(make_loss, recorder.arm)
+    unique = recorder.device.summarised - before
+    ours = with_summaries - plain
+    per_gradient = sum(ours.values()) / unique
+    print(f"aten ops per unique gradient: {per_gradient:.1f} over {unique} gradients: {dict(ours)}")
+    assert not any(with_summaries[name] for name in HOST_READS)
+    assert unique >= 10 and per_gradient <= 13  # torch ops: 12 a gradient, + a view for a strided one
+
+
+def test_training_step_figures_in_the_inspector(nb, monkeypatch):
+    monkeypatch.setenv("FORGEVIZ_SUMMARIES", "device")
+    nb.ok("torch.manual_seed(0)\n"
+          "model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.Tanh(), torch.nn.Linear(96, 1))\n"
+          "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+          "x = torch.randn(16, 64)")
+    nb.ok("loss = model(x).pow(2).mean()\ng = forgeviz.graph(loss)\nopt.zero_grad()\nloss.backward()\nopt.step()")
+    weight = nb["model"][0].weight
+    # The step changed the weight, not its .grad: the gradient that flowed is weight.grad.
+    node = next(n for n in nb["g"].model.nodes if n.label == "0.weight")
+    detail = request(nb["g"], {"type": "inspect", "request_id": 1, "node": node.id})["detail"]
+    got = detail["grads"][-1]["grad_outputs"][0]
+    want = expected(weight.grad)
+    assert (got["nan_count"], got["inf_count"]) == (0, 0)
+    assert (got["min"], got["max"]) == (want["min"], want["max"])
+    assert close(got["norm"], want["norm"]) and close(got["mean"], want["mean"])
+    assert got["histogram"]["counts"] == want["hist"] and got["histogram"]["edges"] == edges(torch.float32)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (tests/benchmarks/gpu.sh runs it)")
+def test_cuda_step_reads_nothing_back_during_backward():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)).cuda()
+    x, y = torch.randn(32, 256, device="cuda"), torch.arange(32, device="cuda") % 10
+    store = GradStore()
+    recorder = BackwardRecorder(store, pytest.fail)
+    for step in range(2):  # the first pass makes the buffer and the pinned memory: not checked
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        finish = recorder.arm([loss.grad_fn])
+        torch.cuda.set_sync_debug_mode("error" if step else 0)
+        try:
+            loss.backward()
+            finish()
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+    recorder.device.wait()
+    leaves = [r.records[-1].grad_outputs[0] for r in store.nodes.values() if not r.records[-1].grad_inputs]
+    want = float(model[0].weight.grad.double().norm()) / 2  # .grad holds both passes' equal gradients
+    assert any(s.shape == [256, 256] and s.norm == pytest.approx(want, rel=1e-6) for s in leaves)
