@@ -152,7 +152,8 @@ def test_training_step_figures_in_the_inspector(nb, monkeypatch):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (tests/benchmarks/gpu.sh runs it)")
-def test_cuda_step_reads_nothing_back_during_backward():
+def test_cuda_step_reads_nothing_back_during_backward(monkeypatch):
+    monkeypatch.setenv("FORGEVIZ_SUMMARIES", "device")  # (opt-in on CUDA until the GPU list has measured it)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)).cuda()
     x, y = torch.randn(32, 256, device="cuda"), torch.arange(32, device="cuda") % 10

@@ -89,7 +89,7 @@ def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> d
     def cell(record_grads: bool, native_summaries: bool = True, per_pass: Optional[bool] = None,
              native_hooks: bool = True, on_device: bool = False):
         """per_pass: None as by default; True or False for every gradient off the CPU (Python hooks).
-        on_device: FORGEVIZ_SUMMARIES=device, CPU gradients summarised as a GPU's are (device_summary)."""
+        on_device: FORGEVIZ_SUMMARIES=device, gradients summarised on their device (device_summary)."""
         forced = None if per_pass is None else staticmethod(lambda grad: per_pass and not grad.is_cpu)
 
         def run():
@@ -111,7 +111,8 @@ def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> d
                 "capture, device summaries": cell(True, on_device=True)}
     else:
         arms = {"capture (default)": cell(True), "capture, read per gradient": cell(True, per_pass=False),
-                "capture, read per pass": cell(True, per_pass=True)} | memory_arms(loop, device)
+                "capture, read per pass": cell(True, per_pass=True),
+                "capture, device summaries": cell(True, on_device=True)} | memory_arms(loop, device)
     medians = interleaved({"off": loop, "capture, no summaries": cell(False)} | arms, ROUNDS)
     base = medians["off"]
     return {name: t / base for name, t in medians.items()} | {"off_ms_per_step": base / STEPS * 1e3}
