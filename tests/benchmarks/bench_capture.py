@@ -22,9 +22,11 @@ On a GPU (``bench_capture.py 256 32 cuda``; run by default when CUDA is availabl
 and ``bench_capture.py gpt2 cuda`` / ``bench_capture.py resnet cuda`` run the same arms on a training step
 of the GPT-2-small shape (``tests/scenarios.py``, GPT-2's vocabulary, seq 512, batch 8) and of the
 ResNet-18-like CNN (``bench_graph.py``, batch 128 at 64×64), which fill an H100-class GPU reasonably.
+On the CPU, ``bench_capture.py gpt2`` keeps GPT-2-small's 12 blocks (d=768) with vocab 1024, seq 64, batch 2.
 
-With ``FORGEVIZ_BENCH_CADENCE=1`` the CPU arms are instead the cadences of ``%fv grads``: each (native
-hooks), every 10, and shown (a graph view of one step drawn: its Nodes, and the parameters' every step).
+With ``FORGEVIZ_BENCH_CADENCE=1`` (any device) the arms after "capture, no summaries" are instead the
+cadences of ``%fv grads``: each (the default), every 10, and shown (a graph view of one step drawn: its
+Nodes, and the parameters' every step).
 
 Run: ``.venv/bin/python tests/benchmarks/bench_capture.py`` (or ``bench_capture.py 256 32`` for one
 MLP). Not a test: timings are noisy, so nothing here asserts.
@@ -123,12 +125,12 @@ def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> d
     if device == "cpu":
         arms = {"capture, torch summaries": cell(True, native_summaries=False, native_hooks=False),
                 "capture, Python hooks": cell(True, native_hooks=False), "capture, native hooks": cell(True)}
-        if os.environ.get("FORGEVIZ_BENCH_CADENCE"):  # %fv grads: each (the arm above), every 10, shown
-            arms = {"capture, native hooks": cell(True), "grads every 10": cell(True, cadence=10),
-                    "grads shown": cell(True, cadence=SHOWN)}
     else:
         arms = {"capture (default)": cell(True), "capture, read per gradient": cell(True, per_pass=False),
                 "capture, read per pass": cell(True, per_pass=True)} | memory_arms(loop, device)
+    if os.environ.get("FORGEVIZ_BENCH_CADENCE"):  # %fv grads: each (the default), every 10, shown
+        arms = {"grads each": cell(True), "grads every 10": cell(True, cadence=10),
+                "grads shown": cell(True, cadence=SHOWN)}
     medians = interleaved({"off": loop, "capture, no summaries": cell(False)} | arms, ROUNDS)
     base = medians["off"]
     return {name: t / base for name, t in medians.items()} | {"off_ms_per_step": base / STEPS * 1e3}
