@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Iterator, Mapping, Optional, Sequence
+from typing import Iterator, Mapping, Optional, Sequence, Union
 
 import torch
 
+from ._capture.grads import cadence_of
 from ._capture.names import NameIndex
 from ._capture.session import CaptureSession, get_session
 from ._capture.source import names_by_identity
@@ -296,18 +297,28 @@ def memory_trace(max_events: int = 1_000_000, device: str = "cpu") -> Iterator[M
 
 
 @contextlib.contextmanager
-def capture() -> Iterator[CaptureSession]:
+def capture(grads: Optional[Union[str, int]] = None) -> Iterator[CaptureSession]:
     """Capture ops and gradients inside a ``with`` block, outside IPython.
+
+    ``grads``: which backward passes inside the block record gradient summaries (as ``%fv grads``
+    sets for the kernel): ``"each"``, every N-th (an int N: passes 1, 1 + N, ...), ``"shown"`` (only
+    the Nodes a live graph view draws) or ``"off"``; None keeps the kernel's setting. A bad value
+    raises ValueError before anything is captured.
 
     >>> import torch, forgeviz
     >>> x = torch.tensor([2.], requires_grad=True)
-    >>> with forgeviz.capture():
+    >>> with forgeviz.capture(grads="each"):
     ...     loss = (x * 3) ** 2
     ...     loss.backward()
     >>> x.grad
     tensor([36.])
     """
+    cadence = None if grads is None else cadence_of(grads)  # first: on a bad value nothing changes
     session = get_session()
+    recorder = session.recorder
+    kept = recorder.cadence
+    if cadence is not None:
+        recorder.cadence = cadence
     refresh_now = _refresh_after_backward
     if refresh_now not in session.after_backward:
         session.after_backward.append(refresh_now)
@@ -315,6 +326,7 @@ def capture() -> Iterator[CaptureSession]:
         with session.recording(record_grads=True):  # even inside a memory_trace()
             yield session
     finally:
+        recorder.cadence = kept
         if not session.capturing and refresh_now in session.after_backward:
             session.after_backward.remove(refresh_now)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
+from ._capture.grads import cadence_of, describe_cadence
 from ._capture.session import get_session
 from .api import broadcast, graph, strides
 from .views import COMMANDS as EXAMPLES
@@ -51,7 +52,9 @@ class ForgevizMagics(Magics):
         ``%fv strides t t.T t[:, 1:3]``: draw how the tensors map onto their storage.
         ``%fv broadcast a b`` / ``%fv matmul a b``: animate the broadcasting (or matmul) rule.
         ``%fv explain off`` / ``on``: draw (or not) the shapes of ops that fail with a shape error.
-        ``%fv memory off`` / ``on``: pause (or resume) the kernel's memory tracking, e.g. for speed."""
+        ``%fv memory off`` / ``on``: pause (or resume) the kernel's memory tracking, e.g. for speed.
+        ``%fv grads each`` / ``every N`` / ``shown`` / ``off``: which backward passes record gradient
+        summaries (``%fv grads`` alone says which do now)."""
         command, _, rest = line.strip().partition(" ")
         if command not in COMMANDS:
             raise UsageError(f"%fv: expected one of {', '.join(COMMANDS)}, got {command or 'nothing'!r}. "
@@ -80,6 +83,16 @@ class ForgevizMagics(Magics):
 
     def _fv_memory(self, rest: str) -> None:
         get_session().memory_enabled = _on_off("memory", rest)  # the timeline shows the gap
+
+    def _fv_grads(self, rest: str) -> None:
+        """Set the cadence of gradient summaries (none given: leave it), and say what it is now."""
+        recorder = get_session().recorder
+        if rest.strip():
+            try:
+                recorder.cadence = cadence_of(rest)
+            except ValueError as exc:
+                raise UsageError(f"%fv grads: {exc}. Example: {EXAMPLES['grads']}") from None
+        print(f"forgeviz gradient summaries: {describe_cadence(recorder.cadence)}")
 
     def _evaluate(self, command: str, rest: str) -> tuple[list[str], list]:
         """The expressions after ``%fv <command>`` (at least one), and their values."""

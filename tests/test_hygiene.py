@@ -148,7 +148,7 @@ def test_magic_draws_the_graph_and_rejects_bad_commands(nb):
     widget = nb.ok("%fv graph loss")
     assert sorted(n.label for n in widget.model.nodes) == ["loss", "w", "x", "y", "z"]
     result = nb.run("%fv paint loss")
-    assert ("expected one of graph, strides, broadcast, matmul, explain, memory, got 'paint'"
+    assert ("expected one of graph, grads, strides, broadcast, matmul, explain, memory, got 'paint'"
             in str(result.error_in_exec))
     assert "name at least one tensor" in str(nb.run("%fv graph").error_in_exec)
 

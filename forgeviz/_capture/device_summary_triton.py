@@ -10,7 +10,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .device_summary import _BUCKETS, _VALUES, BINS, BINS_PER_SIGN, LOW_EXPONENT
+from .device_layout import _BUCKETS, _VALUES, BINS, BINS_PER_SIGN, LOW_EXPONENT
 from .summary import SMALL_NUMEL
 
 _BLOCK = 1024

@@ -12,7 +12,7 @@ import sys
 import weakref
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Optional, Union
 
 import torch
 
@@ -55,6 +55,58 @@ def iter_graph(roots: Iterable) -> list:
             if nxt is not None and id(nxt) not in seen:
                 stack.append(nxt)
     return order
+
+
+EACH, SHOWN, OFF = "each", "shown", "off"
+# When backward passes record gradients: EACH pass, every N-th (an int N >= 2: the first pass after the
+# setting, then every N-th after it, so a kernel's first backward records), only the Nodes a view SHOWS,
+# or none (OFF). A "step" is one backward pass: counted without an optimizer, and what records are numbered by.
+Cadence = Union[int, str]
+
+
+def cadence_of(value) -> Cadence:
+    """The cadence ``value`` names: "each", "shown", "off", "every N" or an int N >= 1 (1 is "each").
+
+    >>> cadence_of("every 10"), cadence_of(1), cadence_of(" shown ")
+    (10, 'each', 'shown')
+    >>> cadence_of("every 0")
+    Traceback (most recent call last):
+    ...
+    ValueError: expected each, every N (N ≥ 1), shown or off; got 'every 0'
+    """
+    n = None
+    if isinstance(value, int) and not isinstance(value, bool):  # True is an int, and no count
+        n = value
+    elif isinstance(value, str):
+        words = value.split()
+        if len(words) == 1 and words[0] in (EACH, SHOWN, OFF):
+            return words[0]
+        if len(words) == 2 and words[0] == "every" and words[1].isdecimal():
+            n = int(words[1])
+    if n is None or n < 1:
+        raise ValueError(f"expected each, every N (N ≥ 1), shown or off; got {value!r}")
+    return EACH if n == 1 else n
+
+
+def cadence_text(cadence: Cadence) -> str:
+    """How ``%fv grads`` spells a cadence: ``cadence_text(10)`` is ``'every 10'``.
+
+    >>> [cadence_text(c) for c in ("each", 10, "shown", "off")]
+    ['each', 'every 10', 'shown', 'off']
+    """
+    return f"every {cadence}" if isinstance(cadence, int) else cadence
+
+
+def describe_cadence(cadence: Cadence) -> str:
+    """The cadence in words, for ``%fv grads``.
+
+    >>> describe_cadence(10)
+    'every 10 (the next backward pass, then every 10th)'
+    """
+    if isinstance(cadence, int):
+        return f"every {cadence} (the next backward pass, then every {cadence}th)"
+    return {EACH: "each (every backward pass)", SHOWN: "shown (only the Nodes a live graph view draws)",
+            OFF: "off (no backward pass)"}[cadence]
 
 
 def has_nonfinite(summaries: Iterable[Optional[TensorSummary]]) -> bool:
@@ -176,7 +228,8 @@ class GradStore:
         # Passes the native hooks recorded, oldest first: (backward index, NativePass, the summaries
         # made so far, the ids of the Nodes it still has rows of).
         self._unread: list[tuple[int, NativePass, dict, set]] = []
-        self.passes = 0
+        self.passes = 0  # backward passes armed for gradients, recorded or skipped by the cadence
+        self.recorded = 0  # the latest of them that recorded (the cadence may skip some)
         self.pinned: Callable[[], set] = set  # the session names the ids its views show
         self.prune_every = prune_every
         self.dead: deque = deque()  # ids of recorded Nodes that died since the last prune
@@ -378,6 +431,17 @@ class BackwardRecorder:
         # Summaries on the gradients' devices: its buffers last across passes; a pass's read-back (CUDA)
         # is filled in by the next poll() or flush()
         self.device = DeviceSummaries()
+        self._cadence: Cadence = EACH
+        self._cadence_from = 0  # the pass count when it was set: every N counts from the next pass
+
+    @property
+    def cadence(self) -> Cadence:
+        """Which passes (and Nodes) record: see :func:`cadence_of` (which checks what is set here)."""
+        return self._cadence
+
+    @cadence.setter
+    def cadence(self, value: Cadence) -> None:
+        self._cadence, self._cadence_from = value, self.store.passes
 
     # Whether ``grad`` is summarised on its device and read back when the pass ends (a CPU or CUDA
     # gradient is read at once: see _READ_AT_ONCE). Tests stand in for such a device by replacing it;
@@ -386,9 +450,10 @@ class BackwardRecorder:
     # Whether ``grad`` goes to device_summary (no host read in backward; read once a pass).
     on_device = staticmethod(_not_by_default)
 
-    def arm(self, roots: list) -> Callable[[], None]:
-        """Register hooks on every Node reachable from ``roots``. Returns what to call when the
-        backward call ends (even by raising): it removes them and completes the pass's records.
+    def arm(self, roots: list) -> Optional[Callable[[], None]]:
+        """Register hooks on every Node reachable from ``roots`` (with the ``shown`` cadence, on those
+        a view shows). Returns what to call when the backward call ends (even by raising): it removes
+        them and completes the pass's records; None when the cadence skips this pass (it is counted).
 
         Everything a hook needs is bound here, once per pass: a small training step runs a hook per
         Node and a summary per gradient, so each attribute or dict lookup left in them is paid
@@ -404,6 +469,16 @@ class BackwardRecorder:
         store.passes += 1
         index = store.passes
         store.prune()
+        cadence = self.cadence
+        only = None  # the ids of the Nodes to hook, when not all
+        if cadence != EACH:
+            if cadence == OFF or (cadence != SHOWN and (index - 1 - self._cadence_from) % cadence):
+                return None  # no hook at all: the pass costs what it costs without forgeviz
+            if cadence == SHOWN:
+                only = store.pinned()
+                if not only:
+                    return None
+        store.recorded = index
         histogram, deferred, fault, add = self.histograms, self.deferred, self.on_fault, store.add
         on_device = _float if device_summaries_forced() else self.on_device
         # One gradient is usually both one node's grad_input and the next node's grad_output:
@@ -485,7 +560,8 @@ class BackwardRecorder:
 
         dead = store.dead
         armed = None
-        native_ok = deferred is _on_device and on_device is not _float and not _compiled_autograd()
+        # (the native hooks walk and hook the whole graph: a few shown Nodes get Python hooks instead)
+        native_ok = only is None and deferred is _on_device and on_device is not _float and not _compiled_autograd()
         lib = native.hooks() if native_ok else None
         if lib is not None:
             handed: dict = {}  # the Python hooks of Nodes whose gradients the C++ hooks handed over
@@ -506,6 +582,8 @@ class BackwardRecorder:
             for node in iter_graph(roots):
                 meta = node.metadata  # node_id() and GradStore.watch(), with one read of the dict
                 nid = meta.get("fv_id")
+                if only is not None and nid not in only:
+                    continue
                 if nid is None:
                     nid = meta["fv_id"] = next(_node_ids)
                 if "fv_gone" not in meta:

@@ -26,7 +26,7 @@ from ..model.graph import (
 )
 from .chain import formulas
 from .compiled import compiled_region, count_at_line, is_compiled_region
-from .grads import has_nonfinite, node_id
+from .grads import cadence_text, has_nonfinite, node_id
 from .module_tree import ModuleTree, leaf_norm
 from .names import NameIndex, node_names
 from .session import CaptureSession
@@ -202,13 +202,13 @@ def build_graph(roots: list, session: CaptureSession, names: NameIndex, message:
             if module:
                 tree.add(nid, module)
             grad_brief = brief(last.grad_outputs[0]) if last and last.grad_outputs else None
-            if last is not None and last.backward_index == store.passes:
+            if last is not None and last.backward_index == store.recorded:
                 for input_nr, grad in enumerate(last.grad_inputs):
                     if grad is not None and isinstance(grad.norm, (int, float)):
                         in_grad_norms[(nid, input_nr)] = float(grad.norm)
             kind = "op"
         live.tags[nid] = tag
-        if last is not None and last.backward_index == store.passes:
+        if last is not None and last.backward_index == store.recorded:
             for output_nr, grad in enumerate(last.grad_outputs):
                 if grad is not None and isinstance(grad.norm, (int, float)):
                     out_grad_norms[(nid, output_nr)] = float(grad.norm)
@@ -292,6 +292,7 @@ def node_detail(nid: int, live: LiveGraph, session: CaptureSession, alive: bool)
         freed=model.freed, alive=node is not None, grads=records, contributions=[],
         leaf_grad=None, leaf_grad_history=[], chain=[],
         compiled=next((r for r in live.graph.compiled if r.node == nid), None),
+        backward_passes=store.passes, grad_cadence=cadence_text(session.recorder.cadence),
     )
     if node is not None:
         detail.outputs = _output_metas(node)

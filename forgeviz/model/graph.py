@@ -262,6 +262,11 @@ class NodeDetail:
     leaf_grad_history: list[Optional[TensorSummary]]  # a leaf's .grad after each backward; None = reset
     chain: list[ChainTerm]  # for a small elementwise op after backward, while its saved tensors live
     compiled: Optional[CompiledRegion] = None  # what torch.compile made this Node, if it did
+    # How fresh ``grads`` are: the backward passes the kernel has run so far (a record's backward_index
+    # of N is N - backward_passes steps ago), and which passes record (``%fv grads``: "each", "every 10",
+    # "shown" or "off").
+    backward_passes: int = 0
+    grad_cadence: str = "each"
 
 
 @dataclass

@@ -180,6 +180,8 @@ export interface NodeDetail {
   leaf_grad_history: (TensorSummary | null)[];
   chain: ChainTerm[];
   compiled: CompiledRegion | null;
+  backward_passes: number;
+  grad_cadence: string;
 }
 
 /** One parameter of a module, and its gradient now. */

@@ -22,6 +22,11 @@ On a GPU (``bench_capture.py 256 32 cuda``; run by default when CUDA is availabl
 and ``bench_capture.py gpt2 cuda`` / ``bench_capture.py resnet cuda`` run the same arms on a training step
 of the GPT-2-small shape (``tests/scenarios.py``, GPT-2's vocabulary, seq 512, batch 8) and of the
 ResNet-18-like CNN (``bench_graph.py``, batch 128 at 64×64), which fill an H100-class GPU reasonably.
+On the CPU, ``bench_capture.py gpt2`` keeps GPT-2-small's 12 blocks (d=768) with vocab 1024, seq 64, batch 2.
+
+With ``FORGEVIZ_BENCH_CADENCE=1`` (any device) the arms after "capture, no summaries" are instead the
+cadences of ``%fv grads``: each (the default), every 10, and shown (a graph view of one step drawn: its
+Nodes, and the parameters' every step).
 
 Run: ``.venv/bin/python tests/benchmarks/bench_capture.py`` (or ``bench_capture.py 256 32`` for one
 MLP). Not a test: timings are noisy, so nothing here asserts.
@@ -39,8 +44,9 @@ import torch
 
 from _bench import interleaved, memory_arms, mlp, run_as_a_cell, train  # first: it puts this checkout on sys.path
 
+import forgeviz
 from forgeviz._capture import native, summary
-from forgeviz._capture.grads import BackwardRecorder
+from forgeviz._capture.grads import EACH, SHOWN, BackwardRecorder, Cadence
 from forgeviz._capture.session import get_session
 
 ROUNDS = int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", "15"))
@@ -55,8 +61,11 @@ def real_model(name: str, device: str):
     from scenarios import make_gpt2
 
     if name == "gpt2":
-        model, x = make_gpt2(vocab=50257, seq=512), torch.randint(0, 50257, (8, 512), device=device)
-        y = torch.randint(0, 50257, (8 * 512,), device=device)
+        # On a 2-core CPU, GPT-2-small's blocks (12, d=768) with a small vocabulary, seq 64, batch 2: a
+        # step of seconds, not minutes
+        vocab, seq, batch = (50257, 512, 8) if device != "cpu" else (1024, 64, 2)
+        model, x = make_gpt2(vocab=vocab, seq=seq), torch.randint(0, vocab, (batch, seq), device=device)
+        y = torch.randint(0, vocab, (batch * seq,), device=device)
         loss_fn = lambda out, y: torch.nn.functional.cross_entropy(out.flatten(0, 1), y)  # noqa: E731
     else:
         torch.manual_seed(0)
@@ -87,9 +96,10 @@ def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> d
     hooks = native.hooks
 
     def cell(record_grads: bool, native_summaries: bool = True, per_pass: Optional[bool] = None,
-             native_hooks: bool = True, on_device: bool = False):
+             native_hooks: bool = True, on_device: bool = False, cadence: Cadence = EACH):
         """per_pass: None as by default; True or False for every gradient off the CPU (Python hooks).
-        on_device: FORGEVIZ_SUMMARIES=device, gradients summarised on their device (device_summary)."""
+        on_device: FORGEVIZ_SUMMARIES=device, gradients summarised on their device (device_summary).
+        cadence: which passes record (``%fv grads``)."""
         forced = None if per_pass is None else staticmethod(lambda grad: per_pass and not grad.is_cpu)
 
         def run():
@@ -98,13 +108,18 @@ def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> d
             summary._summarize_natively = one_pass if native_summaries else (lambda t, histogram: None)
             BackwardRecorder.deferred = defer if forced is None else forced
             native.hooks = hooks if native_hooks else (lambda: None)
+            session.recorder.cadence = cadence
             run_as_a_cell(session, loop, record_grads)
+            session.recorder.cadence = EACH
             summary._summarize_natively = one_pass
             BackwardRecorder.deferred = defer
             native.hooks = hooks
             os.environ.pop("FORGEVIZ_SUMMARIES", None)
         return run
 
+    # A graph view of one step, as a user looking at the model draws it: "shown" records its Nodes, and of
+    # a training loop's later graphs the parameters' (their AccumulateGrad Nodes are the same every step).
+    view = forgeviz.graph(loss_fn(model(x), y))  # noqa: F841 - alive while the arms run
     if device == "cpu":
         arms = {"capture, torch summaries": cell(True, native_summaries=False, native_hooks=False),
                 "capture, Python hooks": cell(True, native_hooks=False), "capture, native hooks": cell(True),
@@ -113,6 +128,9 @@ def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> d
         arms = {"capture (default)": cell(True), "capture, read per gradient": cell(True, per_pass=False),
                 "capture, read per pass": cell(True, per_pass=True),
                 "capture, device summaries": cell(True, on_device=True)} | memory_arms(loop, device)
+    if os.environ.get("FORGEVIZ_BENCH_CADENCE"):  # %fv grads: each (the default), every 10, shown
+        arms = {"grads each": cell(True), "grads every 10": cell(True, cadence=10),
+                "grads shown": cell(True, cadence=SHOWN)}
     medians = interleaved({"off": loop, "capture, no summaries": cell(False)} | arms, ROUNDS)
     base = medians["off"]
     return {name: t / base for name, t in medians.items()} | {"off_ms_per_step": base / STEPS * 1e3}

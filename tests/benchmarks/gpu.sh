@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU list, for a session lent a CUDA GPU: the CUDA tests, then the GPU arms of the benchmarks.
 # From the repository root: bash tests/benchmarks/gpu.sh [what ...], where what is any of
-# tests capture compile (all three by default). Figures go to stdout and to $OUT/gpu.log if $OUT is set.
+# tests capture compile (all three by default) cadence (%fv grads each / every 10 / shown: not by default). Figures go to stdout and to $OUT/gpu.log if $OUT is set.
 #
 # The machine needs torch with CUDA. forgeviz runs from this checkout (PYTHONPATH), with forgeviz/static
 # built here and carried. Its other dependencies, if missing there, travel as wheels in .whl/
@@ -33,6 +33,9 @@ what=${*:-tests capture compile}
         timeout 150 $py tests/benchmarks/bench_capture.py gpt2 cuda
         timeout 120 $py tests/benchmarks/bench_capture.py resnet cuda ;;
       compile) timeout 300 $py tests/benchmarks/bench_compile.py cuda inductor ;;
+      cadence)
+        FORGEVIZ_BENCH_CADENCE=1 timeout 90 $py tests/benchmarks/bench_capture.py 256 32 cuda
+        FORGEVIZ_BENCH_CADENCE=1 timeout 150 $py tests/benchmarks/bench_capture.py gpt2 cuda ;;
     esac
   done
   echo "=== done ($(date -u +%T))"

@@ -153,6 +153,8 @@ function detail(over: Partial<NodeDetail> & Pick<NodeDetail, 'id' | 'label' | 'n
     leaf_grad_history: [],
     chain: [],
     compiled: null,
+    backward_passes: 0,
+    grad_cadence: 'each',
     ...over
   };
 }

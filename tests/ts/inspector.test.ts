@@ -2,7 +2,13 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ChainTerm, ModuleDetail, NodeDetail, ParameterRow, TensorSummary } from '../../src/model/wire';
 import { bytesShort } from '../../src/render/common/format';
-import { chainText, createInspectorPanel, GOTO_CELL_EVENT, histogramSvg } from '../../src/render/graph/inspector';
+import {
+  chainText,
+  createInspectorPanel,
+  freshnessText,
+  GOTO_CELL_EVENT,
+  histogramSvg
+} from '../../src/render/graph/inspector';
 import { zDetail } from './fixtures';
 
 afterEach(() => document.body.replaceChildren());
@@ -230,5 +236,54 @@ describe('source button', () => {
     panel.showDetail(nodeDetail({ cell: null }), null);
     expect(panel.el.querySelector('.fv-goto')).toBeNull();
     expect(panel.el.querySelector('.fv-source')!.textContent).toBe('z = x * y');
+  });
+});
+
+describe('how fresh a Node\'s gradients are (%fv grads)', () => {
+  const rec = (i: number) => ({ backward_index: i, grad_outputs: [grad()], grad_inputs: [grad()] });
+
+  it('says which backward pass the figures come from and how many steps ago', () => {
+    expect(freshnessText(nodeDetail({ grads: [rec(12)], backward_passes: 12 }))).toBe('from backward #12 · the latest');
+    expect(freshnessText(nodeDetail({ grads: [rec(11), rec(12)], backward_passes: 15 }))).toBe(
+      'from backward #12 · 3 steps ago'
+    );
+    expect(freshnessText(nodeDetail({ grads: [rec(12)], backward_passes: 13 }))).toBe('from backward #12 · 1 step ago');
+  });
+
+  it('says why newer passes are missing when the cadence skips them', () => {
+    expect(freshnessText(nodeDetail({ grads: [rec(11)], backward_passes: 14, grad_cadence: 'every 10' }))).toBe(
+      'from backward #11 · 3 steps ago · not summarised since (summarised every 10 steps)'
+    );
+    expect(freshnessText(nodeDetail({ grads: [rec(4)], backward_passes: 6, grad_cadence: 'shown' }))).toBe(
+      'from backward #4 · 2 steps ago · not summarised since (summarised only for Nodes a graph view draws)'
+    );
+    expect(freshnessText(nodeDetail({ grads: [rec(4)], backward_passes: 5, grad_cadence: 'off' }))).toBe(
+      'from backward #4 · 1 step ago · not summarised since (summaries off: %fv grads each turns them on)'
+    );
+    // none yet (a graph that ran only on skipped passes)
+    expect(freshnessText(nodeDetail({ backward_passes: 13, grad_cadence: 'every 10' }))).toBe(
+      'not summarised in 13 backward passes (summarised every 10 steps)'
+    );
+    expect(freshnessText(nodeDetail({ backward_passes: 1, grad_cadence: 'shown' }))).toBe(
+      'not summarised in 1 backward pass (summarised only for Nodes a graph view draws)'
+    );
+    // nothing to say before any backward, or when every pass records
+    expect(freshnessText(nodeDetail({ backward_passes: 0, grad_cadence: 'every 10' }))).toBeNull();
+    expect(freshnessText(nodeDetail({ backward_passes: 3 }))).toBeNull();
+  });
+
+  it('draws the line in the Gradients section, under its title', () => {
+    const panel = mount();
+    panel.showDetail(nodeDetail({ grads: [rec(7)], backward_passes: 9, grad_cadence: 'every 3' }), null);
+    const section = panel.el.querySelector('.fv-grad-fresh')!.closest('section')!;
+    expect(section.querySelector('h4')!.textContent).toBe('Gradients · backward #7');
+    expect(section.querySelector('.fv-grad-fresh')!.textContent).toBe(
+      'from backward #7 · 2 steps ago · not summarised since (summarised every 3 steps)'
+    );
+    panel.showDetail(nodeDetail({ backward_passes: 2, grad_cadence: 'off' }), null);
+    expect(panel.el.querySelector('.fv-grad-fresh')!.textContent).toBe(
+      'not summarised in 2 backward passes (summaries off: %fv grads each turns them on)'
+    );
+    expect(panel.el.textContent).not.toContain('no backward pass seen yet');
   });
 });

@@ -191,6 +191,44 @@ export function historyText(detail: NodeDetail): string {
   return detail.leaf_grad_history.map(t => (t ? formatCompact(t) : '∅ (zero_grad)')).join(' → ');
 }
 
+/** "every 10 steps": which backward passes record gradients (NodeDetail.grad_cadence), in words. */
+function cadenceWords(cadence: string): string {
+  if (cadence === 'each') {
+    return 'summarised every step';
+  }
+  if (cadence === 'shown') {
+    return 'summarised only for Nodes a graph view draws';
+  }
+  if (cadence === 'off') {
+    return 'summaries off: %fv grads each turns them on';
+  }
+  return `summarised ${cadence} steps`; // "every 10"
+}
+
+/**
+ * How fresh a Node's latest gradients are: "from backward #12 · 3 steps ago" (a step is one
+ * backward pass), and, when the cadence (``%fv grads``) skips passes, why newer ones are missing.
+ * Null before any backward pass.
+ */
+export function freshnessText(detail: NodeDetail): string | null {
+  const passes = detail.backward_passes;
+  const cadence = detail.grad_cadence;
+  const why = cadence === 'each' ? '' : ` (${cadenceWords(cadence)})`;
+  const rec: GradRecord | undefined = detail.grads[detail.grads.length - 1];
+  if (rec) {
+    const ago = passes - rec.backward_index;
+    if (ago <= 0) {
+      return `from backward #${rec.backward_index} · the latest`;
+    }
+    const steps = `${formatCount(ago)} step${ago === 1 ? '' : 's'} ago`;
+    return `from backward #${rec.backward_index} · ${steps}${why ? ` · not summarised since${why}` : ''}`;
+  }
+  if (passes <= 0 || !why) {
+    return null;
+  }
+  return `not summarised in ${formatCount(passes)} backward pass${passes === 1 ? '' : 'es'}${why}`;
+}
+
 /**
  * A button that asks the notebook to show ``detail.cell`` (an execution count) at its line: it
  * dispatches a bubbling {@link GOTO_CELL_EVENT} that reaches the document (from the button, so a
@@ -446,9 +484,12 @@ export function renderDetail(doc: Document, detail: NodeDetail, graph: Graph | n
     });
     leaving.classList.add('fv-grad-inputs');
     arriving.classList.add('fv-grad-outputs');
-    frag.appendChild(section(doc, title, arriving, isLeaf && rec.grad_inputs.length === 0 ? null : leaving));
-  } else if (!isLeaf) {
-    frag.appendChild(section(doc, 'Gradients', h(doc, 'div', { class: 'fv-none' }, 'no backward pass seen yet')));
+    frag.appendChild(
+      section(doc, title, freshNote(doc, detail), arriving, isLeaf && rec.grad_inputs.length === 0 ? null : leaving)
+    );
+  } else if (!isLeaf || freshnessText(detail)) {
+    const none = freshNote(doc, detail) ?? h(doc, 'div', { class: 'fv-none' }, 'no backward pass seen yet');
+    frag.appendChild(section(doc, 'Gradients', none));
   }
 
   const chain = chainSection(doc, detail.chain ?? []);
@@ -473,6 +514,12 @@ export function renderDetail(doc: Document, detail: NodeDetail, graph: Graph | n
     frag.appendChild(section(doc, 'Leaf gradient', lg));
   }
   return frag;
+}
+
+/** The freshness line of a Node's gradients (see {@link freshnessText}), or null. */
+function freshNote(doc: Document, detail: NodeDetail): HTMLElement | null {
+  const text = freshnessText(detail);
+  return text ? h(doc, 'div', { class: 'fv-note fv-grad-fresh' }, text) : null;
 }
 
 /** "12,345" */

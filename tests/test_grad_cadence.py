@@ -1,0 +1,154 @@
+"""The cadence of gradient summaries (``%fv grads``, ``forgeviz.capture(grads=...)``), through real cells,
+with torch's own gradients as the oracle."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from IPython.core.error import UsageError
+from test_graph import request
+
+import forgeviz
+from forgeviz._capture.grads import EACH, iter_graph, node_id
+from forgeviz._capture.session import get_session
+
+from scenarios import by_label
+
+TRAIN = """
+torch.manual_seed(0)
+fc1, fc2 = torch.nn.Linear(4, 3), torch.nn.Linear(3, 1)
+x = torch.randn(5, 4)
+steps = []  # per step: (the ReLU's output h, its grad_fn, torch's dL/dh, fc1.weight's .grad)
+for _ in range(7):
+    h = torch.relu(fc1(x))
+    loss = fc2(h).square().mean()
+    seen = []
+    h.register_hook(lambda g: seen.append(g.clone()))
+    fc1.zero_grad()
+    loss.backward()
+    steps.append((h, h.grad_fn, seen[0], fc1.weight.grad.clone()))
+"""
+
+
+@pytest.fixture
+def cadence():
+    """The session's cadence, put back to the default after the test."""
+    recorder = get_session().recorder
+    yield recorder
+    recorder.cadence = EACH
+
+
+def test_every_3_records_backward_1_4_7_with_torchs_figures(nb, cadence):
+    first = get_session().store.passes
+    nb.ok("%fv grads every 3")
+    nb.ok(TRAIN)
+    store = get_session().store
+    assert store.passes == first + 7
+    steps = nb["steps"]
+    recorded = [k for k, (_, node, _, _) in enumerate(steps, 1) if store.get(node_id(node)) is not None]
+    assert recorded == [1, 4, 7]
+    for k, (h, node, dh, weight_grad) in enumerate(steps, 1):
+        grads = store.get(node_id(node))
+        if k not in (1, 4, 7):
+            assert grads is None  # no hook ran on a skipped pass: nothing recorded
+            continue
+        (record,) = grads.records
+        assert record.backward_index == first + k
+        arriving = record.grad_outputs[0]
+        assert arriving.values == dh.flatten().tolist()  # 15 elements: exact values
+        assert arriving.norm == pytest.approx(dh.norm().item(), rel=1e-6)
+        assert (arriving.min, arriving.max) == (dh.min().item(), dh.max().item())
+        assert arriving.mean == pytest.approx(dh.mean().item(), rel=1e-5, abs=1e-9)
+    # fc1.weight's AccumulateGrad is one Node, reached from each step's graph: passes 1, 4 and 7 again
+    accumulate = next(n for n in iter_graph([steps[0][1]])
+                      if type(n).__name__ == "AccumulateGrad" and n.variable is nb["fc1"].weight)
+    records = store.get(node_id(accumulate)).records
+    assert [r.backward_index - first for r in records] == [1, 4, 7]
+    for record, k in zip(records, (1, 4, 7)):
+        assert record.grad_outputs[0].values == steps[k - 1][3].flatten().tolist()
+
+
+def test_shown_records_only_the_nodes_of_a_drawn_graph(nb, cadence):
+    nb.ok("%fv grads shown")
+    nb.ok("u = torch.tensor([1., 2.], requires_grad=True)\nalone = (u * 5).sum()\nalone.backward()")
+    store = get_session().store
+    assert store.get(node_id(nb["alone"].grad_fn)) is None  # no view: nothing records
+    nb.ok("x = torch.tensor([2.], requires_grad=True)\ny = torch.tensor([3.], requires_grad=True)\n"
+          "z = x * y\nw = z + x\nloss = w ** 2\ng = forgeviz.graph(loss)\n"
+          "other = (u * 7).sum()")
+    nb.ok("loss.backward(retain_graph=True)\nother.backward()")
+    graph = nb["g"].model
+    mul = store.get(by_label(graph, "z").id).records[-1]
+    assert mul.grad_outputs[0].values == [16.0]  # dloss/dz = 2w = 16
+    assert [g.values for g in mul.grad_inputs] == [[48.0], [32.0]]
+    assert store.get(by_label(graph, "x").id).records[-1].grad_outputs[0].values == nb["x"].grad.tolist() == [64.0]
+    # the graph nobody draws: neither its op nor its leaf recorded anything
+    assert store.get(node_id(nb["other"].grad_fn)) is None
+    assert store.get(node_id(nb["other"].grad_fn.next_functions[0][0].next_functions[0][0])) is None
+    assert nb["u"].grad.tolist() == [12.0, 12.0]  # the user's result is torch's all the same
+
+
+def test_off_records_nothing_and_the_inspector_says_so(nb, cadence):
+    nb.ok("x = torch.tensor([2.], requires_grad=True)\nloss = (x * 3) ** 2\ng = forgeviz.graph(loss)")
+    nb.ok("loss.backward(retain_graph=True)")  # each (the default): recorded
+    store = get_session().store
+    graph = nb["g"].model
+    loss_id = by_label(graph, "loss").id
+    recorded = store.passes
+    nb.ok("%fv grads off")
+    nb.ok("loss.backward(retain_graph=True)\nloss.backward()")
+    assert [r.backward_index for r in store.get(loss_id).records] == [recorded]
+    assert store.passes == recorded + 2  # the skipped passes are counted: "2 steps ago"
+    assert nb["x"].grad.tolist() == [108.0]  # 3 × 36: torch's result stands
+    detail = request(nb["g"], {"type": "inspect", "request_id": 1, "node": loss_id})["detail"]
+    assert detail["grads"][-1]["backward_index"] == recorded
+    assert detail["backward_passes"] == recorded + 2
+    assert detail["grad_cadence"] == "off"
+    nb.ok("%fv grads every 10")
+    detail = request(nb["g"], {"type": "inspect", "request_id": 2, "node": loss_id})["detail"]
+    assert detail["grad_cadence"] == "every 10"
+
+
+@pytest.mark.parametrize("bad", ["every 0", "every", "sometimes", "every -2", "every 2.5", "each 3"])
+def test_a_bad_magic_says_what_it_expected_and_changes_nothing(nb, cadence, bad):
+    nb.ok("%fv grads every 5")
+    with pytest.raises(UsageError) as info:
+        nb.shell.run_line_magic("fv", f"grads {bad}")
+    assert str(info.value).startswith(f"%fv grads: expected each, every N (N ≥ 1), shown or off; got '{bad}'")
+    assert cadence.cadence == 5
+
+
+def test_the_magic_alone_says_the_setting(nb, cadence, capsys):
+    nb.ok("%fv grads every 10")
+    capsys.readouterr()
+    nb.ok("%fv grads")
+    assert "gradient summaries: every 10 (the next backward pass, then every 10th)" in capsys.readouterr().out
+    nb.ok("%fv grads every 1")  # every pass: the same as each
+    assert cadence.cadence == "each"
+
+
+@pytest.mark.parametrize("bad", [0, -3, True, 2.5, "every 0", "often", "Each"])
+def test_a_bad_keyword_raises_before_capturing(cadence, bad):
+    cadence.cadence = "shown"
+    session = get_session()
+    with pytest.raises(ValueError, match=r"expected each, every N \(N ≥ 1\), shown or off; got "):
+        with forgeviz.capture(grads=bad):
+            pass
+    assert cadence.cadence == "shown" and not session.capturing
+
+
+def test_the_keyword_sets_the_cadence_inside_its_block(cadence):
+    x = torch.tensor([1., 2.], requires_grad=True)
+    store = get_session().store
+    with forgeviz.capture(grads=2):
+        assert cadence.cadence == 2
+        first = store.passes
+        nodes = []
+        for _ in range(4):
+            loss = (x * 3).sum()
+            nodes.append(loss.grad_fn)
+            loss.backward()
+    assert cadence.cadence == EACH  # as it was before the block
+    # counted from the setting: its first pass records, then every second one
+    assert [store.get(node_id(n)) is not None for n in nodes] == [True, False, True, False]
+    assert store.passes == first + 4
