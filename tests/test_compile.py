@@ -238,3 +238,26 @@ def test_dynamo_explain_says_the_same_with_forgeviz(model):
     off = explain(False)
     assert off[0] == 1 and off[1] == 0
     assert explain(True) == off
+
+
+def test_the_first_compile_of_a_process_under_forgeviz_works():
+    """forgeviz's hooks started before Dynamo was ever loaded: torch.compile(model) then builds its
+    wrapper, whose registration forgeviz sees from inside torch's registration hooks (it must not add
+    hooks there: torch iterates them, "OrderedDict mutated during iteration" broke the user's cell).
+    In a fresh process, so that Dynamo is not loaded yet."""
+    import subprocess
+    import sys
+
+    code = """
+import sys, torch, forgeviz
+assert "torch._dynamo.eval_frame" not in sys.modules
+with forgeviz.capture():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    compiled = torch.compile(model, backend="aot_eager")
+    out = compiled(torch.randn(2, 4))
+    out.sum().backward()
+print(type(out.grad_fn).__name__, model[0].weight.grad.shape)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["CompiledFunctionBackward", "torch.Size([4,", "4])"]

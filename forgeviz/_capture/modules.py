@@ -64,16 +64,16 @@ class ModuleHooks:
     compiled module's own (``_orig_mod`` and below), which Dynamo then sees as without forgeviz. The
     wrapper itself runs eagerly and keeps its hooks: a compiled call is one module call.
 
-    Each module is known from a census: one walk of the garbage collector's objects, the first time
-    the hooks start after Dynamo was loaded (no compiled module can exist before), and from then on
-    torch's registration hooks, which see every module that registers a parameter, buffer or
-    submodule. They stay until :meth:`close` (``%unload_ext``): they cost a set insertion per
+    Each module is known from a census: torch's registration hooks from the first start, which see
+    every module that registers a parameter, buffer or submodule, and one walk of the garbage
+    collector's objects once Dynamo is loaded (no compiled module can exist before), for the modules
+    made earlier. The hooks stay until :meth:`close` (``%unload_ext``): they cost a set insertion per
     registration, and Dynamo never traces them. A module with none of these, made after the census
     (a lone ``nn.ReLU()``), is not known: its ops carry no module while a compiled module lives.
 
     >>> hooks = ModuleHooks(); seen = []
     >>> handle = hooks.subscribe(lambda m, args: seen.append(type(m).__name__), None)
-    >>> _ = torch.nn.Linear(1, 1)(torch.ones(1)); handle.remove(); seen
+    >>> _ = torch.nn.Linear(1, 1)(torch.ones(1)); handle.remove(); hooks.close(); seen
     ['Linear']
     """
 
@@ -82,7 +82,8 @@ class ModuleHooks:
         self.per_module = False  # hooks on each module (a compiled module lives) rather than global ones
         self._forward: list = []  # torch's global forward hooks, or the one registration hook before a census
         self._hooked: "weakref.WeakKeyDictionary[torch.nn.Module, tuple]" = weakref.WeakKeyDictionary()
-        self._census: list = []  # the registration hooks that keep the census, once taken
+        self._census: list = []  # the registration hooks that keep the census, from the first start
+        self._walked = False  # whether the garbage collector's modules were walked (once Dynamo loaded)
         self._known: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
         self._compiled: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
         self.wrappers: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()  # torch.compile's, living
@@ -113,18 +114,22 @@ class ModuleHooks:
         for handle in self._census:
             handle.remove()
         self._census = []
+        self._walked = False
         self._known = weakref.WeakSet()
 
     def _start(self) -> None:
+        if not self._census:
+            # Never from inside a registration hook: torch iterates these hooks' dict while it calls them.
+            self._census = [nn_module.register_module_module_registration_hook(self._module_registered),
+                            nn_module.register_module_parameter_registration_hook(self._registered),
+                            nn_module.register_module_buffer_registration_hook(self._registered)]
         if _optimized_module_type() is not None:
-            self._take_census()
+            self._walk()
         if len(self.wrappers):
             self._go_per_module()
         else:
             self._forward = [nn_module.register_module_forward_pre_hook(self._pre),
                              nn_module.register_module_forward_hook(self._post, always_call=True)]
-            if not self._census:  # to see torch.compile(module) build its wrapper
-                self._forward.append(nn_module.register_module_module_registration_hook(self._module_registered))
 
     def _stop(self) -> None:
         self.per_module = False
@@ -136,12 +141,12 @@ class ModuleHooks:
             post_handle.remove()
         self._hooked = weakref.WeakKeyDictionary()
 
-    def _take_census(self) -> None:
-        if self._census:
+    def _walk(self) -> None:
+        """Know every living module (one walk of the garbage collector's objects, once Dynamo is loaded:
+        the registration hooks know those made later), and every living compiled module."""
+        if self._walked:
             return
-        self._census = [nn_module.register_module_module_registration_hook(self._module_registered),
-                        nn_module.register_module_parameter_registration_hook(self._registered),
-                        nn_module.register_module_buffer_registration_hook(self._registered)]
+        self._walked = True
         wrapper = _optimized_module_type()
         for module in _living(torch.nn.Module):
             self._known.add(module)
@@ -174,14 +179,13 @@ class ModuleHooks:
                                 module.register_forward_hook(self._post, prepend=True, always_call=True))
 
     def _module_registered(self, module, name, submodule):
-        if not self._census and _optimized_module_type() is not None:  # Dynamo was loaded since the start
-            self._take_census()
         self._known.add(module)
         if submodule is not None:
             for inner in submodule.modules():
                 self._known.add(inner)
         wrapper = _optimized_module_type()
         if wrapper is not None and isinstance(module, wrapper) and name == "_orig_mod" and submodule is not None:
+            self._walk()  # (Dynamo was loaded since the hooks started)
             self.wrappers.add(module)
             self._mark_compiled(submodule)
             if self._subscribers and not self.per_module:  # before the wrapper's first call

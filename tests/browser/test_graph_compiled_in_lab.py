@@ -88,7 +88,8 @@ def test_compiled_region_box_click_and_edge_gradients(page, lab):
     assert sub == "CompiledFunctionBackward · torch.compile, aot_eager", sub
     assert "mlp (Sequential)" in inspector.text_content()
     titles = inspector.locator(".fv-section h4").all_text_contents()
-    assert titles == ["Origin", "Compiled region", "Forward", "Gradients · backward #1", "What compile hides"], titles
+    assert titles == ["Origin", "Compiled region", "Forward", "Saved for backward", "Gradients · backward #1",
+                      "What compile hides"], titles  # (what the region saved: freed by the backward)
     assert inspector.locator(".fv-source").text_content() == "out = mlp(h)"
     # The gradients that crossed its edges, as torch computed them in the kernel.
     _at_shown_precision(_norm(inspector, "leaving → h"), float(grad_h))
