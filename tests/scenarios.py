@@ -18,6 +18,8 @@ def reset_shell(shell) -> None:
     for name in [k for k in shell.user_ns if not k.startswith("_") and k not in keep]:
         del shell.user_ns[name]
     shell.displayhook.flush()  # the output history (Out, _, __, _3): a cell's shown value lives there
+    if "torch._dynamo" in sys.modules:  # Dynamo's caches keep the modules a cell compiled
+        torch._dynamo.reset()
     # The last error's traceback holds the frames it passed through, and their tensors.
     sys.last_type = sys.last_value = sys.last_traceback = None
     shell.InteractiveTB.tb = None

@@ -85,6 +85,7 @@ def breaks_without_forgeviz(definition: str, name: str) -> dict[str, int]:
     namespace: dict = {"torch": torch}
     exec(definition + compiled_cell(name), namespace)  # noqa: S102 - the test's own cells, without forgeviz
     found = graph_breaks()
+    namespace.clear()  # its class outlives the run (torch's caches): not its compiled model and parameters
     torch._dynamo.reset()
     counters.clear()
     return found
@@ -99,7 +100,8 @@ def eager(definition: str, name: str) -> torch.Tensor:
     namespace: dict = {"torch": torch}
     exec(definition, namespace)  # noqa: S102 - the test's own cell, run without forgeviz as the oracle
     torch.manual_seed(0)
-    model = namespace[name]()
+    model = namespace.pop(name)()
+    namespace.clear()
     return model(torch.randn(2, 4))
 
 
