@@ -13,45 +13,22 @@ from forgeviz import panel
 from forgeviz._capture.doctor import disable_doctor, enable_doctor
 from forgeviz._capture.session import get_session
 
+
+def model_cell(name: str, forward: str) -> str:
+    """A cell defining module ``name`` (one Linear(4, 3), ``fc``) whose forward is ``forward`` (its
+    first line is line 6 of the cell)."""
+    body = "".join(f"        {line}\n" for line in forward.splitlines())
+    return (f"class {name}(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            f"        self.fc = torch.nn.Linear(4, 3)\n    def forward(self, x):\n{body}")
+
+
 # a model whose forward prints (line 6 of its cell): Dynamo compiles around the print
-PRINTS = """\
-class Printing(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = torch.nn.Linear(4, 3)
-    def forward(self, x):
-        print("forward", x.shape)
-        return self.fc(x).relu()
-"""
+PRINTS = model_cell("Printing", 'print("forward", x.shape)\nreturn self.fc(x).relu()')
 # .item() in forward (line 6)
-ITEM = """\
-class Scaled(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = torch.nn.Linear(4, 3)
-    def forward(self, x):
-        scale = x.abs().max().item()
-        return self.fc(x / scale)
-"""
+ITEM = model_cell("Scaled", "scale = x.abs().max().item()\nreturn self.fc(x / scale)")
 # a branch on a tensor's value (line 6)
-BRANCH = """\
-class Branching(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = torch.nn.Linear(4, 3)
-    def forward(self, x):
-        if x.sum() > 0:
-            return self.fc(x)
-        return -self.fc(x)
-"""
-CLEAN = """\
-class Clean(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = torch.nn.Linear(4, 3)
-    def forward(self, x):
-        return self.fc(x).relu()
-"""
+BRANCH = model_cell("Branching", "if x.sum() > 0:\n    return self.fc(x)\nreturn -self.fc(x)")
+CLEAN = model_cell("Clean", "return self.fc(x).relu()")
 
 
 def compiled_cell(name: str, calls: int = 3) -> str:
