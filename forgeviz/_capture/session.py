@@ -243,12 +243,12 @@ class _TagMode(TorchFunctionMode):
         # per op): for any traceback still holding this frame, e.g. one read while the op runs.
         __tracebackhide__ = True  # noqa: F841
         kwargs = kwargs or {}
-        if _is_compiling() or _in_transform():  # Dynamo traces this mode, or torch.func runs: let the op through
-            return func(*args, **kwargs)
-        try:
+        try:  # first: zero_grad's .grad writes and the profiler's marks outnumber a small model's ops
             not_op = func in _NOT_OPS
         except TypeError:  # an unhashable callable: an op like any other
             not_op = False
+        if not not_op and (_is_compiling() or _in_transform()):  # Dynamo traces this mode, or torch.func runs
+            return func(*args, **kwargs)  # let the op through
         # An op's error leaves through here: leave_traceback takes this frame out of its traceback
         # (the user's line, then torch's frames, as without forgeviz) and the bare raise adds none.
         # The frame's references to the op's arguments go first, should anything still hold the

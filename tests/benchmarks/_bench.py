@@ -8,7 +8,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, ContextManager, Optional
 
 import torch
 
@@ -35,21 +35,36 @@ def train(model, opt, x, y, steps: int, loss_fn: Callable = torch.nn.functional.
         opt.step()
 
 
-def memory_arms(loop: Callable[[], None], device: str) -> dict[str, Callable[[], None]]:
+def memory_arms(loop: Callable[[], None], device: str,
+                starts: Optional[dict[str, list[float]]] = None) -> dict[str, Callable[[], float]]:
     """``loop`` run inside forgeviz's memory timeline of ``device`` and inside torch.profiler with
-    profile_memory=True: the two GPU memory arms bench_capture.py and bench_cuda_memory.py share."""
+    profile_memory=True: the memory arms bench_capture.py and bench_cuda_memory.py share.
+
+    Each arm returns the seconds of ``loop`` alone: what a training loop pays per step while the
+    timeline records (its steady state). Starting and finishing (the timeline's walk of the objects
+    that exist, the profiler's start and its trace) is paid once per recording, not per step: its
+    seconds go to ``starts[arm name]``, for the caller to print beside the ratios."""
     import forgeviz  # here, not above: this module must put the checkout on sys.path before forgeviz loads
 
-    def timeline():
-        with forgeviz.memory_trace(device=device):
-            loop()
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device != "cpu":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
 
-    def profiled():
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
-                                                torch.profiler.ProfilerActivity.CUDA], profile_memory=True):
-            loop()
+    def timed(name: str, recording: Callable[[], ContextManager]) -> Callable[[], float]:
+        def arm() -> float:
+            begin = time.perf_counter()
+            with recording():
+                start = time.perf_counter()
+                loop()
+                looped = time.perf_counter() - start
+            if starts is not None:
+                starts.setdefault(name, []).append(time.perf_counter() - begin - looped)
+            return looped
+        return arm
 
-    return {"memory timeline": timeline, "torch.profiler(memory)": profiled}
+    return {"memory timeline": timed("memory timeline", lambda: forgeviz.memory_trace(device=device)),
+            "torch.profiler(memory)": timed("torch.profiler(memory)", lambda: torch.profiler.profile(
+                activities=activities, profile_memory=True))}
 
 
 def run_as_a_cell(session, loop: Callable[[], None], record_grads: bool = True) -> None:
@@ -66,12 +81,12 @@ def run_as_a_cell(session, loop: Callable[[], None], record_grads: bool = True) 
         session.record_grads = True
 
 
-def interleaved(variants: dict[str, Callable[[], None]], rounds: int) -> dict[str, float]:
+def interleaved(variants: dict[str, Callable[[], Optional[float]]], rounds: int) -> dict[str, float]:
     """Median seconds of each variant, run round-robin so that drift hits them all alike."""
     times: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(rounds):
         for name, fn in variants.items():
             start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
+            seconds = fn()  # an arm may time its own steady part (memory_arms): else the whole call
+            times[name].append(seconds if isinstance(seconds, float) else time.perf_counter() - start)
     return {name: statistics.median(t) for name, t in times.items()}

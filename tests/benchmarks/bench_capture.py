@@ -15,9 +15,16 @@ On a GPU (``bench_capture.py 256 32 cuda``; run by default when CUDA is availabl
   capture, read per gradient  the same from Python hooks alone
   capture, read per pass      summarised on the GPU, read back together when the pass ends (the path
                               other accelerators take)
-  memory timeline             forgeviz.memory_trace(device="cuda"): the allocator's history, and the op
-                              capture that categorises memory (no gradient summaries)
+
+and on both devices:
+
+  memory timeline             forgeviz.memory_trace(device=...): on CUDA the allocator's history, and the
+                              op capture that categorises memory (no gradient summaries); on the CPU
+                              forgeviz's ledger of the CPU allocator and the same op capture
   torch.profiler(memory)      torch.profiler with profile_memory=True, for comparison
+
+The memory arms' ratios are their steady state (the steps alone); starting and finishing a recording
+(forgeviz walks the objects that exist once; the profiler builds its trace) is printed apart, in ms.
 
 and ``bench_capture.py gpt2 cuda`` / ``bench_capture.py resnet cuda`` run the same arms on a training step
 of the GPT-2-small shape (``tests/scenarios.py``, GPT-2's vocabulary, seq 512, batch 8) and of the
@@ -35,6 +42,7 @@ MLP). Not a test: timings are noisy, so nothing here asserts.
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -120,6 +128,7 @@ def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> d
     # A graph view of one step, as a user looking at the model draws it: "shown" records its Nodes, and of
     # a training loop's later graphs the parameters' (their AccumulateGrad Nodes are the same every step).
     view = forgeviz.graph(loss_fn(model(x), y))  # noqa: F841 - alive while the arms run
+    starts: dict[str, list[float]] = {}  # the memory arms' start and finish, paid once per recording
     if device == "cpu":
         arms = {"capture, torch summaries": cell(True, native_summaries=False, native_hooks=False),
                 "capture, Python hooks": cell(True, native_hooks=False), "capture, native hooks": cell(True),
@@ -127,12 +136,16 @@ def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> d
     else:
         arms = {"capture (default)": cell(True), "capture, read per gradient": cell(True, per_pass=False),
                 "capture, read per pass": cell(True, per_pass=True),
-                "capture, device summaries": cell(True, on_device=True)} | memory_arms(loop, device)
+                "capture, device summaries": cell(True, on_device=True)}
+    arms |= memory_arms(loop, device, starts)
     if os.environ.get("FORGEVIZ_BENCH_CADENCE"):  # %fv grads: each (the default), every 10, shown
         arms = {"grads each": cell(True), "grads every 10": cell(True, cadence=10),
                 "grads shown": cell(True, cadence=SHOWN)}
     medians = interleaved({"off": loop, "capture, no summaries": cell(False)} | arms, ROUNDS)
     base = medians["off"]
+    for name, seconds in starts.items():
+        print(f"  {name}: start and finish {statistics.median(seconds) * 1e3:.1f} ms, once per recording "
+              f"(the ratio is its steady state: the {STEPS} steps alone)")
     return {name: t / base for name, t in medians.items()} | {"off_ms_per_step": base / STEPS * 1e3}
 
 

@@ -15,6 +15,7 @@ Run on a machine with CUDA: ``python tests/benchmarks/bench_cuda_memory.py [--re
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -57,12 +58,15 @@ def overhead(width: int, batch: int) -> dict[str, float]:
         with forgeviz.memory_trace():
             loop()
 
-    timeline, profiled = memory_arms(loop, "cuda").values()
+    starts: dict[str, list[float]] = {}
+    timeline, profiled = memory_arms(loop, "cuda", starts).values()  # steady state: the steps alone
     variants = {"off": loop, "forgeviz memory_trace(device='cuda')": timeline,
                 "its allocator history alone (python stacks)": history_only(context="alloc", stacks="python"),
                 "allocator history, no stacks": history_only(context=None),
                 "its CPU tracker alone": cpu_tracker, "torch.profiler(profile_memory)": profiled}
     medians = interleaved(variants, ROUNDS)
+    for name, seconds in starts.items():
+        print(f"  {name}: start and finish {statistics.median(seconds) * 1e3:.1f} ms, once per recording")
     base = medians["off"]
     return {name: t / base for name, t in medians.items()} | {"off_ms_per_step": base / STEPS * 1e3}
 
