@@ -85,6 +85,21 @@ struct Ledger {
 
   size_t count() const { return time.size(); }
 
+  // f(this ledger's column, the same column of `other`), for every event column.
+  template <typename F>
+  void each_column(Ledger& other, F f) {
+    f(time, other.time);
+    f(bytes, other.bytes);
+    f(storage, other.storage);
+    f(node, other.node);
+    f(op, other.op);
+    f(module, other.module);
+    f(cell, other.cell);
+    f(line, other.line);
+    f(action, other.action);
+    f(category, other.category);
+  }
+
   void emit(uint8_t act, const Live& r, float t) {
     time.push_back(t);
     bytes.push_back(r.bytes);
@@ -119,35 +134,16 @@ struct Ledger {
     for (auto& kv : last) keep.push_back(kv.second);
     std::sort(keep.begin(), keep.end());
     Ledger next;
-    auto move_tail = [&](auto& dst, auto& src) {
+    each_column(next, [&](auto& src, auto& dst) {
       dst.reserve(keep.size() + src.size() - cut);
       for (size_t i : keep) dst.push_back(src[i]);
       dst.insert(dst.end(), src.begin() + cut, src.end());
-    };
-    move_tail(next.time, time);
-    move_tail(next.bytes, bytes);
-    move_tail(next.storage, storage);
-    move_tail(next.node, node);
-    move_tail(next.op, op);
-    move_tail(next.module, module);
-    move_tail(next.cell, cell);
-    move_tail(next.line, line);
-    move_tail(next.action, action);
-    move_tail(next.category, category);
+    });
     for (size_t k = 0; k < keep.size(); ++k) {
       next.action[k] = kAlloc;
       next.time[k] = cut_time;
     }
-    time.swap(next.time);
-    bytes.swap(next.bytes);
-    storage.swap(next.storage);
-    node.swap(next.node);
-    op.swap(next.op);
-    module.swap(next.module);
-    cell.swap(next.cell);
-    line.swap(next.line);
-    action.swap(next.action);
-    category.swap(next.category);
+    each_column(next, [](auto& mine, auto& kept) { mine.swap(kept); });
     dropped += static_cast<int64_t>(cut - keep.size());
     published = 0;  // every index moved: readers start over
     cuts.push_back(static_cast<double>(cut));
