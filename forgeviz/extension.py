@@ -5,6 +5,7 @@ from __future__ import annotations
 from . import panel
 from ._capture import native
 from ._capture.fault import boundary
+from ._capture.grads import EACH
 from ._capture.modules import module_hooks
 from ._capture.native.background import background
 from ._capture.session import get_session
@@ -233,6 +234,7 @@ def unload(shell) -> None:
         session.cuda_history.stop()
         session.cuda_history = None
     session.memory_enabled = session.explain = True  # a later %load_ext starts from the defaults
+    session.recorder.cadence = EACH  # (%fv grads)
     session.describe_error = None
     shell.magics_manager.magics["line"].pop("fv", None)
     shell.magics_manager.magics["cell"].pop("fv", None)

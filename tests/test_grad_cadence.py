@@ -152,3 +152,14 @@ def test_the_keyword_sets_the_cadence_inside_its_block(cadence):
     # counted from the setting: its first pass records, then every second one
     assert [store.get(node_id(n)) is not None for n in nodes] == [True, False, True, False]
     assert store.passes == first + 4
+
+
+def test_unload_ext_puts_the_default_cadence_back(nb):
+    nb.ok("%fv grads every 5")
+    assert get_session().recorder.cadence == 5
+    nb.ok("%unload_ext forgeviz")
+    nb.ok("%load_ext forgeviz")
+    assert get_session().recorder.cadence == EACH  # a later %load_ext starts from the defaults
+    nb.ok("x = torch.tensor([2.], requires_grad=True)\nloss = (x * 3) ** 2\nloss.backward()")
+    record = get_session().store.get(node_id(nb["loss"].grad_fn)).records[-1]
+    assert record.grad_outputs[0].values == [1.0] and nb["x"].grad.tolist() == [36.0]
