@@ -38,6 +38,7 @@ from .ledger import TYPECODES, LedgerFactory, StorageLedger, StorageRecord
 from .ledger_dispatch import DispatchLedger
 from .modules import module_hooks
 from .own import deep_bytes
+from .saved import tensor_slots
 from .session import current_module_path, get_session
 from .source import source_line, user_location
 from .storage import real_storage
@@ -610,34 +611,7 @@ def _gc_objects(*more: type) -> list:
     return list(itertools.compress(objects, map(keep.__contains__, map(type, objects))))
 
 
-_SAVED_NAMES: dict[type, list[str]] = {}  # Node type → its _saved_* attribute names
 _tracker_ids = itertools.count(1)
-
-
-def tensor_slots(grad_fn) -> list[str]:
-    """The ``_saved_*`` attributes of this Node type that can hold tensors: not its saved sizes,
-    strides and scalars (AddmmBackward0 saves 8 things, 2 of them tensors), which cost a read each.
-    Found once per Node type (the memory timeline's claims and the doctor both ask)."""
-    names = _SAVED_NAMES.get(type(grad_fn))
-    if names is not None:
-        return names
-    if hasattr(type(grad_fn), "_forward_cls"):  # a Python autograd.Function's (a compiled region's too)
-        _SAVED_NAMES[type(grad_fn)] = names = ["saved_tensors"]
-        return names
-    names = []
-    for name in dir(grad_fn):
-        if not name.startswith("_saved_"):
-            continue
-        try:
-            value = getattr(grad_fn, name)
-        except RuntimeError:  # freed already: keep it, its type is unknown
-            names.append(name)
-            continue
-        items = value if isinstance(value, (tuple, list)) else (value,)
-        if any(isinstance(t, torch.Tensor) for t in items) or value is None or not items:
-            names.append(name)  # tensors, an optional tensor, or an empty tensor list
-    _SAVED_NAMES[type(grad_fn)] = names
-    return names
 
 
 def quiet(hook: Callable) -> Callable:

@@ -29,24 +29,12 @@ from .compiled import compiled_region, count_at_line, is_compiled_region
 from .grads import cadence_text, has_nonfinite, node_id
 from .module_tree import ModuleTree, leaf_norm
 from .names import NameIndex, node_names
+from .saved import saved_attrs
 from .session import CaptureSession
 from .source import cell_number, source_line
 from .summary import brief, dtype_name, summarize, wire_float
 
 NO_HISTORY = "no autograd history (requires_grad=False)"
-_saved_attrs_by_type: dict[type, list[str]] = {}
-
-
-def _saved_attrs(node) -> list[str]:
-    attrs = _saved_attrs_by_type.get(type(node))
-    if attrs is None:
-        attrs = [a for a in dir(type(node)) if a.startswith("_saved_")]
-        if not attrs and hasattr(type(node), "_forward_cls"):  # a Python Function's (a compiled region's)
-            attrs = ["saved_tensors"]
-        _saved_attrs_by_type[type(node)] = attrs
-    return attrs
-
-
 def _saved_state(node, attrs: list[str]) -> tuple[bool, bool]:
     """(saved any tensor, those tensors are freed). Scalars like Add's alpha do not count."""
     has_tensor = False
@@ -166,7 +154,7 @@ def build_graph(roots: list, session: CaptureSession, names: NameIndex, message:
     for node in order:
         nid = ids[id(node)]
         live.nodes[nid] = node
-        saved_state = _saved_state(node, _saved_attrs(node))
+        saved_state = _saved_state(node, saved_attrs(node))
         tag = node.metadata.get("fv_op")
         grads = store.get(nid)
         last = grads.records[-1] if grads and grads.records else None
@@ -296,7 +284,7 @@ def node_detail(nid: int, live: LiveGraph, session: CaptureSession, alive: bool)
     )
     if node is not None:
         detail.outputs = _output_metas(node)
-        attrs = _saved_attrs(node)
+        attrs = saved_attrs(node)
         detail.freed = _saved_state(node, attrs)[1]
         if not detail.freed:
             detail.saved = [_saved_value(node, a) for a in attrs]

@@ -10,7 +10,7 @@ from typing import Iterable, Optional
 
 import torch
 
-from ..memory import tensor_slots
+from ..saved import tensor_slots
 from ..untraced import untraced
 from .sites import message
 
