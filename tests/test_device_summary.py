@@ -69,7 +69,7 @@ def test_figures_equal_torch(dtype, triton):
     summaries = {name: pending.add(g) for name, g in grads.items()}
     assert all(s.norm is None for s in summaries.values())  # nothing read back before the flush
     # The kernel takes every gradient whose memory it can read flat: not the sliced nor the small strided.
-    assert sum(squared for _, _, _, squared in pending._rows) == (5 if triton else 0)
+    assert sum(item[3] for item in pending._rows) == (5 if triton else 0)
     pending.flush()
     for name, g in grads.items():
         s, want = summaries[name], expected(g.cpu())
