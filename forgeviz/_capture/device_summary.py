@@ -54,15 +54,6 @@ def _boundaries(dtype: torch.dtype) -> list[float]:
     return edges(dtype)[:-1] + [math.inf]
 
 
-def device_summaries_forced() -> bool:
-    """Whether ``FORGEVIZ_SUMMARIES=device`` asks for this path on CPU tensors too (tests, benchmarks).
-
-    >>> isinstance(device_summaries_forced(), bool)
-    True
-    """
-    return os.environ.get("FORGEVIZ_SUMMARIES", "") == "device"
-
-
 def _to_device(values: list, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """A tensor of ``values`` on ``device`` with no wait for it: on CUDA, from pinned memory with a
     ``non_blocking`` copy (a copy from pageable memory would wait; the caching host allocator keeps the
@@ -142,7 +133,7 @@ class DeviceSummaries:
         self._buffers: dict = {}  # device → _Buffer
         self._rows: list[tuple] = []  # (summary, buffer, row index, squared, nan_in_last) waiting for the read-back
         self._seen: dict = {}  # (data_ptr, shape, stride, dtype) → (weakref to the tensor, version, summary)
-        self._reading: list[tuple] = []  # (event or None, buffer, its rows, how many) copies in flight
+        self._reading: list[tuple] = []  # (event or None, buffer, its items, the host rows): copies in flight
         self._batches: dict = {}  # device → [(flat, summary, version)], waiting to be reduced together
         self._batched = 0  # elements waiting in those batches
         self._leaves: list[tuple] = []  # (summary, parameter, key) whose .grad is summarised when the pass ends
@@ -268,32 +259,33 @@ class DeviceSummaries:
                 cuda = buffer.device.type == "cuda"
                 if buffer.host is None or len(buffer.host) < used:
                     buffer.host = torch.empty(len(buffer.rows), ROW, dtype=torch.float64, pin_memory=cuda)
-                buffer.host[:used].copy_(buffer.rows[:used], non_blocking=cuda)
+                host, rows_used = buffer.host[:used], buffer.rows[:used]
+                host.copy_(rows_used, non_blocking=cuda)
                 event = None
                 if cuda:
                     event = torch.cuda.Event()
                     event.record()
-                buffer.rows[:used].copy_(buffer.blank)  # ordered after the copy on the same stream
-                self._reading.append((event, buffer, items))
+                rows_used.copy_(buffer.blank)  # ordered after the copy on the same stream
+                self._reading.append((event, buffer, items, host))
         self.poll()
 
     def poll(self) -> bool:
         """Fill the summaries whose copy is done; True when none is left in flight."""
         still = []
-        for event, buffer, items in self._reading:
+        for reading in self._reading:
+            event, buffer, items, host = reading
             if event is not None and not event.query():
-                still.append((event, buffer, items))
+                still.append(reading)
                 continue
-            numbers = buffer.host.tolist() if len(items) > 64 else None
+            numbers = host.tolist()  # (one read, not one a row)
             for summary, _, index, squared, nan_in_last in items:
-                _fill(summary, numbers[index] if numbers is not None else buffer.host[index].tolist(), squared,
-                      nan_in_last)
+                _fill(summary, numbers[index], squared, nan_in_last)
         self._reading = still
         return not still
 
     def wait(self) -> None:
         """Block until every copy in flight is done, then fill its summaries."""
-        for event, _, _ in self._reading:
+        for event, *_ in self._reading:
             if event is not None:
                 event.synchronize()
         self.poll()
@@ -351,8 +343,8 @@ def _reduce_batch(flats: list, base: int, buffer: _Buffer) -> None:
     numels = [f.numel() for f in flats]
     total = sum(numels)
     x = torch.cat(flats, out=torch.empty(total, dtype=torch.float64, device=device))  # exact for these dtypes
-    # the row of each element: base + the gradient's place in the batch
-    rows = torch.repeat_interleave(_to_device(numels, torch.int64, device), output_size=total).add_(base)
+    # the row of each element: base + the gradient's place in the batch (base rows of no element first)
+    rows = torch.repeat_interleave(_to_device([0] * base + numels, torch.int64, device), output_size=total)
     lo, hi, total_sum, squares, counts, flat_rows = buffer.columns
     lo.scatter_reduce_(0, rows, x.nan_to_num(inf, inf, inf), "amin")  # finite values only
     hi.scatter_reduce_(0, rows, x.nan_to_num(-inf, -inf, -inf), "amax")
