@@ -69,7 +69,7 @@ def test_figures_equal_torch(dtype, triton):
     summaries = {name: pending.add(g) for name, g in grads.items()}
     assert all(s.norm is None for s in summaries.values())  # nothing read back before the flush
     # The kernel takes every gradient whose memory it can read flat: not the sliced nor the small strided.
-    assert sum(squared for _, _, _, squared in pending._rows) == (5 if triton else 0)
+    assert sum(item[3] for item in pending._rows) == (5 if triton else 0)
     pending.flush()
     for name, g in grads.items():
         s, want = summaries[name], expected(g.cpu())
@@ -88,6 +88,36 @@ def test_figures_equal_torch(dtype, triton):
         elif "hist" in want:
             assert s.histogram.counts == want["hist"] and len(s.histogram.counts) == BINS, name
             assert s.histogram.edges == edges(dtype), name
+
+
+def test_a_batch_of_mixed_gradients_equals_torch(monkeypatch):
+    """One batch of every dtype but float64, sizes either side of SMALL_NUMEL and BATCH_NUMEL, NaN/inf,
+    empties, strided, the same tensor twice; and a batch reduced early by its cap."""
+    import forgeviz._capture.device_summary as ds
+    monkeypatch.setattr(ds, "BATCH_ELEMENTS", 5000)  # a batch reduced mid-way too
+    grads = []
+    for dtype in DTYPES:
+        grads += [g for name, g in cases(dtype).items()]
+    big = torch.randn(ds.BATCH_NUMEL + 1)  # its own ops
+    big[7] = math.nan
+    grads += [big, torch.randn(ds.BATCH_NUMEL)[::2]]
+    pending = DeviceSummaries(triton=False)
+    summaries = [pending.add(g) for g in grads]
+    assert pending.add(grads[0]) is summaries[0] and pending.held >= 5000
+    pending.flush()
+    for g, s in zip(grads, summaries):
+        if g.numel() == 0:
+            assert s.norm is None
+            continue
+        want = expected(g)
+        assert (s.nan_count, s.inf_count) == (want["nan"], want["inf"])
+        assert close(s.norm, want["norm"]) and close(s.mean, want["mean"])
+        if "min" in want:
+            assert (s.min, s.max) == (want["min"], want["max"])
+        if g.numel() <= 64:
+            assert s.values == g.reshape(-1).double().tolist()
+        elif "hist" in want:
+            assert s.histogram.counts == want["hist"]
 
 
 def test_a_gradient_seen_twice_is_summarised_once():
@@ -149,6 +179,77 @@ def test_training_step_figures_in_the_inspector(nb, monkeypatch):
     assert (got["min"], got["max"]) == (want["min"], want["max"])
     assert close(got["norm"], want["norm"]) and close(got["mean"], want["mean"])
     assert got["histogram"]["counts"] == want["hist"] and got["histogram"]["edges"] == edges(torch.float32)
+
+
+def transformer_step(device: str):
+    """A small transformer's training step (forward, backward, AdamW step) under capture, as a notebook
+    cell under ``%load_ext forgeviz`` runs it; returns (model, step(sync_mode), recorder)."""
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True)
+    model = torch.nn.Sequential(torch.nn.Embedding(100, 64), layer, torch.nn.Linear(64, 100)).to(device)
+    opt = torch.optim.AdamW(model.parameters())
+    x = torch.randint(0, 100, (4, 16), device=device)
+    recorder = BackwardRecorder(GradStore(), pytest.fail)
+
+    def step(during_backward=None):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1), x.flatten())
+        finish = recorder.arm([loss.grad_fn])
+        with during_backward or _Nothing():
+            loss.backward()
+            finish()
+        grads = {p: p.grad.clone() for p in model.parameters()}
+        opt.step()
+        return grads
+    return model, step, recorder
+
+
+class _Nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def leaf_summaries(recorder, model) -> dict:
+    """The parameters' latest .grad summaries, from the recorder's leaf histories."""
+    return {p: recorder.store.leaf_history(p).values[-1] for p in model.parameters()}
+
+
+def check_parameter_figures(recorder, model, grads) -> None:
+    recorder.device.wait()
+    for p, s in leaf_summaries(recorder, model).items():
+        want = expected(grads[p].cpu())
+        assert s.numel == p.numel() and close(s.norm, want["norm"]) and close(s.mean, want["mean"])
+        assert (s.min, s.max) == (want["min"], want["max"]) and s.nan_count == 0
+
+
+def test_training_step_reads_nothing_back_during_backward(monkeypatch):
+    monkeypatch.setenv("FORGEVIZ_SUMMARIES", "device")
+    monkeypatch.setenv("FORGEVIZ_TRITON", "0")
+    from op_count import _Count
+    model, step, recorder = transformer_step("cpu")
+    step()
+    counter = _Count()
+    grads = step(counter)
+    assert counter.ops and not any(counter.ops[name] for name in HOST_READS)
+    check_parameter_figures(recorder, model, grads)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (tests/benchmarks/gpu.sh runs it)")
+def test_cuda_training_step_is_sync_free():
+    """With forgeviz's default CUDA path, a whole training step (forward, backward, AdamW) makes no
+    synchronising call; the figures, polled after, equal torch's."""
+    model, step, recorder = transformer_step("cuda")
+    step()  # the first pass makes the buffer, the pinned memory and the bins
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        grads = step()
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    check_parameter_figures(recorder, model, grads)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (tests/benchmarks/gpu.sh runs it)")

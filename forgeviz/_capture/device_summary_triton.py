@@ -39,8 +39,8 @@ def _summarize_kernel(x_ptr, row_ptr, n, BLOCK: tl.constexpr, HIST: tl.constexpr
     bucket = tl.where(x > 0, PER_SIGN + 2 + magnitude, PER_SIGN - magnitude)
     bucket = tl.where(x == 0, PER_SIGN + 1, bucket)
     bucket = tl.where(x == -float("inf"), 0, bucket)
-    bucket = tl.where((x == float("inf")) | (x != x), 2 * PER_SIGN + 2, bucket)
-    bucket = tl.where(inside, bucket, HIST - 1)  # padding: counted, never added
+    bucket = tl.where(x == float("inf"), 2 * PER_SIGN + 2, bucket)
+    bucket = tl.where(inside & (x == x), bucket, HIST - 1)  # padding and NaN (counted above): never added
     counts = tl.histogram(bucket.to(tl.int32), HIST)
     bins = tl.arange(0, HIST)
     tl.atomic_add(row_ptr + BUCKETS + bins, counts.to(tl.float64), mask=bins < 2 * PER_SIGN + 3)

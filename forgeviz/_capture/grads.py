@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import sys
 import weakref
 from collections import OrderedDict, deque
@@ -19,7 +20,7 @@ import torch
 from ..model.graph import GradRecord, Histogram, TensorSummary
 from . import native
 from .chain import LOCAL_DERIVATIVES, SMALL as CHAIN_NUMEL, local_derivatives
-from .device_summary import DeviceSummaries, device_summaries_forced
+from .device_summary import DeviceSummaries
 from .fault import boundary
 from .summary import HISTOGRAM_BINS, HISTOGRAM_SAMPLE, SMALL_NUMEL, DeferredSummaries, summarize
 
@@ -376,10 +377,8 @@ class GradStore:
         return entry
 
 
-# Devices whose gradients are summarised and read at once. CUDA too: measured on an H200 (torch 2.11,
-# bench_capture.py gpt2/resnet cuda), a training step is bound by kernel launches from Python, and a wait
-# for the GPU at each gradient cost less (2.7-3.5x a step) than the extra ops that avoid it (3.9-4.4x).
-# Elsewhere (XLA's lazy tensors, MPS: unmeasured) a read costs far more: read once a pass.
+# Devices whose gradients are summarised and read at once (unless device_summary takes them: CUDA's float
+# gradients by default). Elsewhere (XLA's lazy tensors, MPS: unmeasured) a read costs far more: read once a pass.
 _READ_AT_ONCE = frozenset({"cpu", "cuda"})
 
 
@@ -387,14 +386,18 @@ def _on_device(grad: torch.Tensor) -> bool:
     return grad.device.type not in _READ_AT_ONCE
 
 
-# Float gradients summarised on their device with no host read until the pass ends (device_summary.py),
-# with FORGEVIZ_SUMMARIES=device: CUDA's and CPU's. Not yet by default on CUDA: its kernel and its
-# non-blocking read have run only under Triton's interpreter, and CUDA stays read at once until the GPU
-# list (tests/benchmarks/gpu.sh) has measured this path there.
+# Float gradients summarised on their device with no host read until the pass ends (device_summary.py):
+# CUDA's by default (Triton's one launch a gradient, else the batched torch ops); CPU's too with
+# FORGEVIZ_SUMMARIES=device (tests, benchmarks); none with FORGEVIZ_SUMMARIES=read (CUDA read at once,
+# a host read per gradient, as before issue 27).
 _ON_DEVICE_DTYPES = frozenset({torch.float32, torch.float64, torch.float16, torch.bfloat16})
 
 
-def _not_by_default(grad: torch.Tensor) -> bool:
+def _cuda_float(grad: torch.Tensor) -> bool:
+    return grad.is_cuda and grad.dtype in _ON_DEVICE_DTYPES
+
+
+def _never(grad: torch.Tensor) -> bool:
     return False
 
 
@@ -448,7 +451,7 @@ class BackwardRecorder:
     # the native hooks, which read CPU gradients at once, then stay off.
     deferred = staticmethod(_on_device)
     # Whether ``grad`` goes to device_summary (no host read in backward; read once a pass).
-    on_device = staticmethod(_not_by_default)
+    on_device = staticmethod(_cuda_float)
 
     def arm(self, roots: list) -> Optional[Callable[[], None]]:
         """Register hooks on every Node reachable from ``roots`` (with the ``shown`` cadence, on those
@@ -480,7 +483,9 @@ class BackwardRecorder:
                     return None
         store.recorded = index
         histogram, deferred, fault, add = self.histograms, self.deferred, self.on_fault, store.add
-        on_device = _float if device_summaries_forced() else self.on_device
+        mode = os.environ.get("FORGEVIZ_SUMMARIES", "")
+        on_device = _float if mode == "device" else _never if mode == "read" else self.on_device
+        leaf_path = on_device is _float or (on_device is _cuda_float and torch.cuda.is_initialized())
         # One gradient is usually both one node's grad_input and the next node's grad_output:
         # summarise it once per pass. Keyed by id, confirmed by a weakref so a reused id misses.
         # Gradients on an accelerator are summarised there and read back when the pass ends.
@@ -510,12 +515,28 @@ class BackwardRecorder:
             cache[id(grad)] = (ref(grad), made, grad._version)
             return made
 
-        def node_hook(nid: int, chain_node=None):
-            """``chain_node``: an elementwise Node whose local derivatives are kept too (see chain.py)."""
+        def leaf_summary(grad: Optional[torch.Tensor], parameter: torch.Tensor) -> Optional[TensorSummary]:
+            """The summary of a gradient on its way to a parameter with no ``.grad``: on the device path
+            that of ``.grad`` when the pass ends (device_summary.add_leaf), which holds nothing meanwhile."""
+            if grad is None or not on_device(grad):
+                return summary(grad)
+            hit = cache.get(id(grad))
+            if hit is not None and hit[0]() is grad and hit[2] == grad._version:
+                return hit[1]
+            made = device.add_leaf(grad, parameter)
+            cache[id(grad)] = (ref(grad), made, grad._version)
+            return made
+
+        def node_hook(nid: int, chain_node=None, to_leaves=None):
+            """``chain_node``: an elementwise Node whose local derivatives are kept too (see chain.py).
+            ``to_leaves``: grad_input index → the parameter (with no .grad yet) it goes to."""
             def hook(grad_inputs, grad_outputs):
                 # A fault here must never break the user's backward: record it and move on.
                 with boundary(fault, "recording gradients"):  # reported, never raised into torch
-                    record = GradRecord(index, [summary(g) for g in grad_outputs], [summary(g) for g in grad_inputs])
+                    ins = ([summary(g) for g in grad_inputs] if not to_leaves else
+                           [summary(g) if i not in to_leaves else leaf_summary(g, to_leaves[i])
+                            for i, g in enumerate(grad_inputs)])
+                    record = GradRecord(index, [summary(g) for g in grad_outputs], ins)
                     entry = add(nid, record)
                     recorded.append((entry, record))
                     out = grad_outputs[0] if grad_outputs else None
@@ -556,7 +577,14 @@ class BackwardRecorder:
         def python_hook(node, nid: int, kind: int):
             if kind >= _LEAF_WITH_GRAD:
                 return leaf_hook(node, nid, kind == _LEAF_WITHOUT_GRAD)
-            return node_hook(nid, node if kind == _CHAIN else None)
+            # On the device path, a gradient held until its batch is reduced would make AccumulateGrad
+            # copy it rather than keep it as .grad: those are summarised as .grad at the pass's end.
+            to_leaves = None
+            if leaf_path:
+                with boundary(fault, "finding the parameters a Node's gradients go to"):
+                    to_leaves = {i: f.variable for i, (f, _) in enumerate(node.next_functions)
+                                 if type(f).__name__ == "AccumulateGrad" and f.variable.grad is None} or None
+            return node_hook(nid, node if kind == _CHAIN else None, to_leaves)
 
         dead = store.dead
         armed = None

@@ -178,8 +178,11 @@ if __name__ == "__main__":
             ops = backward_ops(make_loss, recorder.arm)
             unique = recorder.device.summarised - before
             ours = ops - plain
-            print(f"{name}: {unique} unique gradients a backward, {sum(ours.values()) / unique:.1f} aten ops each "
-                  f"(torch path), host reads {sum(ops[n] for n in HOST_READS)}; by op: {dict(ours)}")
+            held = recorder.device.held  # elements a batch held at most (float32 here: 4 bytes each)
+            print(f"{name}: {unique} unique gradients a backward, {sum(ours.values()) / unique:.2f} aten ops each "
+                  f"(torch path), host reads {sum(ops[n] for n in HOST_READS)}; a batch held at most {held} "
+                  f"elements ({held * 4 / 2**20:.1f} MiB, + ~{held * 40 / 2**20:.0f} MiB while reduced); "
+                  f"by op: {dict(ours)}")
     elif sys.argv[1] in ("gpt2", "resnet"):
         name, device = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "cpu"
         result = case(0, 0, device, name)

@@ -24,7 +24,7 @@ what=${*:-tests capture compile}
   for w in $what; do
     echo "=== $w ($(date -u +%T))"
     case $w in
-      tests)  # every CUDA test, and the files' CPU tests beside them
+      tests)  # every CUDA test (test_device_summary's sync-free training step among them), and CPU tests beside them
         (cd tests && timeout 300 $py -m pytest -c ../pyproject.toml --rootdir .. -q -p no:cacheprovider \
           -k "cuda or compile" test_memory_cuda.py test_compile.py test_graph.py test_strides.py test_broadcast.py \
           test_panel.py test_doctor.py test_summary.py test_device_summary.py) ;;
