@@ -27,6 +27,8 @@ def main(argv=None) -> int:
     rec.add_argument("-o", "--output", required=True, help="the run's folder (each rank writes rank<N>/ in it)")
     rec.add_argument("--grads", default="each", help="'each' step (default), 'off', or N: every N-th step")
     rec.add_argument("--budget-mb", type=float, default=256, help="size to stay under, per rank (default 256)")
+    rec.add_argument("--segment-seconds", type=float, default=2.0,
+                     help="write a segment at least this often (what a killed process can lose; default 2)")
     rec.add_argument("-m", dest="module", help="run a module (as python -m does) instead of a script")
     rec.add_argument("script", nargs=argparse.REMAINDER, help="-- script.py and its arguments")
     args = parser.parse_args(argv)
@@ -38,7 +40,8 @@ def main(argv=None) -> int:
 
     target = args.module or rest[0]
     sys.argv = [target, *(rest if args.module else rest[1:])]
-    with record(args.output, grads=grads, budget_mb=args.budget_mb, command=[target, *sys.argv[1:]]):
+    with record(args.output, grads=grads, budget_mb=args.budget_mb,
+                segment_seconds=args.segment_seconds, command=[target, *sys.argv[1:]]):
         if args.module:
             runpy.run_module(args.module, run_name="__main__", alter_sys=True)
         else:

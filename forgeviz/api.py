@@ -336,7 +336,7 @@ def capture(grads: Optional[Union[str, int]] = None) -> Iterator[CaptureSession]
 
 @contextlib.contextmanager
 def record(path, *, grads: Union[str, int] = "each", budget_mb: float = 256,
-           command: Optional[Sequence[str]] = None) -> Iterator[CaptureSession]:
+           command: Optional[Sequence[str]] = None, segment_seconds: float = 2.0) -> Iterator[CaptureSession]:
     """Capture inside a ``with`` block and record it to the folder ``path`` (each rank in its own
     ``rank<N>/``), for :func:`forgeviz.open` to read later: per ``optimizer.step()``, each parameter's
     gradient as the optimizer applies it, each module's, each Node's (this rank's, during backward), each
@@ -344,7 +344,8 @@ def record(path, *, grads: Union[str, int] = "each", budget_mb: float = 256,
 
     ``grads``: ``"each"`` step, every N-th (an int), or ``"off"`` (steps and graphs only). ``budget_mb``:
     the size the recording aims to stay under (past half of it, steps are thinned, then dropped; the
-    metadata says from which step). Writing happens on a background thread; an unwritable folder or a
+    metadata says from which step). ``segment_seconds``: a segment is written at least this often (what a
+    killed process can lose at most). Writing happens on a background thread; an unwritable folder or a
     full disk is a warning, and the block runs on.
 
     >>> import tempfile, torch, forgeviz
@@ -362,14 +363,15 @@ def record(path, *, grads: Union[str, int] = "each", budget_mb: float = 256,
         raise ValueError(f"forgeviz.record(grads=...) expects 'each', 'off' or a positive int N (every N-th "
                          f"step), got {grads!r:.60}")
     if not isinstance(budget_mb, (int, float)) or isinstance(budget_mb, bool) or not budget_mb > 0:
-        raise ValueError(f"forgeviz.record(budget_mb=...) expects a positive number of megabytes, got {budget_mb!r:.60}")
+        raise ValueError("forgeviz.record(budget_mb=...) expects a positive number of megabytes, "
+                         f"got {budget_mb!r:.60}")
     from ._capture.recording import Recorder
 
     with capture(grads=every if every else "off") as session:
         recorder = None
         with boundary(session.fault, "starting the recording"):
             recorder = Recorder(session, Path(path), every, None if command is None else list(command),
-                                int(budget_mb * 2**20))
+                                int(budget_mb * 2**20), segment_seconds)
             recorder.install()
         try:
             yield session

@@ -51,7 +51,8 @@ def rank_and_world() -> tuple[int, int]:
 def fingerprint(grad: torch.Tensor) -> int:
     """CRC-32 of a tensor's bytes, in row-major order: equal tensors (bit for bit) give equal numbers.
 
-    >>> fingerprint(torch.tensor([1., 2.])) == fingerprint(torch.tensor([1., 2.])) != fingerprint(torch.tensor([1., 3.]))
+    >>> a, b = torch.tensor([1., 2.]), torch.tensor([1., 3.])
+    >>> fingerprint(a) == fingerprint(a.clone()) != fingerprint(b)
     True
     """
     t = grad.detach()
@@ -64,8 +65,9 @@ class Recorder:
     """Records one rank into ``folder/rank<N>/`` while installed (see the module's docstring)."""
 
     def __init__(self, session, folder: Path, every: int = 1, command: Optional[list[str]] = None,
-                 budget_bytes: int = BUDGET_BYTES) -> None:
+                 budget_bytes: int = BUDGET_BYTES, segment_seconds: float = SEGMENT_SECONDS) -> None:
         self.session = session
+        self.segment_seconds = segment_seconds
         self.every = every  # parameters are recorded on steps 1, 1 + every, …; 0: none
         self.budget = budget_bytes
         self.rank, self.world = rank_and_world()
@@ -102,7 +104,8 @@ class Recorder:
         self.session.before_backward.append(self._before_backward)
         self.session.after_backward.append(self._after_backward)
 
-    def close(self) -> None:
+    def uninstall(self) -> None:
+        """Remove the hooks (the writer stays open: :meth:`install` again, or :meth:`close`)."""
         for handle in self._handles:
             handle.remove()
         self._handles = []
@@ -110,6 +113,10 @@ class Recorder:
                             (self.session.after_backward, self._after_backward)):
             if hook in hooks:
                 hooks.remove(hook)
+
+    def close(self) -> None:
+        """Remove the hooks, write what waits, and the final metadata."""
+        self.uninstall()
         with boundary(self.session.fault, "writing the recording's last segment"):
             self._flush()
         rank, world = rank_and_world()  # torch.distributed may have started after recording did
@@ -186,7 +193,7 @@ class Recorder:
             rows[key].append(value)
         self.step += 1
         now = time.perf_counter()
-        if len(self._rows[GRADS]["step"]) >= SEGMENT_ROWS or now - self._last_flush >= SEGMENT_SECONDS:
+        if len(self._rows[GRADS]["step"]) >= SEGMENT_ROWS or now - self._last_flush >= self.segment_seconds:
             self._flush()
 
     def _flush(self) -> None:

@@ -7,6 +7,7 @@ Each such problem is in ``run.problems`` (and warned once when the run opens).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import warnings
@@ -21,9 +22,6 @@ from .format import FORMAT, FORMAT_VERSION, GRADS, GRAPHS, META, MODULE, NODE, P
 
 FRAME_COLUMNS = ["rank", "step", "kind", "name", "module", "norm", "min", "max", "mean", "numel", "fingerprint",
                  "sharded", "graph", "node"]
-
-
-_NULLABLE = None  # pandas' nullable dtypes by Arrow type (pandas is imported by frame() only)
 
 
 @dataclass(frozen=True)
@@ -203,13 +201,10 @@ class Run:
         position in its ``nodes``)."""
         import pandas as pd
 
-        global _NULLABLE
-        if _NULLABLE is None:
-            _NULLABLE = _nullable()
         frames = []
         for rank in self.ranks:
             table = self._ranks[rank].tables[GRADS]
-            df = table.to_pandas(types_mapper=_NULLABLE.get)  # a column with nulls keeps its ints
+            df = table.to_pandas(types_mapper=_nullable().get)  # a column with nulls keeps its ints
             df.insert(0, "rank", rank)
             frames.append(df)
         df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=FRAME_COLUMNS)
@@ -283,7 +278,9 @@ class Run:
         return self.widget()._repr_mimebundle_(include=include, exclude=exclude)
 
 
+@functools.cache
 def _nullable() -> dict:
+    """pandas' nullable dtypes by Arrow type (pandas is imported by frame() only)."""
     import pandas as pd
 
     return {pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype(), pa.uint32(): pd.UInt32Dtype(),
