@@ -50,7 +50,7 @@ def read_stream(path: Path, problems: list[str]) -> Optional[pa.Table]:
 
     >>> import tempfile; d = Path(tempfile.mkdtemp()); p = d / "s.arrows"
     >>> t = pa.table({"x": [1, 2]}); w = pa.ipc.new_stream(str(p), t.schema); w.write_table(t); w.close()
-    >>> p.write_bytes(p.read_bytes()[:-20]); problems = []
+    >>> _ = p.write_bytes(p.read_bytes()[:-20]); problems = []
     >>> read_stream(p, problems).num_rows, problems[0].split(":")[0]
     (0, 's.arrows')
     """
@@ -108,10 +108,10 @@ def open_run(path: Union[str, Path]) -> "Run":
     FileNotFoundError for a missing folder and ValueError when no rank can be read (saying why).
 
     >>> import forgeviz, tempfile
-    >>> forgeviz.open(tempfile.mkdtemp())
+    >>> forgeviz.open(tempfile.mkdtemp())  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: forgeviz.open(): no recorded rank in ... (expected rank0/, rank1/, … each with meta.json)
+    ValueError: forgeviz.open(): no recorded rank in /... (expected rank0/, rank1/, … each with meta.json)
     """
     folder = Path(path)
     if not folder.is_dir():
@@ -289,10 +289,10 @@ def _nullable() -> dict:
 
 def divergence(fingerprints: dict[tuple[int, str], dict[int, int]]) -> list[Finding]:
     """A ``rank_divergence`` finding for each (step, parameter) whose fingerprints differ across ranks:
-    the odd rank(s) out when most ranks agree, else every rank.
+    the odd rank(s) out when most ranks agree, else every rank (sorted by step, then parameter).
 
     >>> [f.ranks for f in divergence({(3, "w"): {0: 7, 1: 7, 2: 9}, (3, "b"): {0: 1, 1: 2}, (4, "w"): {0: 5, 1: 5}})]
-    [(2,), (0, 1)]
+    [(0, 1), (2,)]
     """
     findings = []
     for (step, name), by_rank in sorted(fingerprints.items()):

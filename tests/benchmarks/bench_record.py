@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 import torch
+
 from _bench import interleaved, mlp, train  # first: it puts this checkout on sys.path
 
 import forgeviz
