@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
+from pathlib import Path
 from typing import Iterator, Mapping, Optional, Sequence, Union
 
 import torch
 
+from ._capture.fault import boundary
 from ._capture.grads import cadence_of
 from ._capture.names import NameIndex
 from ._capture.session import CaptureSession, get_session
@@ -329,6 +332,53 @@ def capture(grads: Optional[Union[str, int]] = None) -> Iterator[CaptureSession]
         recorder.cadence = kept
         if not session.capturing and refresh_now in session.after_backward:
             session.after_backward.remove(refresh_now)
+
+
+@contextlib.contextmanager
+def record(path, *, grads: Union[str, int] = "each", budget_mb: float = 256,
+           command: Optional[Sequence[str]] = None, segment_seconds: float = 2.0) -> Iterator[CaptureSession]:
+    """Capture inside a ``with`` block and record it to the folder ``path`` (each rank in its own
+    ``rank<N>/``), for :func:`forgeviz.open` to read later: per ``optimizer.step()``, each parameter's
+    gradient as the optimizer applies it, each module's, each Node's (this rank's, during backward), each
+    distinct autograd graph once, and memory per step.
+
+    ``grads``: ``"each"`` step, every N-th (an int), or ``"off"`` (steps and graphs only). ``budget_mb``:
+    the size the recording aims to stay under (past half of it, steps are thinned, then dropped; the
+    metadata says from which step). ``segment_seconds``: a segment is written at least this often (what a
+    killed process can lose at most). Writing happens on a background thread; an unwritable folder or a
+    full disk is a warning, and the block runs on.
+
+    >>> import tempfile, torch, forgeviz
+    >>> net = torch.nn.Linear(3, 1); opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    >>> with forgeviz.record(tempfile.mkdtemp() + "/run") as session:
+    ...     net(torch.ones(2, 3)).sum().backward(); opt.step()
+    >>> net.weight.grad
+    tensor([[2., 2., 2.]])
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"forgeviz.record() expects the run's folder as a str or path, got {type(path).__name__}: "
+                        f"{path!r:.60}")
+    every = 0 if grads == "off" else 1 if grads == "each" else grads
+    if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+        raise ValueError(f"forgeviz.record(grads=...) expects 'each', 'off' or a positive int N (every N-th "
+                         f"step), got {grads!r:.60}")
+    if not isinstance(budget_mb, (int, float)) or isinstance(budget_mb, bool) or not budget_mb > 0:
+        raise ValueError("forgeviz.record(budget_mb=...) expects a positive number of megabytes, "
+                         f"got {budget_mb!r:.60}")
+    from ._capture.recording import Recorder
+
+    with capture(grads=every if every else "off") as session:
+        recorder = None
+        with boundary(session.fault, "starting the recording"):
+            recorder = Recorder(session, Path(path), every, None if command is None else list(command),
+                                int(budget_mb * 2**20), segment_seconds)
+            recorder.install()
+        try:
+            yield session
+        finally:
+            if recorder is not None:
+                with boundary(session.fault, "finishing the recording"):
+                    recorder.close()
 
 
 def _refresh_after_backward() -> None:

@@ -363,6 +363,7 @@ class CaptureSession:
         self._told: set[str] = set()  # faults told in this cell or capture() block (each is told once)
         self.widgets: "weakref.WeakSet" = weakref.WeakSet()
         self.after_backward: list[Callable[[], None]] = []
+        self.before_backward: list[Callable[[list], None]] = []  # given the roots (a recording walks them)
         self.explain = True  # %fv explain off turns shape-error diagrams off
         # What to remember of an op that failed with a shape error, to draw it after the cell:
         # ``describe_error(op name, args, kwargs, message)`` returns a record of shapes, or None.
@@ -689,6 +690,9 @@ class CaptureSession:
             self.backward_roots = [node_id(r) for r in roots if hasattr(r, "metadata")]
             if self.record_grads:  # memory_trace() alone wants the backward's line, not its gradients
                 finish = self.recorder.arm(roots)
+        for callback in self.before_backward:
+            with boundary(self.fault, "reading the graph before backward"):
+                callback(roots)
         sites = [t for t in self.traces if t.wants_sites]
         claims = []
         frees = None

@@ -1,0 +1,54 @@
+"""``python -m forgeviz record -o DIR [--grads each|off|N] [--budget-mb MB] -- script.py args…``: run a
+training script as ``__main__`` with recording on (under torchrun too: each rank writes ``DIR/rank<N>/``).
+``-m module`` in place of the script runs a module. The script's exit status is the command's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+
+
+def main(argv=None) -> int:
+    """Parse ``argv`` and run the script under :func:`forgeviz.record`.
+
+    >>> main(["record", "-o", "x"])
+    Traceback (most recent call last):
+    ...
+    SystemExit: 2
+    """
+    parser = argparse.ArgumentParser(prog="python -m forgeviz", description="Record a training script for "
+                                     "forgeviz.open().")
+    commands = parser.add_subparsers(dest="command", required=True)
+    rec = commands.add_parser("record", help="run a script with recording on",
+                              usage="python -m forgeviz record -o DIR [options] -- script.py [args…]")
+    rec.add_argument("-o", "--output", required=True, help="the run's folder (each rank writes rank<N>/ in it)")
+    rec.add_argument("--grads", default="each", help="'each' step (default), 'off', or N: every N-th step")
+    rec.add_argument("--budget-mb", type=float, default=256, help="size to stay under, per rank (default 256)")
+    rec.add_argument("--segment-seconds", type=float, default=2.0,
+                     help="write a segment at least this often (what a killed process can lose; default 2)")
+    rec.add_argument("-m", dest="module", help="run a module (as python -m does) instead of a script")
+    rec.add_argument("script", nargs=argparse.REMAINDER, help="-- script.py and its arguments")
+    args = parser.parse_args(argv)
+    rest = args.script[1:] if args.script[:1] == ["--"] else args.script
+    if args.module is None and not rest:
+        rec.error("expected the script to run after --, e.g. python -m forgeviz record -o runs/exp1 -- train.py")
+    grads = int(args.grads) if args.grads.isdigit() else args.grads
+    from . import record  # torch, only once the command line is good
+
+    target = args.module or rest[0]
+    sys.argv = [target, *(rest if args.module else rest[1:])]
+    with record(args.output, grads=grads, budget_mb=args.budget_mb,
+                segment_seconds=args.segment_seconds, command=[target, *sys.argv[1:]]):
+        if args.module:
+            runpy.run_module(args.module, run_name="__main__", alter_sys=True)
+        else:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(target)))  # as python script.py does
+            runpy.run_path(target, run_name="__main__")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""The recorded-run format (version 1): what each rank writes, and the names of its files.
+
+A run is a folder; each rank writes its own sub-folder ``rank<N>/`` (so ranks never share a file):
+
+- ``meta.json``: the run's metadata (written when recording starts, rewritten when it ends; see
+  :data:`META_KEYS`);
+- ``grads.arrows``, ``graphs.arrows``, ``steps.arrows``: Arrow IPC *streams*, one record batch per
+  segment, buffers compressed with zstd. A stream is append-only: a process killed mid-run leaves every
+  segment before the one it was writing readable. pandas (``pyarrow.ipc.open_stream(f).read_pandas()``)
+  and polars (``pl.read_ipc_stream``) read them directly.
+
+This module imports pyarrow only (no torch): reading a run needs neither torch nor a kernel.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+FORMAT = "forgeviz-run"
+FORMAT_VERSION = 1  # a reader refuses a rank written by a newer version, by name
+COMPRESSION = "zstd"
+
+META = "meta.json"
+GRADS, GRAPHS, STEPS = "grads", "graphs", "steps"
+SUFFIX = ".arrows"  # the Arrow IPC stream format's customary suffix
+
+# kind of a gradient row
+PARAMETER, MODULE, NODE = "parameter", "module", "node"
+
+SCHEMAS: dict[str, pa.Schema] = {
+    # One row per parameter (as the optimizer applied its gradient), per module (its parameters
+    # together) and per Node (the gradient that arrived at it during backward: this rank's own, before
+    # any all-reduce) of each recorded step.
+    GRADS: pa.schema([
+        ("step", pa.int64()),
+        ("kind", pa.dictionary(pa.int8(), pa.string())),
+        ("name", pa.string()),  # named_parameters name; module path; Node's torch name (AddmmBackward0)
+        ("module", pa.string()),  # the owning module's path ("" the root); None where unknown
+        ("norm", pa.float64()), ("min", pa.float64()), ("max", pa.float64()), ("mean", pa.float64()),
+        ("numel", pa.int64()),
+        ("fingerprint", pa.uint32()),  # parameter rows: CRC-32 of the gradient's bytes (exact equality)
+        ("sharded", pa.bool_()),  # parameter rows: a DTensor shard (FSDP2): its local part, not compared
+        ("graph", pa.int32()),  # node rows: the recorded graph (graphs stream) the Node belongs to
+        ("node", pa.int32()),  # node rows: the Node's position in that graph's ``nodes``
+    ]),
+    # Each distinct autograd graph once: the graph view's ``graph`` trait as JSON (folded by module).
+    GRAPHS: pa.schema([("graph", pa.int32()), ("step", pa.int64()), ("nodes", pa.int32()), ("json", pa.string())]),
+    # One row per optimizer step: when it ended, and memory (bytes; None where not measured).
+    STEPS: pa.schema([("step", pa.int64()), ("time", pa.float64()), ("live_bytes", pa.int64()),
+                      ("peak_bytes", pa.int64())]),
+}
+
+META_KEYS = (
+    "format", "format_version", "forgeviz", "torch", "python", "device", "rank", "world_size", "command",
+    "started", "grads", "budget_bytes",
+    # written when recording ends (absent in a run that was killed):
+    "finished", "steps", "segments", "bytes", "dropped_segments", "downsampled", "faults",
+)
+
+
+def rank_folder(rank: int) -> str:
+    """The sub-folder rank ``rank`` writes.
+
+    >>> rank_folder(3)
+    'rank3'
+    """
+    return f"rank{rank}"

@@ -1,0 +1,320 @@
+"""Reading a recorded run: :func:`open_run` (``forgeviz.open``) gives a :class:`Run`.
+
+Whatever can be read is read: a rank's stream cut short by a killed process gives its whole segments,
+and a rank that cannot be read at all (missing, written by a newer forgeviz, corrupted) is left out.
+Each such problem is in ``run.problems`` (and warned once when the run opens).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import warnings
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Union
+
+import pyarrow as pa
+
+from .format import FORMAT, FORMAT_VERSION, GRADS, GRAPHS, META, MODULE, NODE, PARAMETER, SCHEMAS, STEPS, SUFFIX
+
+FRAME_COLUMNS = ["rank", "step", "kind", "name", "module", "norm", "min", "max", "mean", "numel", "fingerprint",
+                 "sharded", "graph", "node"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing the doctor found in a run: its ``kind``, the ``ranks`` concerned, the ``step`` and the
+    ``parameter``, and a ``message`` in words."""
+
+    kind: str
+    ranks: tuple[int, ...]
+    step: int
+    parameter: str
+    message: str
+
+
+@dataclass
+class RankData:
+    """What one rank wrote: its metadata and its streams as Arrow tables (whole segments only)."""
+
+    rank: int
+    meta: dict
+    tables: dict[str, pa.Table]
+
+
+def read_stream(path: Path, problems: list[str]) -> Optional[pa.Table]:
+    """The whole segments of one Arrow IPC stream; a cut or corrupted tail is noted in ``problems``.
+
+    >>> import tempfile; d = Path(tempfile.mkdtemp()); p = d / "s.arrows"
+    >>> t = pa.table({"x": [1, 2]}); w = pa.ipc.new_stream(str(p), t.schema); w.write_table(t); w.close()
+    >>> _ = p.write_bytes(p.read_bytes()[:-20]); problems = []
+    >>> read_stream(p, problems).num_rows, problems[0].split(":")[0]
+    (0, 's.arrows')
+    """
+    if not path.exists():
+        return None
+    data = path.read_bytes()
+    batches = []
+    schema = None
+    try:
+        reader = pa.ipc.open_stream(pa.BufferReader(data))
+        schema = reader.schema
+        while True:
+            try:
+                batches.append(reader.read_next_batch())
+            except StopIteration:
+                break
+    except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
+        problems.append(f"{path.name}: cut short or corrupted after {len(batches)} whole segment(s) "
+                        f"({type(exc).__name__}: {exc}); reading those")
+    if schema is None:
+        return None
+    return pa.Table.from_batches(batches, schema=schema)
+
+
+def _read_rank(folder: Path, problems: list[str]) -> Optional[RankData]:
+    meta_path = folder / META
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, ValueError) as exc:
+        problems.append(f"{folder.name}: no readable {META} ({type(exc).__name__}: {exc}); rank left out")
+        return None
+    if meta.get("format") != FORMAT:
+        problems.append(f"{folder.name}: {META} is not a forgeviz run (format {meta.get('format')!r}); left out")
+        return None
+    version = meta.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        problems.append(f"{folder.name}: written by a newer forgeviz ({meta.get('forgeviz')}, run format "
+                        f"{version}); this forgeviz reads format {FORMAT_VERSION} and older: upgrade forgeviz "
+                        "to read it; rank left out")
+        return None
+    tables = {}
+    for name in SCHEMAS:
+        table = read_stream(folder / (name + SUFFIX), problems)
+        tables[name] = table if table is not None else SCHEMAS[name].empty_table()
+    if not meta.get("finished"):
+        problems.append(f"{folder.name}: recording did not finish (the process was killed or is still "
+                        "running); showing its whole segments")
+    return RankData(int(meta.get("rank", folder.name.removeprefix("rank") or 0)), meta, tables)
+
+
+def open_run(path: Union[str, Path]) -> "Run":
+    """Open a run recorded by ``python -m forgeviz record`` or ``forgeviz.record()``.
+
+    ``path`` is the run's folder (with one ``rank<N>/`` per rank) or one rank's folder. Raises
+    FileNotFoundError for a missing folder and ValueError when no rank can be read (saying why).
+
+    >>> import forgeviz, tempfile
+    >>> forgeviz.open(tempfile.mkdtemp())  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: forgeviz.open(): no recorded rank in /... (expected rank0/, rank1/, … each with meta.json)
+    """
+    folder = Path(path)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"forgeviz.open(): expected the folder of a recorded run, {str(folder)!r} is "
+                                f"{'a file' if folder.exists() else 'missing'}")
+    folders = [folder] if (folder / META).exists() else sorted(
+        (p for p in folder.iterdir() if p.is_dir() and p.name.startswith("rank") and p.name[4:].isdigit()),
+        key=lambda p: int(p.name[4:]))
+    if not folders:
+        raise ValueError(f"forgeviz.open(): no recorded rank in {folder} (expected rank0/, rank1/, … each "
+                         f"with {META})")
+    problems: list[str] = []
+    ranks = [r for r in (_read_rank(f, problems) for f in folders) if r is not None]
+    if not ranks:
+        raise ValueError("forgeviz.open(): no rank of " + str(folder) + " could be read: " + "; ".join(problems))
+    world = max(int(r.meta.get("world_size") or 1) for r in ranks)
+    missing = sorted(set(range(world)) - {r.rank for r in ranks})
+    if missing:
+        problems.append(f"rank(s) {', '.join(map(str, missing))} of {world} missing or unreadable in {folder}; "
+                        "showing the others")
+    for problem in problems:
+        warnings.warn(f"forgeviz.open(): {problem}", stacklevel=2)
+    return Run(folder, ranks, problems)
+
+
+class Run:
+    """A recorded run: its ranks, steps, gradients, graphs, memory and findings.
+
+    It displays as the ranks view (per-module gradient norm per rank per step, and peak memory per rank).
+    """
+
+    def __init__(self, folder: Path, ranks: list[RankData], problems: list[str]) -> None:
+        self.folder = folder
+        self._ranks = {r.rank: r for r in ranks}
+        self.problems = problems
+        self._findings: Optional[list[Finding]] = None
+
+    def __repr__(self) -> str:
+        return (f"<forgeviz Run {str(self.folder)!r}: ranks {self.ranks}, {len(self.steps)} steps"
+                f"{', ' + str(len(self.problems)) + ' problem(s)' if self.problems else ''}>")
+
+    @property
+    def ranks(self) -> list[int]:
+        """The ranks that could be read, in order."""
+        return sorted(self._ranks)
+
+    @property
+    def steps(self) -> list[int]:
+        """The optimizer steps recorded on any rank (1 is the first ``optimizer.step()``)."""
+        found: set[int] = set()
+        for data in self._ranks.values():
+            for name in (GRADS, STEPS):
+                found.update(data.tables[name].column("step").to_pylist())
+        return sorted(found)
+
+    def meta(self, rank: int) -> dict:
+        """Rank ``rank``'s metadata (versions, device, world size, command, what was dropped)."""
+        return dict(self._rank(rank).meta)
+
+    def _rank(self, rank: int) -> RankData:
+        if rank not in self._ranks:
+            raise KeyError(f"Run: no rank {rank!r} in this run; its ranks are {self.ranks}")
+        return self._ranks[rank]
+
+    def _rows(self, rank: int, kind: str) -> list[dict]:
+        table = self._rank(rank).tables[GRADS]
+        return [row for row in table.to_pylist() if row["kind"] == kind]
+
+    def grad_norms(self, rank: int, step: int) -> dict[str, float]:
+        """``{parameter name: norm}`` of the gradients the optimizer applied at ``step`` on ``rank``
+        (after DDP's all-reduce, clipping, and whatever the script did to ``.grad``).
+
+        >>> run.grad_norms(0, 1)["0.weight"]  # doctest: +SKIP
+        0.8212
+        """
+        found = {r["name"]: r["norm"] for r in self._rows(rank, PARAMETER) if r["step"] == step}
+        if not found and step not in self.steps:
+            raise KeyError(f"Run.grad_norms(): no step {step!r} recorded; recorded steps: "
+                           f"{_span(self.steps)}")
+        return found
+
+    def frame(self):
+        """Every gradient summary as a pandas DataFrame, one row per rank, step and parameter, module or
+        Node: columns ``rank, step, kind ("module" | "node" | "parameter"), name, module, norm, min, max,
+        mean``, then ``numel``, ``fingerprint`` (parameter rows: CRC-32 of the applied gradient's bytes),
+        ``sharded`` (a DTensor shard), ``graph`` and ``node`` (node rows: the recorded graph and the Node's
+        position in its ``nodes``)."""
+        import pandas as pd
+
+        frames = []
+        for rank in self.ranks:
+            table = self._ranks[rank].tables[GRADS]
+            df = table.to_pandas(types_mapper=_nullable().get)  # a column with nulls keeps its ints
+            df.insert(0, "rank", rank)
+            frames.append(df)
+        df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=FRAME_COLUMNS)
+        df["kind"] = df["kind"].astype(str)
+        return df[FRAME_COLUMNS]
+
+    def memory(self, rank: int) -> dict[str, list]:
+        """Rank ``rank``'s memory per optimizer step, as columns: ``step``, ``time`` (seconds since
+        recording began), ``live_bytes`` and ``peak_bytes`` (None where not measured)."""
+        return self._rank(rank).tables[STEPS].to_pydict()
+
+    def peaks(self) -> dict[int, int]:
+        """``{rank: peak bytes}`` over the recorded steps, for the ranks that measured memory."""
+        peaks = {}
+        for rank, data in self._ranks.items():
+            values = [v for v in data.tables[STEPS].column("peak_bytes").to_pylist() if v is not None]
+            if values:
+                peaks[rank] = max(values)
+        return peaks
+
+    def graph(self, step: Optional[int] = None, rank: Optional[int] = None) -> Optional[dict]:
+        """The graph view's ``graph`` trait (folded by module, as JSON data) of the autograd graph that
+        ran at ``step`` (None: the latest recorded) on ``rank`` (None: the first rank); None if no
+        graph was recorded."""
+        table = self._rank(self.ranks[0] if rank is None else rank).tables[GRAPHS]
+        graphs = table.to_pylist()
+        if not graphs:
+            return None
+        if step is None:
+            return json.loads(graphs[-1]["json"])
+        nodes = [r for r in self._rows(rank if rank is not None else self.ranks[0], NODE) if r["step"] <= step]
+        wanted = nodes[-1]["graph"] if nodes else None
+        for g in reversed(graphs):
+            if (wanted is not None and g["graph"] == wanted) or (wanted is None and g["step"] <= step):
+                return json.loads(g["json"])
+        return json.loads(graphs[0]["json"])
+
+    @property
+    def findings(self) -> list[Finding]:
+        """The doctor's findings: ranks whose applied gradients differ (``rank_divergence``), found when
+        asked, by comparing each replicated parameter's gradient fingerprint across ranks."""
+        if self._findings is None:
+            self._findings = divergence(self._fingerprints())
+        return list(self._findings)
+
+    def _fingerprints(self) -> dict[tuple[int, str], dict[int, int]]:
+        found: dict[tuple[int, str], dict[int, int]] = defaultdict(dict)
+        for rank in self.ranks:
+            for row in self._rows(rank, PARAMETER):
+                if not row["sharded"] and row["fingerprint"] is not None:
+                    found[(row["step"], row["name"])][rank] = row["fingerprint"]
+        return found
+
+    def module_norms(self) -> list[tuple[int, int, str, float]]:
+        """``(rank, step, module, norm)`` rows: each module's parameters' applied gradient norm."""
+        rows = []
+        for rank in self.ranks:
+            for r in self._rows(rank, MODULE):
+                if r["norm"] is not None and math.isfinite(r["norm"]):
+                    rows.append((rank, r["step"], r["name"], r["norm"]))
+        return rows
+
+    def widget(self):
+        """The ranks view of this run (``forgeviz.ranks``)."""
+        from ..api import ranks  # the view builder (and torch) only when a run is shown
+
+        return ranks(self.module_norms(), self.peaks() or None, title=f"{self.folder.name}: {len(self.ranks)} "
+                     f"rank(s), {len(self.steps)} step(s)")
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        return self.widget()._repr_mimebundle_(include=include, exclude=exclude)
+
+
+@functools.cache
+def _nullable() -> dict:
+    """pandas' nullable dtypes by Arrow type (pandas is imported by frame() only)."""
+    import pandas as pd
+
+    return {pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype(), pa.uint32(): pd.UInt32Dtype(),
+            pa.bool_(): pd.BooleanDtype()}
+
+
+def divergence(fingerprints: dict[tuple[int, str], dict[int, int]]) -> list[Finding]:
+    """A ``rank_divergence`` finding for each (step, parameter) whose fingerprints differ across ranks:
+    the odd rank(s) out when most ranks agree, else every rank (sorted by step, then parameter).
+
+    >>> [f.ranks for f in divergence({(3, "w"): {0: 7, 1: 7, 2: 9}, (3, "b"): {0: 1, 1: 2}, (4, "w"): {0: 5, 1: 5}})]
+    [(0, 1), (2,)]
+    """
+    findings = []
+    for (step, name), by_rank in sorted(fingerprints.items()):
+        if len(set(by_rank.values())) <= 1:
+            continue
+        groups: dict[int, list[int]] = defaultdict(list)
+        for rank, fp in sorted(by_rank.items()):
+            groups[fp].append(rank)
+        sizes = sorted((len(g) for g in groups.values()), reverse=True)
+        if sizes[0] > 1 and sizes[0] > sizes[1]:  # a majority agrees: the others are the odd ones out
+            majority = max(groups.values(), key=len)
+            odd = tuple(sorted(r for r in by_rank if r not in majority))
+            said = f"differs on rank{'s' if len(odd) > 1 else ''} {', '.join(map(str, odd))} from the other ranks"
+        else:
+            odd = tuple(sorted(by_rank))
+            said = f"differs between ranks {', '.join(map(str, odd))}"
+        findings.append(Finding("rank_divergence", odd, step, name,
+                                f"the gradient the optimizer applied to {name} at step {step} {said} (after the "
+                                "all-reduce it must be equal on every rank: a rank-dependent branch, or a "
+                                "gradient changed after the all-reduce?)"))
+    return findings
+
+
+def _span(steps: list[int]) -> str:
+    return "none" if not steps else f"{steps[0]}…{steps[-1]}" if len(steps) > 3 else ", ".join(map(str, steps))

@@ -1,0 +1,122 @@
+"""The background writer of one rank's recording: segments go through a bounded queue to a thread
+that appends them to Arrow IPC streams. The training thread never waits on the disk: a full queue
+drops the segment (counted), and a write that fails (a full disk, an unwritable folder) is reported
+once through ``on_fault`` and ends writing; training goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+from pathlib import Path
+from typing import Callable, Optional
+
+import pyarrow as pa
+
+from .format import COMPRESSION, META, SCHEMAS, SUFFIX
+
+QUEUE_SEGMENTS = 16  # segments waiting for the disk, at most (each a few hundred KB at most)
+_STOP = object()
+
+
+class RunWriter:
+    """Writes rank ``rank``'s files under ``folder`` (made if missing).
+
+    >>> import tempfile
+    >>> w = RunWriter(Path(tempfile.mkdtemp()) / "rank0", {"rank": 0}, print)
+    >>> w.submit("steps", {"step": [1], "time": [0.5], "live_bytes": [None], "peak_bytes": [None]})
+    True
+    >>> w.close({"finished": True}); w.segments, sorted(p.name for p in w.folder.iterdir())
+    (1, ['meta.json', 'steps.arrows'])
+    """
+
+    def __init__(self, folder: Path, meta: dict, on_fault: Callable[[str], None]) -> None:
+        self.folder = Path(folder)
+        self.meta = dict(meta)
+        self.on_fault = on_fault
+        self.segments = 0
+        self.dropped = 0
+        self.bytes = 0  # written so far (the recorder downsamples against its budget with it)
+        self.broken = ""  # why writing stopped, once it did
+        self._queue: "queue.Queue" = queue.Queue(QUEUE_SEGMENTS)
+        self._streams: dict[str, tuple] = {}
+        self._options = pa.ipc.IpcWriteOptions(compression=COMPRESSION)
+        self._write_meta()
+        self._thread = threading.Thread(target=self._run, name="forgeviz-record", daemon=True)
+        if not self.broken:
+            self._thread.start()
+
+    def submit(self, table: str, columns: dict) -> bool:
+        """Queue one segment of ``table`` (its columns as lists); False when it was dropped."""
+        if self.broken:
+            return False
+        try:
+            self._queue.put_nowait((table, columns))
+            return True
+        except queue.Full:
+            self.dropped += 1
+            return False
+
+    def close(self, final: dict, timeout: float = 60.0) -> None:
+        """Write what is queued, close the streams and write the final metadata."""
+        if self._thread.is_alive():
+            self._queue.put((_STOP, None))  # blocking: what was recorded is written before the exit
+            self._thread.join(timeout)
+        for sink, writer in self._streams.values():
+            try:
+                writer.close()
+                sink.close()
+            except (OSError, pa.ArrowException):
+                pass
+        self._streams.clear()
+        self.meta.update(final, segments=self.segments, bytes=self.bytes, dropped_segments=self.dropped)
+        if self.broken:
+            self.meta["faults"] = [*self.meta.get("faults", []), self.broken]
+        self._write_meta()
+
+    def _write_meta(self) -> None:
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            temp = self.folder / (META + ".tmp")
+            temp.write_text(json.dumps(self.meta, indent=1))
+            os.replace(temp, self.folder / META)  # a reader sees the old metadata or the new, whole
+        except OSError as exc:
+            self._fail(f"writing the run's metadata in {self.folder}", exc)
+
+    def _fail(self, what: str, exc: BaseException) -> None:
+        if not self.broken:
+            self.broken = f"{what} failed: {type(exc).__name__}: {exc}; recording stopped, training goes on"
+            self.on_fault(self.broken)
+
+    def _run(self) -> None:
+        while True:
+            table, columns = self._queue.get()
+            if table is _STOP:
+                return
+            if self.broken:
+                continue  # drain: the training thread must never block on a full queue
+            try:
+                self._append(table, columns)
+            except (OSError, pa.ArrowException, ValueError, TypeError) as exc:
+                self._fail(f"writing the {table} stream in {self.folder}", exc)
+
+    def _append(self, table: str, columns: dict) -> None:
+        schema = SCHEMAS[table]
+        batch = pa.record_batch([pa.array(columns[f.name], f.type) for f in schema], schema=schema)
+        stream = self._streams.get(table)
+        if stream is None:
+            sink = pa.OSFile(str(self.folder / (table + SUFFIX)), "wb")
+            stream = self._streams[table] = (sink, pa.ipc.new_stream(sink, schema, options=self._options))
+        sink, writer = stream
+        writer.write_batch(batch)
+        sink.flush()  # a segment is whole on disk before the next begins: a SIGKILL loses at most one
+        self.bytes = sum(s.tell() for s, _ in self._streams.values())
+        self.segments += 1
+
+
+def make_writer(folder: Path, meta: dict, on_fault: Callable[[str], None]) -> Optional[RunWriter]:
+    """A started writer, or None (reported through ``on_fault``) when the folder cannot be written."""
+    writer = RunWriter(folder, meta, on_fault)
+    return None if writer.broken else writer

@@ -1,0 +1,74 @@
+"""A training script that test_record.py runs under ``python -m forgeviz record`` (with torchrun for two
+ranks, or alone). It knows nothing of forgeviz: it writes torch's own figures, each applied gradient's
+float64 norm per step (read just before ``optimizer.step()``), to ``<out>/torch-rank<N>.json``.
+
+``record_ranks.py OUT MODE``; MODE: ``ddp`` (DDP over gloo), ``fsdp`` (FSDP2 ``fully_shard``), ``diverge``
+(DDP; rank 1 doubles its first parameter's gradient after the all-reduce at step 3), ``single`` (one
+process, no torch.distributed), ``forever`` (single, until killed).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+STEPS = 4
+
+
+def model() -> torch.nn.Module:
+    torch.manual_seed(0)  # the same weights on every rank, as DDP and FSDP expect
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+
+
+def wrap(net: torch.nn.Module, mode: str) -> torch.nn.Module:
+    if mode in ("ddp", "diverge"):
+        from torch.nn.parallel import DistributedDataParallel
+
+        return DistributedDataParallel(net)
+    if mode == "fsdp":
+        from torch.distributed.fsdp import fully_shard
+
+        for layer in net:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer)
+        return fully_shard(net)
+    return net
+
+
+def local(t: torch.Tensor) -> torch.Tensor:
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def main(out: Path, mode: str) -> None:
+    torch.set_num_threads(1)
+    distributed = mode not in ("single", "forever")
+    if distributed:
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+    rank = dist.get_rank() if distributed else 0
+    net = wrap(model(), mode)
+    opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    norms: dict[int, dict[str, float]] = {}
+    step = 0
+    while step < STEPS or mode == "forever":
+        step += 1
+        x = torch.randn(8, 8, generator=torch.Generator().manual_seed(100 * rank + step))
+        opt.zero_grad()
+        net(x).square().mean().backward()
+        if mode == "diverge" and rank == 1 and step == 3:
+            next(iter(net.parameters())).grad.mul_(2.0)  # after DDP's all-reduce: only this rank's
+        norms[step] = {n: local(p.grad).detach().double().norm().item() for n, p in net.named_parameters()}
+        opt.step()
+        if mode == "forever":
+            print(f"step {step}", flush=True)
+    (out / f"torch-rank{rank}.json").write_text(json.dumps(norms))
+    if distributed:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), sys.argv[2])

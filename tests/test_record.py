@@ -1,0 +1,212 @@
+"""Recording runs (issue 28, SCENARIOS T4): ``python -m forgeviz record`` under torchrun with two gloo ranks on
+loopback, read back with ``forgeviz.open``; every figure checked against what torch itself said on that rank
+(record_ranks.py writes it, knowing nothing of forgeviz). Then a killed process, and bad input."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+import forgeviz
+from forgeviz.run.format import FORMAT_VERSION
+
+SCRIPT = Path(__file__).with_name("record_ranks.py")
+STEPS = 4
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _torchrun(tmp: Path, mode: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+               "--master-port", str(_free_port()), "-m", "forgeviz", "record", "-o", str(tmp / "run"), "--",
+               str(SCRIPT), str(tmp), mode]
+    return subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=120)
+
+
+def _torch_norms(tmp: Path, rank: int) -> dict[int, dict[str, float]]:
+    return {int(k): v for k, v in json.loads((tmp / f"torch-rank{rank}.json").read_text()).items()}
+
+
+def _check_norms(run, tmp: Path) -> None:
+    assert run.ranks == [0, 1] and run.steps == list(range(1, STEPS + 1)), run
+    for rank in run.ranks:
+        mine = _torch_norms(tmp, rank)
+        for step in run.steps:
+            recorded = run.grad_norms(rank, step)
+            assert recorded.keys() == mine[step].keys()
+            for name, norm in mine[step].items():
+                assert recorded[name] == pytest.approx(norm, rel=1e-12, abs=1e-15), (rank, step, name)
+
+
+def test_ddp_two_ranks(tmp_path):
+    done = _torchrun(tmp_path, "ddp")
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = forgeviz.open(tmp_path / "run")
+    assert run.problems == []
+    _check_norms(run, tmp_path)
+    meta = run.meta(1)
+    assert (meta["rank"], meta["world_size"], meta["format_version"], meta["torch"]) == (1, 2, FORMAT_VERSION,
+                                                                                          torch.__version__)
+    assert meta["command"] == [str(SCRIPT), str(tmp_path), "ddp"] and meta["finished"] and meta["dropped_segments"] == 0
+    df = run.frame()
+    assert list(df.columns[:9]) == ["rank", "step", "kind", "name", "module", "norm", "min", "max", "mean"]
+    params = df[df.kind == "parameter"]
+    # after DDP's all-reduce the applied gradients are equal, bit for bit, on both ranks: and torch agrees
+    by_rank = params.pivot_table(index=["step", "name"], columns="rank", values="fingerprint", aggfunc="first")
+    assert len(by_rank) == STEPS * 4 and (by_rank[0] == by_rank[1]).all()
+    assert run.findings == []
+    # a module's row is its parameters' gradients together
+    step2 = params[(params["rank"] == 0) & (params.step == 2) & (params.module == "module.0")]
+    module = df[(df["rank"] == 0) & (df.step == 2) & (df.kind == "module") & (df.name == "module.0")]
+    assert module.norm.item() == pytest.approx(math.sqrt((step2.norm ** 2).sum()), rel=1e-12)
+    assert module["min"].item() == step2["min"].min() and module["max"].item() == step2["max"].max()
+    # Nodes: the local gradient (before the all-reduce) that reached each Node, per step, and the graph once
+    nodes = df[(df.kind == "node") & (df["rank"] == 0) & (df.step == 1)]
+    graph = run.graph(step=1)
+    labels = graph["nodes"]["columns"]["name"]
+    assert len(nodes) > 0 and set(nodes.graph) == {0}
+    assert {labels[i] for i in nodes.node} >= {"AddmmBackward0", "GeluBackward0"}, labels
+    assert sorted(run.module_norms())[0][:3] == (0, 1, "module.0")
+
+
+def test_rank_that_diverges_is_flagged(tmp_path):
+    done = _torchrun(tmp_path, "diverge")
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = forgeviz.open(tmp_path / "run")
+    _check_norms(run, tmp_path)  # rank 1's doubled gradient is what its optimizer applied, and recorded
+    assert _torch_norms(tmp_path, 1)[3]["module.0.weight"] == pytest.approx(
+        2 * _torch_norms(tmp_path, 0)[3]["module.0.weight"], rel=1e-12)
+    [finding] = run.findings
+    assert (finding.kind, finding.ranks, finding.step, finding.parameter) == ("rank_divergence", (0, 1), 3,
+                                                                              "module.0.weight")
+    assert "step 3" in finding.message
+
+
+def test_fsdp2_two_ranks(tmp_path):
+    done = _torchrun(tmp_path, "fsdp")
+    if done.returncode != 0 and "fully_shard" in done.stderr and not (tmp_path / "torch-rank0.json").exists():
+        pytest.skip(f"FSDP2 on CPU gloo did not run under torch {torch.__version__}: {done.stderr[-500:]}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = forgeviz.open(tmp_path / "run")
+    _check_norms(run, tmp_path)  # each rank's own shard, as torch's to_local() gives it
+    params = run.frame().query("kind == 'parameter'")
+    assert params.sharded.all() and run.findings == []  # shards differ by design: never compared
+
+
+def _open_warned(path: Path, *said: str):
+    """forgeviz.open(path), which must warn each of ``said`` (and nothing else)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run = forgeviz.open(path)
+    told = [str(w.message) for w in caught]
+    assert len(told) == len(said) and all(any(s in t for t in told) for s in said), told
+    return run
+
+
+def _wait_for_steps(folder: Path, steps: int, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 90  # a bound for a stuck child, not a timing assertion
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "did not finish": it is running
+                if len(forgeviz.open(folder).steps) >= steps:
+                    return
+        except (ValueError, FileNotFoundError):  # before its first metadata or segment
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"the recording never reached {steps} steps; the script said {proc.poll()}")
+
+
+def test_killed_process_opens_to_its_last_segment(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "forgeviz", "record", "-o", str(tmp_path / "run"),
+                             "--segment-seconds", "0.1", "--", str(SCRIPT), str(tmp_path), "forever"],
+                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for_steps(tmp_path / "run", 3, proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    run = _open_warned(tmp_path / "run", "rank0: recording did not finish")
+    steps = run.steps
+    assert steps[:3] == [1, 2, 3] and steps == list(range(1, len(steps) + 1))
+    assert set(run.grad_norms(0, 1)) == {"0.weight", "0.bias", "2.weight", "2.bias"}
+    # cut the grads stream inside its last segment, as a kill mid-write does: the segments before it open
+    grads = tmp_path / "run" / "rank0" / "grads.arrows"
+    whole = len(run.frame())
+    grads.write_bytes(grads.read_bytes()[:-7])
+    cut = _open_warned(tmp_path / "run", "grads.arrows: cut short or corrupted after", "did not finish")
+    assert 0 < len(cut.frame()) < whole and any("cut short" in p for p in cut.problems)
+
+
+def _train(steps: int = 3, folder=None, caplog=None) -> list[torch.Tensor]:
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+    def loop():
+        for k in range(steps):
+            opt.zero_grad()
+            net(torch.full((2, 3), float(k + 1))).square().sum().backward()
+            opt.step()
+
+    if folder is None:
+        loop()
+    else:
+        with forgeviz.record(folder):
+            loop()
+    return [p.detach().clone() for p in net.parameters()]
+
+
+def test_in_code_record_and_bad_input(tmp_path, caplog):
+    plain = _train()
+    recorded = _train(folder=tmp_path / "run")
+    assert all(torch.equal(a, b) for a, b in zip(plain, recorded, strict=True))  # recording changes nothing
+    run = forgeviz.open(tmp_path / "run")
+    assert run.steps == [1, 2, 3] and run.problems == []
+    with pytest.raises(KeyError, match="no step 9 recorded; recorded steps: 1, 2, 3"):
+        run.grad_norms(0, 9)
+    # a missing rank: the metadata says two
+    meta = tmp_path / "run" / "rank0" / "meta.json"
+    said = json.loads(meta.read_text())
+    meta.write_text(json.dumps({**said, "world_size": 2}))
+    assert _open_warned(tmp_path / "run", "rank(s) 1 of 2 missing").ranks == [0]
+    # a rank from a newer forgeviz is left out, by name; with no other rank, nothing can be shown
+    shutil.copytree(tmp_path / "run" / "rank0", tmp_path / "run" / "rank1")
+    (tmp_path / "run" / "rank1" / "meta.json").write_text(json.dumps({**said, "rank": 1, "world_size": 2,
+                                                                      "format_version": FORMAT_VERSION + 1}))
+    assert _open_warned(tmp_path / "run", "rank1: written by a newer forgeviz",
+                        "rank(s) 1 of 2 missing or unreadable").ranks == [0]
+    with pytest.raises(ValueError, match="written by a newer forgeviz"):
+        forgeviz.open(tmp_path / "run" / "rank1")
+    with pytest.raises(FileNotFoundError, match="expected the folder of a recorded run"):
+        forgeviz.open(tmp_path / "nowhere")
+    with pytest.raises(ValueError, match=r"grads=\.\.\.\) expects 'each', 'off' or a positive int N"):
+        with forgeviz.record(tmp_path / "x", grads="sometimes"):
+            pass
+    # an unwritable folder (under a file): a warning, and training goes on with the same result
+    (tmp_path / "file").write_text("")
+    with caplog.at_level(logging.WARNING, logger="forgeviz"):
+        unwritten = _train(folder=tmp_path / "file" / "run")
+    assert all(torch.equal(a, b) for a, b in zip(plain, unwritten, strict=True))
+    assert any("recording stopped, training goes on" in r.getMessage() for r in caplog.records), caplog.text
