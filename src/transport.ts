@@ -10,6 +10,7 @@ import type {
   ModuleDetail,
   ModuleReply,
   NodeDetail,
+  StepReply,
   StorageReply,
   TryReply,
   ValuesReply
@@ -26,6 +27,7 @@ export interface ReplyByType {
   try: TryReply;
   html: HtmlReply;
   detail: DetailReply;
+  step: StepReply;
 }
 export type RequestType = keyof ReplyByType;
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Optional, Union
 
-from . import as_table, as_wire
+from . import as_table, as_wire, rows_of
 
 WIRE_VERSION = 1
 
@@ -267,6 +267,33 @@ class NodeDetail:
     # "shown" or "off").
     backward_passes: int = 0
     grad_cadence: str = "each"
+    # A recorded run's Node (``run.graph_view()``): its gradients at the step the view shows.
+    recorded: Optional[RecordedGrads] = None
+
+
+@dataclass
+class RecordedGrads:
+    """A recorded Node's gradients at one step of a run (``forgeviz.open(path).graph_view()``)."""
+
+    step: int
+    rank: int
+    # The gradient that reached the Node during that step's backward: the rank's own, from before any
+    # all-reduce. None where the step recorded none for this Node (``missing`` says why).
+    local: Optional[TensorSummary]
+    parameter: Optional[str]  # a parameter's AccumulateGrad: its ``named_parameters`` name
+    # ...and its gradient as the optimizer applied it at that step (after DDP's all-reduce, clipping, …)
+    applied: Optional[TensorSummary]
+    missing: Optional[str]  # why ``local`` is None, in words
+
+
+@dataclass
+class RunSteps:
+    """What a recorded graph view can show: the recorded steps and ranks, and which it shows now."""
+
+    steps: list[int]  # the steps with gradients recorded, ascending
+    step: int
+    ranks: list[int]
+    rank: int
 
 
 @dataclass
@@ -327,6 +354,16 @@ class GraphvizRequest:
 
 
 @dataclass
+class StepRequest:
+    """A recorded graph view asks to show another step (or rank) of its run."""
+
+    type: Literal["step"]
+    request_id: int
+    step: int
+    rank: int
+
+
+@dataclass
 class InspectReply:
     type: Literal["inspect"]
     request_id: int
@@ -353,6 +390,13 @@ class GraphvizReply:
 
     type: Literal["graphviz"]
     request_id: int
+
+
+@dataclass
+class StepReply:
+    type: Literal["step"]
+    request_id: int
+    steps: RunSteps
 
 
 @dataclass
@@ -413,8 +457,32 @@ def graph_trait(graph: Graph) -> dict:
             "repeats": as_table(wire["repeats"])}
 
 
+def graph_from_trait(trait: dict) -> Graph:
+    """The Graph that ``graph_trait`` sent (what its GraphState carries left at "no backward yet").
+
+    >>> g = Graph(WIRE_VERSION, [Node(0, "MulBackward0", "op", "y", ["y"], "mul", None, 3, 1, True, False,
+    ...           1, "6", False, False)], [Edge(1, 0, 0, 0, TensorMeta([2], "float32", "cpu"))], [], [], [0],
+    ...           None, 1, 1, None)
+    >>> back = graph_from_trait(graph_trait(g))
+    >>> back.nodes[0].label, back.nodes[0].grad_brief, back.edges[0].meta.shape
+    ('y', None, [2])
+    """
+    def meta(value: Optional[dict]) -> Optional[TensorMeta]:
+        return None if value is None else TensorMeta(**value)
+
+    nodes = [Node(**{**row, "grad_passes": 0, "grad_brief": None, "freed": False, "nonfinite": False,
+                     "first_nonfinite": False}) for row in rows_of(trait["nodes"])]
+    edges = [Edge(**{**row, "meta": meta(row["meta"])}) for row in rows_of(trait["edges"])]
+    modules = [Module(**{**row, "grad_norm": None, "param_grad_norm": None}) for row in rows_of(trait["modules"])]
+    repeats = [Repeat(**row) for row in rows_of(trait["repeats"])]
+    compiled = [CompiledRegion(**c) for c in trait.get("compiled") or []]
+    return Graph(trait["version"], nodes, edges, modules, repeats, list(trait["roots"]), trait["message"],
+                 trait["backward_passes"], trait["total_nodes"], trait["cut"], compiled)
+
+
 WIRE_TYPES = [
     Histogram, TensorSummary, TensorMeta, GradRecord, Node, Edge, Module, Repeat, CompiledRegion, Graph, GraphState,
-    SavedValue, GradContribution, ChainTerm, NodeDetail, ParameterRow, ModuleDetail, InspectRequest,
-    ModuleRequest, DotRequest, GraphvizRequest, InspectReply, ModuleReply, DotReply, GraphvizReply, ErrorReply,
+    SavedValue, GradContribution, ChainTerm, NodeDetail, RecordedGrads, RunSteps, ParameterRow, ModuleDetail,
+    InspectRequest, ModuleRequest, DotRequest, GraphvizRequest, StepRequest, InspectReply, ModuleReply, DotReply,
+    GraphvizReply, StepReply, ErrorReply,
 ]

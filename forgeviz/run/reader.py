@@ -140,7 +140,9 @@ def open_run(path: Union[str, Path]) -> "Run":
 class Run:
     """A recorded run: its ranks, steps, gradients, graphs, memory and findings.
 
-    It displays as the ranks view (per-module gradient norm per rank per step, and peak memory per rank).
+    In a notebook it displays as a header (ranks, steps, command, problems, the doctor's findings), the
+    ranks view (per-module gradient norm per rank per step, and peak memory per rank) and the graph
+    view with a step slider (:meth:`graph_view`).
     """
 
     def __init__(self, folder: Path, ranks: list[RankData], problems: list[str]) -> None:
@@ -148,6 +150,7 @@ class Run:
         self._ranks = {r.rank: r for r in ranks}
         self.problems = problems
         self._findings: Optional[list[Finding]] = None
+        self._steps_rows: dict[int, dict[int, list[dict]]] = {}
 
     def __repr__(self) -> str:
         return (f"<forgeviz Run {str(self.folder)!r}: ranks {self.ranks}, {len(self.steps)} steps"
@@ -267,6 +270,99 @@ class Run:
                     rows.append((rank, r["step"], r["name"], r["norm"]))
         return rows
 
+    # --- the recorded graph view (run.graph_view) ---------------------------------------------
+    def _by_step(self, rank: int) -> dict[int, list[dict]]:
+        """Rank ``rank``'s gradient rows by step (read once)."""
+        found = self._steps_rows.get(rank)
+        if found is None:
+            found = self._steps_rows[rank] = defaultdict(list)
+            for row in self._rank(rank).tables[GRADS].to_pylist():
+                found[row["step"]].append(row)
+        return found
+
+    def gradient_steps(self, rank: int) -> list[int]:
+        """The steps of ``rank`` with gradient rows (Nodes' or parameters'), ascending: those a graph
+        view can show. A recording keeps every step unless ``grads=N`` or its size budget thinned them."""
+        return sorted(self._by_step(rank))
+
+    def rows_at(self, rank: int, step: int) -> list[dict]:
+        """The gradient rows of ``rank`` at ``step`` (as :meth:`frame`'s columns, less ``rank``)."""
+        return list(self._by_step(rank).get(step, ()))
+
+    def graph_at(self, step: int, rank: int) -> tuple[Optional[int], Optional[dict]]:
+        """``(graph id, graph trait)`` of the autograd graph ``rank`` ran at ``step``: the graph its Node
+        rows name, else the latest recorded by then; ``(None, None)`` when none was."""
+        graphs = self._rank(rank).tables[GRAPHS].to_pylist()
+        named = {r["graph"] for r in self.rows_at(rank, step) if r["kind"] == NODE}
+        chosen = next((g for g in reversed(graphs) if g["graph"] in named), None)
+        if chosen is None:
+            chosen = next((g for g in reversed(graphs) if g["step"] <= step), None)
+        return (None, None) if chosen is None else (chosen["graph"], json.loads(chosen["json"]))
+
+    def why_no_step(self, rank: int, step: object) -> str:
+        """Why ``step`` has no gradients on ``rank``, in words, with the steps that have them.
+
+        >>> run.why_no_step(0, 99)  # doctest: +SKIP
+        'expected a step with recorded gradients on rank 0 (1…4), got 99: the run has steps 1…4'
+        """
+        have = self.gradient_steps(rank)
+        meta = self._rank(rank).meta
+        said = f"expected a step with recorded gradients on rank {rank} ({_span(have)}), got {step!r}"
+        if not isinstance(step, int) or isinstance(step, bool):
+            return said
+        if step not in self.steps:
+            return f"{said}: the run has steps {_span(self.steps)}"
+        reasons = []
+        if meta.get("grads") not in (None, "each"):
+            reasons.append(f"gradients were recorded {meta['grads']} steps (grads=)")
+        for start, stride in meta.get("downsampled") or ():
+            if step >= start:
+                reasons.append(f"from step {start} the size budget kept every {_nth(stride)} step")
+        over = meta.get("over_budget_from_step")
+        if over is not None and step >= over:
+            reasons.append(f"from step {over} the size budget was spent")
+        return f"{said}: step {step} was not recorded" + (f" ({'; '.join(reasons)})" if reasons else "")
+
+    def graph_view(self, step: Optional[int] = None, rank: Optional[int] = None):
+        """The graph view of the autograd graph ``rank`` (None: the first) recorded, at ``step`` (None:
+        the latest with gradients), with a step slider (and a rank selector) in its toolbar. Click a
+        Node for its gradient at the step shown: the rank's own, from before any all-reduce, and for a
+        parameter also the gradient the optimizer applied. Raises ValueError for a step or rank the run
+        did not record, saying which it did.
+
+        >>> view = forgeviz.open("runs/exp1").graph_view(step=2)  # doctest: +SKIP
+        >>> view.show(3)  # doctest: +SKIP
+        """
+        from .._capture.session import get_session
+        from ..widgets.recorded import RecordedGraphWidget
+
+        return RecordedGraphWidget(self, step, self.ranks[0] if rank is None else rank, get_session())
+
+    # --- what a run displays -------------------------------------------------------------------
+    def header(self) -> str:
+        """The run in a few lines of Markdown: where, ranks and steps, world size, command, torch,
+        problems and the doctor's findings (what a displayed run shows first)."""
+        first = self._rank(self.ranks[0]).meta
+        world = max(int(d.meta.get("world_size") or 1) for d in self._ranks.values())
+        command = " ".join(str(a) for a in first.get("command") or []) or "unknown"
+        lines = [f"**forgeviz run** `{self.folder}`: rank{'s' if len(self.ranks) > 1 else ''} "
+                 f"{', '.join(map(str, self.ranks))} of world size {world}, {len(self.steps)} step(s) "
+                 f"({_span(self.steps)}); torch {first.get('torch', '?')} on {first.get('device', '?')}; "
+                 f"gradients {first.get('grads', '?')}",
+                 f"- command: `{command}`"]
+        lines += [f"- ⚠ {problem}" for problem in self.problems]
+        findings = self.findings
+        if findings:
+            lines.append(f"- **{len(findings)} finding(s)**:")
+            lines += [f"  - {f.kind} (rank{'s' if len(f.ranks) > 1 else ''} {', '.join(map(str, f.ranks))}, "
+                      f"step {f.step}, {f.parameter}): {f.message}" for f in findings[:MAX_SHOWN_FINDINGS]]
+            if len(findings) > MAX_SHOWN_FINDINGS:
+                lines.append(f"  - … and {len(findings) - MAX_SHOWN_FINDINGS} more (`run.findings`)")
+        else:
+            lines.append("- no findings: the ranks' applied gradients agree" if len(self.ranks) > 1 else
+                         "- no findings")
+        return "\n".join(lines)
+
     def widget(self):
         """The ranks view of this run (``forgeviz.ranks``)."""
         from ..api import ranks  # the view builder (and torch) only when a run is shown
@@ -274,8 +370,41 @@ class Run:
         return ranks(self.module_norms(), self.peaks() or None, title=f"{self.folder.name}: {len(self.ranks)} "
                      f"rank(s), {len(self.steps)} step(s)")
 
+    def views(self) -> list:
+        """What a displayed run shows after its header: the ranks view and the graph view (each
+        left out, with a line saying why, when the run has nothing for it)."""
+        shown: list = []
+        for make, what in ((self.widget, "the ranks view"), (self.graph_view, "the graph view")):
+            try:
+                shown.append(make())
+            except (ValueError, ImportError) as exc:  # a run with no gradients or graph: said, not raised
+                shown.append(f"({what}: {exc})")
+        return shown
+
     def _repr_mimebundle_(self, include=None, exclude=None):
-        return self.widget()._repr_mimebundle_(include=include, exclude=exclude)
+        text = self.header()
+        return {"text/markdown": text, "text/plain": text}
+
+    def _ipython_display_(self) -> None:
+        """The header, the ranks view, then the graph view with its step slider."""
+        from IPython.display import Markdown, display
+
+        display(self._repr_mimebundle_(), raw=True)  # the header (display(self) would come back here)
+        for view in self.views():
+            display(Markdown(view) if isinstance(view, str) else view)
+
+
+MAX_SHOWN_FINDINGS = 8
+
+
+def _nth(n: int) -> str:
+    """``2`` → ``2nd``.
+
+    >>> [_nth(n) for n in (1, 2, 3, 4, 11, 12, 22)]
+    ['1st', '2nd', '3rd', '4th', '11th', '12th', '22nd']
+    """
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 @functools.cache

@@ -182,6 +182,25 @@ export interface NodeDetail {
   compiled: CompiledRegion | null;
   backward_passes: number;
   grad_cadence: string;
+  recorded: RecordedGrads | null;
+}
+
+/** A recorded Node's gradients at one step of a run (``forgeviz.open(path).graph_view()``). */
+export interface RecordedGrads {
+  step: number;
+  rank: number;
+  local: TensorSummary | null;
+  parameter: string | null;
+  applied: TensorSummary | null;
+  missing: string | null;
+}
+
+/** What a recorded graph view can show: the recorded steps and ranks, and which it shows now. */
+export interface RunSteps {
+  steps: number[];
+  step: number;
+  ranks: number[];
+  rank: number;
 }
 
 /** One parameter of a module, and its gradient now. */
@@ -234,6 +253,14 @@ export interface GraphvizRequest {
   request_id: number;
 }
 
+/** A recorded graph view asks to show another step (or rank) of its run. */
+export interface StepRequest {
+  type: "step";
+  request_id: number;
+  step: number;
+  rank: number;
+}
+
 /** InspectReply(type: "Literal['inspect']", request_id: 'int', detail: 'NodeDetail') */
 export interface InspectReply {
   type: "inspect";
@@ -259,6 +286,13 @@ export interface DotReply {
 export interface GraphvizReply {
   type: "graphviz";
   request_id: number;
+}
+
+/** StepReply(type: "Literal['step']", request_id: 'int', steps: 'RunSteps') */
+export interface StepReply {
+  type: "step";
+  request_id: number;
+  steps: RunSteps;
 }
 
 /** ErrorReply(type: "Literal['error']", request_id: 'int', message: 'str') */

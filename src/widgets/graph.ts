@@ -5,13 +5,14 @@
  * Traits: ``graph`` (wire Graph JSON with its lists as tables, see src/model/table.ts; re-sent when the
  * structure changes), ``state`` (wire
  * GraphState after each backward: applied with no new layout), ``expanded`` (the expanded Module
- * ids; the browser writes it, so expansion survives re-display and refresh), ``warnings``.
+ * ids; the browser writes it, so expansion survives re-display and refresh), ``warnings``, and for a
+ * recorded run's graph ``steps`` (a RunSteps: the step slider; moving it sends a ``step`` request).
  * Custom messages: see src/model/wire.ts (inspect / module / dot / graphviz / error).
  */
 import css from '../../style/graph.css?raw';
 import { getGraphviz } from '../graphviz-loader';
 import { graphOfTrait, isGraphTrait, type GraphTrait } from '../model/table';
-import type { GraphState } from '../model/wire';
+import type { GraphState, RunSteps } from '../model/wire';
 import { unpackLayout } from '../render/graph/layered';
 import { createGraphView, GraphView } from '../render/graph/view';
 import { createTransport } from '../transport';
@@ -38,6 +39,7 @@ function savedDetail<T>(model: EntryModel, kind: 'nodes' | 'modules', id: string
 }
 
 const isState = (v: unknown): v is GraphState => hasArrays(v, 'ids', 'module_ids');
+const isRunSteps = (v: unknown): v is RunSteps => hasArrays(v, 'steps', 'ranks');
 const expandedOf = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
 
 const render = defineEntry({
@@ -63,6 +65,12 @@ const render = defineEntry({
       requestDetail: node => (transport ? transport.inspect(node) : savedDetail(model, 'nodes', String(node))),
       requestModule: id => (transport ? transport.module(id) : savedDetail(model, 'modules', id)),
       requestDot: () => t().dot(),
+      // a recorded run's view (its ``steps`` trait): the kernel answers by changing ``steps`` and ``state``
+      requestStep: transport
+        ? async (step, rank) => {
+            await transport.request('step', { step, rank });
+          }
+        : undefined,
       expanded: expandedOf(model.get('expanded')),
       onExpandedChange: ids => {
         if (typeof writable.set === 'function') {
@@ -80,8 +88,14 @@ const render = defineEntry({
       }
     };
     const onExpanded = () => void view.setExpanded(expandedOf(model.get('expanded')));
+    const onSteps = () => {
+      const s = model.get('steps');
+      view.setSteps(isRunSteps(s) ? s : null);
+    };
     model.on?.('change:state', onState);
     model.on?.('change:expanded', onExpanded);
+    model.on?.('change:steps', onSteps);
+    onSteps();
     const out: GraphView = {
       ...view,
       setGraph(g) {
@@ -94,6 +108,7 @@ const render = defineEntry({
       destroy() {
         model.off?.('change:state', onState);
         model.off?.('change:expanded', onExpanded);
+        model.off?.('change:steps', onSteps);
         view.destroy();
       }
     };

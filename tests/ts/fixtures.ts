@@ -155,6 +155,7 @@ function detail(over: Partial<NodeDetail> & Pick<NodeDetail, 'id' | 'label' | 'n
     compiled: null,
     backward_passes: 0,
     grad_cadence: 'each',
+    recorded: null,
     ...over
   };
 }

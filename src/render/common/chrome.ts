@@ -204,3 +204,73 @@ export function exportButtons(doc: Document, status: StatusLine, opts: ExportBut
   bindExportButtons(doc, svg, png, status, opts);
   return { svg, png };
 }
+
+// ---- step slider ------------------------------------------------------------------------------------
+
+/** A slider over a sorted list of whole numbers (steps), with ◀ ▶ buttons and the value in words. */
+export interface StepSlider {
+  /** ``span.fv-step[data-fv-step=<value>]``, hidden until ``set`` gives it values. */
+  readonly el: HTMLElement;
+  /**
+   * Offer ``values`` (ascending; they need not be consecutive: the slider moves by position) with
+   * ``value`` picked; empty hides the slider. ``enabled: false`` shows the value but lets no one move it
+   * (a saved output, or while a pick is being answered); ``why`` is then its tooltip.
+   */
+  set(values: readonly number[], value: number, enabled?: boolean, why?: string): void;
+  /** The value picked now (NaN before ``set``). */
+  value(): number;
+}
+
+/**
+ * Make a step slider. ``onPick`` gets the value the user moved to (on release or a key, not while
+ * dragging); the caller answers with ``set`` once the new value is shown.
+ *
+ * @example
+ * const slider = stepSlider(doc, 'step', step => void showStep(step));
+ * toolbar(doc, 'Graph tools', slider.el);
+ * slider.set([1, 3, 5], 5);
+ */
+export function stepSlider(doc: Document, noun: string, onPick: (value: number) => void): StepSlider {
+  const range = h(doc, 'input', { class: 'fv-step-range', type: 'range', min: 0, max: 0, step: 1, value: 0, 'aria-label': noun });
+  const text = h(doc, 'output', { class: 'fv-step-value', 'aria-live': 'polite' });
+  const prev = button(doc, 'fv-step-prev', '◀', `Previous ${noun}`);
+  const next = button(doc, 'fv-step-next', '▶', `Next ${noun}`);
+  const el = h(doc, 'span', { class: 'fv-step', hidden: true }, prev, range, next, text);
+  let values: readonly number[] = [];
+  let picked = NaN;
+  const words = (i: number) => `${noun} ${values[i]} (${i + 1} of ${values.length})`;
+  const pick = (i: number) => {
+    const at = Math.max(0, Math.min(values.length - 1, i));
+    if (values[at] !== picked && !range.disabled) {
+      onPick(values[at]);
+    }
+  };
+  // while dragging, the text follows; the pick happens on release (a kernel round trip per step otherwise)
+  range.addEventListener('input', () => {
+    text.textContent = words(Number(range.value));
+  });
+  range.addEventListener('change', () => pick(Number(range.value)));
+  prev.addEventListener('click', () => pick(values.indexOf(picked) - 1));
+  next.addEventListener('click', () => pick(values.indexOf(picked) + 1));
+  return {
+    el,
+    set(vs, value, enabled = true, why) {
+      values = [...vs];
+      picked = value;
+      const i = Math.max(0, values.indexOf(value));
+      el.hidden = values.length === 0;
+      range.max = String(Math.max(0, values.length - 1));
+      range.value = String(i);
+      range.setAttribute('aria-valuetext', words(i));
+      text.textContent = words(i);
+      el.setAttribute('data-fv-step', String(value));
+      for (const c of [range, prev, next]) {
+        c.disabled = !enabled;
+      }
+      prev.disabled ||= i === 0;
+      next.disabled ||= i === values.length - 1;
+      el.title = enabled ? '' : why ?? '';
+    },
+    value: () => picked
+  };
+}

@@ -44,6 +44,8 @@ export interface GraphViewOptions {
   expanded?: readonly string[];
   /** The user expanded or collapsed something: the expanded Module ids now ([] after "Collapse all"). */
   onExpandedChange?: (expanded: string[]) => void;
+  /** A recorded run's view: show ``step`` of ``rank`` (the kernel answers by changing the steps and state). */
+  requestStep?: (step: number, rank: number) => Promise<void>;
 }
 
 /** What view.ts calls (the GraphView methods of the same names do what these do). */

@@ -9,6 +9,7 @@ import type {
   ModuleDetail,
   NodeDetail,
   ParameterRow,
+  RecordedGrads,
   TensorSummary
 } from '../../model/wire';
 import { h, r2, s } from '../common/dom';
@@ -469,9 +470,11 @@ export function renderDetail(doc: Document, detail: NodeDetail, graph: Graph | n
     frag.appendChild(section(doc, 'Saved for backward', sv));
   }
 
-  // Gradients of the latest backward pass.
+  // Gradients of the latest backward pass (a recorded run's Node: of the step shown).
   const rec: GradRecord | undefined = detail.grads[detail.grads.length - 1];
-  if (rec) {
+  if (detail.recorded) {
+    frag.appendChild(recordedSection(doc, detail.recorded));
+  } else if (rec) {
     const title = `Gradients · backward #${rec.backward_index}${detail.grads.length > 1 ? ` (${detail.grads.length} passes seen)` : ''}`;
     const multiOut = rec.grad_outputs.length > 1;
     const arriving = gradList(doc, rec.grad_outputs, j => {
@@ -502,7 +505,7 @@ export function renderDetail(doc: Document, detail: NodeDetail, graph: Graph | n
 
   // Leaves: .grad, path sum, history. (The kernel sends any Node's contributions; an op's arriving
   // gradient already says what reached it, and it has no .grad to sum them into.)
-  if (isLeaf || detail.leaf_grad || detail.leaf_grad_history.length) {
+  if (!detail.recorded && (isLeaf || detail.leaf_grad || detail.leaf_grad_history.length)) {
     const lg = h(doc, 'div', { class: 'fv-leaf-grad' });
     lg.appendChild(row(doc, '.grad', tensorView(doc, detail.leaf_grad)));
     if (detail.contributions.length) {
@@ -514,6 +517,31 @@ export function renderDetail(doc: Document, detail: NodeDetail, graph: Graph | n
     frag.appendChild(section(doc, 'Leaf gradient', lg));
   }
   return frag;
+}
+
+/**
+ * A recorded run's Node at one step: the gradient that reached it (the rank's own, from before any
+ * all-reduce) and, for a parameter, the gradient the optimizer applied.
+ */
+function recordedSection(doc: Document, r: RecordedGrads): HTMLElement {
+  const local = h(doc, 'div', { class: 'fv-recorded-local' });
+  local.appendChild(row(doc, `arriving on rank ${r.rank}`, r.local ? tensorView(doc, r.local) : h(doc, 'span', { class: 'fv-none' }, r.missing ?? 'None')));
+  local.appendChild(
+    h(doc, 'div', { class: 'fv-note' }, `rank ${r.rank}'s local gradient, as it reached this Node during backward: before any all-reduce`)
+  );
+  const parts: HTMLElement[] = [local];
+  if (r.parameter) {
+    const applied = h(doc, 'div', { class: 'fv-recorded-applied' });
+    applied.appendChild(row(doc, `${r.parameter} as applied`, tensorView(doc, r.applied)));
+    applied.appendChild(
+      h(doc, 'div', { class: 'fv-note' }, "the gradient the optimizer applied at this step: after DDP's all-reduce, clipping and the script")
+    );
+    parts.push(applied);
+  }
+  const sec = section(doc, `Gradients · step ${r.step}, rank ${r.rank} (recorded)`, ...parts);
+  sec.setAttribute('data-fv-recorded-step', String(r.step));
+  sec.setAttribute('data-fv-recorded-rank', String(r.rank));
+  return sec;
 }
 
 /** The freshness line of a Node's gradients (see {@link freshnessText}), or null. */

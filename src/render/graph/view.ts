@@ -19,8 +19,8 @@
  *   [data-fv-module="<path>"]         a collapsed module's box, and an expanded module's cluster
  *   [data-fv-repeat="<count>"]        a stack of <count> repeated modules
  */
-import type { Graph, GraphState } from '../../model/wire';
-import { button, buttonGroup, createStatusLine, createWarningStrip, errorMessage, exportButtons, toolbar } from '../common/chrome';
+import type { Graph, GraphState, RunSteps } from '../../model/wire';
+import { button, buttonGroup, createStatusLine, createWarningStrip, errorMessage, exportButtons, stepSlider, toolbar } from '../common/chrome';
 import { h } from '../common/dom';
 import { download } from '../common/export';
 import { createCore, type GraphViewOptions } from './core';
@@ -62,6 +62,12 @@ export interface GraphView {
   exportSVG(): string;
   /** Show faults inside forgeviz as a visible warning strip (empty list hides it). */
   setWarnings(warnings: string[]): void;
+  /**
+   * A recorded run's steps and ranks (the ``steps`` trait): the toolbar's step slider (and rank
+   * selector, for several ranks) shows them; null or no steps hides it. Moving it calls
+   * ``requestStep`` (none: the slider is shown, disabled, as in a saved output).
+   */
+  setSteps(steps: RunSteps | null): void;
   destroy(): void;
 }
 
@@ -106,6 +112,12 @@ export function createGraphView(el: HTMLElement, opts: GraphViewOptions): GraphV
     buttonGroup(doc, 'div', exported.svg, exported.png, dotBtn),
     legend(doc)
   );
+  // A recorded run's step slider and rank selector: hidden unless the graph has steps (setSteps).
+  let run: RunSteps | null = null;
+  const stepper = stepSlider(doc, 'step', step => void pickStep(step, run?.rank ?? 0));
+  const rankSel = h(doc, 'select', { class: 'fv-rank', 'aria-label': 'Rank', hidden: true });
+  stepper.el.appendChild(rankSel);
+  tools.insertBefore(stepper.el, tools.firstChild);
   const crumbs = h(doc, 'nav', { class: 'fv-crumbs', 'aria-label': 'Module path', hidden: true });
   const body = createBody(doc);
   el.replaceChildren(warnings.el, tools, crumbs, status.el, body.body, body.transcript);
@@ -127,6 +139,38 @@ export function createGraphView(el: HTMLElement, opts: GraphViewOptions): GraphV
   );
   const core = createCore(el, opts, ui, io, stage, search);
   const { select, selectModule, changeTo, folded, visible, exportSVG } = core;
+
+  // ---- a recorded run's steps ----------------------------------------------------------
+  function setSteps(steps: RunSteps | null): void {
+    run = steps && steps.steps.length ? steps : null;
+    if (!run) {
+      stepper.set([], NaN);
+      return;
+    }
+    const live = !!opts.requestStep;
+    stepper.set(run.steps, run.step, live, 'a saved output: this step only (open the run with forgeviz.open for the others)');
+    rankSel.hidden = run.ranks.length < 2;
+    rankSel.disabled = !live;
+    rankSel.replaceChildren(...run.ranks.map(r => h(doc, 'option', { value: r, selected: r === run?.rank }, `rank ${r}`)));
+    el.setAttribute('data-fv-step', String(run.step));
+    el.setAttribute('data-fv-rank', String(run.rank));
+  }
+  /** Ask for another step or rank; the ``steps`` and ``state`` traits it changes come back (setSteps, setState). */
+  async function pickStep(step: number, rank: number): Promise<void> {
+    const shown = run;
+    if (!shown || !opts.requestStep) {
+      return;
+    }
+    stepper.set(shown.steps, shown.step, false, 'loading…');
+    try {
+      await opts.requestStep(step, rank);
+      status.show(null);
+    } catch (err) {
+      status.show(`Could not show step ${step} of rank ${rank}: ${errorMessage(err)}`, 'error');
+      setSteps(run);
+    }
+  }
+  rankSel.addEventListener('change', () => void pickStep(run?.step ?? NaN, Number(rankSel.value)));
 
   // ---- expand and collapse -------------------------------------------------------------
   async function setExpanded(ids: readonly string[]): Promise<void> {
@@ -253,6 +297,7 @@ export function createGraphView(el: HTMLElement, opts: GraphViewOptions): GraphV
     selectModule,
     exportSVG,
     setWarnings: warnings.set,
+    setSteps,
     destroy() {
       core.stop();
       doc.removeEventListener('forgeviz:highlight-node', onHighlight);
