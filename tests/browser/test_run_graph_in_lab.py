@@ -1,0 +1,90 @@
+"""A recorded two-rank DDP run (torchrun, gloo on loopback) opened in real JupyterLab with ``forgeviz.open``:
+the run's header, then the graph view with its step slider and rank selector. Move the slider, click a
+parameter's Node, and the applied gradient's norm shown equals torch's on that rank at that step (at the page's
+digits); the rank selector shows the other rank's."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from test_record import _torch_norms, _torchrun
+
+from labdriver import ARTIFACTS, LabNotebook
+
+pytestmark = pytest.mark.browser
+
+GRAPH = ".fv-root:has(.fv-step)"
+
+
+@pytest.fixture(scope="module")
+def ddp_run(tmp_path_factory):
+    """A run recorded by ``torchrun --nproc-per-node 2 -m forgeviz record`` of tests/record_ranks.py (DDP)."""
+    tmp = tmp_path_factory.mktemp("ddp")
+    done = _torchrun(tmp, "ddp")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return tmp
+
+
+def same_at_shown_digits(shown: str, value: float) -> bool:
+    """``shown`` (the page's number) is ``value`` rounded to the significant digits it has."""
+    mantissa = shown.lower().split("e")[0].lstrip("-").replace(".", "").lstrip("0")
+    digits = max(1, len(mantissa))
+    return float(shown) == float(f"{value:.{digits - 1}e}")
+
+
+def applied_norm(inspector) -> str:
+    text = inspector.locator(".fv-recorded-applied .fv-stats").text_content()
+    return re.search(r"norm (\S+)", text).group(1)
+
+
+def test_recorded_run_slider_click_and_rank(page, lab, ddp_run):
+    torch_norms = {rank: _torch_norms(ddp_run, rank) for rank in (0, 1)}
+    nb = LabNotebook.written(page, lab, "run.ipynb", [
+        "import forgeviz",
+        f"run = forgeviz.open({str(ddp_run / 'run')!r})\nrun",
+    ])
+    nb.run_cells(2)
+    out = nb.output(1)
+    header = out.locator(".jp-RenderedMarkdown").first
+    header.wait_for()
+    assert "of world size 2, 4 step(s)" in header.text_content() and "no findings" in header.text_content()
+    view = out.locator(GRAPH)
+    page.wait_for_selector(f"{GRAPH}[data-fv-state=ready][data-fv-step='4']")
+    slider = view.locator(".fv-step")
+    assert slider.is_visible() and view.locator(".fv-rank").is_visible()  # two ranks: the selector shows
+    assert "step 4 (4 of 4)" in slider.locator(".fv-step-value").text_content()
+
+    # the slider to step 2 (its second position): the figures change, the layout stays
+    before = view.locator(".fv-node").evaluate_all("els => els.map(e => e.getAttribute('transform'))")
+    view.locator(".fv-step-range").fill("1")
+    page.wait_for_selector(f"{GRAPH}[data-fv-step='2'] .fv-step-range:not([disabled])")
+    assert view.locator(".fv-node").evaluate_all("els => els.map(e => e.getAttribute('transform'))") == before
+
+    name = "module.2.weight"
+    node = view.locator(f'.fv-node[data-label="{name}"]')
+    node.click()
+    inspector = view.locator(".fv-inspector")
+    section = inspector.locator("[data-fv-recorded-step='2'][data-fv-recorded-rank='0']")
+    try:
+        section.wait_for(timeout=20_000)
+    except Exception:
+        out.screenshot(path=str(ARTIFACTS / "run-graph-failure.png"))
+        raise
+    text = inspector.text_content()
+    assert "before any all-reduce" in text and "as applied" in text
+    shown = applied_norm(inspector)
+    assert same_at_shown_digits(shown, torch_norms[0][2][name]), (shown, torch_norms[0][2][name])
+    out.screenshot(path=str(ARTIFACTS / "run-graph-step2-rank0.png"))
+
+    # rank 1 at the same step: DDP's all-reduce gave it the same applied gradient
+    view.locator(".fv-rank").select_option("1")
+    inspector.locator("[data-fv-recorded-step='2'][data-fv-recorded-rank='1']").wait_for()
+    shown = applied_norm(inspector)
+    assert same_at_shown_digits(shown, torch_norms[1][2][name]), (shown, torch_norms[1][2][name])
+    # the next button: step 3, same Node, torch's figure of step 3
+    view.locator(".fv-step-next").click()
+    inspector.locator("[data-fv-recorded-step='3'][data-fv-recorded-rank='1']").wait_for()
+    shown = applied_norm(inspector)
+    assert same_at_shown_digits(shown, torch_norms[1][3][name]), (shown, torch_norms[1][3][name])
+    out.screenshot(path=str(ARTIFACTS / "run-graph-step3-rank1.png"))
