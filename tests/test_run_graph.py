@@ -9,10 +9,10 @@ import json
 
 import pytest
 import torch
+from test_graph import request
 
 import forgeviz
 from forgeviz.widgets.base import MIME_TYPE
-from test_graph import request
 
 STEPS = 5
 

@@ -95,9 +95,14 @@ class RecordedGraphWidget(GraphViewWidget):
         graph_id, trait = self._run.graph_at(step, rank)
         if trait is None:
             raise ValueError(f"graph_view(): rank {rank} recorded no autograd graph up to step {step}")
-        if graph_id != self._graph_id or self._graph is None:
-            self._graph_id, self._graph = graph_id, graph_from_trait(trait)
-            self._graph.backward_passes = 0  # the browser applies any later state to it
+        if graph_id != self._graph_id or rank != self._rank or self._graph is None:
+            graph = graph_from_trait(trait)
+            # Another rank's (or step's) graph of the same shape keeps the one drawn: its Node ids (each
+            # process numbers its own), layout and selection; rows name Nodes by position, not id.
+            if self._graph is None or _shape(graph) != _shape(self._graph):
+                self._graph = graph
+                self._graph.backward_passes = 0  # the browser applies any later state to it
+            self._graph_id = graph_id
         self._step, self._rank = step, rank
         self._figures(self._run.rows_at(rank, step))
         with self.hold_sync():
@@ -191,6 +196,13 @@ class RecordedGraphWidget(GraphViewWidget):
         except ValueError as exc:
             raise RequestError(str(exc).removeprefix("graph_view(): ")) from None
         return {"type": "step", "request_id": request_id, "steps": dict(self.steps)}, None
+
+
+def _shape(graph: Graph) -> tuple:
+    """A graph's structure with its Nodes by position (two processes give the same graph other ids)."""
+    at = {n.id: i for i, n in enumerate(graph.nodes)}
+    return (tuple((n.name, n.label, n.kind, n.module_path) for n in graph.nodes),
+            tuple((at.get(e.src), at.get(e.dst), e.input_nr, e.output_nr) for e in graph.edges))
 
 
 def _brief(row: dict) -> str:
