@@ -69,6 +69,8 @@ def test_each_steps_node_figures_equal_torchs(tmp_path):
         # as the browser's slider asks, then the inspector (the state trait changed, the graph did not)
         reply = request(view, {"type": "step", "request_id": step, "step": step, "rank": 0})
         assert reply["type"] == "step" and reply["steps"]["step"] == step and view.graph is laid_out
+        # the browser applies a state no older than the graph it drew (src/widgets/graph.ts)
+        assert view.state["backward_passes"] >= view.graph["backward_passes"]
         detail = request(view, {"type": "inspect", "request_id": 100 + step, "node": tanh.id})["detail"]["recorded"]
         assert (detail["step"], detail["rank"], detail["parameter"], detail["applied"]) == (step, 0, None, None)
         local = detail["local"]

@@ -101,7 +101,6 @@ class RecordedGraphWidget(GraphViewWidget):
             # process numbers its own), layout and selection; rows name Nodes by position, not id.
             if self._graph is None or _shape(graph) != _shape(self._graph):
                 self._graph = graph
-                self._graph.backward_passes = 0  # the browser applies any later state to it
             self._graph_id = graph_id
         self._step, self._rank = step, rank
         self._figures(self._run.rows_at(rank, step))
@@ -132,7 +131,8 @@ class RecordedGraphWidget(GraphViewWidget):
                       if not module.path or path == module.path or path.startswith(module.path + ".")]
             module.param_grad_norm = wire_float(math.sqrt(sum(n * n for n in inside))) if inside else None
             module.grad_norm = None
-        graph.backward_passes = self._step
+        # 0 in the graph trait and every state: the browser applies a state no older than its graph's
+        graph.backward_passes = 0
 
     def _grads_text(self) -> str:
         return f"step {self._step} of rank {self._rank} (recorded)"

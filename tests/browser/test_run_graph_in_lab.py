@@ -73,15 +73,26 @@ def test_recorded_run_slider_click_and_rank(page, lab, ddp_run):
         raise
     text = inspector.text_content()
     assert "before any all-reduce" in text and "as applied" in text
+    # the Node's badge is the local norm of the step shown, as the inspector says it
+    local = re.search(r"norm (\S+)", inspector.locator(".fv-recorded-local .fv-stats").text_content()).group(1)
+    assert node.locator(".fv-badge-text").text_content().endswith(f"‖g‖={local}")
     shown = applied_norm(inspector)
     assert same_at_shown_digits(shown, torch_norms[0][2][name]), (shown, torch_norms[0][2][name])
     out.screenshot(path=str(ARTIFACTS / "run-graph-step2-rank0.png"))
 
     # rank 1 at the same step: DDP's all-reduce gave it the same applied gradient
     view.locator(".fv-rank").select_option("1")
-    inspector.locator("[data-fv-recorded-step='2'][data-fv-recorded-rank='1']").wait_for()
+    try:
+        page.wait_for_selector(f"{GRAPH}[data-fv-rank='1'] .fv-step-range:not([disabled])", timeout=20_000)
+        inspector.locator("[data-fv-recorded-step='2'][data-fv-recorded-rank='1']").wait_for(timeout=20_000)
+    except Exception:
+        out.screenshot(path=str(ARTIFACTS / "run-graph-failure.png"))
+        raise AssertionError(f"rank 1: status {view.locator('.fv-status').text_content()!r}, "
+                             f"root {view.get_attribute('data-fv-rank')!r}, inspector {inspector.text_content()[:300]!r}")
     shown = applied_norm(inspector)
     assert same_at_shown_digits(shown, torch_norms[1][2][name]), (shown, torch_norms[1][2][name])
+    other = re.search(r"norm (\S+)", inspector.locator(".fv-recorded-local .fv-stats").text_content()).group(1)
+    assert other != local  # each rank's own gradient before the all-reduce differs (other data)
     # the next button: step 3, same Node, torch's figure of step 3
     view.locator(".fv-step-next").click()
     inspector.locator("[data-fv-recorded-step='3'][data-fv-recorded-rank='1']").wait_for()
