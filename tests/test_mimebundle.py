@@ -17,7 +17,8 @@ from forgeviz.model import rows_of
 from forgeviz.model.memory import EVENT_COLUMNS
 from forgeviz.widgets import base
 from forgeviz.widgets.base import MAX_SAVED_BYTES, MIME_TYPE, WIDGET_VIEW, _json_size, _split_bundle
-from forgeviz.widgets.graph import MAX_SAVED_DETAILS, GraphWidget
+from forgeviz.widgets.graph import GraphWidget
+from forgeviz.widgets.graph_base import MAX_SAVED_DETAILS
 
 from scenarios import S1, make_gpt2
 

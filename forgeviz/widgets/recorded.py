@@ -30,7 +30,7 @@ from ..model.graph import (
 )
 from ..run.format import MODULE, NODE, PARAMETER
 from .base import RequestError
-from .graph import GraphViewWidget
+from .graph_base import GraphViewWidget
 
 #: What the inspector says of a Node's recorded gradient, and of a parameter's applied one.
 LOCAL_NOTE = "this rank's own gradient, as it reached the Node during backward: before any all-reduce"
