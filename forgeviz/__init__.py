@@ -6,10 +6,10 @@ True
 """
 
 from ._version import __version__
-from .api import broadcast, capture, cuda_snapshot, graph, memory, memory_trace, show, strides
+from .api import broadcast, capture, cuda_snapshot, graph, memory, memory_trace, ranks, show, strides
 
 __all__ = ["__version__", "broadcast", "capture", "cuda_snapshot", "graph", "load_ipython_extension", "memory",
-           "memory_trace", "show", "strides", "unload_ipython_extension"]
+           "memory_trace", "ranks", "show", "strides", "unload_ipython_extension"]
 
 
 def load_ipython_extension(shell) -> None:
