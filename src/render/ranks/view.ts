@@ -228,22 +228,33 @@ export function createRanksView(el: HTMLElement): RanksView {
     spreadBtn.setAttribute('aria-pressed', String(mode === 'spread'));
   }
 
-  /** In the spread, a click shows the rank furthest from the others' median (log scale) there. */
+  /**
+   * The rank that stands out at (m, s): the one furthest (log scale) from the median of the others;
+   * of two equally far (always so with 2 ranks), the larger norm. A NaN or inf counts as furthest.
+   */
   function spreadRank(m: number, s: number): number {
     const d = data!;
-    const logs: [number, number][] = [];
+    const given: [number, number][] = [];
     d.grid.ranks.forEach((_, r) => {
       const i = at(d, r, m, s);
-      if (!(d.missing && d.missing[i])) logs.push([r, Math.log10(Math.max(d.values[i], Number.MIN_VALUE))]);
+      if (!(d.missing && d.missing[i])) given.push([r, d.values[i]]);
     });
-    if (!logs.length) return 0;
-    const sorted = logs.map(x => x[1]).sort((a, b) => a - b);
-    const median = sorted[Math.floor(sorted.length / 2)];
-    let best = logs[0];
-    for (const x of logs) {
-      if (!(Math.abs(x[1] - median) <= Math.abs(best[1] - median))) best = x; // NaN counts as furthest
+    if (!given.length) return 0;
+    const log = (v: number) => Math.log10(Math.max(v, Number.MIN_VALUE));
+    let best = given[0][0];
+    let bestDist = -1;
+    let bestValue = -Infinity;
+    for (const [r, v] of given) {
+      const others = given.filter(([k]) => k !== r).map(([, w]) => log(w)).sort((a, b) => a - b);
+      const median = others.length ? others[Math.floor((others.length - 1) / 2)] : log(v);
+      const dist = Number.isFinite(v) ? Math.abs(log(v) - median) : Infinity;
+      if (dist > bestDist || (dist === bestDist && v > bestValue)) {
+        best = r;
+        bestDist = dist;
+        bestValue = v;
+      }
     }
-    return best[0];
+    return best;
   }
 
   function renderPeaks() {
