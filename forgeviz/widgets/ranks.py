@@ -35,7 +35,7 @@ class RanksWidget(RequestWidget):
 
         >>> import forgeviz
         >>> forgeviz.ranks([(0, 1, "fc", 2.0), (1, 1, "fc", 2.5)], {0: 2048, 1: 4096}).summary()
-        'forgeviz ranks: 2 ranks × 1 step × 1 module; peak memory 2.0 KB – 4.0 KB'
+        'forgeviz ranks: 2 ranks × 1 step × 1 module; peak memory 2 KiB – 4 KiB'
         """
         g = self._grid
 
