@@ -83,6 +83,12 @@ describe('ranks view', () => {
     expect([...keys]).toEqual([LEVELS / 2 | 0, LEVELS + 1, LEVELS + 2, LEVELS].map((k, i) => (i === 0 ? keys[0] : k)));
     clickCell(el, '0', 0, 1);
     expect(el.querySelector('.fv-ranks-value')!.textContent).toBe('NaN');
+    // the export strokes the NaN and inf cells, as the canvas does (a cue beyond colour)
+    const host = document.createElement('div');
+    document.body.appendChild(host);
+    const view = createRanksView(host);
+    view.setGrid(g);
+    expect(view.exportSVG().match(/<path d="(M[\d.]+ [\d.]+L[\d.]+ [\d.]+)+"/g)).toHaveLength(2); // one path a panel
     clickCell(el, '1', 1, 1);
     expect(el.querySelector('.fv-ranks-value')!.textContent).toBe('no record');
   });

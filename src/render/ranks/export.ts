@@ -4,7 +4,7 @@
  * peak memory bars. Presentation attributes only, no CSS, so readers that strip styles show it as drawn.
  */
 import { bytesShort } from '../common/format';
-import { colourOf, hex } from './colour';
+import { colourOf, hex, INF, NAN } from './colour';
 import type { RanksData } from './data';
 import type { Geometry } from './geom';
 import type { Legend, Panel } from './panels';
@@ -19,6 +19,8 @@ export interface SvgInk {
 }
 
 const FONT = 'font-family="DejaVu Sans, sans-serif"';
+/** About the width of one character of 11 px DejaVu Sans, to place legend entries. */
+const CHAR_W = 6.2;
 
 /** The picture: title, legend, each panel, the peaks. */
 export function ranksSvg(d: RanksData, panels: Panel[], legend: Legend, g: Geometry, ink: SvgInk, title: string): string {
@@ -33,14 +35,14 @@ export function ranksSvg(d: RanksData, panels: Panel[], legend: Legend, g: Geome
   const stops = legend.ramp.map((c, i) => `<stop offset="${(i / (legend.ramp.length - 1)).toFixed(3)}" stop-color="${hex(c)}"/>`).join('');
   out.push(`<defs><linearGradient id="fv-ranks-ramp">${stops}</linearGradient></defs>`);
   text(pad, y + 11, legend.low, 11, ' text-anchor="start"');
-  const lx = pad + 8 + 7 * legend.low.length;
+  const lx = pad + 8 + CHAR_W * legend.low.length;
   out.push(`<rect x="${lx}" y="${y + 2}" width="160" height="10" fill="url(#fv-ranks-ramp)"/>`);
   text(lx + 166, y + 11, `${legend.high}  ${legend.caption}`, 11);
-  let cx = lx + 166 + 7 * (legend.high.length + legend.caption.length + 2) + 12;
+  let cx = lx + 166 + CHAR_W * (legend.high.length + legend.caption.length + 2) + 12;
   for (const c of legend.classes) {
     out.push(`<rect x="${cx}" y="${y + 2}" width="10" height="10" fill="${c.colour ?? 'none'}" stroke="${ink.fg2}" stroke-width="0.5"/>`);
     text(cx + 14, y + 11, c.label, 11);
-    cx += 14 + 7 * c.label.length + 12;
+    cx += 14 + CHAR_W * c.label.length + 12;
   }
   y += 24;
   let width = cx;
@@ -62,6 +64,18 @@ export function ranksSvg(d: RanksData, panels: Panel[], legend: Legend, g: Geome
         }
         s = e;
       }
+    }
+    if (g.cellW >= 4 && g.cellH >= 4) {
+      // the canvas's non-colour cue: a stroke across each NaN (and, per rank, ±inf) cell
+      let marks = '';
+      for (let j = 0; j < p.keys.length; j++) {
+        if (p.keys[j] === NAN || (p.keys[j] === INF && p.rank >= 0)) {
+          const x = x0 + (j % d.nSteps) * g.cellW;
+          const yy = y + Math.floor(j / d.nSteps) * g.cellH;
+          marks += `M${x + 1} ${yy + g.cellH - 1}L${x + g.cellW - 1} ${yy + 1}`;
+        }
+      }
+      if (marks) out.push(`<path d="${marks}" stroke="#ffffff" stroke-width="1" fill="none"/>`);
     }
     y += g.height + 4;
     text(x0, y + 11, `step ${d.grid.steps[0] ?? ''}`, 10);

@@ -17,7 +17,7 @@ import { button, buttonGroup, createStatusLine, createWarningStrip, errorMessage
 import { h } from '../common/dom';
 import { cssVar } from '../common/export';
 import { bytesShort } from '../common/format';
-import { colourOf, hex, LEVELS } from './colour';
+import { colourOf, hex, INF, LEVELS, NAN } from './colour';
 import { at, decodeGrid, formatNorm, stepLabel, spreadOf, type RanksData, type Spread } from './data';
 import { ranksSvg, svgSize } from './export';
 import { cellAt, geometryOf, type Geometry } from './geom';
@@ -70,7 +70,7 @@ export function paintPanel(canvas: HTMLCanvasElement, d: RanksData, g: Geometry,
     ctx.lineWidth = 1;
     ctx.beginPath();
     for (let j = 0; j < p.keys.length; j++) {
-      if (p.keys[j] === LEVELS + 1 || (p.keys[j] === LEVELS + 2 && p.rank >= 0)) {
+      if (p.keys[j] === NAN || (p.keys[j] === INF && p.rank >= 0)) {
         const x = (j % d.nSteps) * g.cellW;
         const y = Math.floor(j / d.nSteps) * g.cellH;
         ctx.moveTo(x + 1, y + g.cellH - 1);
