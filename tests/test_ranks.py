@@ -51,7 +51,7 @@ def train_two_ranks():
 
 
 class Frame:
-    """A stand-in for a pandas DataFrame: ``columns`` and ``itertuples(index=False)`` (the view must not import pandas)."""
+    """A stand-in for a pandas DataFrame: ``columns`` and ``itertuples(index=False)`` (forgeviz imports no pandas)."""
 
     def __init__(self, columns, rows):
         self.columns, self._rows = list(columns), rows
@@ -100,7 +100,8 @@ def test_nan_and_inf_are_values_and_gaps_are_missing():
     ([(0, 0, 3, 1.0)], None, "row 0: module must be a string (a named_modules() path), got 3 (int)"),
     ([(0, 0, "fc")], None, "row 0: expected (rank, step, module, norm), got (0, 0, 'fc')"),
     ([(0, 0, "fc", 1.0), (0, 0, "fc", 2.0)], None, "row 1: rank 0, step 0, module 'fc' is given twice"),
-    ([(0, 0, "fc", 1.0)], {0: -5}, "peaks[0]: expected a non-negative integer rank and peak bytes, got 0 (int): -5 (int)"),
+    ([(0, 0, "fc", 1.0)], {0: -5},
+     "peaks[0]: expected a non-negative integer rank and peak bytes, got 0 (int): -5 (int)"),
 ])
 def test_bad_input_says_what_was_expected_and_what_was_given(norms, peaks, message):
     with pytest.raises(ValueError) as caught:
@@ -109,7 +110,8 @@ def test_bad_input_says_what_was_expected_and_what_was_given(norms, peaks, messa
 
 
 def test_bad_types_say_so():
-    with pytest.raises(TypeError, match=r"norms: expected rows of \(rank, step, module, norm\) or a frame with those columns, got dict"):
+    with pytest.raises(TypeError, match=r"norms: expected rows of \(rank, step, module, norm\) or a frame with those "
+                                        r"columns, got dict"):
         forgeviz.ranks({"rank": [0]})
     with pytest.raises(TypeError, match=r"peaks: expected a mapping \{rank: peak bytes\}, got list"):
         forgeviz.ranks([], [1, 2])

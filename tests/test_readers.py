@@ -1,9 +1,9 @@
 """Every saved forgeviz output shows a picture in every reader that opens the notebook, never source
 text (issue 25). The notebook is made by real cells run headless (nbclient, no widget state): S1's
 graph shown before its backward (the kernel updates the output after it), the strides of t and t.T,
-a broadcast, the memory timeline and two ranks' gradient norms. Each reader here picks a part of each output's bundle as that
-reader does, and the picture it shows is decoded (an SVG rasterised by resvg, a PNG by Pillow) and
-must not be blank; the text it renders must hold no SVG source, escaped or not.
+a broadcast, the memory timeline and two ranks' gradient norms. Each reader here picks a part of each
+output's bundle as that reader does, and the picture it shows is decoded (an SVG rasterised by resvg, a
+PNG by Pillow) and must not be blank; the text it renders must hold no SVG source, escaped or not.
 
 Readers (tests/browser/test_readers_in_lab.py: JupyterLab without forgeviz, and these nbconvert
 pages loaded in Chromium):

@@ -9,9 +9,9 @@ functions may be called from any thread. Nothing heavy loads on ``import forgevi
 ``traits`` is what the view's widget syncs to the browser: for the graph view
 ``{"graph": w.graph, "state": w.state, "expanded": list(w.expanded)}`` (or just the widget:
 ``traits_of(w)``), for strides ``{"layout": w.layout}``, for broadcast ``{"plan": w.plan}``, for
-ranks ``{"grid": w.grid}``, memory ``{"timeline": w.timeline}`` with its events as ``messages`` (the custom messages a saved
-output keeps: ``saved_payload(...)["messages"]``, or ``(content, buffers)`` pairs). The broadcast
-view also gives its animated GIF (``render_gif``) and one SVG per step (``render_steps``).
+ranks ``{"grid": w.grid}``, for memory ``{"timeline": w.timeline}`` with its events as ``messages``
+(the custom messages a saved output keeps: ``saved_payload(...)["messages"]``, or ``(content, buffers)``
+pairs). The broadcast view also gives its animated GIF (``render_gif``) and one SVG per step (``render_steps``).
 
 >>> import forgeviz.headless as headless
 >>> headless.HEADLESS_VIEWS

@@ -1,10 +1,13 @@
 /** The ranks view: its adapter, panels, details of a click, the spread, off-scale cells, export, and its cost at 8 × 500 × 150. */
+import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { LEVELS, NORM_RAMP, SPREAD_RAMP } from '../../src/render/ranks/colour';
 import { decodeGrid, formatNorm, spreadOf } from '../../src/render/ranks/data';
 import { panelsOf } from '../../src/render/ranks/panels';
 import { createRanksView } from '../../src/render/ranks/view';
 import widget from '../../src/widgets/ranks';
+import { expectWidgetBundle } from './bundle';
 import { drawsWhenItsDataComes, mounter } from './mount';
 import { gridOf } from './ranks-fixtures';
 
@@ -143,5 +146,20 @@ describe('ranks view', () => {
     expect(sp.top!.ratio).toBeCloseTo(4, 12);
     expect(spreadPanel[0].keys[150 * 500 - 1]).toBe(LEVELS - 1);
     expect(host.querySelector('.fv-transcript')!.textContent).toContain('(rank 5 stands out)');
+  });
+});
+
+const built = path.join(process.cwd(), 'forgeviz', 'static', 'ranks.js');
+
+describe.skipIf(!existsSync(built))('forgeviz/static/ranks.js (after jlpm build:esm:prod)', () => {
+  it('is a small, offline ESM with a default export, and draws a grid with a minimal static model', async () => {
+    expect(expectWidgetBundle(built)).toContain('forgeviz-ranks-style');
+    const mod = await import(/* @vite-ignore */ built);
+    const el = document.createElement('div');
+    document.body.appendChild(el);
+    const values: Record<string, unknown> = { grid: divergent(), warnings: [], static: true };
+    mod.default.render({ model: { get: (k: string) => values[k] }, el });
+    expect(el.getAttribute('data-fv-state')).toBe('ready');
+    expect(el.querySelectorAll('canvas.fv-ranks-canvas')).toHaveLength(2);
   });
 });
