@@ -102,4 +102,16 @@ def test_ranks_heatmap_click_and_spread(page, lab):
         const a = performance.now(); el.querySelector('.fv-ranks-mode-ranks').click(); return [a - t, performance.now() - a]; }""",
                        big.locator(".fv-ranks").element_handle())
     print(f"ranks 8x500x150 in Chromium: spread redraw {ms[0]:.0f} ms, 8-panel redraw {ms[1]:.0f} ms")
-    big.screenshot(path=str(ARTIFACTS / "ranks-big-light.png"))
+    # one rank alone (rank 5, ×4 after step 300), and the spread, where rank 5 stands out from step 301
+    big.locator("select.fv-ranks-select").select_option("5")
+    page.wait_for_function("el => el.querySelectorAll('canvas.fv-ranks-canvas').length === 1",
+                           arg=big.locator(".fv-ranks").element_handle())
+    assert big.locator("canvas.fv-ranks-canvas").get_attribute("data-fv-rank") == "5"
+    big.screenshot(path=str(ARTIFACTS / "ranks-big-rank5-light.png"))
+    big.locator("button.fv-ranks-mode-spread").click()
+    spread = big.locator('canvas.fv-ranks-canvas[data-fv-rank="spread"]')
+    spread.wait_for()
+    before, after = (sum(page.evaluate(PIXEL, [spread.element_handle(), 75, s])) for s in (300, 301))
+    assert before == 238 * 3 and after < 300  # the ranks agree up to step 300; from 301 rank 5 is 4×
+    assert "(rank 5 stands out)" in big.locator(".fv-transcript").text_content()
+    big.screenshot(path=str(ARTIFACTS / "ranks-big-spread-light.png"))

@@ -40,6 +40,15 @@ describe('ranks view', () => {
       ['1', '5 MiB']
     ]);
     expect(el.querySelector<HTMLElement>('.fv-ranks-peak-bar[style*="100.0%"]')).toBeTruthy();
+    // one rank alone, then all again
+    const select = el.querySelector<HTMLSelectElement>('select.fv-ranks-select')!;
+    expect([...select.options].map(o => o.textContent)).toEqual(['all 2 ranks', 'rank 0', 'rank 1']);
+    select.value = '1';
+    select.dispatchEvent(new Event('change'));
+    expect([...el.querySelectorAll('canvas.fv-ranks-canvas')].map(c => c.getAttribute('data-fv-rank'))).toEqual(['1']);
+    select.value = '-1';
+    select.dispatchEvent(new Event('change'));
+    expect(el.querySelectorAll('canvas.fv-ranks-canvas')).toHaveLength(2);
   });
 
   it('a click shows rank, step, module and norm exactly, and every rank’s norm there', () => {

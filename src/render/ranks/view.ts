@@ -30,6 +30,8 @@ export interface RanksView {
   setGrid(grid: RanksGrid): void;
   setWarnings(warnings: string[]): void;
   setMode(mode: Mode): void;
+  /** "By rank" draws only the rank at this index of ``grid.ranks``; -1: every rank. */
+  showRank(r: number): void;
   /** Pin the details of (rank index, module index, step index). */
   select(r: number, m: number, s: number): void;
   exportSVG(): string;
@@ -104,7 +106,9 @@ export function createRanksView(el: HTMLElement): RanksView {
     }
   });
   const readout = h(doc, 'div', { class: 'fv-readout fv-ranks-readout', role: 'status', 'aria-live': 'polite' });
-  const bar = toolbar(doc, 'Ranks view tools', buttonGroup(doc, 'div', ranksBtn, spreadBtn), buttonGroup(doc, 'div', exported.svg, exported.png), readout);
+  // which ranks "By rank" draws: all (small multiples) or one
+  const rankSelect = h(doc, 'select', { class: 'fv-ranks-select', 'aria-label': 'Ranks shown', title: 'Ranks shown' });
+  const bar = toolbar(doc, 'Ranks view tools', buttonGroup(doc, 'div', ranksBtn, spreadBtn), rankSelect, buttonGroup(doc, 'div', exported.svg, exported.png), readout);
   const heading = h(doc, 'div', { class: 'fv-ranks-title', hidden: true });
   const message = h(doc, 'div', { class: 'fv-message', hidden: true });
   const legendEl = h(doc, 'div', { class: 'fv-ranks-legend' });
@@ -120,6 +124,8 @@ export function createRanksView(el: HTMLElement): RanksView {
   let geom: Geometry | null = null;
   let panels: Panel[] = [];
   let pinned: { r: number; m: number; s: number } | null = null;
+  /** The rank index "By rank" shows alone; -1: every rank. */
+  let only = -1;
 
   const name = (m: number) => data!.grid.modules[m] || '(root)';
 
@@ -163,7 +169,7 @@ export function createRanksView(el: HTMLElement): RanksView {
     const available = el.clientWidth || 900;
     geom = geometryOf(d, available);
     const g = geom;
-    panels = panelsOf(d, mode, spread);
+    panels = panelsOf(d, mode, spread).filter(p => mode === 'spread' || only < 0 || p.rank === only);
     const legend = legendOf(d, mode, spread, panels, formatNorm);
     const gradient = `linear-gradient(to right, ${legend.ramp.map(c => hex(c)).join(', ')})`;
     legendEl.replaceChildren(
@@ -224,6 +230,7 @@ export function createRanksView(el: HTMLElement): RanksView {
       })
     );
     el.setAttribute('data-fv-mode', mode);
+    rankSelect.hidden = mode === 'spread' || d.nRanks < 2;
     ranksBtn.setAttribute('aria-pressed', String(mode === 'ranks'));
     spreadBtn.setAttribute('aria-pressed', String(mode === 'spread'));
   }
@@ -324,6 +331,10 @@ export function createRanksView(el: HTMLElement): RanksView {
     if (data) draw();
   }
   ranksBtn.addEventListener('click', () => setMode('ranks'));
+  rankSelect.addEventListener('change', () => {
+    only = Number(rankSelect.value);
+    if (data) draw();
+  });
   spreadBtn.addEventListener('click', () => setMode('spread'));
 
   function exportSVG(): string {
@@ -345,6 +356,11 @@ export function createRanksView(el: HTMLElement): RanksView {
         spread = data.nRanks >= 2 ? spreadOf(data) : null;
         if (mode === 'spread' && !spread) mode = 'ranks';
         spreadBtn.disabled = !spread;
+        only = -1;
+        rankSelect.replaceChildren(
+          h(doc, 'option', { value: -1 }, `all ${data.nRanks} ranks`),
+          ...grid.ranks.map((rank, r) => h(doc, 'option', { value: r }, `rank ${rank}`))
+        );
         heading.hidden = !grid.title;
         heading.textContent = grid.title ?? '';
         message.hidden = !grid.note && data.nSteps > 0;
@@ -363,6 +379,11 @@ export function createRanksView(el: HTMLElement): RanksView {
     },
     setWarnings: w => warnings.set(w),
     setMode,
+    showRank(r: number) {
+      only = data && r >= 0 && r < data.nRanks ? r : -1;
+      rankSelect.value = String(only);
+      if (data) draw();
+    },
     select(r, m, s) {
       if (data) showDetail(r, m, s);
     },
