@@ -37,7 +37,7 @@ import torch
 
 from .._version import __version__
 from ..model.graph import graph_trait
-from ..run.format import FORMAT, FORMAT_VERSION, GRADS, GRAPHS, MODULE, NODE, PARAMETER, STEPS, rank_folder
+from ..run.format import FINDINGS, FORMAT, FORMAT_VERSION, GRADS, GRAPHS, MODULE, NODE, PARAMETER, STEPS, rank_folder
 from ..run.writer import RunWriter
 from . import native
 from .fault import boundary, guarded
@@ -63,6 +63,7 @@ def rank_and_world() -> tuple[int, int]:
 
 
 _ACCUMULATE = torch._C._functions.AccumulateGrad
+NONFINITE = "nonfinite-grad"  # the doctor's kind (doctor/nonfinite_grad.py), headless
 READ_BEHIND = 8  # reader jobs waiting, at most (a loop of backward passes with no optimizer step)
 
 
@@ -93,19 +94,23 @@ def _stats(grad: torch.Tensor, lib) -> tuple[float, float, float, float, int]:
     return _num(s.norm), _num(s.min), _num(s.max), _num(s.mean), s.numel
 
 
-def read_parameters(step: int, params: list, lib=None) -> list[tuple]:
+def read_parameters(step: int, params: list, lib=None) -> tuple[list[tuple], list[tuple]]:
     """The gradient rows of one optimizer step: a parameter row per ``(name, module, grad, sharded)`` of
-    ``params`` and a module row per module, its parameters together (grads rows, in schema order).
+    ``params`` and a module row per module, its parameters together (grads rows, in schema order); and
+    a ``nonfinite-grad`` finding (findings row) for the first parameter whose gradient is not finite.
 
-    >>> rows = read_parameters(1, [("w", "fc", torch.tensor([3., 4.]), False), ("b", "fc", torch.tensor([0.]), False)])
-    >>> [(r[1], r[2], r[4]) for r in rows]
-    [('parameter', 'w', 5.0), ('parameter', 'b', 0.0), ('module', 'fc', 5.0)]
+    >>> rows, found = read_parameters(1, [("w", "fc", torch.tensor([3., 4.]), False),
+    ...                                   ("b", "fc", torch.tensor([float("nan")]), False)])
+    >>> [(r[1], r[2], r[4]) for r in rows[:1]], [(f[1], f[2]) for f in found]
+    ([('parameter', 'w', 5.0)], [('nonfinite-grad', 'b')])
     """
-    rows = []
+    rows, nonfinite = [], []
     modules: dict[str, list[float]] = {}  # path -> [sum of squares, min, max, sum, numel]
     with untraced(), torch.no_grad():  # (the CPU ledger's pause is this thread's own)
         for name, module, grad, sharded in params:
             norm, lo, hi, mean, numel = _stats(grad, lib)
+            if not math.isfinite(norm):
+                nonfinite.append(name)
             rows.append((step, PARAMETER, name, module, norm, lo, hi, mean, numel, fingerprint(grad), sharded,
                          None, None))
             m = modules.get(module)
@@ -119,7 +124,13 @@ def read_parameters(step: int, params: list, lib=None) -> list[tuple]:
     for path, (squares, lo, hi, total, numel) in modules.items():
         rows.append((step, MODULE, path, path, math.sqrt(squares), lo, hi, total / max(numel, 1), numel, None,
                      None, None, None))
-    return rows
+    found = []
+    if nonfinite:
+        others = f" (and {len(nonfinite) - 1} other parameter(s))" if len(nonfinite) > 1 else ""
+        found.append((step, NONFINITE, nonfinite[0], None, next(r[3] for r in rows if r[2] == nonfinite[0]),
+                      f"the gradient the optimizer applied to {nonfinite[0]}{others} at step {step} is not finite "
+                      "(NaN or infinite)"))
+    return rows, found
 
 
 def read_nodes(step: int, graph: int, ids: list, described: tuple, source, rows: list) -> list[tuple]:
@@ -138,7 +149,7 @@ def read_nodes(step: int, graph: int, ids: list, described: tuple, source, rows:
         name, module = described[k]
         out.append((step, NODE, name, module, float(norm), float(lo), float(hi), total / numel if numel else math.nan,
                     numel, None, None, graph, k))
-    return out
+    return out, []
 
 
 class Recorder:
@@ -159,7 +170,7 @@ class Recorder:
         self.torn_steps: list[int] = []  # steps whose parameter rows were dropped (.grad changed in step())
         self._t0 = time.perf_counter()
         self._last_flush = self._t0
-        self._rows: dict[str, list[tuple]] = {GRADS: [], STEPS: []}  # rows in schema order
+        self._rows: dict[str, list[tuple]] = {GRADS: [], STEPS: [], FINDINGS: []}  # rows in schema order
         self._names: dict[int, tuple] = {}  # id(parameter) -> (weakref, name, module path)
         self._graphs: dict[tuple, tuple] = {}  # signature -> (graph id or None, ((name, module) per Node))
         self._pending: Optional[tuple] = None  # (graph id, Node ids, described) of a backward under way
@@ -236,7 +247,9 @@ class Recorder:
         if not params:
             return
         if elsewhere or type(optimizer) in self._in_place:  # read now (a device's copy is the training thread's)
-            self._rows[GRADS].extend(read_parameters(self.step, params, native.loaded()))
+            rows, found = read_parameters(self.step, params, native.loaded())
+            self._rows[GRADS].extend(rows)
+            self._rows[FINDINGS].extend(found)
         else:
             self._read_behind(read_parameters, versions, self.step, params, native.unlocked())
 
@@ -247,15 +260,16 @@ class Recorder:
         """Wait for the reader's jobs; their rows join the segment (a job whose ``.grad`` changed while it
         was read is dropped)."""
         reading, self._reading = self._reading, []
-        rows = self._rows[GRADS]
+        rows, findings = self._rows[GRADS], self._rows[FINDINGS]
         for future, versions in reading:
-            found = future.result()
+            read, found = future.result()
             if any(t._version != v for t, v in versions):
-                step = found[0][0] if found else self.step
+                step = read[0][0] if read else self.step
                 if step not in self.torn_steps:
                     self.torn_steps.append(step)
                 continue
-            rows.extend(found)
+            rows.extend(read)
+            findings.extend(found)
 
     def _name(self, p) -> tuple[str, str]:
         known = self._names.get(id(p))
@@ -354,7 +368,10 @@ class Recorder:
         if pending is None or store.recorded != store.passes:
             return
         graph, ids, described = pending
+        nonfinite = store.first_nonfinite(store.recorded)
         source = store.unread_pass(store.recorded)
+        if nonfinite is not None:
+            self._nonfinite_node(nonfinite, graph, ids, described, rows=source is not None)
         if source is not None:  # the native hooks' numbers, read behind
             self._read_behind(read_nodes, [], self.step, graph, ids, described, source, source.rows())
             if len(self._reading) > READ_BEHIND:  # backward passes and no optimizer step: bounded
@@ -372,6 +389,30 @@ class Recorder:
             name, module = described[position]
             rows.append((self.step, NODE, name, module, _num(s.norm), _num(s.min), _num(s.max), _num(s.mean),
                          s.numel, None, None, graph, position))
+
+
+    def _nonfinite_node(self, first: tuple, graph: int, ids: list, described: tuple, rows: bool) -> None:
+        """The doctor's ``nonfinite-grad`` finding for this backward, and (``rows``) the rows of the Nodes that
+        the native hooks handed to Python (those with non-finite gradients)."""
+        nid, record = first
+        position = {n: k for k, n in enumerate(ids)}
+        k = position.get(nid)
+        name, module = described[k] if k is not None else ("a Node", None)
+        received = not any(s is not None and (s.nan_count or s.inf_count) for s in record.grad_outputs)
+        self._rows[FINDINGS].append((self.step, NONFINITE, None, name, module,
+                                     f"{name}{' in ' + module if module else ''} was the first Node whose gradients "
+                                     f"went NaN or infinite in the backward of step {self.step}"
+                                     + (": the gradients it received were finite, the ones it sent were not"
+                                        if received else "")))
+        store = self.session.store
+        for nid, entry in store.python_recorded(store.recorded) if rows else ():
+            records = entry.records
+            k = position.get(nid)
+            s = records[-1].grad_outputs[0] if records[-1].grad_outputs else None
+            if k is None or s is None:
+                continue
+            self._rows[GRADS].append((self.step, NODE, described[k][0], described[k][1], _num(s.norm), _num(s.min),
+                                      _num(s.max), _num(s.mean), s.numel, None, None, graph, k))
 
 
 def _num(value) -> float:
