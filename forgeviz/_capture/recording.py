@@ -133,7 +133,7 @@ def read_parameters(step: int, params: list, lib=None) -> tuple[list[tuple], lis
     return rows, found
 
 
-def read_nodes(step: int, graph: int, ids: list, described: tuple, source, rows: list) -> list[tuple]:
+def _read_nodes(step: int, graph: int, ids: list, described: tuple, source, rows: list) -> list[tuple]:
     """The node rows of one backward pass the native hooks recorded: for each Node of the recorded graph
     (``ids[k]`` its forgeviz id, ``described[k]`` its name and module) the gradient that reached it,
     from ``source`` (a NativePass) and its ``rows`` (read on the training thread, before any pruning)."""
@@ -373,7 +373,7 @@ class Recorder:
         if nonfinite is not None:
             self._nonfinite_node(nonfinite, graph, ids, described, rows=source is not None)
         if source is not None:  # the native hooks' numbers, read behind
-            self._read_behind(read_nodes, [], self.step, graph, ids, described, source, source.rows())
+            self._read_behind(_read_nodes, [], self.step, graph, ids, described, source, source.rows())
             if len(self._reading) > READ_BEHIND:  # backward passes and no optimizer step: bounded
                 self._collect()
             return
