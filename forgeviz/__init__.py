@@ -6,11 +6,11 @@ True
 """
 
 from ._version import __version__
-from .api import broadcast, capture, cuda_snapshot, graph, memory, memory_trace, record, show, strides
+from .api import broadcast, capture, cuda_snapshot, graph, memory, memory_trace, ranks, record, show, strides
 from .run import open_run as open  # noqa: A001 - forgeviz.open(path), as the issue names it
 
 __all__ = ["__version__", "broadcast", "capture", "cuda_snapshot", "graph", "load_ipython_extension", "memory",
-           "memory_trace", "open", "record", "show", "strides", "unload_ipython_extension"]
+           "memory_trace", "open", "ranks", "record", "show", "strides", "unload_ipython_extension"]
 
 
 def load_ipython_extension(shell) -> None:

@@ -1,5 +1,5 @@
 """The public functions, re-exported by ``forgeviz``: one per view (``graph``, ``strides``, ``broadcast``,
-``memory`` and ``cuda_snapshot``), and the ``with`` blocks ``capture()`` and ``memory_trace()``."""
+``memory``, ``cuda_snapshot`` and ``ranks``), and the ``with`` blocks ``capture()`` and ``memory_trace()``."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from ._capture.strides import accepts
 from ._capture.walk import MAX_NODES, is_node
 from .widgets.broadcast import BroadcastWidget
 from .widgets.graph import GraphWidget
+from .widgets.ranks import RanksWidget
 from .widgets.strides import StridesWidget
 
 _names = NameIndex()
@@ -124,6 +125,30 @@ def broadcast(*operands, op: str = "broadcast", names: Optional[Sequence[str]] =
                          f"got {names!r:.80}")
     plan = plan_broadcast(operands, [str(n) for n in names], op, dtype)
     return BroadcastWidget(plan, get_session())
+
+
+def ranks(norms, peaks: Optional[Mapping[int, int]] = None, *, title: Optional[str] = None) -> RanksWidget:
+    """A heatmap of per-module gradient norms per rank per step, and each rank's peak memory.
+
+    ``norms`` is rows of ``(rank, step, module, norm)``: the norm of each module's parameter
+    gradients as the optimizer applied them, per rank and step; or a frame whose
+    ``itertuples(index=False)`` gives those four columns in that order (a pandas DataFrame with
+    columns rank, step, module, norm). Modules are drawn in the order the rows first name them.
+    NaN and inf norms are drawn as such. ``peaks`` maps a rank to its peak memory in bytes.
+    The view colours norms on a log scale, one panel per rank, and its *Spread* mode shows the
+    max/min ratio across ranks of each module and step, where a rank that diverges stands out.
+
+    >>> import torch, forgeviz
+    >>> fc = torch.nn.Linear(3, 1)
+    >>> fc(torch.ones(2, 3)).sum().backward()
+    >>> norm = torch.cat([p.grad.flatten() for p in fc.parameters()]).norm().item()
+    >>> w = forgeviz.ranks([(0, 0, "fc", norm), (1, 0, "fc", norm)], {0: 1024, 1: 1024})
+    >>> w.model.ranks, w.model.modules
+    ([0, 1], ['fc'])
+    """
+    from .model.ranks import build_grid
+
+    return RanksWidget(build_grid(norms, peaks, title), get_session())
 
 
 def _caller_names(values, fallback) -> list[str]:

@@ -5,7 +5,7 @@ Each view has one name in every layer: ``forgeviz/widgets/<name>.py``, ``forgevi
 ``forgeviz/static/<name>.js``; and the ``%fv`` line commands it answers, each with an example.
 
 >>> [view.name for view in VIEWS]
-['graph', 'strides', 'broadcast', 'memory']
+['graph', 'strides', 'broadcast', 'memory', 'ranks']
 >>> COMMANDS["matmul"]
 '%fv matmul a b'
 """
@@ -31,7 +31,7 @@ def read_views(path: Path = VIEWS_JSON) -> tuple[View, ...]:
     """The views listed in ``path``, in its order.
 
     >>> [view.name for view in read_views()]
-    ['graph', 'strides', 'broadcast', 'memory']
+    ['graph', 'strides', 'broadcast', 'memory', 'ranks']
     """
     data = json.loads(path.read_text(encoding="utf-8"))
     return tuple(View(entry["name"], dict(entry.get("commands", {}))) for entry in data["views"])

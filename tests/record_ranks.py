@@ -3,7 +3,8 @@ ranks, or alone). It knows nothing of forgeviz: it writes torch's own figures, e
 float64 norm per step (read just before ``optimizer.step()``), to ``<out>/torch-rank<N>.json``.
 
 ``record_ranks.py OUT MODE``; MODE: ``ddp`` (DDP over gloo), ``fsdp`` (FSDP2 ``fully_shard``), ``diverge``
-(DDP; rank 1 doubles its first parameter's gradient after the all-reduce at step 3), ``single`` (one
+(DDP; rank 1 doubles its first parameter's gradient after the all-reduce at step 3), ``nan`` (DDP; at step
+2 rank 1's backward sends a NaN from a sqrt at 0, its forward finite), ``single`` (one
 process, no torch.distributed), ``forever`` (single, until killed).
 """
 
@@ -26,7 +27,7 @@ def model() -> torch.nn.Module:
 
 
 def wrap(net: torch.nn.Module, mode: str) -> torch.nn.Module:
-    if mode in ("ddp", "diverge"):
+    if mode in ("ddp", "diverge", "nan"):
         from torch.nn.parallel import DistributedDataParallel
 
         return DistributedDataParallel(net)
@@ -58,7 +59,11 @@ def main(out: Path, mode: str) -> None:
         step += 1
         x = torch.randn(8, 8, generator=torch.Generator().manual_seed(100 * rank + step))
         opt.zero_grad()
-        net(x).square().mean().backward()
+        y = net(x)
+        loss = y.square().mean()
+        if mode == "nan" and rank == 1 and step == 2:
+            loss = loss + (y[:, :1] * 0).sqrt().sum()  # adds 0; its backward: sqrt'(0) = inf, times 0: NaN
+        loss.backward()
         if mode == "diverge" and rank == 1 and step == 3:
             next(iter(net.parameters())).grad.mul_(2.0)  # after DDP's all-reduce: only this rank's
         norms[step] = {n: local(p.grad).detach().double().norm().item() for n, p in net.named_parameters()}

@@ -151,7 +151,8 @@ def test_save_chooses_the_format_by_suffix(s1, tmp_path):
 def test_bad_inputs_say_what_was_expected_and_what_was_given(s1):
     widget, _ = s1
     traits = headless.traits_of(widget)
-    with pytest.raises(ValueError, match=r"view must be one of 'graph', 'strides', 'broadcast', 'memory'; got 'graf'"):
+    with pytest.raises(ValueError,
+                       match=r"view must be one of 'graph', 'strides', 'broadcast', 'memory', 'ranks'; got 'graf'"):
         headless.render_svg("graf", traits)
     with pytest.raises(ValueError, match=r"traits\['timeline'\] must be the memory widget's 'timeline' trait"):
         headless.render_svg("memory", {"timeline": {}})

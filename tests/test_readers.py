@@ -1,9 +1,9 @@
 """Every saved forgeviz output shows a picture in every reader that opens the notebook, never source
 text (issue 25). The notebook is made by real cells run headless (nbclient, no widget state): S1's
 graph shown before its backward (the kernel updates the output after it), the strides of t and t.T,
-a broadcast and the memory timeline. Each reader here picks a part of each output's bundle as that
-reader does, and the picture it shows is decoded (an SVG rasterised by resvg, a PNG by Pillow) and
-must not be blank; the text it renders must hold no SVG source, escaped or not.
+a broadcast, the memory timeline and two ranks' gradient norms. Each reader here picks a part of each
+output's bundle as that reader does, and the picture it shows is decoded (an SVG rasterised by resvg, a
+PNG by Pillow) and must not be blank; the text it renders must hold no SVG source, escaped or not.
 
 Readers (tests/browser/test_readers_in_lab.py: JupyterLab without forgeviz, and these nbconvert
 pages loaded in Chromium):
@@ -49,9 +49,15 @@ CELLS = [
     "t = torch.arange(12).reshape(3, 4)\nforgeviz.strides(t, t.T)",
     "forgeviz.broadcast(torch.ones(3, 1), torch.ones(1, 4), op='+')",
     "forgeviz.memory()",
+    # two ranks' per-module gradient norms, from torch
+    "m = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))\nrows = []\nfor s in range(3):\n"
+    "    for r in range(2):\n        m.zero_grad()\n"
+    "        m(torch.randn(5, 4, generator=torch.Generator().manual_seed(10 * r + s))).sum().backward()\n"
+    "        rows += [(r, s, n, torch.cat([p.grad.flatten() for p in c.parameters()]).norm().item())\n"
+    "                 for n, c in m.named_children()]\nforgeviz.ranks(rows, {0: 4096, 1: 8192})",
 ]
 #: The forgeviz outputs, in order.
-VIEWS = ["graph", "strides", "broadcast", "memory"]
+VIEWS = ["graph", "strides", "broadcast", "memory", "ranks"]
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 #: The vendor types VS Code ships renderers for (forgeviz's is not one of them).
 VSCODE_VENDOR = ("application/vnd.plotly.v1+json", "application/vnd.vegalite.v5+json", "application/vnd.vega.v5+json")

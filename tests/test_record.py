@@ -100,6 +100,30 @@ def test_rank_that_diverges_is_flagged(tmp_path):
     assert "step 3" in finding.message
 
 
+def test_nonfinite_gradient_on_one_rank_is_found(tmp_path):
+    """The doctor's nonfinite-grad, recorded headless: rank 1's backward at step 2 goes NaN at a sqrt (its
+    local gradients, before the all-reduce); after the all-reduce both ranks apply NaN gradients."""
+    done = _torchrun(tmp_path, "nan")
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = forgeviz.open(tmp_path / "run")
+    mine = {rank: _torch_norms(tmp_path, rank) for rank in run.ranks}
+    assert all(math.isfinite(n) for rank in (0, 1) for n in mine[rank][1].values())  # torch: step 1 finite...
+    assert all(math.isnan(n) for rank in (0, 1) for n in mine[rank][2].values())  # ...step 2 NaN on both ranks
+    assert all(math.isnan(run.grad_norms(rank, 2)[name]) for rank in (0, 1) for name in mine[rank][2])
+    found = [f for f in run.findings if f.step <= 2]
+    by_kind = {(f.node is not None, f.step): f for f in found}
+    assert set(by_kind) == {(True, 2), (False, 2)}, found  # nothing at step 1
+    node = by_kind[(True, 2)]
+    assert (node.kind, node.ranks, node.node, node.parameter) == ("nonfinite-grad", (1,), "SqrtBackward0", None)
+    assert "gradients it received were finite" in node.message
+    param = by_kind[(False, 2)]
+    assert (param.kind, param.ranks, param.parameter, param.module) == ("nonfinite-grad", (0, 1), "module.0.weight",
+                                                                         "module.0")
+    # rank 1's Node rows at step 2 include the NaN ones the native hooks handed to Python
+    nodes = run.frame().query("kind == 'node' and rank == 1 and step == 2")
+    assert nodes[nodes.name == "SqrtBackward0"].norm.notna().all() and nodes.norm.isna().any()
+
+
 def test_fsdp2_two_ranks(tmp_path):
     done = _torchrun(tmp_path, "fsdp")
     if done.returncode != 0 and "fully_shard" in done.stderr and not (tmp_path / "torch-rank0.json").exists():

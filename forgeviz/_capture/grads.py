@@ -352,6 +352,44 @@ class GradStore:
             for batch in self._unread:
                 batch[3].difference_update(gone)
 
+    def unread_pass(self, index: int) -> Optional[NativePass]:
+        """Backward pass ``index`` as the native hooks recorded it, while it waits unread, else None: a
+        recording reads its numbers from there without making records nobody else reads.
+
+        >>> GradStore().unread_pass(1) is None
+        True
+        """
+        for found, source, _, _ in reversed(self._unread):
+            if found == index:
+                return source
+        return None
+
+    def python_recorded(self, index: int) -> list[tuple[int, NodeGrads]]:
+        """(Node id, entry) of the Nodes recorded in Python in pass ``index`` (all of them without the native
+        hooks; with them, the Nodes whose gradients were not finite, which they hand over), newest first,
+        without reading the passes that wait.
+
+        >>> store = GradStore(); _ = store.add(7, GradRecord(1, [], [])); [nid for nid, _ in store.python_recorded(1)]
+        [7]
+        """
+        found = []
+        for nid, entry in reversed(self._nodes.items()):
+            records = entry.records
+            if not records or records[-1].backward_index != index:
+                break
+            found.append((nid, entry))
+        return found
+
+    def first_nonfinite(self, index: int) -> Optional[tuple[int, GradRecord]]:
+        """(Node id, record) of the first Node whose gradients went NaN or infinite in pass ``index``, else
+        None.
+
+        >>> GradStore().first_nonfinite(1) is None
+        True
+        """
+        return next(((nid, e.records[-1]) for nid, e in self.python_recorded(index)
+                     if e.first_nonfinite_pass == index), None)
+
     def get(self, nid: int) -> Optional[NodeGrads]:
         if self._unread:
             self._read_all()

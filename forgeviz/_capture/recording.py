@@ -4,6 +4,18 @@ clipping and anything the script did to ``.grad``), each module's parameters tog
 reached each Node during backward (this rank's own, from the session's records), each distinct autograd
 graph once, and memory per step. Rows gather here and go to :class:`forgeviz.run.writer.RunWriter` a
 segment at a time; the disk is the writer thread's.
+
+What the training thread pays is kept to a few microseconds a step (recording costs at most 2% on top of
+capture, issue 28): it hands references to a *reader* thread, which summarises and fingerprints.
+
+- Parameters: the optimizer step pre-hook hands over each ``.grad`` and its version counter; the reader
+  reads them while ``step()`` runs (optimizers read ``.grad``, they do not write it), and the post-hook
+  waits for it before ``step()`` returns, so ``zero_grad()`` and the next backward never race it. An
+  optimizer that did change a ``.grad`` in place during ``step()`` (its version moved) has that step's
+  parameter rows dropped, and its later steps read on the training thread, before ``step()``.
+- Nodes: the native hooks' pass keeps its summaries in C++; the reader turns them into rows.
+- The graph: a walk of the Nodes' types and parameters says whether this backward's graph is one
+  already recorded; only a new one is built and written.
 """
 
 from __future__ import annotations
@@ -16,19 +28,21 @@ import sys
 import time
 import weakref
 import zlib
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
 from .._version import __version__
 from ..model.graph import graph_trait
-from ..run.format import FORMAT, FORMAT_VERSION, GRADS, GRAPHS, MODULE, NODE, PARAMETER, SCHEMAS, STEPS, rank_folder
+from ..run.format import FINDINGS, FORMAT, FORMAT_VERSION, GRADS, GRAPHS, MODULE, NODE, PARAMETER, STEPS, rank_folder
 from ..run.writer import RunWriter
+from . import native
 from .fault import boundary, guarded
 from .names import NameIndex
-from .summary import summarize
+from .summary import _summarize_natively, summarize
 from .untraced import untraced
 from .walk import build_graph, reachable
 
@@ -48,6 +62,11 @@ def rank_and_world() -> tuple[int, int]:
     return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
 
 
+_ACCUMULATE = torch._C._functions.AccumulateGrad
+NONFINITE = "nonfinite-grad"  # the doctor's kind (doctor/nonfinite_grad.py), headless
+READ_BEHIND = 8  # reader jobs waiting, at most (a loop of backward passes with no optimizer step)
+
+
 def fingerprint(grad: torch.Tensor) -> int:
     """CRC-32 of a tensor's bytes, in row-major order: equal tensors (bit for bit) give equal numbers.
 
@@ -58,7 +77,79 @@ def fingerprint(grad: torch.Tensor) -> int:
     t = grad.detach()
     if t.device.type != "cpu":
         t = t.cpu()
-    return zlib.crc32(t.contiguous().view(-1).view(torch.uint8).numpy())
+    if not t.is_contiguous():
+        t = t.contiguous()
+    try:
+        data = t.numpy()  # zlib reads the buffer in place, without the GIL
+    except TypeError:  # bfloat16 and other dtypes numpy lacks: the same bytes
+        data = t.view(-1).view(torch.uint8).numpy()
+    return zlib.crc32(data)
+
+
+def _stats(grad: torch.Tensor, lib) -> tuple[float, float, float, float, int]:
+    """(norm, min, max, mean, numel): one native pass for a float CPU tensor, torch ops otherwise."""
+    s = _summarize_natively(grad, False, lib) if lib is not None else None
+    if s is None:
+        s = summarize(grad, histogram=False)
+    return _num(s.norm), _num(s.min), _num(s.max), _num(s.mean), s.numel
+
+
+def read_parameters(step: int, params: list, lib=None) -> tuple[list[tuple], list[tuple]]:
+    """The gradient rows of one optimizer step: a parameter row per ``(name, module, grad, sharded)`` of
+    ``params`` and a module row per module, its parameters together (grads rows, in schema order); and
+    a ``nonfinite-grad`` finding (findings row) for the first parameter whose gradient is not finite.
+
+    >>> rows, found = read_parameters(1, [("w", "fc", torch.tensor([3., 4.]), False),
+    ...                                   ("b", "fc", torch.tensor([float("nan")]), False)])
+    >>> [(r[1], r[2], r[4]) for r in rows[:1]], [(f[1], f[2]) for f in found]
+    ([('parameter', 'w', 5.0)], [('nonfinite-grad', 'b')])
+    """
+    rows, nonfinite = [], []
+    modules: dict[str, list[float]] = {}  # path -> [sum of squares, min, max, sum, numel]
+    with untraced(), torch.no_grad():  # (the CPU ledger's pause is this thread's own)
+        for name, module, grad, sharded in params:
+            norm, lo, hi, mean, numel = _stats(grad, lib)
+            if not math.isfinite(norm):
+                nonfinite.append(name)
+            rows.append((step, PARAMETER, name, module, norm, lo, hi, mean, numel, fingerprint(grad), sharded,
+                         None, None))
+            m = modules.get(module)
+            if m is None:
+                modules[module] = [norm * norm, lo, hi, mean * numel, numel]
+            else:
+                m[0] += norm * norm
+                m[1], m[2] = min(m[1], lo), max(m[2], hi)
+                m[3] += mean * numel
+                m[4] += numel
+    for path, (squares, lo, hi, total, numel) in modules.items():
+        rows.append((step, MODULE, path, path, math.sqrt(squares), lo, hi, total / max(numel, 1), numel, None,
+                     None, None, None))
+    found = []
+    if nonfinite:
+        others = f" (and {len(nonfinite) - 1} other parameter(s))" if len(nonfinite) > 1 else ""
+        found.append((step, NONFINITE, nonfinite[0], None, next(r[3] for r in rows if r[2] == nonfinite[0]),
+                      f"the gradient the optimizer applied to {nonfinite[0]}{others} at step {step} is not finite "
+                      "(NaN or infinite)"))
+    return rows, found
+
+
+def _read_nodes(step: int, graph: int, ids: list, described: tuple, source, rows: list) -> list[tuple]:
+    """The node rows of one backward pass the native hooks recorded: for each Node of the recorded graph
+    (``ids[k]`` its forgeviz id, ``described[k]`` its name and module) the gradient that reached it,
+    from ``source`` (a NativePass) and its ``rows`` (read on the training thread, before any pruning)."""
+    position = {nid: k for k, nid in enumerate(ids) if nid is not None}
+    found: dict[int, int] = {}
+    for nid, outs, _ in rows:
+        k = position.get(nid)
+        if k is not None and outs and outs[0] >= 0:
+            found[k] = outs[0]
+    out = []
+    for k in sorted(found):
+        _, _, numel, lo, hi, total, norm, _, _ = source.summary(found[k])
+        name, module = described[k]
+        out.append((step, NODE, name, module, float(norm), float(lo), float(hi), total / numel if numel else math.nan,
+                    numel, None, None, graph, k))
+    return out, []
 
 
 class Recorder:
@@ -67,6 +158,7 @@ class Recorder:
     def __init__(self, session, folder: Path, every: int = 1, command: Optional[list[str]] = None,
                  budget_bytes: int = BUDGET_BYTES, segment_seconds: float = SEGMENT_SECONDS) -> None:
         self.session = session
+        self.fault = session.fault  # (the @guarded hooks report there)
         self.segment_seconds = segment_seconds
         self.every = every  # parameters are recorded on steps 1, 1 + every, …; 0: none
         self.budget = budget_bytes
@@ -75,15 +167,19 @@ class Recorder:
         self.stride = 1  # raised as the size budget fills (older steps keep their detail)
         self.downsampled: list[list[int]] = []  # [from step, stride]
         self.over_budget_at: Optional[int] = None
+        self.torn_steps: list[int] = []  # steps whose parameter rows were dropped (.grad changed in step())
         self._t0 = time.perf_counter()
         self._last_flush = self._t0
-        self._rows = {name: {f.name: [] for f in SCHEMAS[name]} for name in (GRADS, STEPS)}
+        self._rows: dict[str, list[tuple]] = {GRADS: [], STEPS: [], FINDINGS: []}  # rows in schema order
         self._names: dict[int, tuple] = {}  # id(parameter) -> (weakref, name, module path)
-        self._graphs: dict[tuple, int] = {}  # structure -> graph id
-        self._pending: Optional[tuple[int, list]] = None  # (graph id, [(node id, name, module)]) of a backward
+        self._graphs: dict[tuple, tuple] = {}  # signature -> (graph id or None, ((name, module) per Node))
+        self._pending: Optional[tuple] = None  # (graph id, Node ids, described) of a backward under way
         self._counting = None  # a weakref to the optimizer whose steps count
+        self._in_place: set[type] = set()  # optimizer classes seen changing .grad during step()
+        self._reading: list[tuple[Future, list]] = []  # reader jobs, with the (grad, version) they read
+        self._reader = ThreadPoolExecutor(1, thread_name_prefix="forgeviz-record-read")
+        self._cuda = torch.cuda.is_available()
         self._handles: list = []
-        self._peak = 0
         self.writer = RunWriter(Path(folder) / rank_folder(self.rank), self._meta(command), session.fault)
 
     def _meta(self, command) -> dict:
@@ -118,11 +214,13 @@ class Recorder:
         """Remove the hooks, write what waits, and the final metadata."""
         self.uninstall()
         with boundary(self.session.fault, "writing the recording's last segment"):
+            self._collect()
             self._flush()
+        self._reader.shutdown(wait=True)
         rank, world = rank_and_world()  # torch.distributed may have started after recording did
         self.writer.meta.update(rank=rank, world_size=world)
         self.writer.close({"finished": True, "steps": self.step - 1, "downsampled": self.downsampled,
-                           "over_budget_from_step": self.over_budget_at})
+                           "over_budget_from_step": self.over_budget_at, "torn_steps": self.torn_steps})
 
     # --- per step ----------------------------------------------------------------------------
     def _records_step(self) -> bool:
@@ -134,38 +232,44 @@ class Recorder:
             self._counting = weakref.ref(optimizer)
         if not self._records_step():
             return
-        rows = self._rows[GRADS]
-        modules: dict[str, list[float]] = {}  # path -> [sum of squares, min, max, sum, numel]
-        with untraced(), torch.no_grad():
-            for group in optimizer.param_groups:
-                for p in group["params"]:
-                    grad = p.grad
-                    if grad is None:
-                        continue
-                    sharded = hasattr(grad, "to_local")
-                    local = grad.to_local() if sharded else grad
-                    s = summarize(local, histogram=False)
-                    name, module = self._name(p)
-                    norm, lo, hi, mean = (_num(s.norm), _num(s.min), _num(s.max), _num(s.mean))
-                    self._append(rows, PARAMETER, name, module, norm, lo, hi, mean, s.numel,
-                                 fingerprint(local), sharded)
-                    m = modules.get(module)
-                    if m is None:
-                        modules[module] = [norm * norm, lo, hi, mean * s.numel, s.numel]
-                    else:
-                        m[0] += norm * norm
-                        m[1], m[2] = min(m[1], lo), max(m[2], hi)
-                        m[3] += mean * s.numel
-                        m[4] += s.numel
-        for path, (squares, lo, hi, total, numel) in modules.items():
-            self._append(rows, MODULE, path, path, math.sqrt(squares), lo, hi, total / max(numel, 1), numel)
+        params, versions, elsewhere = [], [], False
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                grad = p.grad
+                if grad is None:
+                    continue
+                sharded = hasattr(grad, "to_local")
+                local = grad.to_local() if sharded else grad
+                name, module = self._name(p)
+                params.append((name, module, local, sharded))
+                versions.append((local, local._version))
+                elsewhere = elsewhere or local.device.type != "cpu"
+        if not params:
+            return
+        if elsewhere or type(optimizer) in self._in_place:  # read now (a device's copy is the training thread's)
+            rows, found = read_parameters(self.step, params, native.loaded())
+            self._rows[GRADS].extend(rows)
+            self._rows[FINDINGS].extend(found)
+        else:
+            self._read_behind(read_parameters, versions, self.step, params, native.unlocked())
 
-    def _append(self, rows, kind, name, module, norm, lo, hi, mean, numel, fp=None, sharded=None, graph=None,
-                node=None) -> None:
-        for key, value in (("step", self.step), ("kind", kind), ("name", name), ("module", module),
-                           ("norm", norm), ("min", lo), ("max", hi), ("mean", mean), ("numel", numel),
-                           ("fingerprint", fp), ("sharded", sharded), ("graph", graph), ("node", node)):
-            rows[key].append(value)
+    def _read_behind(self, job: Callable, versions: list, *args) -> None:
+        self._reading.append((self._reader.submit(job, *args), versions))
+
+    def _collect(self) -> None:
+        """Wait for the reader's jobs; their rows join the segment (a job whose ``.grad`` changed while it
+        was read is dropped)."""
+        reading, self._reading = self._reading, []
+        rows, findings = self._rows[GRADS], self._rows[FINDINGS]
+        for future, versions in reading:
+            read, found = future.result()
+            if any(t._version != v for t, v in versions):
+                step = read[0][0] if read else self.step
+                if step not in self.torn_steps:
+                    self.torn_steps.append(step)
+                continue
+            rows.extend(read)
+            findings.extend(found)
 
     def _name(self, p) -> tuple[str, str]:
         known = self._names.get(id(p))
@@ -178,30 +282,34 @@ class Recorder:
 
     @guarded("counting an optimizer step")
     def _step_ends(self, optimizer, args, kwargs) -> None:
+        torn = len(self.torn_steps)
+        self._collect()
+        if len(self.torn_steps) > torn and type(optimizer) not in self._in_place:
+            self._in_place.add(type(optimizer))
+            self.session.fault(f"recording: {type(optimizer).__name__}.step() changed .grad in place while it was "
+                               f"read; step {self.torn_steps[-1]}'s parameter gradients are left out, and its "
+                               "later steps are read before step() runs")
         if self._counting is None or self._counting() is not optimizer:
             return  # a second optimizer's step is not another step
-        rows = self._rows[STEPS]
         live = peak = None
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
+        if self._cuda and torch.cuda.is_initialized():
             live, peak = torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated()
         else:
             for tracker in self.session.traces:  # a memory_trace() or the kernel's timeline, when one runs
                 live, peak = tracker.live_bytes(), tracker.peak_bytes()
                 break
-        for key, value in (("step", self.step), ("time", time.perf_counter() - self._t0), ("live_bytes", live),
-                           ("peak_bytes", peak)):
-            rows[key].append(value)
-        self.step += 1
         now = time.perf_counter()
-        if len(self._rows[GRADS]["step"]) >= SEGMENT_ROWS or now - self._last_flush >= self.segment_seconds:
+        self._rows[STEPS].append((self.step, now - self._t0, live, peak))
+        self.step += 1
+        if len(self._rows[GRADS]) >= SEGMENT_ROWS or now - self._last_flush >= self.segment_seconds:
             self._flush()
 
     def _flush(self) -> None:
         self._last_flush = time.perf_counter()
-        for name, columns in self._rows.items():
-            if columns["step"]:
-                self.writer.submit(name, columns)
-                self._rows[name] = {key: [] for key in columns}
+        for name, rows in self._rows.items():
+            if rows:
+                self.writer.submit(name, rows)  # the writer thread turns rows into columns
+                self._rows[name] = []
         self._budget()
 
     def _budget(self) -> None:
@@ -227,33 +335,50 @@ class Recorder:
             return
         with untraced():
             nodes, _ = reachable(roots, GRAPH_NODES)
-            described = []
-            for node in nodes:
-                tag = node.metadata.get("fv_op")
-                if tag is None and hasattr(node, "variable"):  # a leaf's AccumulateGrad: named by its parameter
-                    name, module = self._name(node.variable)
-                else:
-                    name, module = node.name(), (tag[4][2] if tag and tag[4] else None)
-                described.append((node.metadata.get("fv_id"), name, module))
-            shape = tuple((name, module) for _, name, module in described)
-            graph = self._graphs.get(shape)
-            if graph is None and len(self._graphs) < MAX_GRAPHS:
-                graph = self._graphs[shape] = len(self._graphs)
-                live = build_graph(roots, self.session, NameIndex(), max_nodes=GRAPH_NODES)
-                self.writer.submit(GRAPHS, {"graph": [graph], "step": [self.step], "nodes": [len(described)],
-                                            "json": [json.dumps(graph_trait(live.graph))]})
-                described = [(n.id, name, module) for n, (_, name, module) in zip(live.graph.nodes, described)]
-        if graph is not None:
-            self._pending = (graph, described)
+            # the graph's shape, cheaply: its Nodes' types in walk order and the parameters they reach
+            signature = (tuple(map(type, nodes)), tuple(id(n.variable) for n in nodes if type(n) is _ACCUMULATE))
+            known = self._graphs.get(signature)
+            if known is None:
+                known = self._graphs[signature] = self._new_graph(roots, nodes)
+            ids = [n.metadata.get("fv_id") for n in nodes]
+        if known[0] is not None:
+            self._pending = (known[0], ids, known[1])
+
+    def _new_graph(self, roots: list, nodes: list) -> tuple:
+        """Describe a graph not seen before, and write it (up to MAX_GRAPHS): (graph id or None, described)."""
+        described = []
+        for node in nodes:
+            tag = node.metadata.get("fv_op")
+            if tag is None and hasattr(node, "variable"):  # a leaf's AccumulateGrad: named by its parameter
+                described.append(self._name(node.variable))
+            else:
+                described.append((node.name(), tag[4][2] if tag and tag[4] else None))
+        described = tuple(described)
+        recorded = sum(1 for g, _ in self._graphs.values() if g is not None)
+        if recorded >= MAX_GRAPHS:
+            return None, described
+        live = build_graph(roots, self.session, NameIndex(), max_nodes=GRAPH_NODES)  # (ids the Nodes too)
+        self.writer.submit(GRAPHS, {"graph": [recorded], "step": [self.step], "nodes": [len(described)],
+                                    "json": [json.dumps(graph_trait(live.graph))]})
+        return recorded, described
 
     def _after_backward(self) -> None:
         pending, self._pending = self._pending, None
         store = self.session.store
         if pending is None or store.recorded != store.passes:
             return
-        graph, described = pending
-        rows = self._rows[GRADS]
-        for position, (nid, name, module) in enumerate(described):
+        graph, ids, described = pending
+        nonfinite = store.first_nonfinite(store.recorded)
+        source = store.unread_pass(store.recorded)
+        if nonfinite is not None:
+            self._nonfinite_node(nonfinite, graph, ids, described, rows=source is not None)
+        if source is not None:  # the native hooks' numbers, read behind
+            self._read_behind(_read_nodes, [], self.step, graph, ids, described, source, source.rows())
+            if len(self._reading) > READ_BEHIND:  # backward passes and no optimizer step: bounded
+                self._collect()
+            return
+        rows = self._rows[GRADS]  # Python hooks: from the session's records
+        for position, nid in enumerate(ids):
             grads = store.get(nid) if nid is not None else None
             if not grads or not grads.records or grads.records[-1].backward_index != store.recorded:
                 continue
@@ -261,8 +386,33 @@ class Recorder:
             s = outputs[0] if outputs else None
             if s is None or s.norm is None:
                 continue
-            self._append(rows, NODE, name, module, _num(s.norm), _num(s.min), _num(s.max), _num(s.mean), s.numel,
-                         graph=graph, node=position)
+            name, module = described[position]
+            rows.append((self.step, NODE, name, module, _num(s.norm), _num(s.min), _num(s.max), _num(s.mean),
+                         s.numel, None, None, graph, position))
+
+
+    def _nonfinite_node(self, first: tuple, graph: int, ids: list, described: tuple, rows: bool) -> None:
+        """The doctor's ``nonfinite-grad`` finding for this backward, and (``rows``) the rows of the Nodes that
+        the native hooks handed to Python (those with non-finite gradients)."""
+        nid, record = first
+        position = {n: k for k, n in enumerate(ids)}
+        k = position.get(nid)
+        name, module = described[k] if k is not None else ("a Node", None)
+        received = not any(s is not None and (s.nan_count or s.inf_count) for s in record.grad_outputs)
+        self._rows[FINDINGS].append((self.step, NONFINITE, None, name, module,
+                                     f"{name}{' in ' + module if module else ''} was the first Node whose gradients "
+                                     f"went NaN or infinite in the backward of step {self.step}"
+                                     + (": the gradients it received were finite, the ones it sent were not"
+                                        if received else "")))
+        store = self.session.store
+        for nid, entry in store.python_recorded(store.recorded) if rows else ():
+            records = entry.records
+            k = position.get(nid)
+            s = records[-1].grad_outputs[0] if records[-1].grad_outputs else None
+            if k is None or s is None:
+                continue
+            self._rows[GRADS].append((self.step, NODE, described[k][0], described[k][1], _num(s.norm), _num(s.min),
+                                      _num(s.max), _num(s.mean), s.numel, None, None, graph, k))
 
 
 def _num(value) -> float:

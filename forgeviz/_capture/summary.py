@@ -115,15 +115,16 @@ def _summarize(t: torch.Tensor, histogram: bool) -> TensorSummary:
 _Out, _Counts = ctypes.c_double * (4 + SMALL_NUMEL), ctypes.c_int64 * HISTOGRAM_BINS
 
 
-def _summarize_natively(t: torch.Tensor, histogram: bool) -> TensorSummary | None:
+def _summarize_natively(t: torch.Tensor, histogram: bool, lib=None) -> TensorSummary | None:
     """The summary from one pass over a float CPU tensor's memory (tensor_stats.cpp), or None when
     the native library is not loaded, the tensor is not one it reads, or it holds NaN or infinity
     (torch then counts those).
 
     Called for every gradient of every backward pass: one ctypes call that is handed the tensor's
-    TensorImpl and reads its sizes, strides and dtype itself.
+    TensorImpl and reads its sizes, strides and dtype itself. ``lib``: the library to call (default the
+    loaded one, which keeps the GIL; ``native.unlocked()`` releases it, for a thread beside training).
     """
-    lib = native.loaded()
+    lib = lib or native.loaded()
     if lib is None:
         return None
     out, counts = _Out(), _Counts()

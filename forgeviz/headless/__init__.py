@@ -9,13 +9,13 @@ functions may be called from any thread. Nothing heavy loads on ``import forgevi
 ``traits`` is what the view's widget syncs to the browser: for the graph view
 ``{"graph": w.graph, "state": w.state, "expanded": list(w.expanded)}`` (or just the widget:
 ``traits_of(w)``), for strides ``{"layout": w.layout}``, for broadcast ``{"plan": w.plan}``, for
-memory ``{"timeline": w.timeline}`` with its events as ``messages`` (the custom messages a saved
-output keeps: ``saved_payload(...)["messages"]``, or ``(content, buffers)`` pairs). The broadcast
-view also gives its animated GIF (``render_gif``) and one SVG per step (``render_steps``).
+ranks ``{"grid": w.grid}``, for memory ``{"timeline": w.timeline}`` with its events as ``messages``
+(the custom messages a saved output keeps: ``saved_payload(...)["messages"]``, or ``(content, buffers)``
+pairs). The broadcast view also gives its animated GIF (``render_gif``) and one SVG per step (``render_steps``).
 
 >>> import forgeviz.headless as headless
 >>> headless.HEADLESS_VIEWS
-('graph', 'strides', 'broadcast', 'memory')
+('graph', 'strides', 'broadcast', 'memory', 'ranks')
 >>> headless.save("graph", {}, "out.jpg")
 Traceback (most recent call last):
 ...
@@ -50,11 +50,12 @@ _DATA: dict[str, tuple[str, tuple[str, ...]]] = {
     "strides": ("layout", ("tensors", "strips")),
     "broadcast": ("plan", ("operands", "steps")),
     "memory": ("timeline", ("cells", "count")),
+    "ranks": ("grid", ("ranks", "steps", "modules")),
 }
 HEADLESS_VIEWS = tuple(_DATA)
 #: Each view's synced traits that the drawing reads.
 _TRAITS = {"graph": ("graph", "state", "expanded", "warnings"), "strides": ("layout", "warnings"),
-           "broadcast": ("plan", "warnings"), "memory": ("timeline", "warnings")}
+           "broadcast": ("plan", "warnings"), "memory": ("timeline", "warnings"), "ranks": ("grid", "warnings")}
 THEMES = ("light", "dark")
 #: How long one render may take, engine start included (a big graph's layout is seconds).
 TIMEOUT_S = 180.0
@@ -84,7 +85,7 @@ def traits_of(widget: Any) -> dict:
                     v = getattr(widget, name)
                     out[name] = list(v) if isinstance(v, (list, tuple)) else v
             return out
-    raise TypeError(f"expected a forgeviz graph, strides, broadcast or memory widget with its data; "
+    raise TypeError(f"expected a forgeviz graph, strides, broadcast, memory or ranks widget with its data; "
                     f"got {type(widget).__name__}")
 
 

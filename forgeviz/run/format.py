@@ -4,7 +4,7 @@ A run is a folder; each rank writes its own sub-folder ``rank<N>/`` (so ranks ne
 
 - ``meta.json``: the run's metadata (written when recording starts, rewritten when it ends; see
   :data:`META_KEYS`);
-- ``grads.arrows``, ``graphs.arrows``, ``steps.arrows``: Arrow IPC *streams*, one record batch per
+- ``grads.arrows``, ``graphs.arrows``, ``steps.arrows``, ``findings.arrows``: Arrow IPC *streams*, one record batch per
   segment, buffers compressed with zstd. A stream is append-only: a process killed mid-run leaves every
   segment before the one it was writing readable. pandas (``pyarrow.ipc.open_stream(f).read_pandas()``)
   and polars (``pl.read_ipc_stream``) read them directly.
@@ -21,7 +21,7 @@ FORMAT_VERSION = 1  # a reader refuses a rank written by a newer version, by nam
 COMPRESSION = "zstd"
 
 META = "meta.json"
-GRADS, GRAPHS, STEPS = "grads", "graphs", "steps"
+GRADS, GRAPHS, STEPS, FINDINGS = "grads", "graphs", "steps", "findings"
 SUFFIX = ".arrows"  # the Arrow IPC stream format's customary suffix
 
 # kind of a gradient row
@@ -48,6 +48,11 @@ SCHEMAS: dict[str, pa.Schema] = {
     # One row per optimizer step: when it ended, and memory (bytes; None where not measured).
     STEPS: pa.schema([("step", pa.int64()), ("time", pa.float64()), ("live_bytes", pa.int64()),
                       ("peak_bytes", pa.int64())]),
+    # What the doctor found on this rank while it recorded (rank_divergence is found across ranks, when read):
+    # ``nonfinite-grad`` names the first Node whose gradients went NaN or infinite in a backward (parameter
+    # None), or the first parameter whose applied gradient is not finite at a step (node None).
+    FINDINGS: pa.schema([("step", pa.int64()), ("kind", pa.string()), ("parameter", pa.string()),
+                         ("node", pa.string()), ("module", pa.string()), ("message", pa.string())]),
 }
 
 META_KEYS = (

@@ -18,7 +18,20 @@ from typing import Optional, Union
 
 import pyarrow as pa
 
-from .format import FORMAT, FORMAT_VERSION, GRADS, GRAPHS, META, MODULE, NODE, PARAMETER, SCHEMAS, STEPS, SUFFIX
+from .format import (
+    FINDINGS,
+    FORMAT,
+    FORMAT_VERSION,
+    GRADS,
+    GRAPHS,
+    META,
+    MODULE,
+    NODE,
+    PARAMETER,
+    SCHEMAS,
+    STEPS,
+    SUFFIX,
+)
 
 FRAME_COLUMNS = ["rank", "step", "kind", "name", "module", "norm", "min", "max", "mean", "numel", "fingerprint",
                  "sharded", "graph", "node"]
@@ -26,14 +39,17 @@ FRAME_COLUMNS = ["rank", "step", "kind", "name", "module", "norm", "min", "max",
 
 @dataclass(frozen=True)
 class Finding:
-    """One thing the doctor found in a run: its ``kind``, the ``ranks`` concerned, the ``step`` and the
-    ``parameter``, and a ``message`` in words."""
+    """One thing the doctor found in a run: its ``kind``, the ``ranks`` concerned, the ``step``, the
+    ``parameter`` (None for a Node's finding) or the ``node`` (its torch name; None for a parameter's) and
+    its ``module``, and a ``message`` in words (the first rank's)."""
 
     kind: str
     ranks: tuple[int, ...]
     step: int
-    parameter: str
+    parameter: Optional[str]
     message: str
+    node: Optional[str] = None
+    module: Optional[str] = None
 
 
 @dataclass
@@ -187,8 +203,12 @@ class Run:
         """``{parameter name: norm}`` of the gradients the optimizer applied at ``step`` on ``rank``
         (after DDP's all-reduce, clipping, and whatever the script did to ``.grad``).
 
-        >>> run.grad_norms(0, 1)["0.weight"]  # doctest: +SKIP
-        0.8212
+        >>> import tempfile, torch, forgeviz
+        >>> net = torch.nn.Linear(2, 1); opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        >>> with forgeviz.record(folder := tempfile.mkdtemp()):
+        ...     net(torch.ones(1, 2)).sum().backward(); opt.step()
+        >>> forgeviz.open(folder).grad_norms(0, 1)  # d sum / d weight = [[1, 1]]: its norm is √2
+        {'weight': 1.4142135623730951, 'bias': 1.0}
         """
         found = {r["name"]: r["norm"] for r in self._rows(rank, PARAMETER) if r["step"] == step}
         if not found and step not in self.steps:
@@ -247,10 +267,21 @@ class Run:
 
     @property
     def findings(self) -> list[Finding]:
-        """The doctor's findings: ranks whose applied gradients differ (``rank_divergence``), found when
-        asked, by comparing each replicated parameter's gradient fingerprint across ranks."""
+        """The doctor's findings, by step: what each rank's recording found (``nonfinite-grad``: the first
+        Node whose gradients went NaN or infinite in a backward, and the first parameter whose applied
+        gradient is not finite), one finding for the ranks that found the same thing; and ranks whose
+        applied gradients differ (``rank_divergence``), found when asked, by comparing each replicated
+        parameter's gradient fingerprint across ranks."""
         if self._findings is None:
-            self._findings = divergence(self._fingerprints())
+            recorded: dict[tuple, list] = {}
+            for rank in self.ranks:
+                for row in self._ranks[rank].tables[FINDINGS].to_pylist():
+                    key = (row["step"], row["kind"], row["parameter"], row["node"], row["module"])
+                    recorded.setdefault(key, [row["message"], []])[1].append(rank)
+            found = [Finding(kind, tuple(ranks), step, parameter, message, node, module)
+                     for (step, kind, parameter, node, module), (message, ranks) in recorded.items()]
+            found += divergence(self._fingerprints())
+            self._findings = sorted(found, key=lambda f: (f.step, f.kind, f.ranks))
         return list(self._findings)
 
     def _fingerprints(self) -> dict[tuple[int, str], dict[int, int]]:
@@ -355,7 +386,7 @@ class Run:
         if findings:
             lines.append(f"- **{len(findings)} finding(s)**:")
             lines += [f"  - {f.kind} (rank{'s' if len(f.ranks) > 1 else ''} {', '.join(map(str, f.ranks))}, "
-                      f"step {f.step}, {f.parameter}): {f.message}" for f in findings[:MAX_SHOWN_FINDINGS]]
+                      f"step {f.step}, {f.parameter or f.node}): {f.message}" for f in findings[:MAX_SHOWN_FINDINGS]]
             if len(findings) > MAX_SHOWN_FINDINGS:
                 lines.append(f"  - … and {len(findings) - MAX_SHOWN_FINDINGS} more (`run.findings`)")
         else:

@@ -48,8 +48,9 @@ class RunWriter:
         if not self.broken:
             self._thread.start()
 
-    def submit(self, table: str, columns: dict) -> bool:
-        """Queue one segment of ``table`` (its columns as lists); False when it was dropped."""
+    def submit(self, table: str, columns) -> bool:
+        """Queue one segment of ``table``: its columns as lists, or its rows as tuples in the schema's
+        order (turned into columns here, on the writer thread); False when it was dropped."""
         if self.broken:
             return False
         try:
@@ -104,6 +105,8 @@ class RunWriter:
 
     def _append(self, table: str, columns: dict) -> None:
         schema = SCHEMAS[table]
+        if not isinstance(columns, dict):  # rows
+            columns = dict(zip(schema.names, map(list, zip(*columns))))
         batch = pa.record_batch([pa.array(columns[f.name], f.type) for f in schema], schema=schema)
         stream = self._streams.get(table)
         if stream is None:

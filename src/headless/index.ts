@@ -7,7 +7,7 @@
  *     await forgevizRender('graph', JSON.stringify({graph, state, expanded}), 'dark')  // '<?xml …<svg …'
  *
  * ``traitsJson`` is the JSON of the widget's synced traits (graph: ``graph``, ``state``,
- * ``expanded``; strides: ``layout``; broadcast: ``plan``; memory: ``timeline``; all: ``warnings``),
+ * ``expanded``; strides: ``layout``; broadcast: ``plan``; memory: ``timeline``; ranks: ``grid``; all: ``warnings``),
  * ``messagesJson`` the custom messages the view gets once mounted, as a saved output keeps them
  * (``[{content, buffers: [base64]}]``: the memory timeline's ``events``). Each view is mounted by
  * its own widget entry (src/widgets/<view>.ts) over a stand-in model with no ``send`` (no kernel,
@@ -31,14 +31,15 @@ import broadcastEntry from '../widgets/broadcast';
 import { mountedView, type EntryView } from '../widgets/entry';
 import graphEntry from '../widgets/graph';
 import memoryEntry from '../widgets/memory';
+import ranksEntry from '../widgets/ranks';
 import { mountSaved, setTheme, type EntryModule, type SavedPayload } from '../lab/saved';
 import stridesEntry from '../widgets/strides';
 
 /** The views drawn here, and the trait that holds each one's data. */
-export const HEADLESS_VIEWS: Record<string, string> = { graph: 'graph', strides: 'layout', broadcast: 'plan', memory: 'timeline' };
+export const HEADLESS_VIEWS: Record<string, string> = { graph: 'graph', strides: 'layout', broadcast: 'plan', memory: 'timeline', ranks: 'grid' };
 
 /** Each view's own widget entry (src/widgets/<view>.ts): it is mounted here as in a notebook. */
-const ENTRIES: Record<string, EntryModule> = { graph: graphEntry, strides: stridesEntry, broadcast: broadcastEntry, memory: memoryEntry };
+const ENTRIES: Record<string, EntryModule> = { graph: graphEntry, strides: stridesEntry, broadcast: broadcastEntry, memory: memoryEntry, ranks: ranksEntry };
 
 /** How long a view may take to be ready (a big graph's layout included). */
 const READY_TIMEOUT_MS = 120_000;

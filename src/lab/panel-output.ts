@@ -45,6 +45,17 @@ export function showCode(row: Pick<TensorRow, 'name'>): string {
 }
 
 /**
+ * The code that opens a recorded run (``forgeviz.open``, issue 28) in the kernel: the folder as a
+ * Python string literal (JSON's escapes are Python's), trimmed.
+ *
+ * @example
+ * openRunCode(' runs/exp1 ') // 'import forgeviz\nforgeviz.open("runs/exp1")'
+ */
+export function openRunCode(folder: string): string {
+  return `import forgeviz\nforgeviz.open(${JSON.stringify(folder.trim())})`;
+}
+
+/**
  * Draw the kernel widget ``modelId`` into ``host`` with ``rendermime``'s widget renderer; returns
  * what removes it.
  *

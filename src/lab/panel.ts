@@ -20,12 +20,14 @@ import { Widget } from '@lumino/widgets';
 import type { TensorRow } from '../model/wire';
 import { createPanelView, type PanelView } from '../render/panel/view';
 import { PanelConnection, type SessionContextLike } from './panel-kernel';
-import { KernelOutput, mountKernelWidget, showCode, type RendermimeLike } from './panel-output';
+import { KernelOutput, mountKernelWidget, openRunCode, showCode, type RendermimeLike } from './panel-output';
 
 export const PANEL_ID = 'forgeviz-panel';
 /** How long the panel may be hidden before its kernel connection closes. */
 export const HIDDEN_GRACE_MS = 1500;
 export const TOGGLE_COMMAND = 'forgeviz:toggle-panel';
+/** Asks for a run's folder and opens it (``forgeviz.open``) beside the current notebook. */
+export const OPEN_RUN_COMMAND = 'forgeviz:open-run';
 
 const ICON_SVG =
   '<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 24 24">' +
@@ -36,6 +38,29 @@ const ICON_SVG =
 export interface LabParts {
   icon: LabIcon;
   MainAreaWidget: typeof MainAreaWidget;
+}
+
+/**
+ * Run ``code`` in ``nb``'s kernel into a new output in the main area beside it, titled ``label``:
+ * how the panel opens a tensor's view and the "Open run…" command a run. False when ``nb`` has no kernel.
+ *
+ * @example
+ * runBeside(app, parts, nb, 'forgeviz: runs/exp1', openRunCode('runs/exp1'))
+ */
+export function runBeside(app: JupyterFrontEnd, parts: LabParts, nb: NotebookLike | null, label: string, code: string): boolean {
+  const kernel = nb?.sessionContext.session?.kernel;
+  if (!nb || !kernel) {
+    return false;
+  }
+  const output = new KernelOutput(nb.content.rendermime);
+  const widget = new parts.MainAreaWidget({ content: output });
+  widget.id = `forgeviz-show-${Math.random().toString(36).slice(2, 10)}`;
+  widget.title.label = label;
+  widget.title.icon = parts.icon;
+  widget.title.closable = true;
+  addBeside(app, widget, nb.id);
+  void output.run(kernel, code);
+  return true;
 }
 
 /** A notebook panel as the side panel reads it. */
@@ -102,19 +127,7 @@ export class ForgevizPanel extends Widget {
 
   /** Open ``row``'s view (forgeviz.show) in the main area, next to the notebook. */
   private open(row: TensorRow): void {
-    const nb = this.notebook;
-    const kernel = nb?.sessionContext.session?.kernel;
-    if (!nb || !kernel) {
-      return;
-    }
-    const output = new KernelOutput(nb.content.rendermime);
-    const widget = new this.parts.MainAreaWidget({ content: output });
-    widget.id = `forgeviz-show-${Math.random().toString(36).slice(2, 10)}`;
-    widget.title.label = `forgeviz: ${row.name}`;
-    widget.title.icon = this.parts.icon;
-    widget.title.closable = true;
-    addBeside(this.app, widget, nb.id);
-    void output.run(kernel, showCode(row));
+    runBeside(this.app, this.parts, this.notebook, `forgeviz: ${row.name}`, showCode(row));
   }
 
   private changed(): void {
@@ -260,7 +273,10 @@ export const panelPlugin: JupyterFrontEndPlugin<void> = {
   description: 'The forgeviz side panel: the notebook kernel’s tensors, latest graph, memory and incidents.',
   autoStart: true,
   activate: async (app: JupyterFrontEnd) => {
-    const [{ ICommandPalette, MainAreaWidget }, { LabIcon }] = await Promise.all([import('@jupyterlab/apputils'), import('@jupyterlab/ui-components')]);
+    const [{ ICommandPalette, InputDialog, MainAreaWidget, showErrorMessage }, { LabIcon }] = await Promise.all([
+      import('@jupyterlab/apputils'),
+      import('@jupyterlab/ui-components')
+    ]);
     const icon = new LabIcon({ name: 'forgeviz:panel', svgstr: ICON_SVG });
     let panel: ForgevizPanel | null = null;
     app.commands.addCommand(TOGGLE_COMMAND, {
@@ -286,7 +302,30 @@ export const panelPlugin: JupyterFrontEndPlugin<void> = {
         }
       }
     });
-    (await app.resolveOptionalService(ICommandPalette))?.addItem({ command: TOGGLE_COMMAND, category: 'forgeviz' });
+    // "Open run…": the folder from the command's ``folder`` argument, else asked for
+    let notebook: NotebookLike | null = null;
+    followNotebooks(app, nb => (notebook = nb));
+    app.commands.addCommand(OPEN_RUN_COMMAND, {
+      label: 'Open run…',
+      caption: 'Open a run recorded by `python -m forgeviz record` (forgeviz.open) beside the current notebook',
+      icon,
+      execute: async args => {
+        let folder = typeof args.folder === 'string' ? args.folder : null;
+        if (folder === null) {
+          const answer = await InputDialog.getText({ title: 'Open a forgeviz run', label: 'The run’s folder, as the notebook’s kernel sees it', placeholder: 'runs/exp1' });
+          folder = answer.button.accept ? answer.value : null;
+        }
+        if (!folder?.trim()) {
+          return;
+        }
+        if (!runBeside(app, { icon, MainAreaWidget }, notebook, `forgeviz: ${folder.trim()}`, openRunCode(folder))) {
+          void showErrorMessage('Open run…', 'Open a notebook with a running kernel first: the run opens in its kernel.');
+        }
+      }
+    });
+    const palette = await app.resolveOptionalService(ICommandPalette);
+    palette?.addItem({ command: TOGGLE_COMMAND, category: 'forgeviz' });
+    palette?.addItem({ command: OPEN_RUN_COMMAND, category: 'forgeviz' });
     void app.restored.then(() => addToViewMenu(app, TOGGLE_COMMAND));
   }
 };

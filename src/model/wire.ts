@@ -662,6 +662,20 @@ export interface MemoryViewState {
   pinned: number | null;
 }
 
+/** Per-module gradient norms per rank per step, and each rank's peak memory: the ranks view's data. */
+export interface RanksGrid {
+  title: string | null;
+  ranks: number[];
+  steps: number[];
+  step_ends: number[];
+  modules: string[];
+  norms: string;
+  missing: string;
+  peaks: (number | null)[];
+  merged: number;
+  note: string | null;
+}
+
 /** One tensor of the notebook's namespace, or a parameter or buffer of a module there. */
 export interface TensorRow {
   name: string;

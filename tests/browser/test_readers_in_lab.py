@@ -178,9 +178,13 @@ LAB_CELLS = [
     "t = torch.arange(12).reshape(3, 4)\nforgeviz.strides(t, t.T)",
     "forgeviz.broadcast(torch.ones(3, 1), torch.ones(1, 4), op='+')",
     "forgeviz.memory()",
+    # two ranks' norms (of seeded torch tensors): no backward here, which would move on the graph view
+    # above, whose saved PNG this test checks
+    "forgeviz.ranks([(r, s, n, torch.randn(8, generator=torch.Generator().manual_seed(10 * r + s)).norm().item())\n"
+    "                for r in range(2) for s in range(3) for n in ('fc1', 'fc2')], {0: 4096, 1: 8192})",
     "loss.backward()",
 ]
-LAB_VIEWS = [3, 4, 5, 6]
+LAB_VIEWS = [3, 4, 5, 6, 7]
 
 
 def x_grads() -> tuple[float, float]:

@@ -2,7 +2,8 @@
 // where it lands, in Lab's main area or in Notebook 7's bottom area.
 import { BoxLayout, SplitPanel, TabPanel, Widget } from '@lumino/widgets';
 import { afterEach, describe, expect, it } from 'vitest';
-import { asNotebook, DOWN_SHARE, makeRoom } from '../../src/lab/panel';
+import { asNotebook, DOWN_SHARE, makeRoom, OPEN_RUN_COMMAND, runBeside } from '../../src/lab/panel';
+import { openRunCode } from '../../src/lab/panel-output';
 
 /** Notebook 7's layout: a vertical split of the main area and a bottom tab panel. */
 function notebook7(downShare: number): { split: SplitPanel; down: TabPanel; view: Widget } {
@@ -63,5 +64,51 @@ describe('asNotebook', () => {
     expect(asNotebook(w)).toBe(w);
     expect(asNotebook(new Widget())).toBeNull();
     expect(asNotebook(null)).toBeNull();
+  });
+});
+
+describe('Open run…', () => {
+  it('writes the folder as a Python string literal', () => {
+    expect(openRunCode(' runs/exp1 ')).toBe('import forgeviz\nforgeviz.open("runs/exp1")');
+    expect(openRunCode('C:\\runs\\"a"')).toBe('import forgeviz\nforgeviz.open("C:\\\\runs\\\\\\"a\\"")');
+  });
+
+  it('runs forgeviz.open in the notebook’s kernel into a new output beside it; nothing without a kernel', async () => {
+    const executed: string[] = [];
+    const added: { label: string; area: string; ref?: string }[] = [];
+    const kernel = {
+      requestExecute: (msg: { code: string }) => {
+        executed.push(msg.code);
+        return { onIOPub: null, done: Promise.resolve(), dispose() {} };
+      }
+    };
+    const nb = Object.assign(new Widget(), {
+      sessionContext: { session: { kernel } },
+      content: Object.assign(new Widget(), { rendermime: { getFactory: () => null, createRenderer: () => null } })
+    });
+    nb.id = 'nb-1';
+    class FakeMainArea extends Widget {
+      constructor(readonly options: { content: Widget }) {
+        super();
+      }
+    }
+    const app = {
+      shell: {
+        add: (w: Widget, area: string, options: { ref?: string }) => {
+          added.push({ label: w.title.label, area, ref: options?.ref });
+          Widget.attach(w, document.body);
+        },
+        activateById: () => undefined
+      }
+    };
+    const parts = { icon: undefined, MainAreaWidget: FakeMainArea } as unknown as Parameters<typeof runBeside>[1];
+    expect(runBeside(app as never, parts, nb as never, 'forgeviz: runs/exp1', openRunCode('runs/exp1'))).toBe(true);
+    expect(executed).toEqual(['import forgeviz\nforgeviz.open("runs/exp1")']);
+    expect(added).toEqual([{ label: 'forgeviz: runs/exp1', area: 'main', ref: 'nb-1' }]);
+    const noKernel = Object.assign(new Widget(), { sessionContext: { session: null }, content: nb.content });
+    expect(runBeside(app as never, parts, noKernel as never, 'x', 'y')).toBe(false);
+    expect(runBeside(app as never, parts, null, 'x', 'y')).toBe(false);
+    expect(executed).toHaveLength(1);
+    expect(OPEN_RUN_COMMAND).toBe('forgeviz:open-run');
   });
 });

@@ -256,6 +256,9 @@ def _declare(lib: ctypes.CDLL) -> None:
         fn.restype, fn.argtypes = restype, argtypes
 
 
+_unlocked: Optional[ctypes.CDLL] = None
+
+
 def load(build_if_missing: bool = True) -> ctypes.CDLL:
     """The loaded library with its allocator installed; builds it first if needed.
 
@@ -307,6 +310,24 @@ def load_if_built() -> Optional[ctypes.CDLL]:
 def loaded() -> Optional[ctypes.CDLL]:
     """The library if this process loaded it, else None (never builds or loads)."""
     return _lib
+
+
+def unlocked() -> Optional[ctypes.CDLL]:
+    """The loaded library (None if this process did not load it) through ``ctypes.CDLL``, whose calls
+    release the GIL: for a thread that reads big tensors beside the training thread (a recording's
+    reader). Only its pure functions (``fv_summarize_tensor``) are for that thread.
+
+    >>> unlocked() is None or unlocked().fv_abi_version() == ABI_VERSION
+    True
+    """
+    global _unlocked
+    if _lib is None:
+        return None
+    if _unlocked is None:
+        lib = ctypes.CDLL(_lib._name)  # the same mapping: dlopen counts a second reference
+        _declare(lib)
+        _unlocked = lib
+    return _unlocked
 
 
 def hooks():
