@@ -1,5 +1,5 @@
 """A recorded two-rank DDP run (torchrun, gloo on loopback) opened in real JupyterLab with ``forgeviz.open``:
-the run's header, then the graph view with its step slider and rank selector. Move the slider, click a
+the run's header, the ranks heatmap, then the graph view with its step slider and rank selector. Move the slider, click a
 parameter's Node, and the applied gradient's norm shown equals torch's on that rank at that step (at the page's
 digits); the rank selector shows the other rank's."""
 
@@ -49,6 +49,9 @@ def test_recorded_run_slider_click_and_rank(page, lab, ddp_run):
     header = out.locator(".jp-RenderedMarkdown").first
     header.wait_for()
     assert "of world size 2, 4 step(s)" in header.text_content() and "no findings" in header.text_content()
+    # the ranks heatmap: one panel per rank
+    out.locator(".fv-ranks[data-fv-state=ready]").wait_for()
+    assert out.locator("canvas.fv-ranks-canvas").count() == 2
     view = out.locator(GRAPH)
     page.wait_for_selector(f"{GRAPH}[data-fv-state=ready][data-fv-step='4']")
     slider = view.locator(".fv-step")
