@@ -18,6 +18,9 @@ from ._capture.session import CaptureSession, get_session
 from ._capture.source import names_by_identity
 from ._capture.strides import accepts
 from ._capture.walk import MAX_NODES, is_node
+from ._version import __version__
+from .run.format import rank_folder
+from .run.writer import RunWriter
 from .widgets.broadcast import BroadcastWidget
 from .widgets.graph import GraphWidget
 from .widgets.ranks import RanksWidget
@@ -392,10 +395,13 @@ def record(path, *, grads: Union[str, int] = "each", budget_mb: float = 256,
                          f"got {budget_mb!r:.60}")
     from ._capture.recording import Recorder
 
+    def open_writer(rank: int, meta: dict) -> RunWriter:  # capture records; forgeviz.run writes
+        return RunWriter(Path(path) / rank_folder(rank), {**meta, "forgeviz": __version__}, session.fault)
+
     with capture(grads=every if every else "off") as session:
         recorder = None
         with boundary(session.fault, "starting the recording"):
-            recorder = Recorder(session, Path(path), every, None if command is None else list(command),
+            recorder = Recorder(session, open_writer, every, None if command is None else list(command),
                                 int(budget_mb * 2**20), segment_seconds)
             recorder.install()
         try:

@@ -2,7 +2,7 @@
 gradients the optimizer applies (read in a global optimizer step pre-hook, so after DDP's all-reduce,
 clipping and anything the script did to ``.grad``), each module's parameters together, the gradient that
 reached each Node during backward (this rank's own, from the session's records), each distinct autograd
-graph once, and memory per step. Rows gather here and go to :class:`forgeviz.run.writer.RunWriter` a
+graph once, and memory per step. Rows gather here and go to the run's writer (``forgeviz.run.writer.RunWriter``) a
 segment at a time; the disk is the writer thread's.
 
 What the training thread pays is kept to a few microseconds a step (recording costs at most 2% on top of
@@ -30,15 +30,12 @@ import weakref
 import zlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Callable, Optional
 
 import torch
 
-from .._version import __version__
 from ..model.graph import graph_trait
-from ..run.format import FINDINGS, FORMAT, FORMAT_VERSION, GRADS, GRAPHS, MODULE, NODE, PARAMETER, STEPS, rank_folder
-from ..run.writer import RunWriter
+from ..model.run import FINDINGS, FORMAT, FORMAT_VERSION, GRADS, GRAPHS, MODULE, NODE, PARAMETER, STEPS
 from . import native
 from .fault import boundary, guarded
 from .names import NameIndex
@@ -155,8 +152,11 @@ def _read_nodes(step: int, graph: int, ids: list, described: tuple, source, rows
 class Recorder:
     """Records one rank into ``folder/rank<N>/`` while installed (see the module's docstring)."""
 
-    def __init__(self, session, folder: Path, every: int = 1, command: Optional[list[str]] = None,
-                 budget_bytes: int = BUDGET_BYTES, segment_seconds: float = SEGMENT_SECONDS) -> None:
+    def __init__(self, session, open_writer: Callable[[int, dict], object], every: int = 1,
+                 command: Optional[list[str]] = None, budget_bytes: int = BUDGET_BYTES,
+                 segment_seconds: float = SEGMENT_SECONDS) -> None:
+        """``open_writer(rank, metadata)``: the writer of this rank's part of the run (forgeviz.run's
+        RunWriter, given by ``forgeviz.record``: capture records, the run package writes)."""
         self.session = session
         self.fault = session.fault  # (the @guarded hooks report there)
         self.segment_seconds = segment_seconds
@@ -180,10 +180,10 @@ class Recorder:
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="forgeviz-record-read")
         self._cuda = torch.cuda.is_available()
         self._handles: list = []
-        self.writer = RunWriter(Path(folder) / rank_folder(self.rank), self._meta(command), session.fault)
+        self.writer = open_writer(self.rank, self._meta(command))
 
     def _meta(self, command) -> dict:
-        return {"format": FORMAT, "format_version": FORMAT_VERSION, "forgeviz": __version__,
+        return {"format": FORMAT, "format_version": FORMAT_VERSION,
                 "torch": torch.__version__, "python": platform.python_version(),
                 "device": "cuda" if torch.cuda.is_available() else "cpu", "rank": self.rank,
                 "world_size": self.world, "command": list(command if command is not None else sys.argv),

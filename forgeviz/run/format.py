@@ -16,16 +16,22 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-FORMAT = "forgeviz-run"
-FORMAT_VERSION = 1  # a reader refuses a rank written by a newer version, by name
+from ..model.run import (  # noqa: F401 - the format's names, for forgeviz.run's readers and writer
+    FINDINGS,
+    FORMAT,
+    FORMAT_VERSION,
+    GRADS,
+    GRAPHS,
+    META,
+    MODULE,
+    NODE,
+    PARAMETER,
+    STEPS,
+    rank_folder,
+)
+
 COMPRESSION = "zstd"
-
-META = "meta.json"
-GRADS, GRAPHS, STEPS, FINDINGS = "grads", "graphs", "steps", "findings"
 SUFFIX = ".arrows"  # the Arrow IPC stream format's customary suffix
-
-# kind of a gradient row
-PARAMETER, MODULE, NODE = "parameter", "module", "node"
 
 SCHEMAS: dict[str, pa.Schema] = {
     # One row per parameter (as the optimizer applied its gradient), per module (its parameters
@@ -61,12 +67,3 @@ META_KEYS = (
     # written when recording ends (absent in a run that was killed):
     "finished", "steps", "segments", "bytes", "dropped_segments", "downsampled", "faults",
 )
-
-
-def rank_folder(rank: int) -> str:
-    """The sub-folder rank ``rank`` writes.
-
-    >>> rank_folder(3)
-    'rank3'
-    """
-    return f"rank{rank}"

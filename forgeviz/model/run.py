@@ -1,0 +1,24 @@
+"""The names of a recorded run's parts (format version 1): what the capture side writes and
+forgeviz.run reads. The streams' columns are in forgeviz/run/format.py (pyarrow schemas); these names
+are here so that forgeviz._capture, which records, needs nothing above the model layer.
+"""
+
+from __future__ import annotations
+
+FORMAT = "forgeviz-run"
+FORMAT_VERSION = 1  # a reader refuses a rank written by a newer version, by name
+
+META = "meta.json"
+GRADS, GRAPHS, STEPS, FINDINGS = "grads", "graphs", "steps", "findings"
+
+# kind of a gradient row
+PARAMETER, MODULE, NODE = "parameter", "module", "node"
+
+
+def rank_folder(rank: int) -> str:
+    """The sub-folder rank ``rank`` writes.
+
+    >>> rank_folder(3)
+    'rank3'
+    """
+    return f"rank{rank}"
