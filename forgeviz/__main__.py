@@ -1,4 +1,4 @@
-"""``python -m forgeviz record -o DIR [--grads each|off|N] [--budget-mb MB] -- script.py args…``: run a
+"""``python -m forgeviz record -o DIR [--grads each|off|N] [--budget-mb MB] [--memory] -- script.py args…``: run a
 training script as ``__main__`` with recording on (under torchrun too: each rank writes ``DIR/rank<N>/``).
 ``-m module`` in place of the script runs a module. The script's exit status is the command's.
 """
@@ -29,6 +29,8 @@ def main(argv=None) -> int:
     rec.add_argument("--budget-mb", type=float, default=256, help="size to stay under, per rank (default 256)")
     rec.add_argument("--segment-seconds", type=float, default=2.0,
                      help="write a segment at least this often (what a killed process can lose; default 2)")
+    rec.add_argument("--memory", action="store_true",
+                     help="also record the memory timeline (the CPU ledger's events; off by default: it costs)")
     rec.add_argument("-m", dest="module", help="run a module (as python -m does) instead of a script")
     rec.add_argument("script", nargs=argparse.REMAINDER, help="-- script.py and its arguments")
     args = parser.parse_args(argv)
@@ -41,7 +43,7 @@ def main(argv=None) -> int:
     target = args.module or rest[0]
     sys.argv = [target, *(rest if args.module else rest[1:])]
     with record(args.output, grads=grads, budget_mb=args.budget_mb,
-                segment_seconds=args.segment_seconds, command=[target, *sys.argv[1:]]):
+                segment_seconds=args.segment_seconds, memory=args.memory, command=[target, *sys.argv[1:]]):
         if args.module:
             runpy.run_module(args.module, run_name="__main__", alter_sys=True)
         else:

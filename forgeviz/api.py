@@ -362,9 +362,13 @@ def capture(grads: Optional[Union[str, int]] = None) -> Iterator[CaptureSession]
             session.after_backward.remove(refresh_now)
 
 
+RECORDED_EVENTS = 2**18  # the recording's ledger holds this many events (8 MB), merging older ones: written by then
+
+
 @contextlib.contextmanager
 def record(path, *, grads: Union[str, int] = "each", budget_mb: float = 256,
-           command: Optional[Sequence[str]] = None, segment_seconds: float = 2.0) -> Iterator[CaptureSession]:
+           command: Optional[Sequence[str]] = None, segment_seconds: float = 2.0,
+           memory: bool = False) -> Iterator[CaptureSession]:
     """Capture inside a ``with`` block and record it to the folder ``path`` (each rank in its own
     ``rank<N>/``), for :func:`forgeviz.open` to read later: per ``optimizer.step()``, each parameter's
     gradient as the optimizer applies it, each module's, each Node's (this rank's, during backward), each
@@ -373,8 +377,10 @@ def record(path, *, grads: Union[str, int] = "each", budget_mb: float = 256,
     ``grads``: ``"each"`` step, every N-th (an int), or ``"off"`` (steps and graphs only). ``budget_mb``:
     the size the recording aims to stay under (past half of it, steps are thinned, then dropped; the
     metadata says from which step). ``segment_seconds``: a segment is written at least this often (what a
-    killed process can lose at most). Writing happens on a background thread; an unwritable folder or a
-    full disk is a warning, and the block runs on.
+    killed process can lose at most). ``memory=True`` also records the memory timeline (the CPU ledger's
+    events, as ``memory_trace()`` does; ``forgeviz.open(path).memory_view(rank)`` draws it): off by default,
+    for its cost (README, *Recording scripts and ranks*). Writing happens on a background thread; an
+    unwritable folder or a full disk is a warning, and the block runs on.
 
     >>> import tempfile, torch, forgeviz
     >>> net = torch.nn.Linear(3, 1); opt = torch.optim.SGD(net.parameters(), lr=0.1)
@@ -393,16 +399,19 @@ def record(path, *, grads: Union[str, int] = "each", budget_mb: float = 256,
     if not isinstance(budget_mb, (int, float)) or isinstance(budget_mb, bool) or not budget_mb > 0:
         raise ValueError("forgeviz.record(budget_mb=...) expects a positive number of megabytes, "
                          f"got {budget_mb!r:.60}")
+    if not isinstance(memory, bool):
+        raise TypeError(f"forgeviz.record(memory=...) expects True or False, got {memory!r:.60}")
     from ._capture.recording import Recorder
 
     def open_writer(rank: int, meta: dict) -> RunWriter:  # capture records; forgeviz.run writes
         return RunWriter(Path(path) / rank_folder(rank), {**meta, "forgeviz": __version__}, session.fault)
 
-    with capture(grads=every if every else "off") as session:
+    with capture(grads=every if every else "off") as session, contextlib.ExitStack() as stack:
         recorder = None
+        tracker = stack.enter_context(memory_trace(RECORDED_EVENTS)).tracker if memory else None
         with boundary(session.fault, "starting the recording"):
             recorder = Recorder(session, open_writer, every, None if command is None else list(command),
-                                int(budget_mb * 2**20), segment_seconds)
+                                int(budget_mb * 2**20), segment_seconds, memory=tracker)
             recorder.install()
         try:
             yield session

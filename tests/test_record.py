@@ -34,10 +34,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _torchrun(tmp: Path, mode: str) -> subprocess.CompletedProcess:
+def _torchrun(tmp: Path, mode: str, *options: str) -> subprocess.CompletedProcess:
+    """record_ranks.py ``mode`` on two gloo ranks under ``python -m forgeviz record [options]``."""
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-               "--master-port", str(_free_port()), "-m", "forgeviz", "record", "-o", str(tmp / "run"), "--",
-               str(SCRIPT), str(tmp), mode]
+               "--master-port", str(_free_port()), "-m", "forgeviz", "record", "-o", str(tmp / "run"), *options,
+               "--", str(SCRIPT), str(tmp), mode]
     return subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=120)
 
 

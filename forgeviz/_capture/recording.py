@@ -35,7 +35,7 @@ from typing import Callable, Optional
 import torch
 
 from ..model.graph import graph_trait
-from ..model.run import FINDINGS, FORMAT, FORMAT_VERSION, GRADS, GRAPHS, MODULE, NODE, PARAMETER, STEPS
+from ..model.run import FINDINGS, FORMAT, FORMAT_VERSION, GRADS, GRAPHS, MEMORY, MODULE, NODE, PARAMETER, STEPS
 from . import native
 from .fault import boundary, guarded
 from .names import NameIndex
@@ -154,9 +154,10 @@ class Recorder:
 
     def __init__(self, session, open_writer: Callable[[int, dict], object], every: int = 1,
                  command: Optional[list[str]] = None, budget_bytes: int = BUDGET_BYTES,
-                 segment_seconds: float = SEGMENT_SECONDS) -> None:
+                 segment_seconds: float = SEGMENT_SECONDS, memory=None) -> None:
         """``open_writer(rank, metadata)``: the writer of this rank's part of the run (forgeviz.run's
-        RunWriter, given by ``forgeviz.record``: capture records, the run package writes)."""
+        RunWriter, given by ``forgeviz.record``: capture records, the run package writes). ``memory``: a
+        started MemoryTracker whose events are written, a segment at a time, to the memory stream."""
         self.session = session
         self.fault = session.fault  # (the @guarded hooks report there)
         self.segment_seconds = segment_seconds
@@ -180,6 +181,12 @@ class Recorder:
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="forgeviz-record-read")
         self._cuda = torch.cuda.is_available()
         self._handles: list = []
+        self.memory = memory
+        self.memory_lost = 0  # events the ledger merged before they were written (none unless it overflowed)
+        if memory is not None:
+            stats = memory.ledger.stats()
+            self._mem_written = 0  # absolute event numbers (an event's index plus the events merged before it)
+            self._mem_bounds = [(stats.count + stats.dropped, 0)]  # (end, step): step 0 is what existed before
         self.writer = open_writer(self.rank, self._meta(command))
 
     def _meta(self, command) -> dict:
@@ -189,7 +196,9 @@ class Recorder:
                 "world_size": self.world, "command": list(command if command is not None else sys.argv),
                 "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "grads": "off" if not self.every else "each" if self.every == 1 else f"every {self.every}",
-                "budget_bytes": self.budget, "finished": False}
+                "budget_bytes": self.budget, "finished": False,
+                "memory": None if self.memory is None else {
+                    "source": f"cpu ledger ({self.memory.backend})", "baseline_bytes": self.memory.baseline_bytes}}
 
     # --- lifecycle ---------------------------------------------------------------------------
     def install(self) -> None:
@@ -219,8 +228,11 @@ class Recorder:
         self._reader.shutdown(wait=True)
         rank, world = rank_and_world()  # torch.distributed may have started after recording did
         self.writer.meta.update(rank=rank, world_size=world)
-        self.writer.close({"finished": True, "steps": self.step - 1, "downsampled": self.downsampled,
-                           "over_budget_from_step": self.over_budget_at, "torn_steps": self.torn_steps})
+        final = {"finished": True, "steps": self.step - 1, "downsampled": self.downsampled,
+                 "over_budget_from_step": self.over_budget_at, "torn_steps": self.torn_steps}
+        if self.memory_lost:
+            final["memory_lost_events"] = self.memory_lost
+        self.writer.close(final)
 
     # --- per step ----------------------------------------------------------------------------
     def _records_step(self) -> bool:
@@ -295,9 +307,12 @@ class Recorder:
         if self._cuda and torch.cuda.is_initialized():
             live, peak = torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated()
         else:
-            for tracker in self.session.traces:  # a memory_trace() or the kernel's timeline, when one runs
-                live, peak = tracker.live_bytes(), tracker.peak_bytes()
-                break
+            tracker = self.memory or next(iter(self.session.traces), None)  # or the kernel's timeline
+            if tracker is not None:
+                stats = tracker.ledger.stats()
+                live, peak = stats.live_bytes, stats.peak_bytes
+                if tracker is self.memory:
+                    self._mem_bounds.append((stats.count + stats.dropped, self.step))
         now = time.perf_counter()
         self._rows[STEPS].append((self.step, now - self._t0, live, peak))
         self.step += 1
@@ -310,7 +325,28 @@ class Recorder:
             if rows:
                 self.writer.submit(name, rows)  # the writer thread turns rows into columns
                 self._rows[name] = []
+        if self.memory is not None:
+            self._memory_segment()
         self._budget()
+
+    def _memory_segment(self) -> None:
+        """The ledger's events since the last segment, handed to the writer (which thins them past the budget):
+        their bytes are copied here, the rest happens on the writer's thread."""
+        tracker = self.memory
+        stats = tracker.ledger.stats()
+        start = self._mem_written - stats.dropped  # the ledger merges older events: indices move back
+        if start < 0:
+            self.memory_lost += -start
+            start = 0
+        if stats.count <= start:
+            return
+        first = start + stats.dropped
+        self._mem_bounds = [b for b in self._mem_bounds if b[0] > first]
+        self.writer.submit(MEMORY, {"columns": tracker.columns(start, stats.count), "first": first,
+                                    "bounds": list(self._mem_bounds), "current": self.step,
+                                    "ops": list(tracker.ops), "modules": list(tracker.modules)})
+        tracker.publish(stats.count)
+        self._mem_written = stats.count + stats.dropped
 
     def _budget(self) -> None:
         """Past half the budget, every second recorded step is kept; past three quarters every fourth, …;

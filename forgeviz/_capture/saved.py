@@ -34,8 +34,8 @@ def tensor_slots(grad_fn) -> list[str]:
     per Node type (the memory timeline's claims and the doctor both ask).
 
     >>> x = torch.ones(2, 2, requires_grad=True)
-    >>> tensor_slots(torch.addmm(x, x, x).grad_fn)
-    ['_saved_mat1', '_saved_mat2']
+    >>> tensor_slots((x * x).grad_fn), tensor_slots(x.sum(dim=0).grad_fn)  # sum keeps only sizes
+    (['_saved_other', '_saved_self'], [])
     """
     names = _TENSORS.get(type(grad_fn))
     if names is not None:

@@ -9,7 +9,7 @@ FORMAT = "forgeviz-run"
 FORMAT_VERSION = 1  # a reader refuses a rank written by a newer version, by name
 
 META = "meta.json"
-GRADS, GRAPHS, STEPS, FINDINGS = "grads", "graphs", "steps", "findings"
+GRADS, GRAPHS, STEPS, FINDINGS, MEMORY = "grads", "graphs", "steps", "findings", "memory"
 
 # kind of a gradient row
 PARAMETER, MODULE, NODE = "parameter", "module", "node"

@@ -4,10 +4,10 @@ A run is a folder; each rank writes its own sub-folder ``rank<N>/`` (so ranks ne
 
 - ``meta.json``: the run's metadata (written when recording starts, rewritten when it ends; see
   :data:`META_KEYS`);
-- ``grads.arrows``, ``graphs.arrows``, ``steps.arrows``, ``findings.arrows``: Arrow IPC *streams*, one record batch per
-  segment, buffers compressed with zstd. A stream is append-only: a process killed mid-run leaves every
-  segment before the one it was writing readable. pandas (``pyarrow.ipc.open_stream(f).read_pandas()``)
-  and polars (``pl.read_ipc_stream``) read them directly.
+- ``grads.arrows``, ``graphs.arrows``, ``steps.arrows``, ``findings.arrows`` and, recorded with ``memory=True``,
+  ``memory.arrows``: Arrow IPC *streams*, one record batch per segment, buffers compressed with zstd. A stream
+  is append-only: a process killed mid-run leaves every segment before the one it was writing readable.
+  pandas (``pyarrow.ipc.open_stream(f).read_pandas()``) and polars (``pl.read_ipc_stream``) read them directly.
 
 This module imports pyarrow only (no torch): reading a run needs neither torch nor a kernel.
 """
@@ -22,6 +22,7 @@ from ..model.run import (  # noqa: F401 - the format's names, for forgeviz.run's
     FORMAT_VERSION,
     GRADS,
     GRAPHS,
+    MEMORY,
     META,
     MODULE,
     NODE,
@@ -59,11 +60,29 @@ SCHEMAS: dict[str, pa.Schema] = {
     # None), or the first parameter whose applied gradient is not finite at a step (node None).
     FINDINGS: pa.schema([("step", pa.int64()), ("kind", pa.string()), ("parameter", pa.string()),
                          ("node", pa.string()), ("module", pa.string()), ("message", pa.string())]),
+    # The memory timeline (``record(memory=True)``): one row per event of the CPU ledger, as the memory view's
+    # columns (forgeviz/model/memory.py EVENT_COLUMNS), its strings dictionary-encoded. ``step``: the optimizer
+    # step under way (0: storages that existed when recording began, seeded). Past half the budget a segment is
+    # its outline (forgeviz/run/memory.py): stand-in storages (ids from STAND_IN) with the exact live bytes
+    # per category at the highest point of each slice of time; the metadata says from which step.
+    MEMORY: pa.schema([
+        ("step", pa.int64()),
+        ("time", pa.float32()),  # seconds since the memory trace began
+        ("bytes", pa.int64()),
+        ("storage", pa.uint32()),  # alloc, recategorizations and free of one storage share it
+        ("node", pa.uint32()),  # the graph's Node id that saved it (an activation); None if none
+        ("action", pa.dictionary(pa.int8(), pa.string())),  # alloc | free | recategorize
+        ("category", pa.dictionary(pa.int8(), pa.string())),  # parameter, gradient, optimizer state, …
+        ("op", pa.dictionary(pa.int32(), pa.string())),  # the op that made it (aten name); None if unknown
+        ("module", pa.dictionary(pa.int32(), pa.string())),  # the module path whose forward made it
+        ("cell", pa.uint16()),  # a notebook cell (0 in a script)
+        ("line", pa.uint16()),  # the line of user code that made it (0 if unknown)
+    ]),
 }
 
 META_KEYS = (
     "format", "format_version", "forgeviz", "torch", "python", "device", "rank", "world_size", "command",
-    "started", "grads", "budget_bytes",
+    "started", "grads", "budget_bytes", "memory",
     # written when recording ends (absent in a run that was killed):
     "finished", "steps", "segments", "bytes", "dropped_segments", "downsampled", "faults",
 )

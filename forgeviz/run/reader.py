@@ -24,6 +24,7 @@ from .format import (
     FORMAT_VERSION,
     GRADS,
     GRAPHS,
+    MEMORY,
     META,
     MODULE,
     NODE,
@@ -32,6 +33,7 @@ from .format import (
     STEPS,
     SUFFIX,
 )
+from .memory import RecordedMemory
 
 FRAME_COLUMNS = ["rank", "step", "kind", "name", "module", "norm", "min", "max", "mean", "numel", "fingerprint",
                  "sharded", "graph", "node"]
@@ -167,6 +169,7 @@ class Run:
         self.problems = problems
         self._findings: Optional[list[Finding]] = None
         self._steps_rows: dict[int, dict[int, list[dict]]] = {}
+        self._memory: dict[int, Optional[RecordedMemory]] = {}
 
     def __repr__(self) -> str:
         return (f"<forgeviz Run {str(self.folder)!r}: ranks {self.ranks}, {len(self.steps)} steps"
@@ -234,15 +237,59 @@ class Run:
         df["kind"] = df["kind"].astype(str)
         return df[FRAME_COLUMNS]
 
-    def memory(self, rank: int) -> dict[str, list]:
+    def step_memory(self, rank: int) -> dict[str, list]:
         """Rank ``rank``'s memory per optimizer step, as columns: ``step``, ``time`` (seconds since
         recording began), ``live_bytes`` and ``peak_bytes`` (None where not measured)."""
         return self._rank(rank).tables[STEPS].to_pydict()
 
+    def recorded_memory(self, rank: int) -> Optional[RecordedMemory]:
+        """Rank ``rank``'s memory stream (``record(memory=True)``) as the memory view's source; None if
+        it was not recorded."""
+        data = self._rank(rank)
+        if rank not in self._memory:
+            table = data.tables[MEMORY]
+            thinned = data.meta.get("memory_downsampled")
+            self._memory[rank] = None if not data.meta.get("memory") else RecordedMemory(
+                table, data.meta, f"{self.folder.name}, rank {rank}: {len(set(table.column('step').to_pylist()))} "
+                f"step(s) recorded" + (f"; an outline from step {thinned[0][0]} (the size budget)" if thinned else ""))
+        return self._memory[rank]
+
+    def memory(self, rank: int):
+        """Rank ``rank``'s memory timeline as the memory view's wire model (a ``MemoryTimeline``: peak and
+        live bytes, ops and modules; its events are ``memory_view(rank)``'s), rebuilt from the memory stream
+        that ``forgeviz.record(..., memory=True)`` wrote. Raises LookupError if it was not recorded.
+
+        >>> import tempfile, torch, forgeviz
+        >>> net = torch.nn.Linear(256, 256); opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        >>> with forgeviz.record(folder := tempfile.mkdtemp(), memory=True):
+        ...     net(torch.ones(1, 256)).sum().backward(); opt.step()
+        >>> forgeviz.open(folder).memory(0).peak_bytes >= 2 * (256 * 256 + 256) * 4  # parameters and grads
+        True
+        """
+        source = self.recorded_memory(rank)
+        if source is None:
+            raise LookupError(f"Run.memory(): rank {rank} recorded no memory timeline (record with "
+                              "forgeviz.record(..., memory=True) or python -m forgeviz record --memory); "
+                              "run.step_memory(rank) has what each step measured")
+        return source.timeline()
+
+    def memory_view(self, rank: int):
+        """The memory view (``forgeviz.memory``'s widget) drawing rank ``rank``'s recorded timeline."""
+        from ..api import get_session  # the widget (and torch) only when a view is asked for
+        from ..widgets.memory import MemoryWidget
+
+        self.memory(rank)  # (raises, saying so, when none was recorded)
+        return MemoryWidget(self.recorded_memory(rank), get_session(), live=False)
+
     def peaks(self) -> dict[int, int]:
-        """``{rank: peak bytes}`` over the recorded steps, for the ranks that measured memory."""
+        """``{rank: peak bytes}``: of the memory timeline where it was recorded, else over the steps, for the
+        ranks that measured memory."""
         peaks = {}
         for rank, data in self._ranks.items():
+            source = self.recorded_memory(rank)
+            if source is not None and source.count:
+                peaks[rank] = source.peak_bytes()
+                continue
             values = [v for v in data.tables[STEPS].column("peak_bytes").to_pylist() if v is not None]
             if values:
                 peaks[rank] = max(values)

@@ -15,7 +15,8 @@ from typing import Callable, Optional
 
 import pyarrow as pa
 
-from .format import COMPRESSION, META, SCHEMAS, SUFFIX
+from .format import COMPRESSION, MEMORY, META, SCHEMAS, SUFFIX
+from .memory import MemorySegments
 
 QUEUE_SEGMENTS = 16  # segments waiting for the disk, at most (each a few hundred KB at most)
 _STOP = object()
@@ -43,6 +44,7 @@ class RunWriter:
         self._queue: "queue.Queue" = queue.Queue(QUEUE_SEGMENTS)
         self._streams: dict[str, tuple] = {}
         self._options = pa.ipc.IpcWriteOptions(compression=COMPRESSION)
+        self._memory = MemorySegments()  # the memory stream's state (its thinning past the budget)
         self._write_meta()
         self._thread = threading.Thread(target=self._run, name="forgeviz-record", daemon=True)
         if not self.broken:
@@ -73,6 +75,8 @@ class RunWriter:
                 pass
         self._streams.clear()
         self.meta.update(final, segments=self.segments, bytes=self.bytes, dropped_segments=self.dropped)
+        if self._memory.thinned:
+            self.meta["memory_downsampled"] = self._memory.thinned  # [from step, events per segment at most]
         if self.broken:
             self.meta["faults"] = [*self.meta.get("faults", []), self.broken]
         self._write_meta()
@@ -105,9 +109,12 @@ class RunWriter:
 
     def _append(self, table: str, columns: dict) -> None:
         schema = SCHEMAS[table]
-        if not isinstance(columns, dict):  # rows
-            columns = dict(zip(schema.names, map(list, zip(*columns))))
-        batch = pa.record_batch([pa.array(columns[f.name], f.type) for f in schema], schema=schema)
+        if table == MEMORY:  # the ledger's events, thinned past half the budget
+            batch = self._memory.batch(columns, self.bytes, int(self.meta.get("budget_bytes") or 2**62))
+        else:
+            if not isinstance(columns, dict):  # rows
+                columns = dict(zip(schema.names, map(list, zip(*columns))))
+            batch = pa.record_batch([pa.array(columns[f.name], f.type) for f in schema], schema=schema)
         stream = self._streams.get(table)
         if stream is None:
             sink = pa.OSFile(str(self.folder / (table + SUFFIX)), "wb")

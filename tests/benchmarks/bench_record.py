@@ -6,6 +6,8 @@ other loads disturb least) and of wall time.
   capture            a training loop inside forgeviz.capture() (gradient summaries each step)
   capture + record   the same with a Recorder's hooks installed, writing to a temporary folder (the
                      writer and reader threads stay up across rounds, as in a real run)
+  + memory           the same with the memory timeline recorded too (``record(memory=True)``: a
+                     MemoryTracker on the CPU ledger runs, and its events go to the memory stream)
 
 It also prints the training thread's CPU time inside the recorder's own hooks per step (each hook timed
 with thread_time): the part of the ratio that is recording's own, not the noise between arms.
@@ -29,7 +31,10 @@ import torch
 from _bench import mlp, train  # first: it puts this checkout on sys.path
 
 import forgeviz
+from forgeviz._capture.memory_choice import make_tracker
 from forgeviz._capture.recording import Recorder
+from forgeviz.model.run import rank_folder
+from forgeviz.run.writer import RunWriter
 
 ROUNDS = int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", "30"))
 HOOKS = ("_step_begins", "_step_ends", "_before_backward", "_after_backward")
@@ -64,43 +69,64 @@ def case(name: str) -> None:
 
     with tempfile.TemporaryDirectory() as folder, forgeviz.capture() as session:
         train(model, opt, x, y, 2, loss_fn)  # warm up
-        recorder = Recorder(session, Path(folder) / "run")
-        spent = [0.0]
-        timed_hooks(recorder, spent)
-        recorder.install()
-        train(model, opt, x, y, 2, loss_fn)  # its first graph is built and written here, once
-        recorder.uninstall()
-        first, spent[0] = recorder.step, 0.0
+        tracker = make_tracker(2**18, fault=session.fault)
+        tracker.start()  # (seeds what exists; stopped and started again around each memory arm)
+        recorders = {}
+        for arm_name, memory in (("record", None), ("memory", tracker)):
+            def open_writer(rank: int, meta: dict, sub: str = arm_name) -> RunWriter:
+                return RunWriter(Path(folder) / sub / rank_folder(rank), meta, session.fault)
 
-        def arm(recording: bool) -> tuple[float, float]:
-            if recording:
+            recorder = recorders[arm_name] = Recorder(session, open_writer, memory=memory)
+            recorder.spent = [0.0]
+            timed_hooks(recorder, recorder.spent)
+            recorder.install()
+            train(model, opt, x, y, 2, loss_fn)  # its first graph is built and written here, once
+            recorder.uninstall()
+            recorder.first, recorder.spent[0] = recorder.step, 0.0
+        tracker.stop()
+
+        def arm(which: str) -> tuple[float, float]:
+            recorder = recorders.get(which)
+            if which == "memory":
+                tracker.start()
+            if recorder is not None:
                 recorder.install()
             thread, wall = time.thread_time(), time.perf_counter()
             train(model, opt, x, y, steps, loss_fn)
             thread, wall = time.thread_time() - thread, time.perf_counter() - wall
-            if recording:
+            if recorder is not None:
                 recorder.uninstall()
+            if which == "memory":
+                recorder._flush()  # (its last events, while the tracker still counts them)
+                tracker.stop()
             return thread, wall
 
-        times: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+        arms = ("capture", "record", "memory")
+        times: dict[str, list[tuple[float, float]]] = {a: [] for a in arms}
         for k in range(rounds):
-            for recording in (False, True) if k % 2 else (True, False):
-                times[recording].append(arm(recording))
-        hooks = spent[0] / (recorder.step - first)
-        recorder.close()
-        recorded_steps = recorder.step - 1
-        written = recorder.writer.bytes
+            for which in arms[k % 3:] + arms[:k % 3]:  # each arm first in turn
+                times[which].append(arm(which))
+        report = {}
+        for which, recorder in recorders.items():
+            hooks = recorder.spent[0] / max(recorder.step - recorder.first, 1)
+            recorder.close()
+            report[which] = (hooks, recorder.writer.bytes / max(recorder.step - 1, 1), recorder.step - 1,
+                             recorder.writer.segments, recorder.writer.meta.get("memory_downsampled"))
 
-    def median(recording: bool, which: int) -> float:
-        return statistics.median(t[which] for t in times[recording])
+    def median(which: str, column: int) -> float:
+        return statistics.median(t[column] for t in times[which])
 
-    base = median(False, 0) / steps
-    print(f"{name}: a step {base * 1e3:.2f} ms of thread time under capture ({median(False, 1) / steps * 1e3:.2f} "
-          f"ms wall); capture + record {median(True, 0) / median(False, 0):.3f}× thread, "
-          f"{median(True, 1) / median(False, 1):.3f}× wall ({rounds} rounds of {steps} steps, medians); the "
-          f"recorder's hooks {hooks * 1e6:.1f} µs a step on the training thread ({hooks / base:.1%} of a step); "
-          f"{written / max(recorded_steps, 1) / 1024:.2f} KiB written per step ({recorded_steps} steps, "
-          f"{recorder.writer.segments} segments)")
+    base = median("capture", 0) / steps
+    print(f"{name}: a step {base * 1e3:.2f} ms of thread time under capture ({median('capture', 1) / steps * 1e3:.2f} "
+          f"ms wall); {rounds} rounds of {steps} steps, medians, arms interleaved")
+    for which, label in (("record", "capture + record"), ("memory", "capture + record + memory")):
+        hooks, per_step, recorded, segments, thinned = report[which]
+        print(f"  {label}: {median(which, 0) / median('capture', 0):.3f}× thread, "
+              f"{median(which, 1) / median('capture', 1):.3f}× wall; vs capture + record "
+              f"{median(which, 0) / median('record', 0):.3f}× thread, {median(which, 1) / median('record', 1):.3f}× "
+              f"wall; the recorder's hooks {hooks * 1e6:.1f} µs a step ({hooks / base:.1%}); "
+              f"{per_step / 1024:.2f} KiB written per step ({recorded} steps, {segments} segments"
+              f"{', memory thinned from ' + str(thinned) if thinned else ''})")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,164 @@
+"""The memory timeline of a recorded run (issue 28): ``forgeviz.record(..., memory=True)`` and
+``python -m forgeviz record --memory`` write the CPU ledger's events per rank; ``run.memory(rank)`` is the memory
+view's own wire model rebuilt from them, ``run.memory_view(rank)`` the view drawing it. Every figure is checked
+against a ``forgeviz.memory_trace()`` of the same steps in the same process, or against torch's own bytes."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+from test_record import ENV, SCRIPT, _open_warned, _torchrun, _wait_for_steps
+
+import forgeviz
+from forgeviz.model import memory as m
+from forgeviz.model.memory import category_series
+from forgeviz.model.memory_outline import _arrays
+from forgeviz.run.memory import STAND_IN
+
+
+def _nbytes(tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _by_category(cols: dict, at=lambda values: values[-1]) -> dict[str, int]:
+    """Live bytes per category after the last event (``at``: or the highest, ``max``), replayed from the view's
+    own columns."""
+    a = _arrays(cols)
+    _, series = category_series(a["time"], a["bytes"], a["storage"], a["action"], a["category"], max_points=10**9)
+    return {name: at(values) for name, values in series.items()}
+
+
+def _train_recorded(folder, steps: int, **record):
+    """An MLP trained with Adam, recorded with memory and traced by memory_trace() at once (the same events)."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    with forgeviz.record(folder, memory=True, **record) as session:
+        with forgeviz.memory_trace() as trace:
+            for _ in range(steps):
+                opt.zero_grad()
+                net(torch.randn(32, 64)).square().mean().backward()
+                opt.step()
+    assert session.faults == []
+    return net, opt, trace
+
+
+def test_recorded_timeline_equals_memory_trace_and_torch(tmp_path):
+    net, opt, trace = _train_recorded(tmp_path / "run", 5)
+    run = forgeviz.open(tmp_path / "run")
+    timeline = run.memory(0)
+    assert isinstance(timeline, m.MemoryTimeline) and timeline.count > 0
+    assert (timeline.peak_bytes, timeline.live_bytes) == (trace.peak_bytes, trace.live_bytes)
+    assert timeline.baseline_bytes == trace.tracker.baseline_bytes
+    assert run.peaks() == {0: trace.peak_bytes}
+    source = run.recorded_memory(0)
+    final = _by_category(source.columns())
+    params = _nbytes(net.parameters())
+    assert final["parameter"] == params == 2 * (64 * 128 + 128 + 128 * 10 + 10) * 2  # float32
+    assert final["gradient"] == _nbytes(p.grad for p in net.parameters()) == params
+    assert final["optimizer state"] == _nbytes(v for s in opt.state.values() for v in s.values() if v.numel() > 1)
+    assert final["optimizer state"] == 2 * params  # Adam: exp_avg and exp_avg_sq
+    assert final == {**_by_category(trace.tracker.columns()), "other": final["other"]}
+    # what the memory stream holds: the steps (0: what existed before), and ops by name
+    table = pa.ipc.open_stream(str(tmp_path / "run" / "rank0" / "memory.arrows")).read_all()
+    assert sorted(set(table.column("step").to_pylist())) == [0, 1, 2, 3, 4, 5]
+    assert {"linear", "relu"} <= set(timeline.ops)
+    assert run.meta(0)["memory"]["baseline_bytes"] == trace.tracker.baseline_bytes
+
+
+def test_memory_view_of_a_run_draws_its_wire_model(tmp_path):
+    _train_recorded(tmp_path / "run", 3)
+    run = forgeviz.open(tmp_path / "run")
+    view = run.memory_view(0)
+    assert view.timeline == dataclasses.asdict(run.memory(0))  # the trait the renderer draws
+    saved = view._saved(whole=True)  # what a replay, a saved output or a file sends: the events, every one
+    (message, buffers), = saved.messages
+    assert message == {"type": "events", "start": 0, "count": run.memory(0).count, "reset": True}
+    cols = dict(zip([name for name, _ in m.EVENT_COLUMNS], buffers))
+    assert _by_category(cols) == _by_category(run.recorded_memory(0).columns())
+    assert max(category_series(*(_arrays(cols)[k] for k in ("time", "bytes", "storage", "action", "category")))
+               [1]["parameter"]) > 0
+    a = _arrays(cols)
+    first_linear = int(np.flatnonzero(a["op"] == run.memory(0).ops.index("linear"))[0])
+    detail = view.tracker.detail(int(a["storage"][first_linear]))
+    assert detail.op == "linear" and detail.bytes == int(a["bytes"][first_linear])
+    assert view.summary().startswith(f"forgeviz memory (cpu): {run.memory(0).count:,} events")
+
+
+def test_memory_past_half_the_budget_is_an_outline_with_the_same_peak(tmp_path):
+    # a tiny budget: early segments in full, then outlines (stand-ins), said in the metadata
+    _, _, trace = _train_recorded(tmp_path / "run", 40, budget_mb=0.02, segment_seconds=0.0)
+    run = forgeviz.open(tmp_path / "run")
+    meta = run.meta(0)
+    assert meta["memory_downsampled"] and meta["memory_downsampled"][0][0] >= 1, meta
+    timeline = run.memory(0)
+    assert (timeline.peak_bytes, timeline.live_bytes) == (trace.peak_bytes, trace.live_bytes)
+    storages = _arrays(run.recorded_memory(0).columns())["storage"]
+    assert (storages >= STAND_IN).any() and (storages < STAND_IN).any()
+    final = _by_category(run.recorded_memory(0).columns())
+    assert final == {**_by_category(trace.tracker.columns()), "other": final["other"]}
+    assert "an outline from step" in timeline.message
+
+
+def test_two_ranks_each_record_their_timeline(tmp_path):
+    done = _torchrun(tmp_path, "ddp", "--memory")
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = forgeviz.open(tmp_path / "run")
+    assert run.problems == [] and run.ranks == [0, 1]
+    params = (8 * 16 + 16 + 16 * 4 + 4) * 4  # record_ranks.model(), float32
+    peaks = run.peaks()
+    for rank in run.ranks:
+        timeline = run.memory(rank)
+        # the script's model is gone when recording ends: its parameters and gradients were there while it ran
+        highest = _by_category(run.recorded_memory(rank).columns(), max)
+        assert highest["parameter"] == params and highest["gradient"] == params, (rank, highest)
+        assert timeline.peak_bytes == peaks[rank] >= params * 2
+        table = pa.ipc.open_stream(str(tmp_path / "run" / f"rank{rank}" / "memory.arrows")).read_all()
+        assert set(table.column("step").to_pylist()) >= {1, 2, 3, 4}
+
+
+def test_killed_process_memory_opens_to_its_last_segment(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "forgeviz", "record", "-o", str(tmp_path / "run"), "--memory",
+                             "--segment-seconds", "0.1", "--", str(SCRIPT), str(tmp_path), "forever"],
+                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for_steps(tmp_path / "run", 3, proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    run = _open_warned(tmp_path / "run", "rank0: recording did not finish")
+    timeline = run.memory(0)
+    final = _by_category(run.recorded_memory(0).columns())
+    assert final["parameter"] == (8 * 16 + 16 + 16 * 4 + 4) * 4 and timeline.peak_bytes > 0
+    # cut inside the last segment, as a kill mid-write does: the whole segments before it still open
+    path = tmp_path / "run" / "rank0" / "memory.arrows"
+    whole = timeline.count
+    path.write_bytes(path.read_bytes()[:-7])
+    cut = _open_warned(tmp_path / "run", "memory.arrows: cut short or corrupted after", "did not finish")
+    assert 0 < cut.memory(0).count < whole
+
+
+def test_memory_off_by_default_and_bad_input(tmp_path):
+    net = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    with forgeviz.record(tmp_path / "run"):
+        net(torch.ones(2, 3)).sum().backward()
+        opt.step()
+    run = forgeviz.open(tmp_path / "run")
+    assert not (tmp_path / "run" / "rank0" / "memory.arrows").exists() and run.meta(0)["memory"] is None
+    with pytest.raises(LookupError, match=r"rank 0 recorded no memory timeline .*memory=True"):
+        run.memory(0)
+    with pytest.raises(TypeError, match=re.escape("forgeviz.record(memory=...) expects True or False, got 'yes'")):
+        with forgeviz.record(tmp_path / "other", memory="yes"):
+            pass
