@@ -160,8 +160,10 @@ def _wait_for_steps(folder: Path, steps: int, proc: subprocess.Popen) -> None:
     raise AssertionError(f"the recording never reached {steps} steps; the script said {proc.poll()}")
 
 
-def test_killed_process_opens_to_its_last_segment(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "forgeviz", "record", "-o", str(tmp_path / "run"),
+def record_then_kill(tmp_path: Path, *options: str) -> Path:
+    """``python -m forgeviz record`` of a script that trains forever, SIGKILLed once 3 steps are on disk:
+    the run's folder."""
+    proc = subprocess.Popen([sys.executable, "-m", "forgeviz", "record", "-o", str(tmp_path / "run"), *options,
                              "--segment-seconds", "0.1", "--", str(SCRIPT), str(tmp_path), "forever"],
                             env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -172,7 +174,11 @@ def test_killed_process_opens_to_its_last_segment(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    run = _open_warned(tmp_path / "run", "rank0: recording did not finish")
+    return tmp_path / "run"
+
+
+def test_killed_process_opens_to_its_last_segment(tmp_path):
+    run = _open_warned(record_then_kill(tmp_path), "rank0: recording did not finish")
     steps = run.steps
     assert steps[:3] == [1, 2, 3] and steps == list(range(1, len(steps) + 1))
     assert set(run.grad_norms(0, 1)) == {"0.weight", "0.bias", "2.weight", "2.bias"}

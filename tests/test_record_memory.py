@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import signal
-import subprocess
-import sys
 
 import numpy as np
 import pyarrow as pa
 import pytest
 import torch
-from test_record import ENV, SCRIPT, _open_warned, _torchrun, _wait_for_steps
+from test_record import _open_warned, _torchrun, record_then_kill
 
 import forgeviz
 from forgeviz.model import memory as m
@@ -126,18 +123,7 @@ def test_two_ranks_each_record_their_timeline(tmp_path):
 
 
 def test_killed_process_memory_opens_to_its_last_segment(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "forgeviz", "record", "-o", str(tmp_path / "run"), "--memory",
-                             "--segment-seconds", "0.1", "--", str(SCRIPT), str(tmp_path), "forever"],
-                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        _wait_for_steps(tmp_path / "run", 3, proc)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    run = _open_warned(tmp_path / "run", "rank0: recording did not finish")
+    run = _open_warned(record_then_kill(tmp_path, "--memory"), "rank0: recording did not finish")
     timeline = run.memory(0)
     final = _by_category(run.recorded_memory(0).columns())
     assert final["parameter"] == (8 * 16 + 16 + 16 * 4 + 4) * 4 and timeline.peak_bytes > 0
