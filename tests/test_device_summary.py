@@ -144,6 +144,7 @@ def test_parameter_grads_in_one_launch_per_dtype_equal_torch(monkeypatch):
         c = {name: g.to(device) for name, g in cases(dtype).items()}
         grads += [c["plain"], c["nonfinite"], c["transposed"], c["small"].contiguous(), c["zeros"], c["sliced"]]
     grads.append(torch.randn(3000, device=device, dtype=torch.float32))  # several blocks of one tensor
+    grads.append(cases(torch.float64)["nonfinite"].to(device))
     parameters, summaries = [], []
     for g in grads:
         p = torch.zeros_like(g, requires_grad=True)
@@ -151,8 +152,9 @@ def test_parameter_grads_in_one_launch_per_dtype_equal_torch(monkeypatch):
         p.grad = g
         parameters.append(p)
     pending.flush()
-    # float32: 5 flat + the 3000 (largest 3000), bfloat16: 5; each "sliced" (not dense) on its own
-    assert sorted(launches, key=str) == sorted([(6, 3000, torch.float32), (5, 70 * 33, torch.bfloat16)], key=str)
+    # float32: 5 flat + the 3000 (largest 3000), bfloat16: 5, float64: 1; each "sliced" (not dense) on its own
+    assert sorted(launches, key=str) == sorted([(6, 3000, torch.float32), (5, 70 * 33, torch.bfloat16),
+                                                (1, 70 * 33, torch.float64)], key=str)
     for g, s in zip(grads, summaries):
         want = expected(g.cpu())
         assert (s.nan_count, s.inf_count) == (want["nan"], want["inf"])

@@ -226,7 +226,8 @@ class DeviceSummaries:
             flat = None
             if self._triton is not None and self._triton_on(grad) and (
                     grad.numel() > SMALL_NUMEL or grad.is_contiguous()):
-                flat = _dense_flat(grad)
+                # (the kernel reads memory: a contiguous gradient is its own flat view, no op needed)
+                flat = grad if grad.is_contiguous() else _dense_flat(grad)
             if flat is None and grad.numel() <= BATCH_NUMEL and grad.dtype != torch.float64:
                 # Held as it is: the batch gathers its elements (torch._chunk_cat reads any layout, in
                 # row-major order), so it costs no op here; a 0-d one needs a dimension to be gathered
@@ -283,21 +284,18 @@ class DeviceSummaries:
         """The parameters' ``.grad`` (as accumulated: AccumulateGrad kept the incoming gradient, or copied
         it: same values): with Triton, one launch per device and dtype for those it reads flat; the others
         as any gradient."""
-        many: dict = {}  # (device, dtype) → [(flat, summary)]
+        many: dict = {}  # (device, dtype) → [(dense gradient, summary)]: no view needed, only its memory
         for summary, parameter, (shape, stride, dtype) in leaves:
             grad = parameter()
             grad = None if grad is None else grad.grad
             if grad is None or grad.shape != shape or grad.dtype != dtype:
                 continue
-            flat = None
             if (self._triton_many is not None and self._triton_on(grad) and grad.numel()
                     and grad.layout == torch.strided and grad.dtype in _FLOATS
-                    and (grad.numel() > SMALL_NUMEL or grad.is_contiguous())):
-                flat = _dense_flat(grad)
-            if flat is None:
-                self._launch(grad, summary)
+                    and (grad.is_contiguous() or grad.numel() > SMALL_NUMEL and _is_dense(grad))):
+                many.setdefault((grad.device, grad.dtype), []).append((grad, summary))
             else:
-                many.setdefault((grad.device, grad.dtype), []).append((flat, summary))
+                self._launch(grad, summary)
         with untraced(), torch.no_grad():
             for (device, dtype), items in many.items():
                 buffer = self._buffer(device)
@@ -374,17 +372,24 @@ class DeviceSummaries:
         self.poll()
 
 
-def _dense_flat(grad: torch.Tensor) -> Optional[torch.Tensor]:
-    """``grad``'s memory as a flat tensor when its elements fill it exactly, in any order (a summary
-    does not depend on the order), else None."""
+def _is_dense(grad: torch.Tensor) -> bool:
+    """Whether ``grad``'s elements fill its memory exactly, in any order (a summary does not depend on the
+    order); its first element is then at its memory's start."""
     if grad.is_contiguous():
-        return grad.view(-1)
+        return True
     expected = 1  # dense: the strides, smallest first, are each the product of the sizes before
     for stride, size in sorted(zip(grad.stride(), grad.shape)):
         if size != 1 and stride != expected:
-            return None
+            return False
         expected *= size
-    return grad.as_strided((grad.numel(),), (1,))
+    return True
+
+
+def _dense_flat(grad: torch.Tensor) -> Optional[torch.Tensor]:
+    """``grad``'s memory as a flat tensor when it is dense (``_is_dense``), else None."""
+    if grad.is_contiguous():
+        return grad.view(-1)
+    return grad.as_strided((grad.numel(),), (1,)) if _is_dense(grad) else None
 
 
 def _boundaries_on(buffer: _Buffer, dtype: Optional[torch.dtype]) -> torch.Tensor:
