@@ -12,7 +12,7 @@ value counted (no sample). On the negative side the same magnitudes, mirrored: b
 
 With Triton (it ships with torch's CUDA wheels; ``TRITON_INTERPRET=1`` runs it on CPU tensors) a gradient
 costs one kernel launch, and the parameters' ``.grad`` at a pass's end one launch per dtype. Without it,
-small gradients (BATCH_NUMEL) wait in a batch that is reduced with about fourteen torch ops for all of them
+small gradients (BATCH_NUMEL) wait in a batch that is reduced with about thirteen torch ops for all of them
 (a gradient itself costs no op: the batch gathers them with one ``torch._chunk_cat``), and a large or float64
 one takes seven ops of its own (its flat view, bucketize, the counts, per-bucket min and max, sum, norm),
 none holding it; still no host read.
@@ -94,6 +94,9 @@ class _Buffer:
         # dtype → its side buffer: for each row of the per-gradient path, the min and max of each bucket
         # in the gradient's own dtype (torch.scatter_reduce_ keeps the dtype; min and max are exact in it)
         self.sides: dict = {}
+        # (first row, the gradients' numels) → the batch's index tensors on this device: a training loop's
+        # batches are the same every step, so they go up once (bounded: cleared when full)
+        self.indices: dict = {}
         self.side_hosts: dict = {}
         self.one = torch.ones((), dtype=torch.float64, device=device)
         blank = [0.0] * ROW
@@ -148,6 +151,7 @@ BATCH_NUMEL = 1 << 18
 # temporaries of its size (about 40 bytes an element: 40 MiB at most).
 BATCH_ELEMENTS = 1 << 20
 BATCH_TENSORS = 512
+BATCH_INDICES = 256  # batches whose index tensors (a few KiB each) are kept on the device
 class DeviceSummaries:
     """Summaries of gradients, computed where they live and read back once per backward pass.
 
@@ -417,8 +421,9 @@ def _reduce(g: torch.Tensor, index: int, buffer: _Buffer) -> None:
 
 def _reduce_batch(grads: list, base: int, buffer: _Buffer) -> None:
     """Gradients (any shape and layout, float32/16/bf16, one dtype) reduced together into rows ``base``..
-    of ``buffer``: about fourteen aten ops for the whole batch, whatever its size. The small ones
-    (SMALL_NUMEL) come first: their values, the start of the concatenation, are kept too."""
+    of ``buffer``: thirteen aten ops for the whole batch, whatever its size (+ its index tensors' copies the
+    first time a batch of its shapes comes). The small ones (SMALL_NUMEL) come first: their values, the
+    start of the concatenation, are kept too (+ two ops)."""
     inf, device = math.inf, buffer.device
     small = [g.numel() for g in grads if g.numel() <= SMALL_NUMEL]
     numels = [g.numel() for g in grads]
@@ -428,7 +433,16 @@ def _reduce_batch(grads: list, base: int, buffer: _Buffer) -> None:
     # CPU it ran 25 times slower than scatter_reduce_)
     x = torch._chunk_cat(grads, 0, 1, out=torch.empty(1, total, dtype=torch.float64, device=device)).view(-1)
     # the row of each element: base + the gradient's place in the batch (base rows of no element first)
-    rows = torch.repeat_interleave(_to_device([0] * base + numels, torch.int64, device), output_size=total)
+    key = (base, tuple(numels))
+    indices = buffer.indices.get(key)
+    if indices is None:
+        if len(buffer.indices) >= BATCH_INDICES:
+            buffer.indices.clear()
+        where = [(base + k) * ROW + _VALUES + j for k, n in enumerate(small) for j in range(n)]
+        indices = buffer.indices[key] = (_to_device([0] * base + numels, torch.int64, device),
+                                         _to_device(where, torch.int64, device) if where else None)
+    repeats, where = indices
+    rows = torch.repeat_interleave(repeats, output_size=total)
     lo, hi, total_sum, squares, counts, flat_rows = buffer.columns
     lo.scatter_reduce_(0, rows, x.nan_to_num(inf, inf, inf), "amin")  # finite values only
     hi.scatter_reduce_(0, rows, x.nan_to_num(-inf, -inf, -inf), "amax")
@@ -436,9 +450,8 @@ def _reduce_batch(grads: list, base: int, buffer: _Buffer) -> None:
     squares.index_add_(0, rows, x * x)
     buckets = torch.bucketize(x, _boundaries_on(buffer, None))  # -inf, the BINS bins, +inf, NaN
     counts.index_put_((rows, buckets), buffer.one, accumulate=True)
-    if small:
-        where = [(base + k) * ROW + _VALUES + j for k, n in enumerate(small) for j in range(n)]
-        flat_rows.index_copy_(0, _to_device(where, torch.int64, device), x[: len(where)])
+    if where is not None:
+        flat_rows.index_copy_(0, where, x[: len(where)])
 
 
 def _fill(summary: TensorSummary, row: list[float], side: Optional[list] = None) -> None:

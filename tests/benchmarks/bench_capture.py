@@ -35,6 +35,11 @@ With ``FORGEVIZ_BENCH_CADENCE=1`` (any device) the arms after "capture, no summa
 cadences of ``%fv grads``: each (the default), every 10, and shown (a graph view of one step drawn: its
 Nodes, and the parameters' every step).
 
+``bench_capture.py ops`` counts, per backward of a training step (``.grad`` reset first; with
+``FORGEVIZ_BENCH_ACCUMULATE=1`` accumulating), the aten ops the device path issues per unique gradient
+and its host reads, on the MLP and the GPT-2 shape (torch path), and where Triton is installed the MLP's
+Triton launches (interpreted on a CPU; the interpreter's own copies are not counted).
+
 Run: ``.venv/bin/python tests/benchmarks/bench_capture.py`` (or ``bench_capture.py 256 32`` for one
 MLP). Not a test: timings are noisy, so nothing here asserts.
 """
@@ -165,6 +170,7 @@ if __name__ == "__main__":
         from forgeviz._capture.grads import GradStore
 
         os.environ["FORGEVIZ_SUMMARIES"] = "device"
+        accumulate = os.environ.get("FORGEVIZ_BENCH_ACCUMULATE")  # =1: .grad accumulates (each .grad summarised too)
         if not torch.cuda.is_available():
             os.environ["TRITON_INTERPRET"] = "1"  # (read when the kernels are defined) CPU tensors, interpreted
         paths = ["torch"] + (["triton"] if importlib.util.find_spec("triton") else [])
@@ -179,7 +185,8 @@ if __name__ == "__main__":
                 model, _, x, y, loss_fn = real_model("gpt2", "cpu")
                 x, y = x[:1, :64], y[:64]  # the same Nodes, a shorter sequence
             def make_loss():  # a training step's: .grad reset first, so the parameters' go to add_leaf
-                model.zero_grad(set_to_none=True)
+                if not accumulate:
+                    model.zero_grad(set_to_none=True)
                 return loss_fn(model(x), y)
 
             backward_ops(make_loss)
@@ -206,7 +213,7 @@ if __name__ == "__main__":
             kernels = (f", {len(launches) / unique:.2f} Triton launches each ({len(launches)}: "
                        f"{sum(n > 1 for n in launches)} multi-tensor, for {sum(n for n in launches if n > 1)} .grad)"
                        if path == "triton" else "")
-            print(f"{name}, {path} path: {unique} unique gradients a backward, {sum(ours.values()) / unique:.2f} "
+            print(f"{name}, {path} path{', .grad accumulating' if accumulate else ''}: {unique} unique gradients a backward, {sum(ours.values()) / unique:.2f} "
                   f"aten ops each{kernels}, host reads {sum(ops[n] for n in HOST_READS)}; a batch held at most "
                   f"{held} elements ({held * 4 / 2**20:.1f} MiB, + ~{held * 40 / 2**20:.0f} MiB while reduced); "
                   f"by op: {dict(ours)}")
