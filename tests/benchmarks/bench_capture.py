@@ -213,7 +213,8 @@ if __name__ == "__main__":
             kernels = (f", {len(launches) / unique:.2f} Triton launches each ({len(launches)}: "
                        f"{sum(n > 1 for n in launches)} multi-tensor, for {sum(n for n in launches if n > 1)} .grad)"
                        if path == "triton" else "")
-            print(f"{name}, {path} path{', .grad accumulating' if accumulate else ''}: {unique} unique gradients a backward, {sum(ours.values()) / unique:.2f} "
+            how = f"{name}, {path} path" + (", .grad accumulating" if accumulate else "")
+            print(f"{how}: {unique} unique gradients a backward, {sum(ours.values()) / unique:.2f} "
                   f"aten ops each{kernels}, host reads {sum(ops[n] for n in HOST_READS)}; a batch held at most "
                   f"{held} elements ({held * 4 / 2**20:.1f} MiB, + ~{held * 40 / 2**20:.0f} MiB while reduced); "
                   f"by op: {dict(ours)}")
