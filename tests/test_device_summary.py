@@ -273,7 +273,7 @@ def test_backward_issues_few_ops_and_no_host_read(monkeypatch):
     per_gradient = sum(ours.values()) / unique
     print(f"aten ops per unique gradient: {per_gradient:.1f} over {unique} gradients: {dict(ours)}")
     assert not any(with_summaries[name] for name in HOST_READS)
-    assert unique >= 10 and per_gradient <= 1.0  # a batch's 13-17 ops shared by its gradients: 0.95 measured
+    assert unique >= 10 and per_gradient <= 1.0  # a batch's 13-17 ops shared by its gradients: 0.91 measured
 
 
 def test_training_step_figures_in_the_inspector(nb, monkeypatch):
