@@ -1,7 +1,8 @@
 """Gradient summaries computed on the gradient's device, with no host read until the pass ends.
 
-Each gradient gets a row of one device buffer (float64): the min and max of its finite values, its sum,
-its sum of squares (or norm), its NaN count and a histogram whose bins are fixed in advance, so that
+Each gradient gets a row of one device buffer (float64): the min and max of its finite values (on the
+per-gradient torch path, of each bucket, in a side buffer of its dtype), its sum, its sum of squares (or
+norm), its NaN and ±inf counts and a histogram whose bins are fixed in advance, so that
 binning never waits for a host read of min and max. The buffer is copied to the host once per backward
 (on CUDA to pinned memory, ``non_blocking``), and the summaries are filled in when that copy is done.
 
