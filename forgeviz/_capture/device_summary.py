@@ -1,7 +1,8 @@
 """Gradient summaries computed on the gradient's device, with no host read until the pass ends.
 
-Each gradient gets a row of one device buffer (float64): the min and max of its finite values, its sum,
-its sum of squares (or norm), its NaN count and a histogram whose bins are fixed in advance, so that
+Each gradient gets a row of one device buffer (float64): the min and max of its finite values (on the
+per-gradient torch path, of each bucket, in a side buffer of its dtype), its sum, its sum of squares (or
+norm), its NaN and ±inf counts and a histogram whose bins are fixed in advance, so that
 binning never waits for a host read of min and max. The buffer is copied to the host once per backward
 (on CUDA to pinned memory, ``non_blocking``), and the summaries are filled in when that copy is done.
 
@@ -11,9 +12,11 @@ value counted (no sample). On the negative side the same magnitudes, mirrored: b
 [edges[i], edges[i+1]).
 
 With Triton (it ships with torch's CUDA wheels; ``TRITON_INTERPRET=1`` runs it on CPU tensors) a gradient
-costs one kernel launch. Without it, small gradients (BATCH_NUMEL) wait in a batch that is reduced with a
-dozen torch ops for all of them (about one op a gradient: its flat view), and a large or float64 one takes
-nine to eleven ops of its own; still no host read.
+costs one kernel launch, and the parameters' ``.grad`` at a pass's end one launch per dtype. Without it,
+small gradients (BATCH_NUMEL) wait in a batch that is reduced with about thirteen torch ops for all of them
+(a gradient itself costs no op: the batch gathers them with one ``torch._chunk_cat``), and a large or float64
+one takes seven ops of its own (its flat view, bucketize, the counts, per-bucket min and max, sum, norm),
+none holding it; still no host read.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Optional
 import torch
 
 from ..model.graph import Histogram, TensorSummary
-from .device_layout import _BUCKETS, _VALUES, BINS, HIGH_EXPONENT, LOW_EXPONENT  # noqa: F401 - BINS: with its edges()
+from .device_layout import _BUCKETS, _NAN, _VALUES, BINS, COUNTS, HIGH_EXPONENT, LOW_EXPONENT  # noqa: F401 - BINS: with its edges()
 from .summary import SMALL_NUMEL, dtype_name, wire_float
 from .untraced import untraced
 
@@ -48,10 +51,20 @@ def edges(dtype: torch.dtype = torch.float32) -> list[float]:
     return [info.min, *(-p for p in reversed(powers)), 0.0, subnormal, *powers, info.max]
 
 
-def _boundaries(dtype: torch.dtype) -> list[float]:
-    """torch.bucketize's boundaries (right=True): the edges but the last, then +inf, so that -inf is
-    bucket 0, the bins are 1..BINS, and +inf and NaN are bucket BINS + 1."""
-    return edges(dtype)[:-1] + [math.inf]
+def _boundaries(edges_of: torch.dtype, dtype: torch.dtype) -> torch.Tensor:
+    """torch.bucketize's boundaries (right=False: bucket i holds boundaries[i-1] < x <= boundaries[i]) in
+    ``dtype``, for the bins of ``edges_of``: -inf, then each inner edge's predecessor in ``dtype`` (so that
+    x > it means x >= the edge, for x of ``dtype``), the last edge, +inf. -inf is then bucket 0, the bins
+    1..BINS, +inf BINS + 1, and NaN, which compares false with every boundary, BINS + 2: one bucket each.
+
+    >>> values = torch.tensor([-math.inf, -1e-30, 0.0, 1.0, math.inf, math.nan])
+    >>> torch.bucketize(values, _boundaries(torch.float32, torch.float32)).tolist()
+    [0, 16, 17, 29, 34, 35]
+    """
+    inner = torch.tensor(edges(edges_of)[1:-1], dtype=dtype)
+    below = torch.nextafter(inner, torch.tensor(-math.inf, dtype=dtype))
+    return torch.cat([torch.tensor([-math.inf], dtype=dtype), below,
+                      torch.tensor([torch.finfo(edges_of).max, math.inf], dtype=dtype)])
 
 
 def _to_device(values: list, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -72,8 +85,20 @@ class _Buffer:
         self.host: Optional[torch.Tensor] = None
         self.used = 0
         self.views: tuple = ()  # a view of each row, made once per row
-        self.columns: tuple = ()  # the rows' min, max, sum, sum of squares, counts from NaN's, flat: made once
+        # Each row's sum, sum of squares (0-d) and counts: views made once, so that the per-gradient
+        # path writes into them with out= and no slicing op of its own
+        self.sums: tuple = ()
+        self.squares: tuple = ()
+        self.counts: tuple = ()
+        self.columns: tuple = ()  # the rows' min, max, sum, sum of squares, counts (2-D), all flat: made once
         self.boundaries: dict = {}  # dtype (None: the batch path's) → torch.bucketize's boundaries on this device
+        # dtype → its side buffer: for each row of the per-gradient path, the min and max of each bucket
+        # in the gradient's own dtype (torch.scatter_reduce_ keeps the dtype; min and max are exact in it)
+        self.sides: dict = {}
+        # (first row, the gradients' numels) → the batch's index tensors on this device: a training loop's
+        # batches are the same every step, so they go up once (bounded: cleared when full)
+        self.indices: dict = {}
+        self.side_hosts: dict = {}
         self.one = torch.ones((), dtype=torch.float64, device=device)
         blank = [0.0] * ROW
         blank[0], blank[1] = math.inf, -math.inf  # what a min and a max start from
@@ -91,10 +116,30 @@ class _Buffer:
             grown[: self.used].copy_(self.rows[: self.used])
             self.rows = grown
             self.views = grown.unbind(0)
-            self.columns = (grown[:, 0], grown[:, 1], grown[:, 2], grown[:, 3], grown[:, _BUCKETS - 1:], grown.view(-1))
+            self.sums, self.squares = grown[:, 2].unbind(0), grown[:, 3].unbind(0)
+            self.counts = grown[:, _BUCKETS:_VALUES].unbind(0)
+            self.columns = (grown[:, 0], grown[:, 1], grown[:, 2], grown[:, 3], grown[:, _BUCKETS:_VALUES],
+                            grown.view(-1))
+            for dtype, (side, *_) in list(self.sides.items()):  # (rows of this pass kept)
+                self.sides[dtype] = self._side(dtype, side[: self.used])
         first = self.used
         self.used += n
         return first
+
+    def side(self, dtype: torch.dtype) -> tuple:
+        """(side buffer, each row's bucket minima, each row's bucket maxima, a blank row) of ``dtype``, as
+        many rows as the buffer."""
+        side = self.sides.get(dtype)
+        if side is None:
+            side = self.sides[dtype] = self._side(dtype, None)
+        return side
+
+    def _side(self, dtype: torch.dtype, old: Optional[torch.Tensor]) -> tuple:
+        blank = _to_device([[math.inf] * COUNTS, [-math.inf] * COUNTS], dtype, self.device)
+        side = blank.repeat(len(self.views), 1, 1)
+        if old is not None:
+            side[: len(old)].copy_(old)
+        return side, side[:, 0].unbind(0), side[:, 1].unbind(0), blank
 
 
 # Gradients this small (and not float64) are reduced together, in batches: a few torch ops for the whole
@@ -107,12 +152,7 @@ BATCH_NUMEL = 1 << 18
 # temporaries of its size (about 40 bytes an element: 40 MiB at most).
 BATCH_ELEMENTS = 1 << 20
 BATCH_TENSORS = 512
-# Before torch.bucketize (but for a float64 gradient): NaN becomes -inf, and -inf this, which is below
-# every finite float32, float16 or bfloat16 value, so that NaN has a bucket of its own (the row's NaN
-# count), left of -inf's.
-_NEG_INF = -1e300
-
-
+BATCH_INDICES = 256  # batches whose index tensors (a few KiB each) are kept on the device
 class DeviceSummaries:
     """Summaries of gradients, computed where they live and read back once per backward pass.
 
@@ -131,13 +171,15 @@ class DeviceSummaries:
 
     def __init__(self, triton: Optional[bool] = None) -> None:
         self._buffers: dict = {}  # device → _Buffer
-        self._rows: list[tuple] = []  # (summary, buffer, row index, squared, nan_in_last) waiting for the read-back
+        # (summary, buffer, row index, side) waiting for the read-back; side: the dtype of the side buffer
+        # holding the row's per-bucket min and max (the per-gradient torch path), else None
+        self._rows: list[tuple] = []
         self._seen: dict = {}  # (data_ptr, shape, stride, dtype) → (weakref to the tensor, version, summary)
         self._reading: list[tuple] = []  # (event or None, buffer, its items, the host rows): copies in flight
-        self._batches: dict = {}  # device → [(flat, summary, version)], waiting to be reduced together
+        self._batches: dict = {}  # (device, dtype) → [(gradient, summary, version)], waiting to be reduced together
         self._batched = 0  # elements waiting in those batches
         self._leaves: list[tuple] = []  # (summary, parameter, key) whose .grad is summarised when the pass ends
-        self._triton = _triton_kernel() if triton is None or triton else None
+        self._triton, self._triton_many = _triton_kernels() if triton is None or triton else (None, None)
         self.summarised = 0  # gradients summarised so far (each counted once per pass)
         self.held = 0  # the most elements a batch held, this object's lifetime (bench_capture.py ops)
         self._interpreted = os.environ.get("TRITON_INTERPRET") == "1"  # Triton then runs on CPU tensors too
@@ -181,32 +223,35 @@ class DeviceSummaries:
         with untraced(), torch.no_grad():
             # (a small tensor's values are kept in memory order: its memory must be in row-major order)
             flat = None
-            if self._triton is not None and (grad.is_cuda or self._interpreted) and (
+            if self._triton is not None and self._triton_on(grad) and (
                     grad.numel() > SMALL_NUMEL or grad.is_contiguous()):
-                flat = _dense_flat(grad)
+                # (the kernel reads memory: a contiguous gradient is its own flat view, no op needed)
+                flat = grad if grad.is_contiguous() else _dense_flat(grad)
             if flat is None and grad.numel() <= BATCH_NUMEL and grad.dtype != torch.float64:
-                if grad.numel() <= SMALL_NUMEL and not grad.is_contiguous():
-                    flat = grad.reshape(-1)  # (a copy, in row-major order: its values are kept)
-                else:
-                    flat = _dense_flat(grad)
-                    flat = grad.reshape(-1) if flat is None else flat
-                self._batches.setdefault(grad.device, []).append((flat, summary, grad._version, grad))
-                self._batched += flat.numel()
+                # Held as it is: the batch gathers its elements (torch._chunk_cat reads any layout, in
+                # row-major order), so it costs no op here; a 0-d one needs a dimension to be gathered
+                held = grad.view(1) if grad.dim() == 0 else grad
+                batch = self._batches.setdefault((grad.device, grad.dtype), [])
+                batch.append((held, summary, grad._version, grad))
+                self._batched += grad.numel()
                 self.summarised += 1
-                if self._batched >= BATCH_ELEMENTS or len(self._batches[grad.device]) >= BATCH_TENSORS:
+                if self._batched >= BATCH_ELEMENTS or len(batch) >= BATCH_TENSORS:
                     self._reduce_batches()
                 return
             buffer = self._buffer(grad.device)
             index = buffer.used
             row = buffer.take()
+            side = None
             if flat is not None:
                 self._triton(flat, row)
-                squared, nan_in_last = True, False
             else:
-                _reduce(grad, row, buffer)
-                squared, nan_in_last = False, grad.dtype == torch.float64
-        self._rows.append((summary, buffer, index, squared, nan_in_last))
+                _reduce(grad, index, buffer)
+                side = grad.dtype
+        self._rows.append((summary, buffer, index, side))
         self.summarised += 1
+
+    def _triton_on(self, grad: torch.Tensor) -> bool:
+        return grad.is_cuda or self._interpreted
 
     def _buffer(self, device: torch.device) -> "_Buffer":
         buffer = self._buffers.get(device)
@@ -219,7 +264,7 @@ class DeviceSummaries:
         self.held = max(self.held, self._batched)
         batches, self._batches, self._batched = self._batches, {}, 0
         with untraced(), torch.no_grad():
-            for device, items in batches.items():
+            for (device, _), items in batches.items():
                 kept = []
                 for item in items:
                     if item[3]._version == item[2]:
@@ -232,7 +277,34 @@ class DeviceSummaries:
                 buffer = self._buffer(device)
                 base = buffer.reserve(len(kept))
                 _reduce_batch([item[0] for item in kept], base, buffer)
-                self._rows.extend((item[1], buffer, base + i, True, False) for i, item in enumerate(kept))
+                self._rows.extend((item[1], buffer, base + i, None) for i, item in enumerate(kept))
+
+    def _reduce_leaves(self, leaves: list) -> None:
+        """The parameters' ``.grad`` (as accumulated: AccumulateGrad kept the incoming gradient, or copied
+        it: same values): with Triton, one launch per device and dtype for those it reads flat; the others
+        as any gradient."""
+        many: dict = {}  # (device, dtype) → [(dense gradient, summary)]: no view needed, only its memory
+        for summary, parameter, (shape, stride, dtype) in leaves:
+            grad = parameter()
+            grad = None if grad is None else grad.grad
+            if grad is None or grad.shape != shape or grad.dtype != dtype:
+                continue
+            if (self._triton_many is not None and self._triton_on(grad) and grad.numel()
+                    and grad.layout == torch.strided and grad.dtype in _FLOATS
+                    and (grad.is_contiguous() or grad.numel() > SMALL_NUMEL and _is_dense(grad))):
+                many.setdefault((grad.device, grad.dtype), []).append((grad, summary))
+            else:
+                self._launch(grad, summary)
+        with untraced(), torch.no_grad():
+            for (device, dtype), items in many.items():
+                buffer = self._buffer(device)
+                base = buffer.reserve(len(items))
+                # data pointers, numels, rows: sent from pinned memory, non_blocking (no wait)
+                table = _to_device([f.data_ptr() for f, _ in items] + [f.numel() for f, _ in items]
+                                   + list(range(base, base + len(items))), torch.int64, device)
+                self._triton_many(table, len(items), max(f.numel() for f, _ in items), dtype, buffer.rows)
+                self._rows.extend((summary, buffer, base + i, None) for i, (_, summary) in enumerate(items))
+                self.summarised += len(items)
 
     def flush(self) -> None:
         """End of a backward pass: the parameters' ``.grad`` and the waiting batches reduced, then one
@@ -240,12 +312,8 @@ class DeviceSummaries:
         is ``non_blocking`` into pinned memory and ``poll()`` fills them once its event says it is done."""
         self.wait()  # the previous pass's copy: long done by now, and its host memory is reused
         leaves, self._leaves = self._leaves, []
-        for summary, parameter, (shape, stride, dtype) in leaves:
-            grad = parameter()
-            grad = None if grad is None else grad.grad
-            # .grad as accumulated (AccumulateGrad kept the incoming gradient, or copied it: same values)
-            if grad is not None and grad.shape == shape and grad.dtype == dtype:
-                self._launch(grad, summary)
+        if leaves:
+            self._reduce_leaves(leaves)
         if self._batched:
             self._reduce_batches()
         rows, self._rows = self._rows, []
@@ -261,25 +329,37 @@ class DeviceSummaries:
                     buffer.host = torch.empty(len(buffer.rows), ROW, dtype=torch.float64, pin_memory=cuda)
                 host, rows_used = buffer.host[:used], buffer.rows[:used]
                 host.copy_(rows_used, non_blocking=cuda)
+                sides = {}  # dtype → its side buffer's rows, on the host (the per-gradient path's min and max)
+                for dtype in {item[3] for item in items if item[3] is not None}:
+                    side = buffer.sides[dtype][0]
+                    side_host = buffer.side_hosts.get(dtype)
+                    if side_host is None or len(side_host) < used:
+                        side_host = buffer.side_hosts[dtype] = torch.empty(side.shape, dtype=dtype, pin_memory=cuda)
+                    sides[dtype] = side_host[:used]
+                    sides[dtype].copy_(side[:used], non_blocking=cuda)
                 event = None
                 if cuda:
                     event = torch.cuda.Event()
                     event.record()
-                rows_used.copy_(buffer.blank)  # ordered after the copy on the same stream
-                self._reading.append((event, buffer, items, host))
+                rows_used.copy_(buffer.blank)  # ordered after the copies on the same stream
+                for dtype in sides:
+                    side, _, _, blank = buffer.sides[dtype]
+                    side[:used].copy_(blank)
+                self._reading.append((event, buffer, items, host, sides))
         self.poll()
 
     def poll(self) -> bool:
         """Fill the summaries whose copy is done; True when none is left in flight."""
         still = []
         for reading in self._reading:
-            event, buffer, items, host = reading
+            event, buffer, items, host, sides = reading
             if event is not None and not event.query():
                 still.append(reading)
                 continue
             numbers = host.tolist()  # (one read, not one a row)
-            for summary, _, index, squared, nan_in_last in items:
-                _fill(summary, numbers[index], squared, nan_in_last)
+            extremes = {dtype: side.tolist() for dtype, side in sides.items()}
+            for summary, _, index, side in items:
+                _fill(summary, numbers[index], None if side is None else extremes[side][index])
         self._reading = still
         return not still
 
@@ -291,85 +371,108 @@ class DeviceSummaries:
         self.poll()
 
 
-def _dense_flat(grad: torch.Tensor) -> Optional[torch.Tensor]:
-    """``grad``'s memory as a flat tensor when its elements fill it exactly, in any order (a summary
-    does not depend on the order), else None."""
+def _is_dense(grad: torch.Tensor) -> bool:
+    """Whether ``grad``'s elements fill its memory exactly, in any order (a summary does not depend on the
+    order); its first element is then at its memory's start."""
     if grad.is_contiguous():
-        return grad.view(-1)
+        return True
     expected = 1  # dense: the strides, smallest first, are each the product of the sizes before
     for stride, size in sorted(zip(grad.stride(), grad.shape)):
         if size != 1 and stride != expected:
-            return None
+            return False
         expected *= size
-    return grad.as_strided((grad.numel(),), (1,))
+    return True
+
+
+def _dense_flat(grad: torch.Tensor) -> Optional[torch.Tensor]:
+    """``grad``'s memory as a flat tensor when it is dense (``_is_dense``), else None."""
+    if grad.is_contiguous():
+        return grad.view(-1)
+    return grad.as_strided((grad.numel(),), (1,)) if _is_dense(grad) else None
 
 
 def _boundaries_on(buffer: _Buffer, dtype: Optional[torch.dtype]) -> torch.Tensor:
-    """torch.bucketize's boundaries on ``buffer``'s device, made once: for a ``dtype`` (the per-gradient
-    path), or None: float32's (which bin float16 and bfloat16 alike) in float64, NaN's bucket first (_NEG_INF)."""
+    """torch.bucketize's boundaries on ``buffer``'s device, made once: in ``dtype`` for its bins (the
+    per-gradient path), or None: float32's bins (which bin float16 and bfloat16 alike) in float64 (the batch)."""
     boundaries = buffer.boundaries.get(dtype)
     if boundaries is None:
-        values = _boundaries(dtype) if dtype is not None else [_NEG_INF] + _boundaries(torch.float32)
-        boundaries = buffer.boundaries[dtype] = _to_device(values, dtype or torch.float64, buffer.device)
+        values = _boundaries(dtype, dtype) if dtype is not None else _boundaries(torch.float32, torch.float64)
+        boundaries = buffer.boundaries[dtype] = _to_device(values.tolist(), values.dtype, buffer.device)
     return boundaries
 
 
-def _reduce(g: torch.Tensor, row: torch.Tensor, buffer: _Buffer) -> None:
-    """The per-gradient torch path (a large or a float64 gradient): its reductions, bucket counts and (a
-    small tensor's) values into its ``row``, none read back. Nine aten ops (float64: eleven)."""
-    inf = math.inf  # scalars go to kernels as arguments: a torch.tensor(inf, device=...) would be a copy
-    flat = g if g.is_contiguous() else _dense_flat(g)  # (bucketize copies a strided input, and warns)
+def _reduce(g: torch.Tensor, index: int, buffer: _Buffer) -> None:
+    """The per-gradient torch path (a large or a float64 gradient), into row ``index`` of ``buffer``, none
+    read back and ``g`` not held: seven aten ops (its flat view, bucketize, the counts, per-bucket min and
+    max, sum, norm), + a copy for a strided one that is not dense, + a small one's values (float64 only).
+    min and max are kept per bucket (in ``g``'s dtype, exact) so that neither NaN nor ±inf needs an op of
+    its own: the finite ones are the bins' (``_fill``)."""
+    flat = g.view(-1) if g.is_contiguous() else _dense_flat(g)  # (bucketize copies a strided input, and warns)
     flat = g.reshape(-1) if flat is None else flat
-    stats = [g.nan_to_num(inf, inf, inf).amin(), g.nan_to_num(-inf, -inf, -inf).amax(),
-             g.sum(dtype=torch.float64), torch.linalg.vector_norm(g, dtype=torch.float64)]
-    if g.dtype == torch.float64:  # no value is free to stand for NaN: NaN shares +inf's bucket, and is counted
-        torch.stack([*stats, torch.isnan(g).sum()], out=row[:_BUCKETS])
-        buckets, counts = torch.bucketize(flat, _boundaries_on(buffer, g.dtype), right=True), row[_BUCKETS:_VALUES]
-    else:  # NaN gets a bucket of its own: the row's NaN count, just before the buckets
-        torch.stack(stats, out=row[:_BUCKETS - 1])
-        buckets = torch.bucketize(flat.nan_to_num(-inf, inf, _NEG_INF), _boundaries_on(buffer, None), right=True)
-        counts = row[_BUCKETS - 1:_VALUES]
-    counts.index_put_((buckets,), buffer.one, accumulate=True)
+    buckets = torch.bucketize(flat, _boundaries_on(buffer, g.dtype))
+    buffer.counts[index].index_put_((buckets,), buffer.one, accumulate=True)
+    _, lo, hi, _ = buffer.side(g.dtype)
+    lo[index].scatter_reduce_(0, buckets, flat, "amin")
+    hi[index].scatter_reduce_(0, buckets, flat, "amax")
+    torch.sum(flat, 0, dtype=torch.float64, out=buffer.sums[index])
+    torch.linalg.vector_norm(flat, dtype=torch.float64, out=buffer.squares[index])
     if g.numel() <= SMALL_NUMEL:
-        row[_VALUES:_VALUES + g.numel()].copy_(g.reshape(-1))
+        buffer.views[index][_VALUES:_VALUES + g.numel()].copy_(flat if g.is_contiguous() else g.reshape(-1))
 
 
-def _reduce_batch(flats: list, base: int, buffer: _Buffer) -> None:
-    """Gradients (flat, float32/16/bf16, in any mix) reduced together into rows ``base``.. of ``buffer``:
-    about fifteen aten ops for the whole batch, whatever its size. The small ones (SMALL_NUMEL) come first:
-    their values, the start of the concatenation, are kept too."""
+def _reduce_batch(grads: list, base: int, buffer: _Buffer) -> None:
+    """Gradients (any shape and layout, float32/16/bf16, one dtype) reduced together into rows ``base``..
+    of ``buffer``: thirteen aten ops for the whole batch, whatever its size (+ its index tensors' copies the
+    first time a batch of its shapes comes). The small ones (SMALL_NUMEL) come first: their values, the
+    start of the concatenation, are kept too (+ two ops)."""
     inf, device = math.inf, buffer.device
-    small = [f.numel() for f in flats if f.numel() <= SMALL_NUMEL]
-    numels = [f.numel() for f in flats]
+    small = [g.numel() for g in grads if g.numel() <= SMALL_NUMEL]
+    numels = [g.numel() for g in grads]
     total = sum(numels)
-    x = torch.cat(flats, out=torch.empty(total, dtype=torch.float64, device=device))  # exact for these dtypes
+    # every element, row-major within each gradient, in float64 (exact for these dtypes): one op for all.
+    # (index_reduce_ along dim 1 would take the (1, total) gathering with no view, one op less, but on the
+    # CPU it ran 25 times slower than scatter_reduce_)
+    x = torch._chunk_cat(grads, 0, 1, out=torch.empty(1, total, dtype=torch.float64, device=device)).view(-1)
     # the row of each element: base + the gradient's place in the batch (base rows of no element first)
-    rows = torch.repeat_interleave(_to_device([0] * base + numels, torch.int64, device), output_size=total)
+    key = (base, tuple(numels))
+    indices = buffer.indices.get(key)
+    if indices is None:
+        if len(buffer.indices) >= BATCH_INDICES:
+            buffer.indices.clear()
+        where = [(base + k) * ROW + _VALUES + j for k, n in enumerate(small) for j in range(n)]
+        indices = buffer.indices[key] = (_to_device([0] * base + numels, torch.int64, device),
+                                         _to_device(where, torch.int64, device) if where else None)
+    repeats, where = indices
+    rows = torch.repeat_interleave(repeats, output_size=total)
     lo, hi, total_sum, squares, counts, flat_rows = buffer.columns
     lo.scatter_reduce_(0, rows, x.nan_to_num(inf, inf, inf), "amin")  # finite values only
     hi.scatter_reduce_(0, rows, x.nan_to_num(-inf, -inf, -inf), "amax")
     total_sum.index_add_(0, rows, x)
     squares.index_add_(0, rows, x * x)
-    # buckets: NaN (the row's NaN count), -inf, the BINS bins, +inf
-    buckets = torch.bucketize(x.nan_to_num(-inf, inf, _NEG_INF), _boundaries_on(buffer, None), right=True)
+    buckets = torch.bucketize(x, _boundaries_on(buffer, None))  # -inf, the BINS bins, +inf, NaN
     counts.index_put_((rows, buckets), buffer.one, accumulate=True)
-    if small:
-        where = [(base + k) * ROW + _VALUES + j for k, n in enumerate(small) for j in range(n)]
-        flat_rows.index_copy_(0, _to_device(where, torch.int64, device), x[: len(where)])
+    if where is not None:
+        flat_rows.index_copy_(0, where, x[: len(where)])
 
 
-def _fill(summary: TensorSummary, row: list[float], squared: bool, nan_in_last: bool = False) -> None:
-    lo, hi, total, squares, nan_count = row[:_BUCKETS]
-    buckets = row[_BUCKETS:_VALUES]
+def _fill(summary: TensorSummary, row: list[float], side: Optional[list] = None) -> None:
+    """``summary``'s numbers from its row (and from its per-bucket min and max, ``side``: then the row
+    holds the norm, not the sum of squares)."""
+    lo, hi, total, squares = row[:_BUCKETS]
+    buckets = row[_BUCKETS:_VALUES]  # -inf, the bins, +inf, NaN
+    counts = [int(c) for c in buckets[1:-2]]
     numel = summary.numel
+    if side is not None:
+        finite = [k + 1 for k, c in enumerate(counts) if c]
+        lo = min((side[0][k] for k in finite), default=math.inf)
+        hi = max((side[1][k] for k in finite), default=-math.inf)
     if not math.isfinite(lo):  # no finite value at all
         lo = hi = math.nan
     summary.min, summary.max = wire_float(lo), wire_float(hi)
     summary.mean = wire_float(total / numel)
-    summary.norm = wire_float(math.sqrt(squares) if squared else squares)
-    summary.nan_count = int(nan_count)
-    summary.inf_count = int(buckets[0]) + int(buckets[-1]) - (summary.nan_count if nan_in_last else 0)
-    counts = [int(c) for c in buckets[1:-1]]
+    summary.norm = wire_float(math.sqrt(squares) if side is None else squares)
+    summary.nan_count = int(buckets[-1])
+    summary.inf_count = int(buckets[0]) + int(buckets[-2])
     if numel <= SMALL_NUMEL:
         summary.values = [wire_float(v) for v in row[_VALUES:_VALUES + numel]]
     elif any(counts):
@@ -380,12 +483,13 @@ def _fill(summary: TensorSummary, row: list[float], squared: bool, nan_in_last: 
 _DTYPE_OF = {dtype_name(d): d for d in _FLOATS}
 
 
-def _triton_kernel():
-    """The one-launch summary kernel, or None where Triton is not installed (or FORGEVIZ_TRITON=0)."""
+def _triton_kernels() -> tuple:
+    """(the one-launch summary kernel, the multi-tensor one), or Nones where Triton is not installed (or
+    FORGEVIZ_TRITON=0)."""
     if os.environ.get("FORGEVIZ_TRITON", "1") == "0":
-        return None
+        return None, None
     try:
         from . import device_summary_triton
     except ImportError:
-        return None
-    return device_summary_triton.summarize_into
+        return None, None
+    return device_summary_triton.summarize_into, device_summary_triton.summarize_many

@@ -35,6 +35,11 @@ With ``FORGEVIZ_BENCH_CADENCE=1`` (any device) the arms after "capture, no summa
 cadences of ``%fv grads``: each (the default), every 10, and shown (a graph view of one step drawn: its
 Nodes, and the parameters' every step).
 
+``bench_capture.py ops`` counts, per backward of a training step (``.grad`` reset first; with
+``FORGEVIZ_BENCH_ACCUMULATE=1`` accumulating), the aten ops the device path issues per unique gradient
+and its host reads, on the MLP and the GPT-2 shape (torch path), and where Triton is installed the MLP's
+Triton launches (interpreted on a CPU; the interpreter's own copies are not counted).
+
 Run: ``.venv/bin/python tests/benchmarks/bench_capture.py`` (or ``bench_capture.py 256 32`` for one
 MLP). Not a test: timings are noisy, so nothing here asserts.
 """
@@ -157,31 +162,61 @@ if __name__ == "__main__":
                 subprocess.run([sys.executable, __file__, str(width), str(batch), device], check=True)
     elif sys.argv[1] == "ops":  # the device path's aten ops per unique gradient, and host reads, per backward
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        import importlib.util
+
         from op_count import HOST_READS, backward_ops
+        from torch.utils._python_dispatch import _disable_current_modes
 
         from forgeviz._capture.grads import GradStore
 
-        os.environ["FORGEVIZ_SUMMARIES"], os.environ["FORGEVIZ_TRITON"] = "device", "0"
-        for name in ("mlp", "gpt2"):
+        os.environ["FORGEVIZ_SUMMARIES"] = "device"
+        accumulate = os.environ.get("FORGEVIZ_BENCH_ACCUMULATE")  # =1: .grad accumulates (each .grad summarised too)
+        if not torch.cuda.is_available():
+            os.environ["TRITON_INTERPRET"] = "1"  # (read when the kernels are defined) CPU tensors, interpreted
+        paths = ["torch"] + (["triton"] if importlib.util.find_spec("triton") else [])
+        for path, name in [(p, n) for p in paths for n in ("mlp", "gpt2")]:
+            if path == "triton" and name == "gpt2":
+                continue  # interpreted kernels over GPT-2's 85M parameter elements: minutes; the MLP shows the count
+            os.environ["FORGEVIZ_TRITON"] = "1" if path == "triton" else "0"
             if name == "mlp":
                 model, _, x, y = mlp(256, 32)
                 loss_fn = torch.nn.functional.mse_loss
             else:
                 model, _, x, y, loss_fn = real_model("gpt2", "cpu")
                 x, y = x[:1, :64], y[:64]  # the same Nodes, a shorter sequence
-            make_loss = lambda: loss_fn(model(x), y)  # noqa: E731
+            def make_loss():  # a training step's: .grad reset first, so the parameters' go to add_leaf
+                if not accumulate:
+                    model.zero_grad(set_to_none=True)
+                return loss_fn(model(x), y)
+
             backward_ops(make_loss)
             plain = backward_ops(make_loss)
             recorder = BackwardRecorder(GradStore(), print)
+            launches = []
+
+            def launch(kernel, count):
+                def run(*args):
+                    launches.append(count(args))
+                    with _disable_current_modes():  # the interpreter's own copies are no op of forgeviz's on a GPU
+                        kernel(*args)
+                return run
+
+            if recorder.device._triton is not None:  # count the kernels' launches (not aten ops)
+                recorder.device._triton = launch(recorder.device._triton, lambda args: 1)
+                recorder.device._triton_many = launch(recorder.device._triton_many, lambda args: args[1])
             backward_ops(make_loss, recorder.arm)  # the first pass makes the device buffer
-            before = recorder.device.summarised
+            before, launches[:] = recorder.device.summarised, []
             ops = backward_ops(make_loss, recorder.arm)
             unique = recorder.device.summarised - before
             ours = ops - plain
             held = recorder.device.held  # elements a batch held at most (float32 here: 4 bytes each)
-            print(f"{name}: {unique} unique gradients a backward, {sum(ours.values()) / unique:.2f} aten ops each "
-                  f"(torch path), host reads {sum(ops[n] for n in HOST_READS)}; a batch held at most {held} "
-                  f"elements ({held * 4 / 2**20:.1f} MiB, + ~{held * 40 / 2**20:.0f} MiB while reduced); "
+            kernels = (f", {len(launches) / unique:.2f} Triton launches each ({len(launches)}: "
+                       f"{sum(n > 1 for n in launches)} multi-tensor, for {sum(n for n in launches if n > 1)} .grad)"
+                       if path == "triton" else "")
+            how = f"{name}, {path} path" + (", .grad accumulating" if accumulate else "")
+            print(f"{how}: {unique} unique gradients a backward, {sum(ours.values()) / unique:.2f} "
+                  f"aten ops each{kernels}, host reads {sum(ops[n] for n in HOST_READS)}; a batch held at most "
+                  f"{held} elements ({held * 4 / 2**20:.1f} MiB, + ~{held * 40 / 2**20:.0f} MiB while reduced); "
                   f"by op: {dict(ours)}")
     elif sys.argv[1] in ("gpt2", "resnet"):
         name, device = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "cpu"

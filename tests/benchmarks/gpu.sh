@@ -24,10 +24,14 @@ what=${*:-tests capture compile}
   for w in $what; do
     echo "=== $w ($(date -u +%T))"
     case $w in
-      tests)  # every CUDA test (test_device_summary's sync-free training step among them), and CPU tests beside them
+      tests)  # every CUDA test, and CPU tests beside them; then all of test_device_summary.py: on a GPU its Triton
+              # tests run the compiled kernels (one gradient a launch; the parameters' .grad, many a launch) on
+              # CUDA tensors, and its sync-free training steps run
         (cd tests && timeout 300 $py -m pytest -c ../pyproject.toml --rootdir .. -q -p no:cacheprovider \
           -k "cuda or compile" test_memory_cuda.py test_compile.py test_graph.py test_strides.py test_broadcast.py \
-          test_panel.py test_doctor.py test_summary.py test_device_summary.py) ;;
+          test_panel.py test_doctor.py test_summary.py)
+        (cd tests && timeout 240 $py -m pytest -c ../pyproject.toml --rootdir .. -q -p no:cacheprovider -rs \
+          test_device_summary.py) ;;
       capture)
         timeout 90 $py tests/benchmarks/bench_capture.py 256 32 cuda
         timeout 150 $py tests/benchmarks/bench_capture.py gpt2 cuda
