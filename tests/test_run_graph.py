@@ -162,6 +162,7 @@ def test_display_draws_rank_memory_and_saves_every_picture(tmp_path, monkeypatch
     memory = views["memory"]
     timeline = run.memory(0)
     assert memory.timeline == dataclasses.asdict(timeline) and timeline.count > 0
+    assert timeline.message == f"run, rank 0: {STEPS} step(s) recorded"  # (the frees after the last step() too)
     assert timeline.peak_bytes >= 2 * params  # the parameters and their gradients were alive together
     for name, view in views.items():
         data, metadata = view._repr_mimebundle_()

@@ -250,9 +250,11 @@ class Run:
         if rank not in self._memory:
             table = data.tables[MEMORY]
             thinned = data.meta.get("memory_downsampled")
+            # events after the last optimizer.step() carry the next step's number: count the steps the rank took
+            steps = set(table.column("step").to_pylist()) & set(data.tables[STEPS].column("step").to_pylist())
             self._memory[rank] = None if not data.meta.get("memory") else RecordedMemory(
-                table, data.meta, f"{self.folder.name}, rank {rank}: {len(set(table.column('step').to_pylist()))} "
-                f"step(s) recorded" + (f"; an outline from step {thinned[0][0]} (the size budget)" if thinned else ""))
+                table, data.meta, f"{self.folder.name}, rank {rank}: {len(steps)} step(s) recorded"
+                + (f"; an outline from step {thinned[0][0]} (the size budget)" if thinned else ""))
         return self._memory[rank]
 
     def memory(self, rank: int):
