@@ -452,7 +452,11 @@ class Run:
                      f"rank(s), {len(self.steps)} step(s)")
 
     def memory_ranks(self) -> list[int]:
-        """The ranks that recorded a memory timeline (``record(memory=True)``, ``record --memory``)."""
+        """The ranks that recorded a memory timeline (``record(memory=True)``, ``record --memory``).
+
+        >>> forgeviz.open("runs/exp1").memory_ranks()  # doctest: +SKIP
+        [0, 1]
+        """
         return [rank for rank in self.ranks if self._ranks[rank].meta.get("memory")]
 
     def memory_note(self) -> str:

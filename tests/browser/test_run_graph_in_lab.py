@@ -168,3 +168,9 @@ def test_open_run_command_shows_the_run_beside_the_notebook(page, lab, ddp_run):
     labels = page.evaluate("() => [...window.jupyterapp.shell.widgets('main')].map(w => w.title.label)")
     assert f"forgeviz: {folder}" in labels and "open-run.ipynb" in labels, labels
     page.screenshot(path=str(ARTIFACTS / "open-run.png"))
+    # a folder that is not a run: forgeviz's error, in a tab of its own
+    missing = str(ddp_run / "no-such-run")
+    page.evaluate("(folder) => window.jupyterapp.commands.execute('forgeviz:open-run', {folder})", missing)
+    error = page.locator(".fv-panel-output-error", has_text="expected the folder of a recorded run")
+    error.wait_for()
+    assert missing in error.text_content()
