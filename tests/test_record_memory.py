@@ -120,6 +120,11 @@ def test_two_ranks_each_record_their_timeline(tmp_path):
         assert timeline.peak_bytes == peaks[rank] >= params * 2
         table = pa.ipc.open_stream(str(tmp_path / "run" / f"rank{rank}" / "memory.arrows")).read_all()
         assert set(table.column("step").to_pylist()) >= {1, 2, 3, 4}
+    # displayed, the run draws rank 0's timeline and says how to draw rank 1's
+    assert run.memory_ranks() == [0, 1]
+    assert run.memory_note() == "(the memory timeline: rank 0's below; `run.memory_view(1)` draws rank 1's)"
+    shown = run.views()
+    assert shown[-2] == run.memory_note() and shown[-1].timeline == dataclasses.asdict(run.memory(0))
 
 
 def test_killed_process_memory_opens_to_its_last_segment(tmp_path):

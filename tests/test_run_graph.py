@@ -5,6 +5,8 @@ message, and what a displayed run and its saved output hold."""
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import json
 
 import pytest
@@ -31,14 +33,14 @@ class Net(torch.nn.Module):
         return self.fc2(hidden)
 
 
-def _train(folder, grads="each"):
+def _train(folder, grads="each", memory=False):
     """Net trained STEPS steps under ``forgeviz.record``; torch's own figures per step: the gradient that
     reached the Tanh Node and fc2's weight gradient as the optimizer applied it."""
     torch.manual_seed(0)
     net = Net()
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
     at_tanh, applied = {}, {}
-    with forgeviz.record(folder, grads=grads):
+    with forgeviz.record(folder, grads=grads, memory=memory):
         for step in range(1, STEPS + 1):
             x = torch.randn(16, 4, generator=torch.Generator().manual_seed(step))
             opt.zero_grad()
@@ -127,6 +129,8 @@ def test_display_and_saved_output(tmp_path, monkeypatch):
     run._ipython_display_()
     assert shown[0]["text/markdown"] == header
     assert "the ranks view: no ranks view here" in shown[1].data
+    # no memory recorded: one line saying how to record it, and no memory view
+    assert len(shown) == 4 and "not recorded; record it with `python -m forgeviz record --memory" in shown[3].data
     view = shown[2]
     assert view.steps["step"] == STEPS
     view.show(2)
@@ -138,3 +142,36 @@ def test_display_and_saved_output(tmp_path, monkeypatch):
     assert recorded["step"] == 2 and recorded["local"]["norm"] == view._node_detail(tanh.id).recorded.local.norm
     assert data["text/plain"].endswith("step 2 of rank 0 (recorded)") and "image/svg+xml" in data
     json.dumps(saved)  # the saved output is plain JSON
+
+
+def test_display_draws_rank_memory_and_saves_every_picture(tmp_path, monkeypatch):
+    """A run recorded with memory shows, after its graph view, rank 0's memory timeline; saved, each of its
+    views is a real picture (an SVG and a PNG that decode and are not blank) and the memory view keeps the
+    recorded timeline's peak and events."""
+    from test_readers import check_picture
+
+    _train(tmp_path / "run", memory=True)
+    params = sum(p.numel() * p.element_size() for p in Net().parameters())
+    run = forgeviz.open(tmp_path / "run")
+    assert run.memory_ranks() == [0]
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda *a, **k: shown.append(a[0]))
+    run._ipython_display_()
+    assert len(shown) == 5 and shown[3].data == "(the memory timeline: rank 0's below)"
+    views = {"ranks": shown[1], "graph": shown[2], "memory": shown[4]}
+    memory = views["memory"]
+    timeline = run.memory(0)
+    assert memory.timeline == dataclasses.asdict(timeline) and timeline.count > 0
+    assert timeline.message == f"run, rank 0: {STEPS} step(s) recorded"  # (the frees after the last step() too)
+    assert timeline.peak_bytes >= 2 * params  # the parameters and their gradients were alive together
+    for name, view in views.items():
+        data, metadata = view._repr_mimebundle_()
+        saved = data[MIME_TYPE]
+        assert saved["view"] == name
+        check_picture("svg", data["image/svg+xml"].encode())
+        check_picture("png", base64.b64decode(data["image/png"]))
+        json.dumps(saved)
+    saved = memory._repr_mimebundle_()[0][MIME_TYPE]
+    assert saved["traits"]["timeline"]["peak_bytes"] == timeline.peak_bytes
+    (message,) = saved["messages"]  # a small run: every event saved, none cut
+    assert message["content"]["count"] == timeline.count and "details_cut" not in saved

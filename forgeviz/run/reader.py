@@ -159,8 +159,9 @@ class Run:
     """A recorded run: its ranks, steps, gradients, graphs, memory and findings.
 
     In a notebook it displays as a header (ranks, steps, command, problems, the doctor's findings), the
-    ranks view (per-module gradient norm per rank per step, and peak memory per rank) and the graph
-    view with a step slider (:meth:`graph_view`).
+    ranks view (per-module gradient norm per rank per step, and peak memory per rank), the graph
+    view with a step slider (:meth:`graph_view`) and the memory timeline of rank 0 when it was recorded
+    (:meth:`memory_view`; else a line saying how to record it).
     """
 
     def __init__(self, folder: Path, ranks: list[RankData], problems: list[str]) -> None:
@@ -249,9 +250,11 @@ class Run:
         if rank not in self._memory:
             table = data.tables[MEMORY]
             thinned = data.meta.get("memory_downsampled")
+            # events after the last optimizer.step() carry the next step's number: count the steps the rank took
+            steps = set(table.column("step").to_pylist()) & set(data.tables[STEPS].column("step").to_pylist())
             self._memory[rank] = None if not data.meta.get("memory") else RecordedMemory(
-                table, data.meta, f"{self.folder.name}, rank {rank}: {len(set(table.column('step').to_pylist()))} "
-                f"step(s) recorded" + (f"; an outline from step {thinned[0][0]} (the size budget)" if thinned else ""))
+                table, data.meta, f"{self.folder.name}, rank {rank}: {len(steps)} step(s) recorded"
+                + (f"; an outline from step {thinned[0][0]} (the size budget)" if thinned else ""))
         return self._memory[rank]
 
     def memory(self, rank: int):
@@ -448,15 +451,44 @@ class Run:
         return ranks(self.module_norms(), self.peaks() or None, title=f"{self.folder.name}: {len(self.ranks)} "
                      f"rank(s), {len(self.steps)} step(s)")
 
+    def memory_ranks(self) -> list[int]:
+        """The ranks that recorded a memory timeline (``record(memory=True)``, ``record --memory``).
+
+        >>> forgeviz.open("runs/exp1").memory_ranks()  # doctest: +SKIP
+        [0, 1]
+        """
+        return [rank for rank in self.ranks if self._ranks[rank].meta.get("memory")]
+
+    def memory_note(self) -> str:
+        """The line a displayed run shows about its memory: which rank's timeline is drawn and how to draw
+        another's, or how to record one.
+
+        >>> run.memory_note()  # doctest: +SKIP
+        "(the memory timeline: rank 0's below; `run.memory_view(1)` draws rank 1's)"
+        """
+        recorded = self.memory_ranks()
+        if not recorded:
+            return ("(the memory timeline: not recorded; record it with `python -m forgeviz record --memory -o "
+                    "<folder> -- <script>` or `forgeviz.record(<folder>, memory=True)`)")
+        others = recorded[1:]
+        if not others:
+            return f"(the memory timeline: rank {recorded[0]}'s below)"
+        more = "" if len(others) == 1 else f", and so on for ranks {_span(others)}"
+        return (f"(the memory timeline: rank {recorded[0]}'s below; `run.memory_view({others[0]})` draws rank "
+                f"{others[0]}'s{more})")
+
     def views(self) -> list:
-        """What a displayed run shows after its header: the ranks view and the graph view (each
-        left out, with a line saying why, when the run has nothing for it)."""
+        """What a displayed run shows after its header: the ranks view, the graph view, then a line on
+        memory and, when one was recorded, the memory view of the first rank that recorded it (rank 0's,
+        usually; ``run.memory_view(rank)`` draws another's). A view the run has nothing for is a line
+        saying why, in its place."""
         shown: list = []
         for make, what in ((self.widget, "the ranks view"), (self.graph_view, "the graph view")):
-            try:
-                shown.append(make())
-            except (ValueError, ImportError) as exc:  # a run with no gradients or graph: said, not raised
-                shown.append(f"({what}: {exc})")
+            shown.append(_made(make, what))
+        shown.append(self.memory_note())  # which rank's timeline is drawn, or how to record one
+        recorded = self.memory_ranks()
+        if recorded:
+            shown.append(_made(functools.partial(self.memory_view, recorded[0]), "the memory timeline"))
         return shown
 
     def _repr_mimebundle_(self, include=None, exclude=None):
@@ -464,7 +496,8 @@ class Run:
         return {"text/markdown": text, "text/plain": text}
 
     def _ipython_display_(self) -> None:
-        """The header, the ranks view, then the graph view with its step slider."""
+        """The header, the ranks view, the graph view with its step slider, then a rank's memory timeline
+        (or a line saying how to record one): see :meth:`views`."""
         from IPython.display import Markdown, display
 
         display(self._repr_mimebundle_(), raw=True)  # the header (display(self) would come back here)
@@ -473,6 +506,15 @@ class Run:
 
 
 MAX_SHOWN_FINDINGS = 8
+
+
+def _made(make, what: str):
+    """``make()``, or a line saying why ``what`` has nothing to draw (a run with no gradients, graph or
+    memory: said, not raised)."""
+    try:
+        return make()
+    except (ValueError, LookupError, ImportError) as exc:
+        return f"({what}: {exc})"
 
 
 def _nth(n: int) -> str:
