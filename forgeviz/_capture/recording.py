@@ -14,8 +14,9 @@ capture, issue 28): it hands references to a *reader* thread, which summarises a
   optimizer that did change a ``.grad`` in place during ``step()`` (its version moved) has that step's
   parameter rows dropped, and its later steps read on the training thread, before ``step()``.
 - Nodes: the native hooks' pass keeps its summaries in C++; the reader turns them into rows.
-- The graph: a walk of the Nodes' types and parameters says whether this backward's graph is one
-  already recorded; only a new one is built and written.
+- The graph: a walk of the Nodes' types and parameters (in C++ with the native hooks: ``walk`` in
+  grad_hooks.cpp) says whether this backward's graph is one already recorded; only a new one is built
+  and written.
 """
 
 from __future__ import annotations
@@ -206,8 +207,12 @@ class _Reader:
 
     def _run(self) -> None:
         jobs = self._jobs
-        while (job := jobs.get()) is not None:
+        while True:
+            job = jobs.get()
+            if job is None:
+                return
             job.run()
+            del job  # (waiting for the next one, it would keep this one's gradients alive)
 
     def shutdown(self) -> None:
         self._jobs.put(None)
@@ -448,14 +453,26 @@ class Recorder:
         self._pending = None
         if not self._records_step() or not self.session.record_grads:
             return
-        with untraced():
-            nodes, _ = reachable(roots, GRAPH_NODES)
-            # the graph's shape, cheaply: its Nodes' types in walk order and the parameters they reach
-            signature = (tuple(map(type, nodes)), tuple(id(n.variable) for n in nodes if type(n) is _ACCUMULATE))
+        lib = native.hooks()
+        walked = lib.walk(roots, GRAPH_NODES) if lib is not None else None
+        if walked is not None:
+            # the graph's shape, walked in C++: a hash of its Nodes' names and edges in walk order and of
+            # the parameters they reach (64 bits: two graphs that differ collide one time in 2**64), and
+            # how many Nodes; a Node's position is its index in the ids
+            signature, ids = walked[:2], walked[2]
             known = self._graphs.get(signature)
             if known is None:
-                known = self._graphs[signature] = self._new_graph(roots, nodes)
-            ids = [n.metadata.get("fv_id") for n in nodes]
+                with untraced():
+                    known = self._graphs[signature] = self._new_graph(roots, reachable(roots, GRAPH_NODES)[0])
+        else:
+            with untraced():
+                nodes, _ = reachable(roots, GRAPH_NODES)
+                # the graph's shape, cheaply: its Nodes' types in walk order and the parameters they reach
+                signature = (tuple(map(type, nodes)), tuple(id(n.variable) for n in nodes if type(n) is _ACCUMULATE))
+                known = self._graphs.get(signature)
+                if known is None:
+                    known = self._graphs[signature] = self._new_graph(roots, nodes)
+                ids = [n.metadata.get("fv_id") for n in nodes]
         if known[0] is not None:
             self._pending = (known[0], ids, known[1])
 
