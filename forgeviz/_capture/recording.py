@@ -14,8 +14,9 @@ capture, issue 28): it hands references to a *reader* thread, which summarises a
   optimizer that did change a ``.grad`` in place during ``step()`` (its version moved) has that step's
   parameter rows dropped, and its later steps read on the training thread, before ``step()``.
 - Nodes: the native hooks' pass keeps its summaries in C++; the reader turns them into rows.
-- The graph: a walk of the Nodes' types and parameters says whether this backward's graph is one
-  already recorded; only a new one is built and written.
+- The graph: a walk of the Nodes' types and parameters (in C++ with the native hooks: ``walk`` in
+  grad_hooks.cpp) says whether this backward's graph is one already recorded; only a new one is built
+  and written.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ import json
 import math
 import os
 import platform
+import queue
 import sys
+import threading
 import time
 import weakref
 import zlib
-from concurrent.futures import Future, ThreadPoolExecutor
+from _thread import allocate_lock
 from datetime import datetime, timezone
 from typing import Callable, Optional
 
@@ -130,6 +133,16 @@ def read_parameters(step: int, params: list, lib=None) -> tuple[list[tuple], lis
     return rows, found
 
 
+def _present(described: list, grads: list) -> list[tuple]:
+    """``read_parameters``' ``params`` from a plan's (name, module, sharded) and the step's .grad tensors."""
+    return [(d[0], d[1], g, d[2]) for d, g in zip(described, grads) if g is not None]
+
+
+def _read_present(step: int, described: list, grads: list, lib) -> tuple[list[tuple], list[tuple]]:
+    """:func:`read_parameters` of the parameters that have a gradient (on the reader thread)."""
+    return read_parameters(step, _present(described, grads), lib)
+
+
 def _read_nodes(step: int, graph: int, ids: list, described: tuple, source, rows: list) -> list[tuple]:
     """The node rows of one backward pass the native hooks recorded: for each Node of the recorded graph
     (``ids[k]`` its forgeviz id, ``described[k]`` its name and module) the gradient that reached it,
@@ -147,6 +160,63 @@ def _read_nodes(step: int, graph: int, ids: list, described: tuple, source, rows
         out.append((step, NODE, name, module, float(norm), float(lo), float(hi), total / numel if numel else math.nan,
                     numel, None, None, graph, k))
     return out, []
+
+
+class _Job:
+    """One job for the reader thread; :meth:`wait` gives its result (or raises its error). A lock, not a
+    ``concurrent.futures.Future``: a step hands two jobs over and waits for them, and a Future's condition
+    and callbacks cost the training thread several times what a lock does."""
+
+    __slots__ = ("job", "args", "versions", "result", "error", "_done")
+
+    def __init__(self, job: Callable, args: tuple, versions) -> None:
+        self.job, self.args, self.versions = job, args, versions
+        self.result = self.error = None
+        self._done = allocate_lock()
+        self._done.acquire()  # released by the reader once the job ran
+
+    def run(self) -> None:
+        try:
+            self.result = self.job(*self.args)
+        except Exception as error:  # noqa: BLE001 (given back to the hook that waits: a fault there)
+            self.error = error
+        finally:
+            self.args = None
+            self._done.release()
+
+    def wait(self):
+        with self._done:
+            pass
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+class _Reader:
+    """A thread that runs jobs in the order handed over (``queue.SimpleQueue``: one C call to put)."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="forgeviz-record-read", daemon=True)
+        self._thread.start()
+
+    def submit(self, job: Callable, args: tuple, versions=None) -> _Job:
+        handed = _Job(job, args, versions)
+        self._jobs.put(handed)
+        return handed
+
+    def _run(self) -> None:
+        jobs = self._jobs
+        while True:
+            job = jobs.get()
+            if job is None:
+                return
+            job.run()
+            del job  # (waiting for the next one, it would keep this one's gradients alive)
+
+    def shutdown(self) -> None:
+        self._jobs.put(None)
+        self._thread.join()
 
 
 class Recorder:
@@ -177,8 +247,11 @@ class Recorder:
         self._pending: Optional[tuple] = None  # (graph id, Node ids, described) of a backward under way
         self._counting = None  # a weakref to the optimizer whose steps count
         self._in_place: set[type] = set()  # optimizer classes seen changing .grad during step()
-        self._reading: list[tuple[Future, list]] = []  # reader jobs, with the (grad, version) they read
-        self._reader = ThreadPoolExecutor(1, thread_name_prefix="forgeviz-record-read")
+        self._reading: list[_Job] = []  # reader jobs, each with the (grads, versions) it reads
+        self._reader = _Reader()
+        # optimizer -> what its step hands over: (its param lists, their lengths, the parameters, their
+        # (name, module, sharded), whether any is off the CPU); made again when its param_groups change
+        self._plans: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
         self._cuda = torch.cuda.is_available()
         self._handles: list = []
         self.memory = memory
@@ -225,7 +298,7 @@ class Recorder:
         with boundary(self.session.fault, "writing the recording's last segment"):
             self._collect()
             self._flush()
-        self._reader.shutdown(wait=True)
+        self._reader.shutdown()
         rank, world = rank_and_world()  # torch.distributed may have started after recording did
         self.writer.meta.update(rank=rank, world_size=world)
         final = {"finished": True, "steps": self.step - 1, "downsampled": self.downsampled,
@@ -244,38 +317,49 @@ class Recorder:
             self._counting = weakref.ref(optimizer)
         if not self._records_step():
             return
-        params, versions, elsewhere = [], [], False
-        for group in optimizer.param_groups:
-            for p in group["params"]:
-                grad = p.grad
-                if grad is None:
-                    continue
-                sharded = hasattr(grad, "to_local")
-                local = grad.to_local() if sharded else grad
-                name, module = self._name(p)
-                params.append((name, module, local, sharded))
-                versions.append((local, local._version))
-                elsewhere = elsewhere or local.device.type != "cpu"
-        if not params:
+        plan = self._plan(optimizer)
+        params, described = plan[2], plan[3]
+        # the training thread's share: one list of the .grad tensors and one of their versions; names,
+        # summaries and fingerprints are the reader's
+        grads = [p.grad for p in params]
+        if all(g is None for g in grads):  # (not grads.count(None): that compares tensors with ==)
             return
-        if elsewhere or type(optimizer) in self._in_place:  # read now (a device's copy is the training thread's)
-            rows, found = read_parameters(self.step, params, native.loaded())
+        if plan[5]:  # (DTensor gradients: each rank reads its own shard)
+            grads = [g.to_local() if g is not None and d[2] else g for g, d in zip(grads, described)]
+        versions = [None if g is None else g._version for g in grads]
+        if plan[4] or type(optimizer) in self._in_place:  # read now (a device's copy is the training thread's)
+            rows, found = read_parameters(self.step, _present(described, grads), native.loaded())
             self._rows[GRADS].extend(rows)
             self._rows[FINDINGS].extend(found)
         else:
-            self._read_behind(read_parameters, versions, self.step, params, native.unlocked())
+            self._read_behind(_read_present, (grads, versions), self.step, described, grads, native.unlocked())
 
-    def _read_behind(self, job: Callable, versions: list, *args) -> None:
-        self._reading.append((self._reader.submit(job, *args), versions))
+    def _plan(self, optimizer) -> tuple:
+        """What ``optimizer``'s steps hand over, made once (and again when its param_groups change)."""
+        lists = [group["params"] for group in optimizer.param_groups]
+        plan = self._plans.get(optimizer)
+        if plan is not None and len(plan[0]) == len(lists) and all(
+                a is b and len(a) == n for a, b, n in zip(lists, plan[0], plan[1])):
+            return plan
+        params = [p for group in lists for p in group]
+        described = [(*self._name(p), hasattr(p, "to_local")) for p in params]
+        plan = (lists, [len(group) for group in lists], params, described,
+                any(p.device.type != "cpu" for p in params), any(d[2] for d in described))
+        self._plans[optimizer] = plan
+        return plan
+
+    def _read_behind(self, job: Callable, versions, *args) -> None:
+        self._reading.append(self._reader.submit(job, args, versions))
 
     def _collect(self) -> None:
         """Wait for the reader's jobs; their rows join the segment (a job whose ``.grad`` changed while it
         was read is dropped)."""
         reading, self._reading = self._reading, []
         rows, findings = self._rows[GRADS], self._rows[FINDINGS]
-        for future, versions in reading:
-            read, found = future.result()
-            if any(t._version != v for t, v in versions):
+        for job in reading:
+            read, found = job.wait()
+            if job.versions is not None and [None if g is None else g._version for g in job.versions[0]] \
+                    != job.versions[1]:
                 step = read[0][0] if read else self.step
                 if step not in self.torn_steps:
                     self.torn_steps.append(step)
@@ -369,14 +453,26 @@ class Recorder:
         self._pending = None
         if not self._records_step() or not self.session.record_grads:
             return
-        with untraced():
-            nodes, _ = reachable(roots, GRAPH_NODES)
-            # the graph's shape, cheaply: its Nodes' types in walk order and the parameters they reach
-            signature = (tuple(map(type, nodes)), tuple(id(n.variable) for n in nodes if type(n) is _ACCUMULATE))
+        lib = native.hooks()
+        walked = lib.walk(roots, GRAPH_NODES) if lib is not None else None
+        if walked is not None:
+            # the graph's shape, walked in C++: a hash of its Nodes' names and edges in walk order and of
+            # the parameters they reach (64 bits: two graphs that differ collide one time in 2**64), and
+            # how many Nodes; a Node's position is its index in the ids
+            signature, ids = walked[:2], walked[2]
             known = self._graphs.get(signature)
             if known is None:
-                known = self._graphs[signature] = self._new_graph(roots, nodes)
-            ids = [n.metadata.get("fv_id") for n in nodes]
+                with untraced():
+                    known = self._graphs[signature] = self._new_graph(roots, reachable(roots, GRAPH_NODES)[0])
+        else:
+            with untraced():
+                nodes, _ = reachable(roots, GRAPH_NODES)
+                # the graph's shape, cheaply: its Nodes' types in walk order and the parameters they reach
+                signature = (tuple(map(type, nodes)), tuple(id(n.variable) for n in nodes if type(n) is _ACCUMULATE))
+                known = self._graphs.get(signature)
+                if known is None:
+                    known = self._graphs[signature] = self._new_graph(roots, nodes)
+                ids = [n.metadata.get("fv_id") for n in nodes]
         if known[0] is not None:
             self._pending = (known[0], ids, known[1])
 
@@ -409,7 +505,7 @@ class Recorder:
         if nonfinite is not None:
             self._nonfinite_node(nonfinite, graph, ids, described, rows=source is not None)
         if source is not None:  # the native hooks' numbers, read behind
-            self._read_behind(_read_nodes, [], self.step, graph, ids, described, source, source.rows())
+            self._read_behind(_read_nodes, None, self.step, graph, ids, described, source, source.rows())
             if len(self._reading) > READ_BEHIND:  # backward passes and no optimizer step: bounded
                 self._collect()
             return

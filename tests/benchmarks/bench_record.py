@@ -40,18 +40,21 @@ ROUNDS = int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", "30"))
 HOOKS = ("_step_begins", "_step_ends", "_before_backward", "_after_backward")
 
 
-def timed_hooks(recorder: Recorder, spent: list[float]) -> None:
-    """Wrap the recorder's hooks (on the instance) so that their thread time adds up in ``spent[0]``."""
+def timed_hooks(recorder: Recorder, spent: list[float], each: dict[str, float]) -> None:
+    """Wrap the recorder's hooks (on the instance) so that their thread time adds up in ``spent[0]``, and
+    each hook's own in ``each[name]``."""
     for name in HOOKS:
         hook = getattr(recorder, name)
 
         @functools.wraps(hook)
-        def timed(*args, _hook=hook, **kwargs):
+        def timed(*args, _hook=hook, _name=name, **kwargs):
             start = time.thread_time()
             try:
                 return _hook(*args, **kwargs)
             finally:
-                spent[0] += time.thread_time() - start
+                took = time.thread_time() - start
+                spent[0] += took
+                each[_name] += took
 
         setattr(recorder, name, timed)
 
@@ -77,12 +80,13 @@ def case(name: str) -> None:
                 return RunWriter(Path(folder) / sub / rank_folder(rank), meta, session.fault)
 
             recorder = recorders[arm_name] = Recorder(session, open_writer, memory=memory)
-            recorder.spent = [0.0]
-            timed_hooks(recorder, recorder.spent)
+            recorder.spent, recorder.each = [0.0], dict.fromkeys(HOOKS, 0.0)
+            timed_hooks(recorder, recorder.spent, recorder.each)
             recorder.install()
             train(model, opt, x, y, 2, loss_fn)  # its first graph is built and written here, once
             recorder.uninstall()
             recorder.first, recorder.spent[0] = recorder.step, 0.0
+            recorder.each.update(dict.fromkeys(HOOKS, 0.0))
         tracker.stop()
 
         def arm(which: str) -> tuple[float, float]:
@@ -108,9 +112,11 @@ def case(name: str) -> None:
                 times[which].append(arm(which))
         report = {}
         for which, recorder in recorders.items():
-            hooks = recorder.spent[0] / max(recorder.step - recorder.first, 1)
+            counted = max(recorder.step - recorder.first, 1)
+            hooks = recorder.spent[0] / counted
+            each = {name: spent / counted for name, spent in recorder.each.items()}
             recorder.close()
-            report[which] = (hooks, recorder.writer.bytes / max(recorder.step - 1, 1), recorder.step - 1,
+            report[which] = (hooks, each, recorder.writer.bytes / max(recorder.step - 1, 1), recorder.step - 1,
                              recorder.writer.segments, recorder.writer.meta.get("memory_downsampled"))
 
     def median(which: str, column: int) -> float:
@@ -120,13 +126,14 @@ def case(name: str) -> None:
     print(f"{name}: a step {base * 1e3:.2f} ms of thread time under capture ({median('capture', 1) / steps * 1e3:.2f} "
           f"ms wall); {rounds} rounds of {steps} steps, medians, arms interleaved")
     for which, label in (("record", "capture + record"), ("memory", "capture + record + memory")):
-        hooks, per_step, recorded, segments, thinned = report[which]
+        hooks, each, per_step, recorded, segments, thinned = report[which]
         print(f"  {label}: {median(which, 0) / median('capture', 0):.3f}× thread, "
               f"{median(which, 1) / median('capture', 1):.3f}× wall; vs capture + record "
               f"{median(which, 0) / median('record', 0):.3f}× thread, {median(which, 1) / median('record', 1):.3f}× "
               f"wall; the recorder's hooks {hooks * 1e6:.1f} µs a step ({hooks / base:.1%}); "
               f"{per_step / 1024:.2f} KiB written per step ({recorded} steps, {segments} segments"
               f"{', memory thinned from ' + str(thinned) if thinned else ''})")
+        print("    per hook, µs a step: " + ", ".join(f"{name} {spent * 1e6:.1f}" for name, spent in each.items()))
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ ABI_VERSION = 3
 # The niceness of a background build: the user's cells get about 3× its CPU share. At 10 (about 9×)
 # a build on 2 cores shared with other busy processes had not finished after 10 minutes (20-40 s alone).
 BACKGROUND_NICE = 5
-HOOKS_ABI_VERSION = 6
+HOOKS_ABI_VERSION = 7
 
 
 class FvRecord(ctypes.Structure):
@@ -332,7 +332,7 @@ def unlocked() -> Optional[ctypes.CDLL]:
 
 def hooks():
     """The gradient hooks library as a Python module (``_grad_hooks``: tag, arm, finish, rows, forget,
-    summary), loaded now if it is built for this torch and Python; else None (never builds; a load
+    summary, walk), loaded now if it is built for this torch and Python; else None (never builds; a load
     that failed is remembered, see ``hooks_unavailable_reason``).
 
     >>> hooks() is None or hooks().ABI_VERSION == HOOKS_ABI_VERSION

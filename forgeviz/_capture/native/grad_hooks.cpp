@@ -619,6 +619,72 @@ PyObject* fv_summary(PyObject* capsule, Py_ssize_t slot) {
   return summary_tuple(*pass, pass->summaries[slot]);
 }
 
+// The shape of the graph behind `roots` (a list of grad_fn objects or None), for a recording that writes
+// each distinct graph once (recording.py): walked breadth first as walk.reachable() walks it (the roots
+// in order, then each Node's next edges, each Node once), the first `cap` Nodes kept. Returns
+// (signature, found, ids): a 64-bit hash of each kept Node's name() and number of next edges in that
+// order and, for an AccumulateGrad, of its leaf's TensorImpl (the parameter it reaches); how many Nodes
+// were found (more than cap when the graph goes on); and each kept Node's "fv_id" (None without one).
+// None when a root is not a Node it knows. In C++ because a recording asks before every backward, and
+// in Python the walk makes an object per Node.
+PyObject* fv_walk(PyObject* roots, Py_ssize_t cap) {
+  static PyObject* const key_id = PyUnicode_InternFromString("fv_id");
+  if (!PyList_Check(roots)) {
+    PyErr_SetString(PyExc_TypeError, "walk: roots is a list");
+    return nullptr;
+  }
+  std::vector<Node*> kept;
+  std::unordered_set<Node*> seen;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(roots); ++i) {
+    PyObject* root = PyList_GET_ITEM(roots, i);
+    if (root == Py_None) continue;
+    Node* node = node_of(root);
+    if (node == nullptr) Py_RETURN_NONE;
+    seen.insert(node);
+    kept.push_back(node);  // (a root given twice is kept twice, as in walk.reachable)
+  }
+  uint64_t signature = 1469598103934665603ULL;  // FNV-1a over the words below
+  auto mix = [&signature](uint64_t word) {
+    signature ^= word;
+    signature *= 1099511628211ULL;
+  };
+  const std::hash<std::string> hash_name;
+  try {
+    for (size_t i = 0; i < kept.size(); ++i) {
+      Node* node = kept[i];
+      const auto& edges = node->next_edges();
+      mix(hash_name(node->name()));
+      mix(edges.size());
+      auto* leaf = dynamic_cast<torch::autograd::AccumulateGrad*>(node);
+      if (leaf != nullptr)
+        mix(reinterpret_cast<uintptr_t>(leaf->variable.defined() ? leaf->variable.unsafeGetTensorImpl() : nullptr));
+      for (const auto& edge : edges) {
+        Node* next = edge.function.get();
+        if (next == nullptr || !seen.insert(next).second) continue;
+        if (static_cast<Py_ssize_t>(kept.size()) < cap) kept.push_back(next);
+      }
+    }
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+  PyObject* ids = PyList_New(static_cast<Py_ssize_t>(kept.size()));
+  if (ids == nullptr) return nullptr;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    PyObject* dict = static_cast<torch::autograd::PyAnomalyMetadata*>(kept[i]->metadata())->dict();
+    PyObject* nid = PyDict_GetItemWithError(dict, key_id);  // borrowed
+    if (nid == nullptr && PyErr_Occurred()) {
+      Py_DECREF(ids);
+      return nullptr;
+    }
+    if (nid == nullptr) nid = Py_None;
+    Py_INCREF(nid);
+    PyList_SET_ITEM(ids, static_cast<Py_ssize_t>(i), nid);
+  }
+  return Py_BuildValue("(KnN)", static_cast<unsigned long long>(signature), static_cast<Py_ssize_t>(seen.size()),
+                       ids);
+}
+
 // Python's view: the module forgeviz._capture.native._grad_hooks, loaded from the built library.
 template <typename T>
 bool args_ok(const char* name, Py_ssize_t given, Py_ssize_t wanted) {
@@ -667,6 +733,13 @@ PyObject* py_summary(PyObject*, PyObject* const* args, Py_ssize_t n) {
   return fv_summary(args[0], slot);
 }
 
+PyObject* py_walk(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (!args_ok<void>("walk", n, 2)) return nullptr;
+  const Py_ssize_t cap = PyLong_AsSsize_t(args[1]);
+  if (cap == -1 && PyErr_Occurred()) return nullptr;
+  return fv_walk(args[0], cap);
+}
+
 #define FV_METHOD(name, doc) \
    {#name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_##name)), METH_FASTCALL, doc}
 PyMethodDef methods[] = {
@@ -676,6 +749,7 @@ PyMethodDef methods[] = {
     FV_METHOD(rows, "rows(pass) -> rows: fv_rows"),
     FV_METHOD(forget, "forget(pass, gone) -> rows left: fv_forget"),
     FV_METHOD(summary, "summary(pass, slot) -> summary: fv_summary"),
+    FV_METHOD(walk, "walk(roots, cap) -> (signature, found, ids): fv_walk"),
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -687,6 +761,6 @@ PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_grad_hooks",
 
 PyMODINIT_FUNC PyInit__grad_hooks() {
   PyObject* module = PyModule_Create(&module_def);
-  if (module != nullptr && PyModule_AddIntConstant(module, "ABI_VERSION", 6) != 0) Py_CLEAR(module);
+  if (module != nullptr && PyModule_AddIntConstant(module, "ABI_VERSION", 7) != 0) Py_CLEAR(module);
   return module;
 }

@@ -1,0 +1,85 @@
+"""The recorder's graph signature (issue 28's cost: the native hooks' ``walk`` replaces a Python walk of the
+backward's Nodes before each recorded step): it must walk exactly as ``walk.reachable`` does, so that a
+Node's position is its index in the recorded graph, and tell apart the graphs the Python signature told
+apart. Then a recording in this process: one graph written for a loop of equal steps, a second one for a
+step that ran another branch, and every Node row at its Node's position, with torch's gradient norm."""
+
+from __future__ import annotations
+
+import pyarrow.ipc as ipc
+import pytest
+import torch
+
+import forgeviz
+from forgeviz._capture import native
+from forgeviz._capture.walk import reachable
+
+lib = native.hooks()
+needs_hooks = pytest.mark.skipif(lib is None, reason="the native gradient hooks are not built "
+                                 "(python -m forgeviz._capture.native)")
+
+
+def _model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+
+
+@needs_hooks
+def test_walk_is_reachable_in_cpp():
+    model, x = _model(), torch.randn(3, 4)
+    with forgeviz.capture() as session:
+        session.record_grads = False
+        losses = [model(x).pow(2).sum() for _ in range(2)]
+        other = (model(x) * 2).sum()
+        for loss in (*losses, other):
+            for node in reachable([loss.grad_fn], 100)[0]:
+                node.metadata["fv_id"] = id(node)  # (ids as arm gives them: any int)
+    walked = [lib.walk([loss.grad_fn], 100) for loss in (*losses, other)]
+    for loss, (_, found, ids) in zip((*losses, other), walked):
+        nodes, python_found = reachable([loss.grad_fn], 100)
+        assert ids == [id(n) for n in nodes] and found == python_found == len(nodes)
+    assert walked[0][0] == walked[1][0]  # the same graph shape, step after step
+    assert walked[2][0] != walked[0][0]  # one more Node (MulBackward0)
+    cut, (nodes, found) = lib.walk([losses[0].grad_fn], 3), reachable([losses[0].grad_fn], 3)
+    assert cut[1:] == (found, walked[0][2][:3]) and found > 3  # the first 3 kept, and those seen past them
+    other_model = _model()  # the same ops on other parameters: another graph
+    assert lib.walk([other_model(x).pow(2).sum().grad_fn], 100)[0] != walked[0][0]
+    assert lib.walk([None, losses[0].grad_fn], 100)[:2] == walked[0][:2]
+    with pytest.raises(TypeError, match="roots is a list"):
+        lib.walk((losses[0].grad_fn,), 100)
+
+
+def test_recorded_graphs_and_node_rows(tmp_path):
+    model, x = _model(), torch.randn(3, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    expected = []  # per step: (Nodes, {position in the graph: torch's norm of the gradient that reached it})
+    with forgeviz.capture():
+        with forgeviz.record(tmp_path / "run"):
+            for step in range(5):
+                out = model(x)
+                loss = (out * 2).sum() if step == 3 else out.pow(2).sum()  # step 4 runs another graph
+                nodes = reachable([loss.grad_fn], 100)[0]
+                seen = {}
+                handles = [n.register_prehook(lambda g, k=k: seen.__setitem__(k, g[0].norm().item()))
+                           for k, n in enumerate(nodes)]
+                opt.zero_grad()
+                loss.backward()
+                for handle in handles:
+                    handle.remove()
+                expected.append((len(nodes), seen))
+                opt.step()
+    run = forgeviz.open(tmp_path / "run")
+    assert run.steps == [1, 2, 3, 4, 5]
+    with open(tmp_path / "run" / "rank0" / "graphs.arrows", "rb") as f:
+        graphs = ipc.open_stream(f).read_pandas()
+    assert list(graphs["step"]) == [1, 4] and list(graphs["graph"]) == [0, 1]
+    frame = run.frame()
+    nodes = frame[frame["kind"] == "node"]
+    for step, (count, seen) in enumerate(expected, 1):
+        rows = nodes[nodes["step"] == step]
+        assert set(rows["graph"]) == {1 if step == 4 else 0}
+        recorded = {int(k): v for k, v in zip(rows["node"], rows["norm"])}
+        # a row at each Node's position, torch's norm there (the small elementwise Nodes whose gradients the
+        # native hooks hand to Python get none: a gap older than this test, see the README's limits)
+        assert set(recorded) <= set(seen) and len(recorded) >= count - 2, (step, sorted(recorded), count)
+        assert recorded == pytest.approx({k: seen[k] for k in recorded}, rel=1e-6), step
