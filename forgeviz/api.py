@@ -7,7 +7,7 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Iterator, Mapping, Optional, Sequence, Union
+from typing import Callable, Iterator, Mapping, Optional, Sequence, Union
 
 import torch
 
@@ -363,12 +363,13 @@ def capture(grads: Optional[Union[str, int]] = None) -> Iterator[CaptureSession]
 
 
 RECORDED_EVENTS = 2**18  # the recording's ledger holds this many events (8 MB), merging older ones: written by then
+CUDA_HISTORY_ENTRIES = 2**20  # the allocator's ring between two segments (taken and cleared at each)
 
 
 @contextlib.contextmanager
 def record(path, *, grads: Union[str, int] = "each", budget_mb: float = 256,
            command: Optional[Sequence[str]] = None, segment_seconds: float = 2.0,
-           memory: bool = False) -> Iterator[CaptureSession]:
+           memory: bool = False, _cuda: Optional[Callable[[], object]] = None) -> Iterator[CaptureSession]:
     """Capture inside a ``with`` block and record it to the folder ``path`` (each rank in its own
     ``rank<N>/``), for :func:`forgeviz.open` to read later: per ``optimizer.step()``, each parameter's
     gradient as the optimizer applies it, each module's, each Node's (this rank's, during backward), each
@@ -379,7 +380,10 @@ def record(path, *, grads: Union[str, int] = "each", budget_mb: float = 256,
     metadata says from which step). ``segment_seconds``: a segment is written at least this often (what a
     killed process can lose at most). ``memory=True`` also records the memory timeline (the CPU ledger's
     events, as ``memory_trace()`` does; ``forgeviz.open(path).memory_view(rank)`` draws it): off by default,
-    for its cost (README, *Recording scripts and ranks*). Writing happens on a background thread; an
+    for its cost (README, *Recording scripts and ranks*). Where this process uses CUDA (seen at a backward or
+    a step), it also records the current device's caching-allocator history (allocated, reserved, segments,
+    OOMs), which ``run.memory(rank)`` then draws instead of the CPU ledger's. ``_cuda``: for tests, what
+    starts that history (``cuda_memory.history_once_in_use``'s contract). Writing happens on a background thread; an
     unwritable folder or a full disk is a warning, and the block runs on.
 
     >>> import tempfile, torch, forgeviz
@@ -401,6 +405,7 @@ def record(path, *, grads: Union[str, int] = "each", budget_mb: float = 256,
                          f"got {budget_mb!r:.60}")
     if not isinstance(memory, bool):
         raise TypeError(f"forgeviz.record(memory=...) expects True or False, got {memory!r:.60}")
+    from ._capture.cuda_memory import history_once_in_use
     from ._capture.recording import Recorder
 
     def open_writer(rank: int, meta: dict) -> RunWriter:  # capture records; forgeviz.run writes
@@ -409,9 +414,10 @@ def record(path, *, grads: Union[str, int] = "each", budget_mb: float = 256,
     with capture(grads=every if every else "off") as session, contextlib.ExitStack() as stack:
         recorder = None
         tracker = stack.enter_context(memory_trace(RECORDED_EVENTS)).tracker if memory else None
+        cuda = _cuda or (history_once_in_use(CUDA_HISTORY_ENTRIES) if memory and torch.cuda.is_available() else None)
         with boundary(session.fault, "starting the recording"):
             recorder = Recorder(session, open_writer, every, None if command is None else list(command),
-                                int(budget_mb * 2**20), segment_seconds, memory=tracker)
+                                int(budget_mb * 2**20), segment_seconds, memory=tracker, cuda=cuda if memory else None)
             recorder.install()
         try:
             yield session

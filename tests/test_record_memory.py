@@ -15,11 +15,14 @@ import torch
 from test_record import _open_warned, _torchrun, record_then_kill
 
 import forgeviz
+from forgeviz._capture.cuda_memory import CudaTimelineSource, parse_snapshot
 from forgeviz._capture.session import get_session
 from forgeviz.model import memory as m
 from forgeviz.model.memory import category_series
 from forgeviz.model.memory_outline import _arrays
 from forgeviz.run.memory import STAND_IN
+
+from cuda_fixtures import synthetic_snapshot
 
 
 def _nbytes(tensors) -> int:
@@ -155,3 +158,108 @@ def test_memory_off_by_default_and_bad_input(tmp_path):
     with pytest.raises(TypeError, match=re.escape("forgeviz.record(memory=...) expects True or False, got 'yes'")):
         with forgeviz.record(tmp_path / "other", memory="yes"):
             pass
+
+
+class SyntheticHistory:
+    """Stands in for the recorder's CUDA history (``CudaHistory``'s take/mark_step/stop): hands out
+    ``synthetic_snapshot()``'s entries (SYNTHETIC, written to torch's documented schema) in ``cuts`` chunks, one
+    per ``take()``, each with the snapshot's segments; records the step stamps it was given."""
+
+    device, max_entries = 0, 10**6
+
+    def __init__(self, cuts: list[int]) -> None:
+        self.snapshot = synthetic_snapshot()
+        self.cuts, self.taken, self.marks, self.stopped = list(cuts), 0, [], False
+
+    def take(self) -> dict:
+        entries = self.snapshot["device_traces"][0]
+        end = self.cuts.pop(0) if self.cuts else len(entries)
+        chunk, self.taken = entries[self.taken:end], max(end, self.taken)
+        return {**self.snapshot, "device_traces": [chunk]}
+
+    def mark_step(self, step: int) -> None:
+        self.marks.append(step)
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def test_a_cuda_rank_records_the_allocator_history_as_the_notebook_parses_it(tmp_path):
+    history = SyntheticHistory([3, 7])  # entries 0-2 taken at step 1's end, 3-6 at step 2's, the rest at step 3's
+    net = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    before = get_session().fault_count
+    with forgeviz.record(tmp_path / "run", memory=True, segment_seconds=0.0, _cuda=lambda: history) as session:
+        for _ in range(3):
+            opt.zero_grad()
+            net(torch.ones(2, 4)).sum().backward()
+            opt.step()
+    assert session.fault_count == before, session.faults[-3:]
+    assert history.marks == [1, 2, 3, 4] and history.stopped  # started at the first backward, stamped per step
+    run = forgeviz.open(tmp_path / "run")
+    expected = CudaTimelineSource(parse_snapshot(synthetic_snapshot()))
+    timeline = run.memory(0)
+    assert timeline.device == "cuda:0" and "CUDA allocator history" in timeline.message
+    assert dataclasses.replace(timeline, message=None) == expected.timeline()  # allocated, reserved, OOM, cells
+    assert timeline.cuda.ooms[0].requested == 64 * 2**30 and timeline.cuda.peak_reserved == 22 * 2**20
+    assert timeline.peak_bytes == expected.trace.peak_allocated == 16 * 2**20  # the parser's own test's figure
+    assert run.recorded_memory(0).columns() == expected.columns()  # every event
+    assert run.peaks() == {0: 16 * 2**20}
+    table = pa.ipc.open_stream(str(tmp_path / "run" / "rank0" / "cuda_memory.arrows")).read_all()
+    assert table.column("step").to_pylist() == [1] * 3 + [2] * 4 + [3] * 5
+    assert table.column("action").to_pylist() == [e["action"] for e in synthetic_snapshot()["device_traces"][0]]
+    assert run.meta(0)["memory"]["cuda_device"] == 0 and run.meta(0)["memory"]["cuda_from_step"] == 1
+    # the CPU ledger's events were kept too
+    assert run.memory(0, device="cpu").device == "cpu" and run.memory(0, device="cpu").peak_bytes > 0
+    # the view draws the CUDA timeline: its trait, and every event it sends
+    view = run.memory_view(0)
+    assert view.timeline == dataclasses.asdict(timeline) and view.timeline["cuda"]["ooms"]
+    (message, buffers), = view._saved(whole=True).messages
+    assert message["count"] == expected.count and dict(zip([n for n, _ in m.EVENT_COLUMNS], buffers)) == \
+        expected.columns()
+    with pytest.raises(ValueError, match=r"device=\.\.\.\): expected None, 'cpu' or 'cuda', got 'gpu'"):
+        run.memory(0, device="gpu")
+
+
+def test_killed_cuda_recording_opens_to_its_last_segment(tmp_path):
+    # what a SIGKILL leaves: the segments written before it; the last one's state anchors them
+    history = SyntheticHistory([3, 7])
+    net = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    with forgeviz.record(tmp_path / "run", memory=True, segment_seconds=0.0, _cuda=lambda: history):
+        for _ in range(3):
+            opt.zero_grad()
+            net(torch.ones(2, 4)).sum().backward()
+            opt.step()
+    path = tmp_path / "run" / "rank0" / "cuda_memory.arrows"
+    path.write_bytes(path.read_bytes()[:-8 - 40])  # the end-of-stream mark and the third segment's last 40 bytes
+    cut = _open_warned(tmp_path / "run", "cuda_memory.arrows: cut short or corrupted after 2 whole segment(s)")
+    snapshot = synthetic_snapshot()
+    two = {**snapshot, "device_traces": [snapshot["device_traces"][0][:7]]}  # the two whole segments' entries
+    expected = CudaTimelineSource(parse_snapshot(two))
+    assert dataclasses.replace(cut.memory(0), message=None) == expected.timeline()
+    assert cut.memory(0).count == 4 and not cut.memory(0).cuda.ooms  # 3 allocs, 1 free; the OOM came later
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA-only: no CUDA GPU on this machine")
+def test_a_real_cuda_training_step_records_torchs_peak(tmp_path):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)).cuda()
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    x = torch.randn(64, 256, device="cuda")
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    with forgeviz.record(tmp_path / "run", memory=True):
+        for _ in range(3):
+            opt.zero_grad()
+            net(x).square().mean().backward()
+            opt.step()
+    torch.cuda.synchronize()
+    run = forgeviz.open(tmp_path / "run")
+    timeline = run.memory(0)
+    assert timeline.device == f"cuda:{torch.cuda.current_device()}" and timeline.count > 0
+    assert timeline.peak_bytes == torch.cuda.max_memory_allocated()
+    assert timeline.live_bytes == torch.cuda.memory_allocated()
+    table = pa.ipc.open_stream(str(tmp_path / "run" / "rank0" / "cuda_memory.arrows")).read_all()
+    assert {1, 2, 3} <= set(table.column("step").to_pylist())

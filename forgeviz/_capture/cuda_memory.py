@@ -27,6 +27,7 @@ from .ledger import TYPECODES
 from .source import cell_number, source_line
 
 CELL_METADATA = "forgeviz cell {}"
+STEP_METADATA = "forgeviz step {}"  # a recording's stamp (forgeviz/run/memory.py reads it back)
 _CELL_RE = re.compile(r"forgeviz cell (\d+)")
 
 
@@ -288,12 +289,18 @@ class CudaHistory:
     """
 
     def __init__(self, device: Optional[int] = None, max_entries: int = 1_000_000,
-                 known: Optional[Callable[[], dict[int, int]]] = None) -> None:
+                 known: Optional[Callable[[], dict[int, int]]] = None, context: Optional[str] = "alloc",
+                 oom_snapshots: bool = True) -> None:
+        """``context``: torch's ``_record_memory_history(context=...)``: "alloc" keeps each allocation's
+        Python stack (the notebook maps it to a cell and line), None keeps none (cheaper: a recording).
+        ``oom_snapshots``: snapshot the whole state at an OOM too (the trace's ``oom`` entry is kept either way)."""
         import torch
 
         check_cuda_device("cuda")
         self.device = torch.cuda.current_device() if device is None else device
         self.max_entries = max_entries
+        self.context = context
+        self.oom_snapshots_wanted = oom_snapshots
         self._known = known or (lambda: {})
         self.oom_snapshots: list[dict] = []
         self._recording = False
@@ -302,9 +309,9 @@ class CudaHistory:
     def start(self) -> None:
         import torch
 
-        torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="python",
+        torch.cuda.memory._record_memory_history(enabled="all", context=self.context, stacks="python",
                                                  max_entries=self.max_entries, device=self.device)
-        if not self._observer_attached:
+        if self.oom_snapshots_wanted and not self._observer_attached:
             torch._C._cuda_attach_out_of_memory_observer(self._on_oom)
             self._observer_attached = True
         self._recording = True
@@ -315,6 +322,26 @@ class CudaHistory:
         if self._recording:
             torch.cuda.memory._record_memory_history(enabled=None, device=self.device)
             self._recording = False
+
+    def take(self) -> dict:
+        """A snapshot of the entries since the last ``take()`` (or ``start()``), then the history cleared, so
+        each take costs what happened since the last one, not the whole ring. A host call, no device sync:
+        the allocator's lock is held while its entries are copied. Entries another thread adds between
+        the snapshot and the clear are lost (a recording takes at a step's end, where the training
+        thread allocates nothing)."""
+        import torch
+
+        snapshot = torch.cuda.memory._snapshot(self.device)
+        torch.cuda.memory._record_memory_history(enabled="all", context=self.context, stacks="python",
+                                                 max_entries=self.max_entries, device=self.device,
+                                                 clear_history=True)
+        return snapshot
+
+    def mark_step(self, step: int) -> None:
+        """Stamp the entries that follow with a recording's optimizer step (``_set_memory_metadata``)."""
+        import torch
+
+        torch.cuda.memory._set_memory_metadata(STEP_METADATA.format(step))
 
     def mark_cell(self, cell: int) -> None:
         """Stamp the entries that follow with the cell (``_set_memory_metadata``)."""
@@ -348,6 +375,25 @@ class CudaHistory:
         return value
 
 
+def history_once_in_use(max_entries: int) -> Callable[[], Optional[CudaHistory]]:
+    """For a recording: a function that starts and returns the current CUDA device's history (no stacks, no
+    OOM snapshot) once this process has initialised CUDA, and returns None until then. It never initialises
+    CUDA itself (a torchrun rank picks its device with ``torch.cuda.set_device`` first).
+
+    >>> history_once_in_use(1024)() if not __import__("torch").cuda.is_initialized() else None
+    """
+    def started() -> Optional[CudaHistory]:
+        import torch
+
+        if not torch.cuda.is_initialized():
+            return None
+        history = CudaHistory(max_entries=max_entries, context=None, oom_snapshots=False)
+        history.start()
+        return history
+
+    return started
+
+
 class CudaTimelineSource:
     """A parsed CUDA history, served to the memory timeline view like a tracker serves CPU events.
 
@@ -359,7 +405,8 @@ class CudaTimelineSource:
     MAX_RESERVED_POINTS = 4000
     dropped = 0
 
-    def __init__(self, trace: CudaTrace) -> None:
+    def __init__(self, trace: CudaTrace, message: Optional[str] = None) -> None:
+        self.message = message  # said when the view's own message is None (a recorded run says which)
         self._use(trace)
 
     def _use(self, trace: CudaTrace) -> None:
@@ -376,7 +423,12 @@ class CudaTimelineSource:
     def publish(self, count: int) -> None:
         """Nothing to do: a parsed history never changes."""
 
+    def peak_bytes(self) -> int:
+        """Peak allocated bytes (what ``torch.cuda.max_memory_allocated`` counts)."""
+        return self.trace.peak_allocated
+
     def timeline(self, device: str = "cuda", message: Optional[str] = None) -> m.MemoryTimeline:
+        message = message or self.message
         t = self.trace
         peak_index = max(range(len(t.allocated)), key=t.allocated.__getitem__, default=-1)
         times, reserved = self._reserved_steps()

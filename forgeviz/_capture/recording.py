@@ -38,7 +38,19 @@ from typing import Callable, Optional
 import torch
 
 from ..model.graph import graph_trait
-from ..model.run import FINDINGS, FORMAT, FORMAT_VERSION, GRADS, GRAPHS, MEMORY, MODULE, NODE, PARAMETER, STEPS
+from ..model.run import (
+    CUDA_MEMORY,
+    FINDINGS,
+    FORMAT,
+    FORMAT_VERSION,
+    GRADS,
+    GRAPHS,
+    MEMORY,
+    MODULE,
+    NODE,
+    PARAMETER,
+    STEPS,
+)
 from . import native
 from .fault import boundary, guarded
 from .names import NameIndex
@@ -224,10 +236,13 @@ class Recorder:
 
     def __init__(self, session, open_writer: Callable[[int, dict], object], every: int = 1,
                  command: Optional[list[str]] = None, budget_bytes: int = BUDGET_BYTES,
-                 segment_seconds: float = SEGMENT_SECONDS, memory=None) -> None:
+                 segment_seconds: float = SEGMENT_SECONDS, memory=None, cuda=None) -> None:
         """``open_writer(rank, metadata)``: the writer of this rank's part of the run (forgeviz.run's
         RunWriter, given by ``forgeviz.record``: capture records, the run package writes). ``memory``: a
-        started MemoryTracker whose events are written, a segment at a time, to the memory stream."""
+        started MemoryTracker whose events are written, a segment at a time, to the memory stream.
+        ``cuda``: a function returning a started CUDA allocator history once CUDA is in use, None before
+        (``cuda_memory.history_once_in_use``; a test gives its own): asked at each backward and step until it
+        gives one, whose entries since the last segment (``take()``) go to the cuda_memory stream."""
         self.session = session
         self.fault = session.fault  # (the @guarded hooks report there)
         self.segment_seconds = segment_seconds
@@ -256,6 +271,9 @@ class Recorder:
         self._handles: list = []
         self.memory = memory
         self.memory_lost = 0  # events the ledger merged before they were written (none unless it overflowed)
+        self._cuda_wanted = cuda  # until CUDA is in use; then self.cuda, the history
+        self.cuda = None
+        self.cuda_overflowed: Optional[int] = None  # the step whose segment overflowed the history's ring
         if memory is not None:
             stats = memory.ledger.stats()
             self._mem_written = 0  # absolute event numbers (an event's index plus the events merged before it)
@@ -298,6 +316,9 @@ class Recorder:
         with boundary(self.session.fault, "writing the recording's last segment"):
             self._collect()
             self._flush()
+        if self.cuda is not None:
+            with boundary(self.session.fault, "stopping the CUDA allocator history"):
+                self.cuda.stop()
         self._reader.shutdown()
         rank, world = rank_and_world()  # torch.distributed may have started after recording did
         self.writer.meta.update(rank=rank, world_size=world)
@@ -305,6 +326,8 @@ class Recorder:
                  "over_budget_from_step": self.over_budget_at, "torn_steps": self.torn_steps}
         if self.memory_lost:
             final["memory_lost_events"] = self.memory_lost
+        if self.cuda_overflowed:
+            final["cuda_history_overflowed_at_step"] = self.cuda_overflowed
         self.writer.close(final)
 
     # --- per step ----------------------------------------------------------------------------
@@ -313,6 +336,8 @@ class Recorder:
 
     @guarded("recording the gradients the optimizer applies")
     def _step_begins(self, optimizer, args, kwargs) -> None:
+        if self._cuda_wanted is not None:
+            self._cuda_in_use()
         if self._counting is None:
             self._counting = weakref.ref(optimizer)
         if not self._records_step():
@@ -400,10 +425,14 @@ class Recorder:
         now = time.perf_counter()
         self._rows[STEPS].append((self.step, now - self._t0, live, peak))
         self.step += 1
+        if self.cuda is not None:
+            self.cuda.mark_step(self.step)
         if len(self._rows[GRADS]) >= SEGMENT_ROWS or now - self._last_flush >= self.segment_seconds:
-            self._flush()
+            self._flush(self.step - 1)
 
-    def _flush(self) -> None:
+    def _flush(self, step: Optional[int] = None) -> None:
+        """Hand what waits to the writer; ``step``: the step the CUDA entries taken now belong to, unless
+        stamped (the one that just ended; by default the one under way)."""
         self._last_flush = time.perf_counter()
         for name, rows in self._rows.items():
             if rows:
@@ -411,6 +440,8 @@ class Recorder:
                 self._rows[name] = []
         if self.memory is not None:
             self._memory_segment()
+        if self.cuda is not None:
+            self._cuda_segment(self.step if step is None else step)
         self._budget()
 
     def _memory_segment(self) -> None:
@@ -432,6 +463,32 @@ class Recorder:
         tracker.publish(stats.count)
         self._mem_written = stats.count + stats.dropped
 
+    def _cuda_in_use(self) -> None:
+        """Start the CUDA history once this process uses CUDA (a step or a backward asks)."""
+        with boundary(self.session.fault, "starting the CUDA allocator history"):
+            history = self._cuda_wanted()
+            if history is None:
+                return
+            self.cuda, self._cuda_wanted = history, None
+            self.writer.meta["memory"] = {**(self.writer.meta.get("memory") or {}), "cuda_device": history.device,
+                                          "cuda_from_step": self.step}
+            history.mark_step(self.step)
+        self._cuda_wanted = None  # (a history that failed to start is not asked for again)
+
+    def _cuda_segment(self, step: int) -> None:
+        """The allocator's entries since the last segment (a snapshot: a host call, no device sync), handed
+        to the writer with the segments they are anchored at; the writer thread turns them into columns."""
+        snapshot = self.cuda.take()
+        traces = snapshot.get("device_traces") or []
+        entries = traces[self.cuda.device] if self.cuda.device < len(traces) else []
+        if len(entries) >= getattr(self.cuda, "max_entries", 2**62) and not self.cuda_overflowed:
+            self.cuda_overflowed = self.step
+            self.session.fault(f"recording: the CUDA allocator history filled its {len(entries):,} entries within "
+                               f"one segment (step {self.step}); older entries of it were lost, so allocated "
+                               "bytes before then are off. A smaller segment_seconds takes them more often")
+        if entries:
+            self.writer.submit(CUDA_MEMORY, {"snapshot": snapshot, "device": self.cuda.device, "step": step})
+
     def _budget(self) -> None:
         """Past half the budget, every second recorded step is kept; past three quarters every fourth, …;
         past the budget, no more gradient rows (steps and memory go on). Said in the metadata."""
@@ -451,6 +508,8 @@ class Recorder:
     # --- per backward ------------------------------------------------------------------------
     def _before_backward(self, roots: list) -> None:
         self._pending = None
+        if self._cuda_wanted is not None:
+            self._cuda_in_use()
         if not self._records_step() or not self.session.record_grads:
             return
         lib = native.hooks()

@@ -10,6 +10,7 @@ FORMAT_VERSION = 1  # a reader refuses a rank written by a newer version, by nam
 
 META = "meta.json"
 GRADS, GRAPHS, STEPS, FINDINGS, MEMORY = "grads", "graphs", "steps", "findings", "memory"
+CUDA_MEMORY = "cuda_memory"  # a CUDA rank's allocator history (record(memory=True) where the model is on CUDA)
 
 # kind of a gradient row
 PARAMETER, MODULE, NODE = "parameter", "module", "node"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ..model.run import (  # noqa: F401 - the format's names, for forgeviz.run's readers and writer
+    CUDA_MEMORY,
     FINDINGS,
     FORMAT,
     FORMAT_VERSION,
@@ -77,6 +78,23 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("module", pa.dictionary(pa.int32(), pa.string())),  # the module path whose forward made it
         ("cell", pa.uint16()),  # a notebook cell (0 in a script)
         ("line", pa.uint16()),  # the line of user code that made it (0 if unknown)
+    ]),
+    # A CUDA rank's caching-allocator history (``record(memory=True)`` once CUDA is in use): one row per entry of
+    # ``torch.cuda.memory._snapshot()``'s ``device_traces`` (torch's own names and units), the entries taken since
+    # the last segment. ``segments``: on each segment's last row, the snapshot's ``segments`` (and
+    # ``allocator_settings``) as JSON, the state the history is anchored at; the reader parses the whole history
+    # with the last one (forgeviz/_capture/cuda_memory.py parse_snapshot), as the notebook's CUDA timeline does.
+    CUDA_MEMORY: pa.schema([
+        ("step", pa.int64()),  # the optimizer step under way ("forgeviz step N" stamps; else the segment's)
+        ("action", pa.dictionary(pa.int8(), pa.string())),  # alloc | free_requested | free_completed | segment_* | oom
+        ("addr", pa.uint64()),  # None for an oom
+        ("size", pa.int64()),  # bytes asked for (oom: requested)
+        ("stream", pa.int64()),
+        ("time_us", pa.int64()),  # the allocator's clock, microseconds
+        ("device_free", pa.int64()),  # oom: what CUDA still had free; else None
+        ("user_metadata", pa.dictionary(pa.int32(), pa.string())),  # _set_memory_metadata's string; None if none
+        ("device", pa.int16()),
+        ("segments", pa.string()),  # JSON, on a segment's last row only
     ]),
 }
 

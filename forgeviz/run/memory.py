@@ -10,6 +10,8 @@ time (the peak kept). Stand-ins have ids from :data:`STAND_IN` and no op, module
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Optional
 
 import numpy as np
@@ -18,11 +20,12 @@ import pyarrow.compute as pc
 
 from ..model import memory as m
 from ..model.memory_outline import _arrays, downsample
-from .format import MEMORY, SCHEMAS
+from .format import CUDA_MEMORY, MEMORY, SCHEMAS
 
 STAND_IN = 0xF0000000  # the first storage id of the outline's stand-ins (the ledger's ids count from 0)
 OUTLINE_EVENTS = 2048  # a segment's events at most once past half the budget...
 OVER_BUDGET_EVENTS = 64  # ...and past the budget (memory goes on, coarser, as steps do)
+_STEP_RE = re.compile(r"forgeviz step (\d+)")  # the recorder's _set_memory_metadata stamp (cuda_memory.STEP_METADATA)
 _PREFIX = 0xFFFFFF00  # the storage ids of the state before a segment, inside downsample only
 
 
@@ -220,3 +223,73 @@ def _names(column: pa.ChunkedArray, names: list[str]) -> np.ndarray:
     """A dictionary column of ``names`` as their indices (u8)."""
     found = pc.index_in(column.cast(pa.string()), value_set=pa.array(names))
     return pc.fill_null(found, len(names) - 1).to_numpy(zero_copy_only=False).astype("u1")
+
+
+_SEGMENT_KEYS = ("device", "address", "total_size", "allocated_size", "segment_type", "stream")
+_BLOCK_KEYS = ("address", "size", "state")
+
+
+def cuda_batch(payload: dict) -> pa.RecordBatch:
+    """One segment of the CUDA history stream from a recorder's payload: ``snapshot`` (a
+    ``torch.cuda.memory._snapshot()`` dict holding the entries since the last segment), ``device`` and ``step``
+    (the step under way, for entries with no ``forgeviz step N`` stamp). Frames are not kept (a script's
+    recording takes none); the segments keep what the parser reads.
+
+    >>> b = cuda_batch({"snapshot": {"segments": [], "device_traces": [[{"action": "alloc", "addr": 8, "size": 4,
+    ...     "stream": 0, "time_us": 5, "user_metadata": "forgeviz step 3"}]]}, "device": 0, "step": 1})
+    >>> b.column("step").to_pylist(), b.column("action").to_pylist(), b.column("segments").to_pylist()
+    ([3], ['alloc'], ['{"segments": [], "allocator_settings": {}}'])
+    """
+    snapshot, device = payload["snapshot"], payload["device"]
+    entries = snapshot["device_traces"][device] if device < len(snapshot["device_traces"]) else []
+    step, steps = payload["step"], []
+    for e in entries:  # a stamp holds until the next one
+        found = _STEP_RE.search(str(e.get("user_metadata") or ""))
+        steps.append(int(found.group(1)) if found else step)
+    segments = [{**{k: s[k] for k in _SEGMENT_KEYS if k in s},
+                 "blocks": [{k: b[k] for k in _BLOCK_KEYS if k in b} for b in s.get("blocks", [])]}
+                for s in snapshot["segments"] if s.get("device", device) == device]
+    anchor = json.dumps({"segments": segments, "allocator_settings": snapshot.get("allocator_settings") or {}},
+                        default=str)
+    n = len(entries)
+    columns = {
+        "step": pa.array(steps, pa.int64()),
+        "action": pa.array([e.get("action") for e in entries], pa.string()).dictionary_encode(),
+        "addr": pa.array([e.get("addr") for e in entries], pa.uint64()),
+        "size": pa.array([e.get("size", 0) for e in entries], pa.int64()),
+        "stream": pa.array([e.get("stream", 0) for e in entries], pa.int64()),
+        "time_us": pa.array([e.get("time_us", 0) for e in entries], pa.int64()),
+        "device_free": pa.array([e.get("device_free") for e in entries], pa.int64()),
+        "user_metadata": pa.array([e.get("user_metadata") or None for e in entries], pa.string()).dictionary_encode(),
+        "device": pa.array([device] * n, pa.int16()),
+        "segments": pa.array([None] * (n - 1) + [anchor] if n else [], pa.string()),
+    }
+    schema = SCHEMAS[CUDA_MEMORY]
+    return pa.record_batch([columns[f.name].cast(f.type) for f in schema], schema=schema)
+
+
+def cuda_snapshot_of(table: pa.Table) -> Optional[tuple[dict, int]]:
+    """The recorded CUDA history as one ``_snapshot()`` dict (every entry, anchored at the last segment's
+    state) and its device; None when the table is empty. What ``parse_snapshot`` reads, exactly as if one
+    snapshot had been taken at the last segment.
+
+    >>> b = cuda_batch({"snapshot": {"segments": [], "device_traces": [[{"action": "alloc", "addr": 8, "size": 4,
+    ...     "stream": 0, "time_us": 5}]]}, "device": 0, "step": 1})
+    >>> snapshot, device = cuda_snapshot_of(pa.Table.from_batches([b]))
+    >>> snapshot["device_traces"][0][0]["addr"], device
+    (8, 0)
+    """
+    if not table.num_rows:
+        return None
+    rows = table.drop_columns(["segments", "step"]).to_pylist()
+    anchors = [s for s in table.column("segments").to_pylist() if s is not None]
+    anchor = json.loads(anchors[-1]) if anchors else {"segments": [], "allocator_settings": {}}
+    device = int(rows[-1]["device"])
+    entries = []
+    for row in rows:
+        e = {k: v for k, v in row.items() if v is not None and k != "device"}
+        e["frames"] = []
+        entries.append(e)
+    traces: list[list] = [[] for _ in range(device)] + [entries]
+    return {"segments": anchor["segments"], "device_traces": traces,
+            "allocator_settings": anchor["allocator_settings"]}, device

@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Optional, Union
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .format import (
+    CUDA_MEMORY,
     FINDINGS,
     FORMAT,
     FORMAT_VERSION,
@@ -33,7 +35,7 @@ from .format import (
     STEPS,
     SUFFIX,
 )
-from .memory import RecordedMemory
+from .memory import RecordedMemory, cuda_snapshot_of
 
 FRAME_COLUMNS = ["rank", "step", "kind", "name", "module", "norm", "min", "max", "mean", "numel", "fingerprint",
                  "sharded", "graph", "node"]
@@ -243,10 +245,15 @@ class Run:
         recording began), ``live_bytes`` and ``peak_bytes`` (None where not measured)."""
         return self._rank(rank).tables[STEPS].to_pydict()
 
-    def recorded_memory(self, rank: int) -> Optional[RecordedMemory]:
+    def recorded_memory(self, rank: int, device: Optional[str] = None):
         """Rank ``rank``'s memory stream (``record(memory=True)``) as the memory view's source; None if
-        it was not recorded."""
+        it was not recorded. ``device``: ``"cuda"`` the CUDA allocator history, ``"cpu"`` the CPU ledger's
+        events; None the CUDA history where the rank recorded one, else the CPU ledger's."""
+        if device not in (None, "cpu", "cuda"):
+            raise ValueError(f"Run.memory(device=...): expected None, 'cpu' or 'cuda', got {device!r:.60}")
         data = self._rank(rank)
+        if device != "cpu" and (data.tables[CUDA_MEMORY].num_rows or device == "cuda"):
+            return self._cuda_memory(rank, data)
         if rank not in self._memory:
             table = data.tables[MEMORY]
             thinned = data.meta.get("memory_downsampled")
@@ -257,10 +264,30 @@ class Run:
                 + (f"; an outline from step {thinned[0][0]} (the size budget)" if thinned else ""))
         return self._memory[rank]
 
-    def memory(self, rank: int):
+    def _cuda_memory(self, rank: int, data: RankData):
+        """The CUDA history rank ``rank`` recorded, parsed as the notebook parses a snapshot; None if none."""
+        key = ("cuda", rank)
+        if key not in self._memory:
+            found = cuda_snapshot_of(data.tables[CUDA_MEMORY])
+            if found is None:
+                self._memory[key] = None
+            else:  # the parser is the notebook's, and reads plain dicts (torch is imported only for CUDA runs)
+                from .._capture.cuda_memory import CudaTimelineSource, parse_snapshot
+
+                snapshot, device = found
+                steps = data.tables[CUDA_MEMORY].column("step")
+                self._memory[key] = CudaTimelineSource(parse_snapshot(snapshot, device), (
+                    f"{self.folder.name}, rank {rank}: the CUDA allocator history of cuda:{device}, steps "
+                    f"{pc.min(steps).as_py()}–{pc.max(steps).as_py()}"))
+        return self._memory[key]
+
+    def memory(self, rank: int, device: Optional[str] = None):
         """Rank ``rank``'s memory timeline as the memory view's wire model (a ``MemoryTimeline``: peak and
         live bytes, ops and modules; its events are ``memory_view(rank)``'s), rebuilt from the memory stream
-        that ``forgeviz.record(..., memory=True)`` wrote. Raises LookupError if it was not recorded.
+        that ``forgeviz.record(..., memory=True)`` wrote. For a rank that used CUDA it is the CUDA allocator
+        history's timeline (device ``cuda:N``: allocated, reserved, segments and OOMs, as the notebook's
+        CUDA view); ``device="cpu"`` gives that rank's CPU ledger instead. Raises LookupError if it was not
+        recorded.
 
         >>> import tempfile, torch, forgeviz
         >>> net = torch.nn.Linear(256, 256); opt = torch.optim.SGD(net.parameters(), lr=0.1)
@@ -269,20 +296,21 @@ class Run:
         >>> forgeviz.open(folder).memory(0).peak_bytes >= 2 * (256 * 256 + 256) * 4  # parameters and grads
         True
         """
-        source = self.recorded_memory(rank)
+        source = self.recorded_memory(rank, device)
         if source is None:
-            raise LookupError(f"Run.memory(): rank {rank} recorded no memory timeline (record with "
+            raise LookupError(f"Run.memory(): rank {rank} recorded no {device or 'memory'} timeline (record with "
                               "forgeviz.record(..., memory=True) or python -m forgeviz record --memory); "
                               "run.step_memory(rank) has what each step measured")
         return source.timeline()
 
-    def memory_view(self, rank: int):
-        """The memory view (``forgeviz.memory``'s widget) drawing rank ``rank``'s recorded timeline."""
+    def memory_view(self, rank: int, device: Optional[str] = None):
+        """The memory view (``forgeviz.memory``'s widget) drawing rank ``rank``'s recorded timeline (``device``:
+        as :meth:`memory`)."""
         from ..api import get_session  # the widget (and torch) only when a view is asked for
         from ..widgets.memory import MemoryWidget
 
-        self.memory(rank)  # (raises, saying so, when none was recorded)
-        return MemoryWidget(self.recorded_memory(rank), get_session(), live=False)
+        self.memory(rank, device)  # (raises, saying so, when none was recorded)
+        return MemoryWidget(self.recorded_memory(rank, device), get_session(), live=False)
 
     def peaks(self) -> dict[int, int]:
         """``{rank: peak bytes}``: of the memory timeline where it was recorded, else over the steps, for the
@@ -457,7 +485,8 @@ class Run:
         >>> forgeviz.open("runs/exp1").memory_ranks()  # doctest: +SKIP
         [0, 1]
         """
-        return [rank for rank in self.ranks if self._ranks[rank].meta.get("memory")]
+        return [rank for rank in self.ranks if self._ranks[rank].meta.get("memory")
+                or self._ranks[rank].tables[CUDA_MEMORY].num_rows]
 
     def memory_note(self) -> str:
         """The line a displayed run shows about its memory: which rank's timeline is drawn and how to draw

@@ -15,8 +15,8 @@ from typing import Callable, Optional
 
 import pyarrow as pa
 
-from .format import COMPRESSION, MEMORY, META, SCHEMAS, SUFFIX
-from .memory import MemorySegments
+from .format import COMPRESSION, CUDA_MEMORY, MEMORY, META, SCHEMAS, SUFFIX
+from .memory import MemorySegments, cuda_batch
 
 QUEUE_SEGMENTS = 16  # segments waiting for the disk, at most (each a few hundred KB at most)
 _STOP = object()
@@ -111,6 +111,8 @@ class RunWriter:
         schema = SCHEMAS[table]
         if table == MEMORY:  # the ledger's events, thinned past half the budget
             batch = self._memory.batch(columns, self.bytes, int(self.meta.get("budget_bytes") or 2**62))
+        elif table == CUDA_MEMORY:  # a snapshot's entries since the last segment, and its segments
+            batch = cuda_batch(columns)
         else:
             if not isinstance(columns, dict):  # rows
                 columns = dict(zip(schema.names, map(list, zip(*columns))))
