@@ -28,7 +28,7 @@ what=${*:-tests capture compile}
               # tests run the compiled kernels (one gradient a launch; the parameters' .grad, many a launch) on
               # CUDA tensors, and its sync-free training steps run
         (cd tests && timeout 300 $py -m pytest -c ../pyproject.toml --rootdir .. -q -p no:cacheprovider \
-          -k "cuda or compile" test_memory_cuda.py test_compile.py test_graph.py test_strides.py test_broadcast.py \
+          -k "cuda or compile" test_memory_cuda.py test_record_memory.py test_compile.py test_graph.py test_strides.py test_broadcast.py \
           test_panel.py test_doctor.py test_summary.py)
         (cd tests && timeout 240 $py -m pytest -c ../pyproject.toml --rootdir .. -q -p no:cacheprovider -rs \
           test_device_summary.py) ;;
