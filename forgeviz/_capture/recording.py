@@ -562,8 +562,9 @@ class Recorder:
         nonfinite = store.first_nonfinite(store.recorded)
         source = store.unread_pass(store.recorded)
         if nonfinite is not None:
-            self._nonfinite_node(nonfinite, graph, ids, described, rows=source is not None)
+            self._nonfinite_node(nonfinite, graph, ids, described)
         if source is not None:  # the native hooks' numbers, read behind
+            self._handed_over_rows(graph, ids, described)
             self._read_behind(_read_nodes, None, self.step, graph, ids, described, source, source.rows())
             if len(self._reading) > READ_BEHIND:  # backward passes and no optimizer step: bounded
                 self._collect()
@@ -582,12 +583,10 @@ class Recorder:
                          s.numel, None, None, graph, position))
 
 
-    def _nonfinite_node(self, first: tuple, graph: int, ids: list, described: tuple, rows: bool) -> None:
-        """The doctor's ``nonfinite-grad`` finding for this backward, and (``rows``) the rows of the Nodes that
-        the native hooks handed to Python (those with non-finite gradients)."""
+    def _nonfinite_node(self, first: tuple, graph: int, ids: list, described: tuple) -> None:
+        """The doctor's ``nonfinite-grad`` finding for this backward."""
         nid, record = first
-        position = {n: k for k, n in enumerate(ids)}
-        k = position.get(nid)
+        k = ids.index(nid) if nid in ids else None
         name, module = described[k] if k is not None else ("a Node", None)
         received = not any(s is not None and (s.nan_count or s.inf_count) for s in record.grad_outputs)
         self._rows[FINDINGS].append((self.step, NONFINITE, None, name, module,
@@ -595,11 +594,20 @@ class Recorder:
                                      f"went NaN or infinite in the backward of step {self.step}"
                                      + (": the gradients it received were finite, the ones it sent were not"
                                         if received else "")))
+
+    def _handed_over_rows(self, graph: int, ids: list, described: tuple) -> None:
+        """The rows of the Nodes whose gradients the native hooks handed to Python in this pass (a small
+        elementwise Node, whose local derivatives the graph view shows; one with NaN or infinity): the
+        native pass has no numbers for them, their Python records do."""
         store = self.session.store
-        for nid, entry in store.python_recorded(store.recorded) if rows else ():
-            records = entry.records
+        handed = store.python_recorded(store.recorded)
+        if not handed:
+            return
+        position = {n: k for k, n in enumerate(ids)}
+        for nid, entry in handed:
             k = position.get(nid)
-            s = records[-1].grad_outputs[0] if records[-1].grad_outputs else None
+            outputs = entry.records[-1].grad_outputs
+            s = outputs[0] if outputs else None
             if k is None or s is None:
                 continue
             self._rows[GRADS].append((self.step, NODE, described[k][0], described[k][1], _num(s.norm), _num(s.min),
