@@ -19,7 +19,7 @@ from ._capture.source import names_by_identity
 from ._capture.strides import accepts
 from ._capture.walk import MAX_NODES, is_node
 from ._version import __version__
-from .run.format import rank_folder
+from .model.run import rank_folder
 from .run.writer import RunWriter
 from .widgets.broadcast import BroadcastWidget
 from .widgets.graph import GraphWidget

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 import forgeviz
-from forgeviz.run.format import FORMAT_VERSION
+from forgeviz.model.run import FORMAT_VERSION
 
 SCRIPT = Path(__file__).with_name("record_ranks.py")
 STEPS = 4

@@ -6,7 +6,7 @@
 1
 """
 
-from .format import FORMAT_VERSION
+from ..model.run import FORMAT_VERSION
 from .reader import Finding, Run, open_run
 
 __all__ = ["FORMAT_VERSION", "Finding", "Run", "open_run"]

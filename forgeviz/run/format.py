@@ -16,21 +16,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ..model.run import (  # noqa: F401 - the format's names, for forgeviz.run's readers and writer
-    CUDA_MEMORY,
-    FINDINGS,
-    FORMAT,
-    FORMAT_VERSION,
-    GRADS,
-    GRAPHS,
-    MEMORY,
-    META,
-    MODULE,
-    NODE,
-    PARAMETER,
-    STEPS,
-    rank_folder,
-)
+from ..model.run import CUDA_MEMORY, FINDINGS, GRADS, GRAPHS, MEMORY, STEPS
 
 COMPRESSION = "zstd"
 SUFFIX = ".arrows"  # the Arrow IPC stream format's customary suffix

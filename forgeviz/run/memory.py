@@ -20,7 +20,8 @@ import pyarrow.compute as pc
 
 from ..model import memory as m
 from ..model.memory_outline import _arrays, downsample
-from .format import CUDA_MEMORY, MEMORY, SCHEMAS
+from ..model.run import CUDA_MEMORY, MEMORY
+from .format import SCHEMAS
 
 STAND_IN = 0xF0000000  # the first storage id of the outline's stand-ins (the ledger's ids count from 0)
 OUTLINE_EVENTS = 2048  # a segment's events at most once past half the budget...

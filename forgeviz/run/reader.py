@@ -19,22 +19,8 @@ from typing import Optional, Union
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .format import (
-    CUDA_MEMORY,
-    FINDINGS,
-    FORMAT,
-    FORMAT_VERSION,
-    GRADS,
-    GRAPHS,
-    MEMORY,
-    META,
-    MODULE,
-    NODE,
-    PARAMETER,
-    SCHEMAS,
-    STEPS,
-    SUFFIX,
-)
+from ..model import run as fmt  # the format's names: fmt.GRADS, fmt.FORMAT_VERSION, ...
+from .format import SCHEMAS, SUFFIX
 from .memory import RecordedMemory, cuda_snapshot_of
 
 FRAME_COLUMNS = ["rank", "step", "kind", "name", "module", "norm", "min", "max", "mean", "numel", "fingerprint",
@@ -96,19 +82,19 @@ def read_stream(path: Path, problems: list[str]) -> Optional[pa.Table]:
 
 
 def _read_rank(folder: Path, problems: list[str]) -> Optional[RankData]:
-    meta_path = folder / META
+    meta_path = folder / fmt.META
     try:
         meta = json.loads(meta_path.read_text())
     except (OSError, ValueError) as exc:
-        problems.append(f"{folder.name}: no readable {META} ({type(exc).__name__}: {exc}); rank left out")
+        problems.append(f"{folder.name}: no readable {fmt.META} ({type(exc).__name__}: {exc}); rank left out")
         return None
-    if meta.get("format") != FORMAT:
-        problems.append(f"{folder.name}: {META} is not a forgeviz run (format {meta.get('format')!r}); left out")
+    if meta.get("format") != fmt.FORMAT:
+        problems.append(f"{folder.name}: {fmt.META} is not a forgeviz run (format {meta.get('format')!r}); left out")
         return None
     version = meta.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
+    if not isinstance(version, int) or version > fmt.FORMAT_VERSION:
         problems.append(f"{folder.name}: written by a newer forgeviz ({meta.get('forgeviz')}, run format "
-                        f"{version}); this forgeviz reads format {FORMAT_VERSION} and older: upgrade forgeviz "
+                        f"{version}); this forgeviz reads format {fmt.FORMAT_VERSION} and older: upgrade forgeviz "
                         "to read it; rank left out")
         return None
     tables = {}
@@ -137,12 +123,12 @@ def open_run(path: Union[str, Path]) -> "Run":
     if not folder.is_dir():
         raise FileNotFoundError(f"forgeviz.open(): expected the folder of a recorded run, {str(folder)!r} is "
                                 f"{'a file' if folder.exists() else 'missing'}")
-    folders = [folder] if (folder / META).exists() else sorted(
+    folders = [folder] if (folder / fmt.META).exists() else sorted(
         (p for p in folder.iterdir() if p.is_dir() and p.name.startswith("rank") and p.name[4:].isdigit()),
         key=lambda p: int(p.name[4:]))
     if not folders:
         raise ValueError(f"forgeviz.open(): no recorded rank in {folder} (expected rank0/, rank1/, … each "
-                         f"with {META})")
+                         f"with {fmt.META})")
     problems: list[str] = []
     ranks = [r for r in (_read_rank(f, problems) for f in folders) if r is not None]
     if not ranks:
@@ -188,7 +174,7 @@ class Run:
         """The optimizer steps recorded on any rank (1 is the first ``optimizer.step()``)."""
         found: set[int] = set()
         for data in self._ranks.values():
-            for name in (GRADS, STEPS):
+            for name in (fmt.GRADS, fmt.STEPS):
                 found.update(data.tables[name].column("step").to_pylist())
         return sorted(found)
 
@@ -202,7 +188,7 @@ class Run:
         return self._ranks[rank]
 
     def _rows(self, rank: int, kind: str) -> list[dict]:
-        table = self._rank(rank).tables[GRADS]
+        table = self._rank(rank).tables[fmt.GRADS]
         return [row for row in table.to_pylist() if row["kind"] == kind]
 
     def grad_norms(self, rank: int, step: int) -> dict[str, float]:
@@ -216,7 +202,7 @@ class Run:
         >>> forgeviz.open(folder).grad_norms(0, 1)  # d sum / d weight = [[1, 1]]: its norm is √2
         {'weight': 1.4142135623730951, 'bias': 1.0}
         """
-        found = {r["name"]: r["norm"] for r in self._rows(rank, PARAMETER) if r["step"] == step}
+        found = {r["name"]: r["norm"] for r in self._rows(rank, fmt.PARAMETER) if r["step"] == step}
         if not found and step not in self.steps:
             raise KeyError(f"Run.grad_norms(): no step {step!r} recorded; recorded steps: "
                            f"{_span(self.steps)}")
@@ -232,7 +218,7 @@ class Run:
 
         frames = []
         for rank in self.ranks:
-            table = self._ranks[rank].tables[GRADS]
+            table = self._ranks[rank].tables[fmt.GRADS]
             df = table.to_pandas(types_mapper=_nullable().get)  # a column with nulls keeps its ints
             df.insert(0, "rank", rank)
             frames.append(df)
@@ -243,7 +229,7 @@ class Run:
     def step_memory(self, rank: int) -> dict[str, list]:
         """Rank ``rank``'s memory per optimizer step, as columns: ``step``, ``time`` (seconds since
         recording began), ``live_bytes`` and ``peak_bytes`` (None where not measured)."""
-        return self._rank(rank).tables[STEPS].to_pydict()
+        return self._rank(rank).tables[fmt.STEPS].to_pydict()
 
     def recorded_memory(self, rank: int, device: Optional[str] = None):
         """Rank ``rank``'s memory stream (``record(memory=True)``) as the memory view's source; None if
@@ -252,13 +238,13 @@ class Run:
         if device not in (None, "cpu", "cuda"):
             raise ValueError(f"Run.memory(device=...): expected None, 'cpu' or 'cuda', got {device!r:.60}")
         data = self._rank(rank)
-        if device != "cpu" and (data.tables[CUDA_MEMORY].num_rows or device == "cuda"):
+        if device != "cpu" and (data.tables[fmt.CUDA_MEMORY].num_rows or device == "cuda"):
             return self._cuda_memory(rank, data)
         if rank not in self._memory:
-            table = data.tables[MEMORY]
+            table = data.tables[fmt.MEMORY]
             thinned = data.meta.get("memory_downsampled")
             # events after the last optimizer.step() carry the next step's number: count the steps the rank took
-            steps = set(table.column("step").to_pylist()) & set(data.tables[STEPS].column("step").to_pylist())
+            steps = set(table.column("step").to_pylist()) & set(data.tables[fmt.STEPS].column("step").to_pylist())
             self._memory[rank] = None if not data.meta.get("memory") else RecordedMemory(
                 table, data.meta, f"{self.folder.name}, rank {rank}: {len(steps)} step(s) recorded"
                 + (f"; an outline from step {thinned[0][0]} (the size budget)" if thinned else ""))
@@ -268,14 +254,14 @@ class Run:
         """The CUDA history rank ``rank`` recorded, parsed as the notebook parses a snapshot; None if none."""
         key = ("cuda", rank)
         if key not in self._memory:
-            found = cuda_snapshot_of(data.tables[CUDA_MEMORY])
+            found = cuda_snapshot_of(data.tables[fmt.CUDA_MEMORY])
             if found is None:
                 self._memory[key] = None
             else:  # the parser is the notebook's, and reads plain dicts (torch is imported only for CUDA runs)
                 from .._capture.cuda_memory import CudaTimelineSource, parse_snapshot
 
                 snapshot, device = found
-                steps = data.tables[CUDA_MEMORY].column("step")
+                steps = data.tables[fmt.CUDA_MEMORY].column("step")
                 self._memory[key] = CudaTimelineSource(parse_snapshot(snapshot, device), (
                     f"{self.folder.name}, rank {rank}: the CUDA allocator history of cuda:{device}, steps "
                     f"{pc.min(steps).as_py()}–{pc.max(steps).as_py()}"))
@@ -321,7 +307,7 @@ class Run:
             if source is not None and source.count:
                 peaks[rank] = source.peak_bytes()
                 continue
-            values = [v for v in data.tables[STEPS].column("peak_bytes").to_pylist() if v is not None]
+            values = [v for v in data.tables[fmt.STEPS].column("peak_bytes").to_pylist() if v is not None]
             if values:
                 peaks[rank] = max(values)
         return peaks
@@ -330,13 +316,13 @@ class Run:
         """The graph view's ``graph`` trait (folded by module, as JSON data) of the autograd graph that
         ran at ``step`` (None: the latest recorded) on ``rank`` (None: the first rank); None if no
         graph was recorded."""
-        table = self._rank(self.ranks[0] if rank is None else rank).tables[GRAPHS]
+        table = self._rank(self.ranks[0] if rank is None else rank).tables[fmt.GRAPHS]
         graphs = table.to_pylist()
         if not graphs:
             return None
         if step is None:
             return json.loads(graphs[-1]["json"])
-        nodes = [r for r in self._rows(rank if rank is not None else self.ranks[0], NODE) if r["step"] <= step]
+        nodes = [r for r in self._rows(rank if rank is not None else self.ranks[0], fmt.NODE) if r["step"] <= step]
         wanted = nodes[-1]["graph"] if nodes else None
         for g in reversed(graphs):
             if (wanted is not None and g["graph"] == wanted) or (wanted is None and g["step"] <= step):
@@ -353,7 +339,7 @@ class Run:
         if self._findings is None:
             recorded: dict[tuple, list] = {}
             for rank in self.ranks:
-                for row in self._ranks[rank].tables[FINDINGS].to_pylist():
+                for row in self._ranks[rank].tables[fmt.FINDINGS].to_pylist():
                     key = (row["step"], row["kind"], row["parameter"], row["node"], row["module"])
                     recorded.setdefault(key, [row["message"], []])[1].append(rank)
             found = [Finding(kind, tuple(ranks), step, parameter, message, node, module)
@@ -365,7 +351,7 @@ class Run:
     def _fingerprints(self) -> dict[tuple[int, str], dict[int, int]]:
         found: dict[tuple[int, str], dict[int, int]] = defaultdict(dict)
         for rank in self.ranks:
-            for row in self._rows(rank, PARAMETER):
+            for row in self._rows(rank, fmt.PARAMETER):
                 if not row["sharded"] and row["fingerprint"] is not None:
                     found[(row["step"], row["name"])][rank] = row["fingerprint"]
         return found
@@ -374,7 +360,7 @@ class Run:
         """``(rank, step, module, norm)`` rows: each module's parameters' applied gradient norm."""
         rows = []
         for rank in self.ranks:
-            for r in self._rows(rank, MODULE):
+            for r in self._rows(rank, fmt.MODULE):
                 if r["norm"] is not None and math.isfinite(r["norm"]):
                     rows.append((rank, r["step"], r["name"], r["norm"]))
         return rows
@@ -385,7 +371,7 @@ class Run:
         found = self._steps_rows.get(rank)
         if found is None:
             found = self._steps_rows[rank] = defaultdict(list)
-            for row in self._rank(rank).tables[GRADS].to_pylist():
+            for row in self._rank(rank).tables[fmt.GRADS].to_pylist():
                 found[row["step"]].append(row)
         return found
 
@@ -401,8 +387,8 @@ class Run:
     def graph_at(self, step: int, rank: int) -> tuple[Optional[int], Optional[dict]]:
         """``(graph id, graph trait)`` of the autograd graph ``rank`` ran at ``step``: the graph its Node
         rows name, else the latest recorded by then; ``(None, None)`` when none was."""
-        graphs = self._rank(rank).tables[GRAPHS].to_pylist()
-        named = {r["graph"] for r in self.rows_at(rank, step) if r["kind"] == NODE}
+        graphs = self._rank(rank).tables[fmt.GRAPHS].to_pylist()
+        named = {r["graph"] for r in self.rows_at(rank, step) if r["kind"] == fmt.NODE}
         chosen = next((g for g in reversed(graphs) if g["graph"] in named), None)
         if chosen is None:
             chosen = next((g for g in reversed(graphs) if g["step"] <= step), None)
@@ -486,7 +472,7 @@ class Run:
         [0, 1]
         """
         return [rank for rank in self.ranks if self._ranks[rank].meta.get("memory")
-                or self._ranks[rank].tables[CUDA_MEMORY].num_rows]
+                or self._ranks[rank].tables[fmt.CUDA_MEMORY].num_rows]
 
     def memory_note(self) -> str:
         """The line a displayed run shows about its memory: which rank's timeline is drawn and how to draw

@@ -15,7 +15,8 @@ from typing import Callable, Optional
 
 import pyarrow as pa
 
-from .format import COMPRESSION, CUDA_MEMORY, MEMORY, META, SCHEMAS, SUFFIX
+from ..model.run import CUDA_MEMORY, MEMORY, META
+from .format import COMPRESSION, SCHEMAS, SUFFIX
 from .memory import MemorySegments, cuda_batch
 
 QUEUE_SEGMENTS = 16  # segments waiting for the disk, at most (each a few hundred KB at most)

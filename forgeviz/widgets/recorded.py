@@ -28,7 +28,7 @@ from ..model.graph import (
     TensorSummary,
     graph_from_trait,
 )
-from ..run.format import MODULE, NODE, PARAMETER
+from ..model.run import MODULE, NODE, PARAMETER
 from .base import RequestError
 from .graph_base import GraphViewWidget
 
