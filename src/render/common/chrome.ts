@@ -130,6 +130,24 @@ export function createStatusLine(doc: Document, defaultKind: StatusKind = 'error
   };
 }
 
+/**
+ * Make ``el`` a view's root: the classes the view's CSS starts from, ``data-fv-state="loading"`` (the page
+ * and the tests wait on it), and the warning strip and status line every view shows above its drawing.
+ *
+ * @example
+ * const { warnings, status } = viewRoot(el, 'fv-ranks', 'error');
+ */
+export function viewRoot(
+  el: HTMLElement,
+  viewClass: string | null,
+  statusKind: StatusKind
+): { warnings: WarningStrip; status: StatusLine } {
+  el.classList.add('fv-root', ...(viewClass ? [viewClass] : []));
+  el.setAttribute('data-fv-state', 'loading');
+  const doc = el.ownerDocument;
+  return { warnings: createWarningStrip(doc), status: createStatusLine(doc, statusKind) };
+}
+
 // ---- export buttons ---------------------------------------------------------------------------------
 
 /** A standalone SVG document and the size to rasterise it at (padding included). */

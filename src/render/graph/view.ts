@@ -20,7 +20,7 @@
  *   [data-fv-repeat="<count>"]        a stack of <count> repeated modules
  */
 import type { Graph, GraphState, RunSteps } from '../../model/wire';
-import { button, buttonGroup, createStatusLine, createWarningStrip, errorMessage, exportButtons, stepSlider, toolbar } from '../common/chrome';
+import { button, buttonGroup, errorMessage, exportButtons, stepSlider, toolbar, viewRoot } from '../common/chrome';
 import { h } from '../common/dom';
 import { download } from '../common/export';
 import { createCore, type GraphViewOptions } from './core';
@@ -73,14 +73,11 @@ export interface GraphView {
 
 export function createGraphView(el: HTMLElement, opts: GraphViewOptions): GraphView {
   const doc = el.ownerDocument;
-  el.classList.add('fv-root');
-  el.setAttribute('data-fv-state', 'loading');
   /** What the pointer and key handlers share: the drawing, and whether to refit on resize. */
   const io: InteractionState = { drawn: null, autoFit: true };
 
   // ---- static chrome -------------------------------------------------------
-  const warnings = createWarningStrip(doc);
-  const status = createStatusLine(doc, 'info');
+  const { warnings, status } = viewRoot(el, null, 'info');
   const zoomIn = button(doc, 'fv-zoom-in', '+', 'Zoom in');
   const zoomOut = button(doc, 'fv-zoom-out', '−', 'Zoom out');
   const fitBtn = button(doc, 'fv-fit', '⤢ Fit', 'Fit the graph to the view');

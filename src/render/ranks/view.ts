@@ -13,7 +13,7 @@
  * (the full float) once a cell is clicked.
  */
 import type { RanksGrid } from '../../model/wire';
-import { button, buttonGroup, createStatusLine, createWarningStrip, errorMessage, exportButtons, toolbar } from '../common/chrome';
+import { button, buttonGroup, errorMessage, exportButtons, toolbar, viewRoot } from '../common/chrome';
 import { h } from '../common/dom';
 import { cssVar } from '../common/export';
 import { bytesShort } from '../common/format';
@@ -86,12 +86,9 @@ export function paintPanel(canvas: HTMLCanvasElement, d: RanksData, g: Geometry,
 
 export function createRanksView(el: HTMLElement): RanksView {
   const doc = el.ownerDocument;
-  el.classList.add('fv-root', 'fv-ranks');
-  el.setAttribute('data-fv-state', 'loading');
+  const { warnings, status } = viewRoot(el, 'fv-ranks', 'error');
   el.setAttribute('data-fv-mode', 'ranks');
 
-  const warnings = createWarningStrip(doc);
-  const status = createStatusLine(doc, 'error');
   const ranksBtn = button(doc, 'fv-ranks-mode-ranks', 'By rank', 'Gradient norms, one panel per rank');
   const spreadBtn = button(doc, 'fv-ranks-mode-spread', 'Spread across ranks', 'max/min of the ranks’ norms per module and step: a rank that diverges stands out');
   const exported = exportButtons(doc, status, {

@@ -11,7 +11,7 @@
  * events.ts, export.ts; the chrome comes from common/chrome.ts.
  */
 import type { StrideLayout, StridesViewState, ValueWindow, ViewVerdict } from '../../model/wire';
-import { button, buttonGroup, createStatusLine, createWarningStrip, errorMessage, exportButtons, toolbar } from '../common/chrome';
+import { button, buttonGroup, errorMessage, exportButtons, toolbar, viewRoot } from '../common/chrome';
 import { h } from '../common/dom';
 import { exportSize, exportSVG } from './export';
 import { bindEvents } from './events';
@@ -91,13 +91,10 @@ function setLayout(ctx: StridesContext, lay: StrideLayout) {
 
 export function createStridesView(el: HTMLElement, opts: StridesViewOptions): StridesView {
   const doc = el.ownerDocument;
-  el.classList.add('fv-root', 'fv-strides');
-  el.setAttribute('data-fv-state', 'loading');
   el.setAttribute('data-fv-pending', '0');
 
   // ---- chrome -----------------------------------------------------------------------------
-  const warnings = createWarningStrip(doc);
-  const status = createStatusLine(doc, 'error');
+  const { warnings, status } = viewRoot(el, 'fv-strides', 'error');
   const unitsBtn = button(doc, 'fv-units', 'Units: elements', 'Show storage in elements or in bytes');
   unitsBtn.setAttribute('aria-pressed', 'false');
   const exported = exportButtons(doc, status, {
