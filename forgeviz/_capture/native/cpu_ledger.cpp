@@ -396,6 +396,15 @@ Live* live_at(Ledger* ledger, uint64_t ptr) {
   return it == ledger->live.end() ? nullptr : &it->second;
 }
 
+// f(ledger, the live storage at ptr) under the lock: what it returns, or -1 when nothing is tracked there.
+extern "C++" template <typename F>
+int64_t with_live(void* handle, uint64_t ptr, F f) {
+  std::lock_guard<std::mutex> guard(g->mutex);
+  Ledger* ledger = as_ledger(handle);
+  Live* found = live_at(ledger, ptr);
+  return found == nullptr ? -1 : f(ledger, *found);
+}
+
 // Give r a new category. A hook learns some categories late (a gradient at the end of backward,
 // optimizer state after the step, an activation once its op returned) though they held from the
 // allocation on: when `late` and that allocation is recent, unpublished and r's only event, it is
@@ -420,11 +429,7 @@ void set_category(Ledger* ledger, Live& r, uint8_t category, bool late) {
 // category a claim may take over (temporary, other) only changes what it goes back to; any other
 // (a parameter, a buffer) ends the claims. Returns its storage id, or -1 when not tracked.
 int64_t fv_recategorize(void* handle, uint64_t ptr, int category, uint32_t node, uint32_t only_from) {
-  std::lock_guard<std::mutex> guard(g->mutex);
-  Ledger* ledger = as_ledger(handle);
-  Live* found = live_at(ledger, ptr);
-  if (found == nullptr) return -1;
-  Live& r = *found;
+  return with_live(handle, ptr, [&](Ledger* ledger, Live& r) -> int64_t {
   const uint8_t own = r.claims ? r.own : r.category;
   if (only_from != 0 && !(only_from & (1u << own))) return r.sid;  // e.g. a parameter passed as input
   if (node != kNoId && r.node == kNoId) r.node = node;
@@ -437,17 +442,14 @@ int64_t fv_recategorize(void* handle, uint64_t ptr, int category, uint32_t node,
   }
   if (r.category != category) set_category(ledger, r, static_cast<uint8_t>(category), true);
   return r.sid;
+  });
 }
 
 // Node `node` saved the storage at ptr for backward: if its category is one of `claimable` (a bit
 // mask), it is an `activation` until every Node that claimed it released it. Returns its storage
 // id, or -1 when it is not claimed (untracked, or a parameter, a buffer ...).
 int64_t fv_claim(void* handle, uint64_t ptr, uint32_t node, uint32_t claimable, int activation) {
-  std::lock_guard<std::mutex> guard(g->mutex);
-  Ledger* ledger = as_ledger(handle);
-  Live* found = live_at(ledger, ptr);
-  if (found == nullptr) return -1;
-  Live& r = *found;
+  return with_live(handle, ptr, [&](Ledger* ledger, Live& r) -> int64_t {
   ledger->claimable = claimable;
   if (r.claims) {
     ++r.claims;
@@ -459,6 +461,7 @@ int64_t fv_claim(void* handle, uint64_t ptr, uint32_t node, uint32_t claimable, 
   if (node != kNoId && r.node == kNoId) r.node = node;
   set_category(ledger, r, static_cast<uint8_t>(activation), true);
   return r.sid;
+  });
 }
 
 // A Node that claimed storage `sid` at ptr freed its saved tensors, or died: when it was the last,
