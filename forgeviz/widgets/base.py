@@ -4,6 +4,7 @@ validated requests from the browser."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import inspect
 import json
 from dataclasses import dataclass, field, fields, replace
@@ -427,3 +428,25 @@ class RequestWidget(anywidget.AnyWidget):
         self.send(reply, reply_buffers)
         if reply["type"] != "error":
             self._after_reply(reply["type"])
+
+
+class ModelWidget(RequestWidget):
+    """A view drawn from one wire model that stays as it was given (a broadcast plan, a ranks grid): the
+    model is kept as ``model`` and sent in the synced trait ``model_trait`` names.
+
+    >>> import forgeviz
+    >>> isinstance(forgeviz.broadcast((3, 1), (1, 4)), ModelWidget)
+    True
+    """
+
+    model_trait = ""  # the subclass's synced trait that carries the model
+
+    def __init__(self, model, session) -> None:
+        super().__init__(session)
+        self._model = model
+        setattr(self, self.model_trait, dataclasses.asdict(model))
+
+    @property
+    def model(self):
+        """The plain wire model being shown."""
+        return self._model

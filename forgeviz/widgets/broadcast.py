@@ -2,37 +2,26 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Optional, Union
 
 import traitlets
 
 from .. import headless
-from .._capture.session import CaptureSession
 from ..model.broadcast import BroadcastPlan, format_bytes
-from .base import RequestError, RequestWidget, Saved, esm, saved_payload
+from .base import ModelWidget, RequestError, Saved, esm, saved_payload
 from .page import standalone_page
 
 
-class BroadcastWidget(RequestWidget):
+class BroadcastWidget(ModelWidget):
     """A step-by-step animation of broadcasting (or matmul). Create it with ``forgeviz.broadcast(a, b)``."""
 
     _esm = esm("broadcast.js")
     plan = traitlets.Dict().tag(sync=True)
+    model_trait = "plan"
     requests = ("html",)
     view_name = "broadcast"
     save_formats = {".gif": "to_gif"}
-
-    def __init__(self, plan: BroadcastPlan, session: CaptureSession) -> None:
-        super().__init__(session)
-        self._plan = plan
-        self.plan = dataclasses.asdict(plan)
-
-    @property
-    def model(self) -> BroadcastPlan:
-        """The plain BroadcastPlan being shown."""
-        return self._plan
 
     def summary(self) -> str:
         """One line on what this view shows, from its plan.
@@ -43,7 +32,7 @@ class BroadcastWidget(RequestWidget):
         >>> forgeviz.broadcast((3,), (4,), op="+").summary()[:56]
         'forgeviz broadcast: a (3,) + b (4,) fails at dim -1: 3 v'
         """
-        plan = self._plan
+        plan: BroadcastPlan = self.model
         if not plan.operands:
             return f"forgeviz broadcast: {plan.message or 'nothing to show'}"
 

@@ -6,29 +6,19 @@ import dataclasses
 
 import traitlets
 
-from .._capture.session import CaptureSession
 from ..model.broadcast import format_bytes
 from ..model.ranks import RanksGrid, downsample
-from .base import RequestWidget, Saved, esm
+from .base import ModelWidget, Saved, esm
 
 
-class RanksWidget(RequestWidget):
+class RanksWidget(ModelWidget):
     """Per-module gradient norms per rank per step, as a heatmap, and peak memory per rank.
     Create it with ``forgeviz.ranks(norms, peaks)``."""
 
     _esm = esm("ranks.js")
     grid = traitlets.Dict().tag(sync=True)
+    model_trait = "grid"
     view_name = "ranks"
-
-    def __init__(self, grid: RanksGrid, session: CaptureSession) -> None:
-        super().__init__(session)
-        self._grid = grid
-        self.grid = dataclasses.asdict(grid)
-
-    @property
-    def model(self) -> RanksGrid:
-        """The plain RanksGrid being shown."""
-        return self._grid
 
     def summary(self) -> str:
         """One line on what this view shows.
@@ -37,7 +27,7 @@ class RanksWidget(RequestWidget):
         >>> forgeviz.ranks([(0, 1, "fc", 2.0), (1, 1, "fc", 2.5)], {0: 2048, 1: 4096}).summary()
         'forgeviz ranks: 2 ranks × 1 step × 1 module; peak memory 2 KiB – 4 KiB'
         """
-        g = self._grid
+        g: RanksGrid = self.model
 
         def n(count: int, word: str) -> str:
             return f"{count} {word}{'' if count == 1 else 's'}"
@@ -51,7 +41,7 @@ class RanksWidget(RequestWidget):
 
     def _saved(self) -> Saved:
         """The grid, its steps merged into columns when it would not fit a saved output."""
-        saved = downsample(self._grid)
+        saved = downsample(self.model)
         summary = self.summary() + (f" (saved: {saved.note})" if saved.note else "")
         return Saved(summary, {"grid": dataclasses.asdict(saved), "warnings": list(self.warnings)})
 
