@@ -56,6 +56,11 @@ class _Unlisten:
             self.listeners.remove(self.tracker)
 
 
+def _ledger_stat(name: str, doc: str) -> property:
+    """A read-only figure of the tracker's ledger's ``stats()``, by name."""
+    return property(lambda tracker: getattr(tracker.ledger.stats(), name), doc=doc)
+
+
 class MemoryTracker:
     """Allocation events of storages, categorised, as columns (kept by its ``ledger``).
 
@@ -209,22 +214,10 @@ class MemoryTracker:
         """The module paths the ``module`` column indexes."""
         return self.ledger.modules
 
-    @property
-    def count(self) -> int:
-        return self.ledger.stats().count
-
-    @property
-    def dropped(self) -> int:
-        """Events merged away so far to stay within ``max_events``."""
-        return self.ledger.stats().dropped
-
-    @property
-    def peak_bytes(self) -> int:
-        return self.ledger.stats().peak_bytes
-
-    @property
-    def peak_time(self) -> float:
-        return self.ledger.stats().peak_time
+    count = _ledger_stat("count", "Events kept (older ones merge past ``max_events``).")
+    dropped = _ledger_stat("dropped", "Events merged away so far to stay within ``max_events``.")
+    peak_bytes = _ledger_stat("peak_bytes", "The most tracked bytes alive at once so far.")
+    peak_time = _ledger_stat("peak_time", "When that peak was, in seconds on the timeline.")
 
     def live_bytes(self) -> int:
         return self.ledger.stats().live_bytes

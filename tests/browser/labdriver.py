@@ -126,6 +126,14 @@ class LabNotebook:
     def output(self, index: int):
         return self.page.locator(f"[id='{self.panel_id}'] .jp-Notebook .jp-Cell").nth(index).locator(".jp-OutputArea")
 
+    def view_ready(self, index: int, view: str):
+        """Cell ``index``'s output and the forgeviz ``view`` in it ("ranks", "broadcast", ...), once the view
+        says it is drawn (``data-fv-state=ready``)."""
+        out = self.output(index)
+        root = out.locator(f".fv-{view}[data-fv-state=ready]")
+        root.wait_for()
+        return out, root
+
 
 def screenshot_in_dark(page, locator, path: str) -> None:
     """Switch JupyterLab to its dark theme, screenshot ``locator`` (scrolled into view) to ``path``,

@@ -42,11 +42,8 @@ def gif_frames(data: bytes) -> int:
 
 def test_animation_steps_to_the_result_and_errors_are_explained(page, lab, tmp_path):
     nb = LabNotebook.written(page, lab, "broadcast.ipynb", CELLS)
-    nb.run_cell(0)
-    nb.run_cell(1)
-    out = nb.output(1)
-    root = out.locator(".fv-broadcast[data-fv-state=ready]")
-    root.wait_for()
+    nb.run_cells(2)
+    out, root = nb.view_ready(1, "broadcast")
     steps = int(root.get_attribute("data-steps"))
     assert steps == 6  # align, pad, compare ×2, stretch, result
 

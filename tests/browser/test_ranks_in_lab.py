@@ -57,11 +57,8 @@ def test_ranks_heatmap_click_and_spread(page, lab):
     exec(TRAIN, oracle)  # noqa: S102 - the same cell outside the notebook: torch's own norms
     norm = {(r, s, m): n for r, s, m, n in oracle["rows"]}
     nb = LabNotebook.written(page, lab, "ranks.ipynb", CELLS)
-    nb.run_cell(0)
-    nb.run_cell(1)
-    out = nb.output(1)
-    root = out.locator(".fv-ranks[data-fv-state=ready]")
-    root.wait_for()
+    nb.run_cells(2)
+    out, root = nb.view_ready(1, "ranks")
     assert out.locator("canvas.fv-ranks-canvas").count() == 2
     assert "log scale" in out.locator(".fv-ranks-legend").text_content()
     assert [p.text_content() for p in out.locator(".fv-ranks-peak-bytes").all()] == ["3 MiB", "5 MiB"]
