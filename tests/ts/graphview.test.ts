@@ -4,18 +4,16 @@ import { compiledText } from '../../src/render/graph/inspector';
 import { createGraphView, GraphView } from '../../src/render/graph/view';
 import { clusterGraph, compiledDetail, compiledGraph, detail, s1Graph, summary, xDetail, zDetail } from './fixtures';
 import { realLayout } from './graphviz';
+import { hostElement, takeDown } from './host';
 
 let el: HTMLElement;
 let view: GraphView | null = null;
 
 beforeEach(() => {
-  el = document.createElement('div');
-  document.body.appendChild(el);
+  el = hostElement();
 });
 afterEach(() => {
-  view?.destroy();
-  view = null;
-  el.remove();
+  view = takeDown(view);
 });
 
 function make(over: Partial<Parameters<typeof createGraphView>[1]> = {}) {

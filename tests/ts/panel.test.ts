@@ -7,6 +7,7 @@ import { showCode } from '../../src/lab/panel-output';
 import { countedBytes, groupRows } from '../../src/render/panel/data';
 import { findingPlace } from '../../src/render/panel/doctor';
 import { createPanelView, NO_ANSWER_MS, SETTLE_MS, type PanelStatus, type PanelView, type PanelViewOptions } from '../../src/render/panel/view';
+import { takeDown } from './host';
 
 function row(name: string, over: Partial<TensorRow> = {}): TensorRow {
   return {
@@ -65,9 +66,7 @@ let el: HTMLElement;
 let view: PanelView | null = null;
 
 afterEach(() => {
-  view?.destroy();
-  view = null;
-  document.body.replaceChildren();
+  view = takeDown(view);
   vi.useRealTimers();
 });
 

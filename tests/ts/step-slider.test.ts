@@ -5,18 +5,16 @@ import { stepSlider } from '../../src/render/common/chrome';
 import { createGraphView, GraphView } from '../../src/render/graph/view';
 import { s1Graph, xDetail } from './fixtures';
 import { realLayout } from './graphviz';
+import { hostElement, takeDown } from './host';
 
 let el: HTMLElement;
 let view: GraphView | null = null;
 
 beforeEach(() => {
-  el = document.createElement('div');
-  document.body.appendChild(el);
+  el = hostElement();
 });
 afterEach(() => {
-  view?.destroy();
-  view = null;
-  el.remove();
+  view = takeDown(view);
 });
 
 /** Move a range input to position ``i`` as a user does: input events while dragging, change on release. */

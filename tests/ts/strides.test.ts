@@ -3,14 +3,13 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { StrideLayout, ValueWindow, ViewVerdict } from '../../src/model/wire';
 import { createStridesView, StridesView, StridesViewOptions } from '../../src/render/strides/view';
 import { bigLayout, copyLayout, expandLayout, fourDLayout, metaLayout, sharedLayout, sparseLayout, windowOf } from './strides-fixtures';
+import { takeDown } from './host';
 
 let el: HTMLElement;
 let view: StridesView | null = null;
 
 afterEach(() => {
-  view?.destroy();
-  view = null;
-  document.body.replaceChildren();
+  view = takeDown(view);
 });
 
 interface Deferred<T> {
