@@ -191,13 +191,8 @@ class MemoryTrace:
 
         return events_table(self.tracker)
 
-    @property
-    def ops(self) -> list[str]:
-        return self.tracker.ops
-
-    @property
-    def modules(self) -> list[str]:
-        return self.tracker.modules
+    ops = property(lambda trace: trace.tracker.ops, doc="The op names the events' ``op`` column indexes.")
+    modules = property(lambda trace: trace.tracker.modules, doc="The module paths the ``module`` column indexes.")
 
     @property
     def live_bytes(self) -> int:
