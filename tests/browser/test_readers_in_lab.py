@@ -115,9 +115,11 @@ def trust(page, panel_id: str, cells: list[int]) -> None:
     """Lab's trust command, accepted; returns once no output shows the untrusted PNG any more."""
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:trust'); }")
     page.locator(".jp-Dialog .jp-mod-accept").click()
+    # (a cell Lab has not attached yet counts as not there: the notebook may still be drawing its cells)
     page.wait_for_function("""([id, cells]) => cells.every(i => {
-        const area = document.querySelectorAll(`[id='${id}'] .jp-Notebook .jp-Cell`)[i].querySelector('.jp-OutputArea');
-        return !area.querySelector('.jp-RenderedImage') && !area.textContent.includes('Loading widget');
+        const cell = document.querySelectorAll(`[id='${id}'] .jp-Notebook .jp-Cell`)[i];
+        const area = cell && cell.querySelector('.jp-OutputArea');
+        return !!area && !area.querySelector('.jp-RenderedImage') && !area.textContent.includes('Loading widget');
     })""", arg=[panel_id, cells], timeout=60_000)
 
 
