@@ -1,21 +1,13 @@
 /** The step slider (common/chrome.ts) and a recorded run's graph view around it (setSteps, requestStep). */
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { NodeDetail, RunSteps } from '../../src/model/wire';
 import { stepSlider } from '../../src/render/common/chrome';
-import { createGraphView, GraphView } from '../../src/render/graph/view';
+import { createGraphView } from '../../src/render/graph/view';
 import { s1Graph, xDetail } from './fixtures';
 import { realLayout } from './graphviz';
-import { hostElement, takeDown } from './host';
+import { el, hostEachTest, keep } from './host';
 
-let el: HTMLElement;
-let view: GraphView | null = null;
-
-beforeEach(() => {
-  el = hostElement();
-});
-afterEach(() => {
-  view = takeDown(view);
-});
+hostEachTest();
 
 /** Move a range input to position ``i`` as a user does: input events while dragging, change on release. */
 function drag(range: HTMLInputElement, i: number): void {
@@ -71,12 +63,14 @@ describe('a recorded run in the graph view', () => {
   const steps = (step: number, rank = 0): RunSteps => ({ steps: [1, 2, 4], step, ranks: [0, 1], rank });
 
   async function make(requestStep?: (step: number, rank: number) => Promise<void>) {
-    view = createGraphView(el, {
-      layout: realLayout,
-      requestDetail: async (): Promise<NodeDetail> => xDetail(),
-      requestDot: async () => 'digraph {}',
-      requestStep
-    });
+    const view = keep(
+      createGraphView(el, {
+        layout: realLayout,
+        requestDetail: async (): Promise<NodeDetail> => xDetail(),
+        requestDot: async () => 'digraph {}',
+        requestStep
+      })
+    );
     await view.setGraph(s1Graph());
     return view;
   }
@@ -138,7 +132,7 @@ describe('a recorded run in the graph view', () => {
 
 describe('the recorded inspector section', () => {
   it('says whose gradient it is, and shows the applied one for a parameter', async () => {
-    view = createGraphView(el, {
+    const view = keep(createGraphView(el, {
       layout: realLayout,
       requestDetail: async (): Promise<NodeDetail> => ({
         ...xDetail(),
@@ -153,7 +147,7 @@ describe('the recorded inspector section', () => {
         }
       }),
       requestDot: async () => 'digraph {}'
-    });
+    }));
     await view.setGraph(s1Graph());
     await view.select(1);
     const sec = await vi.waitFor(() => el.querySelector<HTMLElement>('[data-fv-recorded-step="3"]')!);
