@@ -113,8 +113,7 @@ export function createBroadcastView(el: HTMLElement, opts: BroadcastViewOptions)
   const host: ExportHost = { doc, el, svg: b.svg, st };
   const exported = exportButtons(doc, status, {
     what: 'this step',
-    svgName: () => `forgeviz-broadcast-step${st.k}.svg`,
-    pngName: () => `forgeviz-broadcast-step${st.k}.png`,
+    fileName: () => `forgeviz-broadcast-step${st.k}`,
     svg: () => exportSvg(host),
     png: () => exportPng(host)
   });

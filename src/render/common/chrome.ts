@@ -160,9 +160,8 @@ export interface ExportFrame {
 export interface ExportButtonsOptions {
   /** What a button downloads, for its tooltip: "Download {what} as SVG". */
   what: string;
-  /** File names; called at the click, before anything is drawn. */
-  svgName: string | (() => string);
-  pngName: string | (() => string);
+  /** The file name without its extension (".svg", ".png" are added); called at the click, before anything is drawn. */
+  fileName: string | (() => string);
   /** The standalone SVG text (see common/export.ts ``standaloneSvg``). */
   svg: () => string;
   /** The SVG to rasterise and its size. */
@@ -175,7 +174,7 @@ export interface ExportButtonsOptions {
  *
  * @example
  * bindExportButtons(doc, svgBtn, pngBtn, status, {
- *   what: 'the graph', svgName: 'forgeviz-graph.svg', pngName: 'forgeviz-graph.png',
+ *   what: 'the graph', fileName: 'forgeviz-graph',
  *   svg: exportSVG, png: () => ({ text: exportSVG(), w: width + 28, h: height + 28 })
  * });
  */
@@ -186,17 +185,17 @@ export function bindExportButtons(
   status: StatusLine,
   opts: Omit<ExportButtonsOptions, 'what'>
 ): void {
-  const name = (n: string | (() => string)) => (typeof n === 'string' ? n : n());
+  const name = (ext: string) => (typeof opts.fileName === 'string' ? opts.fileName : opts.fileName()) + ext;
   svgBtn.addEventListener('click', () => {
     try {
-      download(doc, name(opts.svgName), new Blob([opts.svg()], { type: 'image/svg+xml' }));
+      download(doc, name('.svg'), new Blob([opts.svg()], { type: 'image/svg+xml' }));
     } catch (err) {
       status.show(`SVG export failed: ${errorMessage(err)}`, 'error');
     }
   });
   pngBtn.addEventListener('click', async () => {
     try {
-      const filename = name(opts.pngName);
+      const filename = name('.png');
       const f = opts.png();
       download(doc, filename, await svgToPng(doc, f.text, f.w, f.h));
     } catch (err) {
@@ -211,7 +210,7 @@ export function bindExportButtons(
  *
  * @example
  * const exp = exportButtons(doc, status, {
- *   what: 'the diagram', svgName: 'forgeviz-strides.svg', pngName: 'forgeviz-strides.png',
+ *   what: 'the diagram', fileName: 'forgeviz-strides',
  *   svg: exportSVG, png: () => ({ text: exportSVG(), w: 508, h: 48 })
  * });
  * toolbar(doc, 'Stride diagram tools', buttonGroup(doc, 'div', exp.svg, exp.png));

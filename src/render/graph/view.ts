@@ -83,8 +83,7 @@ export function createGraphView(el: HTMLElement, opts: GraphViewOptions): GraphV
   const fitBtn = button(doc, 'fv-fit', '⤢ Fit', 'Fit the graph to the view');
   const exported = exportButtons(doc, status, {
     what: 'the graph',
-    svgName: 'forgeviz-graph.svg',
-    pngName: 'forgeviz-graph.png',
+    fileName: 'forgeviz-graph',
     svg: () => exportSVG(),
     png: () => ({ text: exportSVG(), w: (stage.laid()?.width ?? 480) + 28, h: (stage.laid()?.height ?? 32) + 28 })
   });

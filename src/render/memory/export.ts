@@ -47,8 +47,7 @@ export function exportSVG(ctx: MemoryContext): string {
 export function bindExports(ctx: MemoryContext): void {
   const { ui } = ctx;
   bindExportButtons(ctx.doc, ui.svgBtn, ui.pngBtn, ui.status, {
-    svgName: 'forgeviz-memory.svg',
-    pngName: 'forgeviz-memory.png',
+    fileName: 'forgeviz-memory',
     svg: () => exportSVG(ctx),
     png: () => exportFrame(ctx)
   });

@@ -93,8 +93,7 @@ export function createRanksView(el: HTMLElement): RanksView {
   const spreadBtn = button(doc, 'fv-ranks-mode-spread', 'Spread across ranks', 'max/min of the ranks’ norms per module and step: a rank that diverges stands out');
   const exported = exportButtons(doc, status, {
     what: 'the ranks view',
-    svgName: 'forgeviz-ranks.svg',
-    pngName: 'forgeviz-ranks.png',
+    fileName: 'forgeviz-ranks',
     svg: () => exportSVG(),
     png: () => {
       const text = exportSVG();

@@ -99,8 +99,7 @@ export function createStridesView(el: HTMLElement, opts: StridesViewOptions): St
   unitsBtn.setAttribute('aria-pressed', 'false');
   const exported = exportButtons(doc, status, {
     what: 'the diagram',
-    svgName: 'forgeviz-strides.svg',
-    pngName: 'forgeviz-strides.png',
+    fileName: 'forgeviz-strides',
     svg: () => exportSVG(ctx),
     png: () => {
       const { w, hgt } = exportSize(ctx);
