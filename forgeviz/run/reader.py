@@ -188,8 +188,8 @@ class Run:
         return self._ranks[rank]
 
     def _rows(self, rank: int, kind: str) -> list[dict]:
-        table = self._rank(rank).tables[fmt.GRADS]
-        return [row for row in table.to_pylist() if row["kind"] == kind]
+        table = self._rank(rank).tables[fmt.GRADS]  # (filtered by pyarrow: only the kind's rows become dicts)
+        return table.filter(pc.equal(table["kind"].cast(pa.string()), kind)).to_pylist()
 
     def grad_norms(self, rank: int, step: int) -> dict[str, float]:
         """``{parameter name: norm}`` of the gradients the optimizer applied at ``step`` on ``rank``
@@ -202,7 +202,7 @@ class Run:
         >>> forgeviz.open(folder).grad_norms(0, 1)  # d sum / d weight = [[1, 1]]: its norm is √2
         {'weight': 1.4142135623730951, 'bias': 1.0}
         """
-        found = {r["name"]: r["norm"] for r in self._rows(rank, fmt.PARAMETER) if r["step"] == step}
+        found = {r["name"]: r["norm"] for r in self._by_step(rank).get(step, ()) if r["kind"] == fmt.PARAMETER}
         if not found and step not in self.steps:
             raise KeyError(f"Run.grad_norms(): no step {step!r} recorded; recorded steps: "
                            f"{_span(self.steps)}")
