@@ -56,6 +56,18 @@ export function openRunCode(folder: string): string {
 }
 
 /**
+ * A recorded run's tab title: the folder's last name, so a long path still reads in a tab (the whole
+ * folder goes in the tab's tooltip).
+ *
+ * @example
+ * runTitle('/home/me/projects/runs/exp1/') // 'forgeviz: exp1'
+ */
+export function runTitle(folder: string): string {
+  const names = folder.trim().split(/[\\/]+/).filter(Boolean);
+  return `forgeviz: ${names[names.length - 1] ?? folder.trim()}`;
+}
+
+/**
  * Draw the kernel widget ``modelId`` into ``host`` with ``rendermime``'s widget renderer; returns
  * what removes it.
  *

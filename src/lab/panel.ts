@@ -20,7 +20,7 @@ import { Widget } from '@lumino/widgets';
 import type { TensorRow } from '../model/wire';
 import { createPanelView, type PanelView } from '../render/panel/view';
 import { PanelConnection, type SessionContextLike } from './panel-kernel';
-import { KernelOutput, mountKernelWidget, openRunCode, showCode, type RendermimeLike } from './panel-output';
+import { KernelOutput, mountKernelWidget, openRunCode, runTitle, showCode, type RendermimeLike } from './panel-output';
 
 export const PANEL_ID = 'forgeviz-panel';
 /** How long the panel may be hidden before its kernel connection closes. */
@@ -41,13 +41,14 @@ export interface LabParts {
 }
 
 /**
- * Run ``code`` in ``nb``'s kernel into a new output in the main area beside it, titled ``label``:
+ * Run ``code`` in ``nb``'s kernel into a new output in the main area beside it, titled ``label`` (its
+ * tooltip ``caption``, the label when not given):
  * how the panel opens a tensor's view and the "Open run…" command a run. False when ``nb`` has no kernel.
  *
  * @example
  * runBeside(app, parts, nb, 'forgeviz: runs/exp1', openRunCode('runs/exp1'))
  */
-export function runBeside(app: JupyterFrontEnd, parts: LabParts, nb: NotebookLike | null, label: string, code: string): boolean {
+export function runBeside(app: JupyterFrontEnd, parts: LabParts, nb: NotebookLike | null, label: string, code: string, caption = label): boolean {
   const kernel = nb?.sessionContext.session?.kernel;
   if (!nb || !kernel) {
     return false;
@@ -56,6 +57,7 @@ export function runBeside(app: JupyterFrontEnd, parts: LabParts, nb: NotebookLik
   const widget = new parts.MainAreaWidget({ content: output });
   widget.id = `forgeviz-show-${Math.random().toString(36).slice(2, 10)}`;
   widget.title.label = label;
+  widget.title.caption = caption;
   widget.title.icon = parts.icon;
   widget.title.closable = true;
   addBeside(app, widget, nb.id);
@@ -318,7 +320,7 @@ export const panelPlugin: JupyterFrontEndPlugin<void> = {
         if (!folder?.trim()) {
           return;
         }
-        if (!runBeside(app, { icon, MainAreaWidget }, notebook, `forgeviz: ${folder.trim()}`, openRunCode(folder))) {
+        if (!runBeside(app, { icon, MainAreaWidget }, notebook, runTitle(folder), openRunCode(folder), `forgeviz: ${folder.trim()}`)) {
           void showErrorMessage('Open run…', 'Open a notebook with a running kernel first: the run opens in its kernel.');
         }
       }

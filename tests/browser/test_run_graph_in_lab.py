@@ -164,9 +164,10 @@ def test_open_run_command_shows_the_run_beside_the_notebook(page, lab, ddp_run):
     header = beside.locator(".jp-RenderedMarkdown").first.text_content()
     assert folder in header and "of world size 2, 4 step(s)" in header and "no findings" in header
     assert beside.locator("canvas.fv-ranks-canvas").count() == 2
-    # a tab of its own in the main area, next to the notebook, named after the folder
-    labels = page.evaluate("() => [...window.jupyterapp.shell.widgets('main')].map(w => w.title.label)")
-    assert f"forgeviz: {folder}" in labels and "open-run.ipynb" in labels, labels
+    # a tab of its own in the main area, next to the notebook, named after the folder's last name (the
+    # whole folder in its tooltip)
+    titles = page.evaluate("() => [...window.jupyterapp.shell.widgets('main')].map(w => [w.title.label, w.title.caption])")
+    assert ["forgeviz: run", f"forgeviz: {folder}"] in titles and "open-run.ipynb" in [t[0] for t in titles], titles
     page.screenshot(path=str(ARTIFACTS / "open-run.png"))
     # a folder that is not a run: forgeviz's error, in a tab of its own
     missing = str(ddp_run / "no-such-run")

@@ -3,7 +3,7 @@
 import { BoxLayout, SplitPanel, TabPanel, Widget } from '@lumino/widgets';
 import { afterEach, describe, expect, it } from 'vitest';
 import { asNotebook, DOWN_SHARE, makeRoom, OPEN_RUN_COMMAND, runBeside } from '../../src/lab/panel';
-import { openRunCode } from '../../src/lab/panel-output';
+import { openRunCode, runTitle } from '../../src/lab/panel-output';
 
 /** Notebook 7's layout: a vertical split of the main area and a bottom tab panel. */
 function notebook7(downShare: number): { split: SplitPanel; down: TabPanel; view: Widget } {
@@ -69,13 +69,17 @@ describe('asNotebook', () => {
 
 describe('Open run…', () => {
   it('writes the folder as a Python string literal', () => {
+    expect(runTitle(' runs/exp1/ ')).toBe('forgeviz: exp1');
+    expect(runTitle('C:\\runs\\exp2')).toBe('forgeviz: exp2');
+    expect(runTitle('exp3')).toBe('forgeviz: exp3');
+    expect(runTitle('/')).toBe('forgeviz: /');
     expect(openRunCode(' runs/exp1 ')).toBe('import forgeviz\nforgeviz.open("runs/exp1")');
     expect(openRunCode('C:\\runs\\"a"')).toBe('import forgeviz\nforgeviz.open("C:\\\\runs\\\\\\"a\\"")');
   });
 
   it('runs forgeviz.open in the notebook’s kernel into a new output beside it; nothing without a kernel', async () => {
     const executed: string[] = [];
-    const added: { label: string; area: string; ref?: string }[] = [];
+    const added: { label: string; caption?: string; area: string; ref?: string }[] = [];
     const kernel = {
       requestExecute: (msg: { code: string }) => {
         executed.push(msg.code);
@@ -95,16 +99,17 @@ describe('Open run…', () => {
     const app = {
       shell: {
         add: (w: Widget, area: string, options: { ref?: string }) => {
-          added.push({ label: w.title.label, area, ref: options?.ref });
+          added.push({ label: w.title.label, caption: w.title.caption, area, ref: options?.ref });
           Widget.attach(w, document.body);
         },
         activateById: () => undefined
       }
     };
     const parts = { icon: undefined, MainAreaWidget: FakeMainArea } as unknown as Parameters<typeof runBeside>[1];
-    expect(runBeside(app as never, parts, nb as never, 'forgeviz: runs/exp1', openRunCode('runs/exp1'))).toBe(true);
-    expect(executed).toEqual(['import forgeviz\nforgeviz.open("runs/exp1")']);
-    expect(added).toEqual([{ label: 'forgeviz: runs/exp1', area: 'main', ref: 'nb-1' }]);
+    const folder = '/home/me/projects/runs/exp1';
+    expect(runBeside(app as never, parts, nb as never, runTitle(folder), openRunCode(folder), `forgeviz: ${folder}`)).toBe(true);
+    expect(executed).toEqual(['import forgeviz\nforgeviz.open("/home/me/projects/runs/exp1")']);
+    expect(added).toEqual([{ label: 'forgeviz: exp1', caption: 'forgeviz: /home/me/projects/runs/exp1', area: 'main', ref: 'nb-1' }]);
     const noKernel = Object.assign(new Widget(), { sessionContext: { session: null }, content: nb.content });
     expect(runBeside(app as never, parts, noKernel as never, 'x', 'y')).toBe(false);
     expect(runBeside(app as never, parts, null, 'x', 'y')).toBe(false);
