@@ -100,26 +100,25 @@ def test_native_and_python_readers_record_the_same_rows(tmp_path):
     assert frames[0].equals(frames[1])  # every number, bit for bit, and every CRC
 
 
-class HalvingSGD(torch.optim.SGD):
-    """An optimizer that changes ``.grad`` in place inside ``step()`` (as foreach Nesterov SGD does)."""
-
-    def step(self, closure=None):
-        for group in self.param_groups:
-            for p in group["params"]:
-                p.grad.mul_(0.5)
-        return super().step(closure)
+def _halve_grads(optimizer, args, kwargs):
+    """Changes ``.grad`` in place inside ``step()`` (as foreach Nesterov SGD does): an optimizer's own step
+    pre-hook runs after the global one that hands the gradients to the reader."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            p.grad.mul_(0.5)
 
 
 @pytest.mark.parametrize("native_reader", [True, False] if reader is not None else [False])
 def test_gradients_changed_inside_step_are_dropped_then_read_before_it(tmp_path, native_reader):
     model, _, x = _mlp()
-    opt = HalvingSGD(model.parameters(), lr=0.01)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    opt.register_step_pre_hook(_halve_grads)
     run, applied, recorder = _record(tmp_path / "run", model, opt, x, 3, native_reader)
     assert recorder.torn_steps == [1]
     params = run.frame().query("kind == 'parameter'")
     assert sorted(set(params["step"])) == [2, 3]  # step 1 left out, then read before step() changes them
     for step in (2, 3):
         rows = params[params["step"] == step].set_index("name")
-        for name, g in applied[step - 1].items():
+        for name, g in applied[step - 1].items():  # (read before the halving)
             assert rows.loc[name, "fingerprint"] == zlib.crc32(g.numpy())
 
