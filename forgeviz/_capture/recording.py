@@ -106,6 +106,12 @@ def _stats(grad: torch.Tensor, lib) -> tuple[float, float, float, float, int]:
     return _num(s.norm), _num(s.min), _num(s.max), _num(s.mean), s.numel
 
 
+def _read_one(grad: torch.Tensor, lib) -> tuple[float, float, float, float, int, int]:
+    """(norm, min, max, mean, numel, CRC-32) of one gradient, in Python (and tensor_stats.cpp's pass);
+    called inside ``untraced()`` and ``torch.no_grad()`` (the CPU ledger's pause is the thread's own)."""
+    return (*_stats(grad, lib), fingerprint(grad))
+
+
 def read_parameters(step: int, params: list, lib=None) -> tuple[list[tuple], list[tuple]]:
     """The gradient rows of one optimizer step: a parameter row per ``(name, module, grad, sharded)`` of
     ``params`` and a module row per module, its parameters together (grads rows, in schema order); and
@@ -116,23 +122,28 @@ def read_parameters(step: int, params: list, lib=None) -> tuple[list[tuple], lis
     >>> [(r[1], r[2], r[4]) for r in rows[:1]], [(f[1], f[2]) for f in found]
     ([('parameter', 'w', 5.0)], [('nonfinite-grad', 'b')])
     """
+    with untraced(), torch.no_grad():
+        read = [(name, module, sharded, _read_one(grad, lib)) for name, module, grad, sharded in params]
+    return parameter_rows(step, read)
+
+
+def parameter_rows(step: int, read: list) -> tuple[list[tuple], list[tuple]]:
+    """:func:`read_parameters`' rows and findings from ``(name, module, sharded, (norm, min, max, mean, numel,
+    CRC-32))`` per parameter, its gradient read already (by :func:`_read_one` or the native reader)."""
     rows, nonfinite = [], []
     modules: dict[str, list[float]] = {}  # path -> [sum of squares, min, max, sum, numel]
-    with untraced(), torch.no_grad():  # (the CPU ledger's pause is this thread's own)
-        for name, module, grad, sharded in params:
-            norm, lo, hi, mean, numel = _stats(grad, lib)
-            if not math.isfinite(norm):
-                nonfinite.append(name)
-            rows.append((step, PARAMETER, name, module, norm, lo, hi, mean, numel, fingerprint(grad), sharded,
-                         None, None))
-            m = modules.get(module)
-            if m is None:
-                modules[module] = [norm * norm, lo, hi, mean * numel, numel]
-            else:
-                m[0] += norm * norm
-                m[1], m[2] = min(m[1], lo), max(m[2], hi)
-                m[3] += mean * numel
-                m[4] += numel
+    for name, module, sharded, (norm, lo, hi, mean, numel, crc) in read:
+        if not math.isfinite(norm):
+            nonfinite.append(name)
+        rows.append((step, PARAMETER, name, module, norm, lo, hi, mean, numel, crc, sharded, None, None))
+        m = modules.get(module)
+        if m is None:
+            modules[module] = [norm * norm, lo, hi, mean * numel, numel]
+        else:
+            m[0] += norm * norm
+            m[1], m[2] = min(m[1], lo), max(m[2], hi)
+            m[3] += mean * numel
+            m[4] += numel
     for path, (squares, lo, hi, total, numel) in modules.items():
         rows.append((step, MODULE, path, path, math.sqrt(squares), lo, hi, total / max(numel, 1), numel, None,
                      None, None, None))
@@ -203,6 +214,47 @@ class _Job:
             raise self.error
         return self.result
 
+    def torn(self) -> bool:
+        """Whether a ``.grad`` it read changed while it was read (its version moved)."""
+        return self.versions is not None and \
+            [None if g is None else g._version for g in self.versions[0]] != self.versions[1]
+
+
+class _NativeRead:
+    """The parameters of one optimizer step, read by the native reader (grad_reader.cpp: its own C++
+    thread, no GIL) while ``step()`` runs; :meth:`wait` gives their rows like a ``_Job``'s. A gradient it
+    does not read (not a float CPU tensor, not contiguous, holding NaN or infinity) is read here, in
+    Python, after it."""
+
+    __slots__ = ("step", "described", "grads", "handle", "reader", "changed")
+
+    def __init__(self, reader, step: int, described: list, grads: list) -> None:
+        self.step, self.described, self.grads, self.reader = step, described, grads, reader
+        self.handle = reader.read(grads)
+        self.changed = False
+
+    def wait(self) -> tuple[list[tuple], list[tuple]]:
+        numbers, self.changed = self.reader.wait(self.handle)
+        self.handle = None
+        read, missing = [], False
+        for (name, module, sharded), grad, got in zip(self.described, self.grads, numbers):
+            if grad is None:
+                continue
+            if got is None:
+                missing = True
+                read.append((name, module, sharded, grad))
+            else:
+                lo, hi, total, norm, numel, crc = got
+                read.append((name, module, sharded, (norm, lo, hi, total / numel, numel, crc)))
+        if missing:  # (rare: a gradient of another dtype or layout, or not finite)
+            with untraced(), torch.no_grad():
+                read = [r if type(r[3]) is tuple else (*r[:3], _read_one(r[3], native.loaded())) for r in read]
+        self.grads = None
+        return parameter_rows(self.step, read)
+
+    def torn(self) -> bool:
+        return self.changed
+
 
 class _Reader:
     """A thread that runs jobs in the order handed over (``queue.SimpleQueue``: one C call to put)."""
@@ -264,6 +316,7 @@ class Recorder:
         self._in_place: set[type] = set()  # optimizer classes seen changing .grad during step()
         self._reading: list[_Job] = []  # reader jobs, each with the (grads, versions) it reads
         self._reader = _Reader()
+        self._native_reader = native.reader()  # the parameters' reader, in C++ (None: the Python reader's)
         # optimizer -> what its step hands over: (its param lists, their lengths, the parameters, their
         # (name, module, sharded), whether any is off the CPU); made again when its param_groups change
         self._plans: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -344,19 +397,21 @@ class Recorder:
             return
         plan = self._plan(optimizer)
         params, described = plan[2], plan[3]
-        # the training thread's share: one list of the .grad tensors and one of their versions; names,
-        # summaries and fingerprints are the reader's
+        # the training thread's share: one list of the .grad tensors (and, for the Python reader, one of
+        # their versions); names, summaries and fingerprints are the reader's
         grads = [p.grad for p in params]
         if all(g is None for g in grads):  # (not grads.count(None): that compares tensors with ==)
             return
         if plan[5]:  # (DTensor gradients: each rank reads its own shard)
             grads = [g.to_local() if g is not None and d[2] else g for g, d in zip(grads, described)]
-        versions = [None if g is None else g._version for g in grads]
         if plan[4] or type(optimizer) in self._in_place:  # read now (a device's copy is the training thread's)
             rows, found = read_parameters(self.step, _present(described, grads), native.loaded())
             self._rows[GRADS].extend(rows)
             self._rows[FINDINGS].extend(found)
+        elif self._native_reader is not None:
+            self._reading.append(_NativeRead(self._native_reader, self.step, described, grads))
         else:
+            versions = [None if g is None else g._version for g in grads]
             self._read_behind(_read_present, (grads, versions), self.step, described, grads, native.unlocked())
 
     def _plan(self, optimizer) -> tuple:
@@ -383,8 +438,7 @@ class Recorder:
         rows, findings = self._rows[GRADS], self._rows[FINDINGS]
         for job in reading:
             read, found = job.wait()
-            if job.versions is not None and [None if g is None else g._version for g in job.versions[0]] \
-                    != job.versions[1]:
+            if job.torn():
                 step = read[0][0] if read else self.step
                 if step not in self.torn_steps:
                     self.torn_steps.append(step)

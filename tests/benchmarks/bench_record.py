@@ -8,6 +8,8 @@ other loads disturb least) and of wall time.
                      writer and reader threads stay up across rounds, as in a real run)
   + memory           the same with the memory timeline recorded too (``record(memory=True)``: a
                      MemoryTracker on the CPU ledger runs, and its events go to the memory stream)
+  Python reader      capture + record with the applied gradients read by the Python reader thread, as
+                     without the native reader (grad_reader.cpp): what that library saves
 
 It also prints the training thread's CPU time inside the recorder's own hooks per step (each hook timed
 with thread_time): the part of the ratio that is recording's own, not the noise between arms.
@@ -75,11 +77,17 @@ def case(name: str) -> None:
         tracker = make_tracker(2**18, fault=session.fault)
         tracker.start()  # (seeds what exists; stopped and started again around each memory arm)
         recorders = {}
-        for arm_name, memory in (("record", None), ("memory", tracker)):
+        for arm_name, memory in (("record", None), ("memory", tracker), ("python", None)):
             def open_writer(rank: int, meta: dict, sub: str = arm_name) -> RunWriter:
                 return RunWriter(Path(folder) / sub / rank_folder(rank), meta, session.fault)
 
             recorder = recorders[arm_name] = Recorder(session, open_writer, memory=memory)
+            if arm_name == "python":
+                if recorder._native_reader is None:  # not built: the record arm reads in Python already
+                    recorder.close()
+                    del recorders[arm_name]
+                    continue
+                recorder._native_reader = None
             recorder.spent, recorder.each = [0.0], dict.fromkeys(HOOKS, 0.0)
             timed_hooks(recorder, recorder.spent, recorder.each)
             recorder.install()
@@ -105,10 +113,10 @@ def case(name: str) -> None:
                 tracker.stop()
             return thread, wall
 
-        arms = ("capture", "record", "memory")
+        arms = ("capture", *recorders)
         times: dict[str, list[tuple[float, float]]] = {a: [] for a in arms}
         for k in range(rounds):
-            for which in arms[k % 3:] + arms[:k % 3]:  # each arm first in turn
+            for which in arms[k % len(arms):] + arms[:k % len(arms)]:  # each arm first in turn
                 times[which].append(arm(which))
         report = {}
         for which, recorder in recorders.items():
@@ -125,7 +133,10 @@ def case(name: str) -> None:
     base = median("capture", 0) / steps
     print(f"{name}: a step {base * 1e3:.2f} ms of thread time under capture ({median('capture', 1) / steps * 1e3:.2f} "
           f"ms wall); {rounds} rounds of {steps} steps, medians, arms interleaved")
-    for which, label in (("record", "capture + record"), ("memory", "capture + record + memory")):
+    for which, label in (("record", "capture + record"), ("memory", "capture + record + memory"),
+                         ("python", "capture + record, Python reader")):
+        if which not in report:
+            continue
         hooks, each, per_step, recorded, segments, thinned = report[which]
         print(f"  {label}: {median(which, 0) / median('capture', 0):.3f}× thread, "
               f"{median(which, 1) / median('capture', 1):.3f}× wall; vs capture + record "

@@ -45,11 +45,13 @@ from ..untraced import use_native_pause
 
 SOURCES = [Path(__file__).with_name("cpu_ledger.cpp"), Path(__file__).with_name("tensor_stats.cpp")]
 HOOK_SOURCES = [Path(__file__).with_name("tensor_stats.cpp"), Path(__file__).with_name("grad_hooks.cpp")]
+READER_SOURCES = [Path(__file__).with_name("tensor_stats.cpp"), Path(__file__).with_name("grad_reader.cpp")]
 ABI_VERSION = 3
 # The niceness of a background build: the user's cells get about 3× its CPU share. At 10 (about 9×)
 # a build on 2 cores shared with other busy processes had not finished after 10 minutes (20-40 s alone).
 BACKGROUND_NICE = 5
 HOOKS_ABI_VERSION = 7
+READER_ABI_VERSION = 1
 
 
 class FvRecord(ctypes.Structure):
@@ -65,6 +67,8 @@ _lib: Optional[ctypes.CDLL] = None
 _error: Optional[str] = None
 _hooks = None  # the _grad_hooks module, once loaded
 _hooks_error: Optional[str] = None
+_reader = None  # the _grad_reader module, once loaded
+_reader_error: Optional[str] = None
 # While this process builds in the background (background.py), a library that lands is used only
 # once ``adopt()`` says so: at a cell boundary, never in the middle of a cell.
 _deferred = False
@@ -101,6 +105,11 @@ def hooks_library_path() -> Path:
     return cache_dir() / f"grad_hooks-{_torch_key()}-{_source_key(tuple(HOOK_SOURCES))}.so"
 
 
+def reader_library_path() -> Path:
+    """The applied-gradient reader library for this source and this torch build (it may not exist yet)."""
+    return cache_dir() / f"grad_reader-{_torch_key()}-{_source_key(tuple(READER_SOURCES))}.so"
+
+
 def compiler() -> Optional[str]:
     return os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
 
@@ -130,13 +139,30 @@ def build_hooks(verbose: bool = False, background: bool = False,
     >>> build_hooks().exists()  # doctest: +SKIP
     True
     """
-    if hooks_library_path().exists():
-        return hooks_library_path()
+    return _compile_extension(HOOK_SOURCES, hooks_library_path(), "native gradient hooks", verbose, background, tick)
+
+
+def build_reader(verbose: bool = False, background: bool = False,
+                 tick: Optional[Callable[[], None]] = None) -> Path:
+    """Compile ``READER_SOURCES`` (a recording's reader of applied gradients) against the installed torch
+    and Python, as :func:`build_hooks` does. Returns the library path.
+
+    >>> build_reader().exists()  # doctest: +SKIP
+    True
+    """
+    return _compile_extension(READER_SOURCES, reader_library_path(), "native gradient reader", verbose, background,
+                              tick)
+
+
+def _compile_extension(sources: list[Path], target: Path, what: str, verbose: bool, background: bool,
+                       tick: Optional[Callable[[], None]]) -> Path:
+    """A Python extension module linked with torch's Python bindings."""
+    if target.exists():
+        return target
     include = sysconfig.get_paths()["include"]
     if not os.path.exists(os.path.join(include, "Python.h")):
         raise RuntimeError(f"Python's headers were not found in {include} (apt-get install python3-dev)")
-    return _compile(HOOK_SOURCES, hooks_library_path(), "native gradient hooks", [include], ["-ltorch_python"],
-                    verbose, background, tick)
+    return _compile(sources, target, what, [include], ["-ltorch_python"], verbose, background, tick)
 
 
 @contextlib.contextmanager
@@ -341,21 +367,39 @@ def hooks():
     global _hooks, _hooks_error
     if _hooks is not None or _hooks_error is not None or _deferred:
         return _hooks
-    path = hooks_library_path()
-    if not path.exists():
-        return None
-    with _lock:
-        if _hooks is None and _hooks_error is None:
-            try:  # an extension module: its functions take Python objects as they are
-                spec = importlib.util.spec_from_file_location(f"{__name__}._grad_hooks", path)
-                module = importlib.util.module_from_spec(spec)
-                spec.loader.exec_module(module)
-                if module.ABI_VERSION != HOOKS_ABI_VERSION:
-                    raise RuntimeError(f"{path} is ABI {module.ABI_VERSION}, expected {HOOKS_ABI_VERSION}")
-                _hooks = module
-            except (ImportError, OSError, RuntimeError, AttributeError) as exc:
-                _hooks_error = str(exc)
+    _hooks, _hooks_error = _load_extension(hooks_library_path(), "_grad_hooks", HOOKS_ABI_VERSION)
     return _hooks
+
+
+def reader():
+    """The applied-gradient reader as a Python module (``_grad_reader``: read, wait, crc32), loaded now if
+    it is built for this torch and Python; else None (never builds; a load that failed is remembered).
+
+    >>> reader() is None or reader().ABI_VERSION == READER_ABI_VERSION
+    True
+    """
+    global _reader, _reader_error
+    if _reader is not None or _reader_error is not None or _deferred:
+        return _reader
+    _reader, _reader_error = _load_extension(reader_library_path(), "_grad_reader", READER_ABI_VERSION)
+    return _reader
+
+
+def _load_extension(path: Path, name: str, abi: int) -> tuple[object, Optional[str]]:
+    """(the extension module at ``path``, None), or (None, why it did not load); (None, None) when it is
+    not built."""
+    if not path.exists():
+        return None, None
+    with _lock:
+        try:  # an extension module: its functions take Python objects as they are
+            spec = importlib.util.spec_from_file_location(f"{__name__}.{name}", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            if module.ABI_VERSION != abi:
+                raise RuntimeError(f"{path} is ABI {module.ABI_VERSION}, expected {abi}")
+            return module, None
+        except (ImportError, OSError, RuntimeError, AttributeError) as exc:
+            return None, str(exc)
 
 
 def defer() -> None:

@@ -2,7 +2,7 @@
 
 import sys
 
-from . import build, build_hooks, load
+from . import build, build_hooks, build_reader, load
 
 if __name__ == "__main__":
     print(f"forgeviz native memory tracker: {build()}")
@@ -11,4 +11,9 @@ if __name__ == "__main__":
         print(f"forgeviz native gradient hooks: {build_hooks()}")
     except RuntimeError as exc:  # gradients are then recorded by Python hooks: slower, not wrong
         print(f"forgeviz native gradient hooks were not built ({exc}); Python hooks record gradients",
+              file=sys.stderr)
+    try:
+        print(f"forgeviz native gradient reader: {build_reader()}")
+    except RuntimeError as exc:  # a recording then reads applied gradients on a Python thread: slower, not wrong
+        print(f"forgeviz native gradient reader was not built ({exc}); a recording reads gradients in Python",
               file=sys.stderr)

@@ -1,0 +1,124 @@
+"""The native reader of the gradients an optimizer applies (grad_reader.cpp, issue 28's cost): its CRC-32 is
+zlib's, bit for bit (the rank-divergence check compares CRCs across ranks, so a CRC must mean the same bytes
+whoever computed it); a recording read by it writes exactly the rows the Python reader writes, with torch's
+norms; and an optimizer that changes ``.grad`` inside ``step()`` is caught by either reader."""
+
+from __future__ import annotations
+
+import zlib
+
+import pytest
+import torch
+
+import forgeviz
+from forgeviz._capture import native
+from forgeviz._capture.recording import Recorder, _stats, fingerprint
+
+reader = native.reader()
+needs_reader = pytest.mark.skipif(reader is None, reason="the native gradient reader is not built "
+                                  "(python -m forgeviz._capture.native)")
+
+
+@needs_reader
+def test_crc32_is_zlibs_for_every_length_and_dtype():
+    torch.manual_seed(0)
+    # every tail length around the 64-byte fold and the 16-byte steps, and long ones
+    for n in [*range(0, 200), 1023, 4096, 4097, 65_539, 262_147]:
+        data = torch.randint(0, 256, (n,), dtype=torch.uint8)
+        assert reader.crc32(data) == zlib.crc32(data.numpy()), n
+    for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64):
+        t = (torch.randn(37, 129) * 100).to(dtype)
+        assert reader.crc32(t) == fingerprint(t), dtype
+    assert reader.crc32(torch.randn(8, 8).t()) is None  # not row-major as it lies: Python's copy reads it
+
+
+@needs_reader
+def test_read_gives_tensor_stats_and_crc_or_none():
+    torch.manual_seed(1)
+    grads = [torch.randn(300, 70), None, torch.randn(5, dtype=torch.float64), torch.randn(6, 4).t(),
+             torch.tensor([1.0, float("nan")]), torch.randn(9).to(torch.bfloat16)]
+    numbers, changed = reader.wait(reader.read(grads))
+    assert not changed
+    for g, got in zip(grads, numbers):
+        if got is None:
+            continue
+        lo, hi, total, norm, numel, crc = got
+        # the Python reader's numbers (tensor_stats.cpp's pass, float32 partial sums), bit for bit
+        assert (norm, lo, hi, total / numel, numel) == _stats(g, native.load_if_built())
+        exact = g.double()
+        assert (lo, hi) == (exact.min().item(), exact.max().item())
+        assert (total, norm) == pytest.approx((exact.sum().item(), exact.norm().item()), rel=1e-6)
+        assert crc == fingerprint(g)
+    # absent, transposed, NaN and bfloat16 are left to Python (which counts NaN, copies, converts)
+    assert [got is None for got in numbers] == [False, True, False, True, True, True]
+    with pytest.raises(TypeError, match="item 1 is a str, expected a tensor or None"):
+        reader.read([torch.ones(1), "x"])
+
+
+def _record(folder, model, opt, x, steps: int, native_reader: bool):
+    """``steps`` training steps recorded into ``folder``, the applied gradients read natively or not."""
+    from forgeviz.model.run import rank_folder
+    from forgeviz.run.writer import RunWriter
+
+    with forgeviz.capture() as session:
+        recorder = Recorder(session, lambda rank, meta: RunWriter(folder / rank_folder(rank), meta, session.fault))
+        if not native_reader:
+            recorder._native_reader = None
+        recorder.install()
+        applied = []
+        for _ in range(steps):
+            loss = model(x).pow(2).sum()
+            opt.zero_grad()
+            loss.backward()
+            applied.append({n: p.grad.clone() for n, p in model.named_parameters()})
+            opt.step()
+        recorder.close()
+    return forgeviz.open(folder), applied, recorder
+
+
+def _mlp():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.ReLU(), torch.nn.Linear(96, 3))
+    return model, torch.optim.Adam(model.parameters(), lr=0.01), torch.randn(16, 64)
+
+
+@needs_reader
+def test_native_and_python_readers_record_the_same_rows(tmp_path):
+    frames = []
+    for native_reader in (True, False):
+        model, opt, x = _mlp()
+        run, applied, _ = _record(tmp_path / str(native_reader), model, opt, x, 3, native_reader)
+        frame = run.frame()
+        params = frame[frame["kind"] == "parameter"]
+        for step, grads in enumerate(applied, 1):
+            rows = params[params["step"] == step].set_index("name")
+            assert set(rows.index) == set(grads)
+            for name, g in grads.items():
+                assert rows.loc[name, "norm"] == pytest.approx(g.norm().item(), rel=1e-6)
+                assert rows.loc[name, "fingerprint"] == zlib.crc32(g.numpy())
+        frames.append(frame[frame["kind"] != "node"].reset_index(drop=True))
+    assert frames[0].equals(frames[1])  # every number, bit for bit, and every CRC
+
+
+def _halve_grads(optimizer, args, kwargs):
+    """Changes ``.grad`` in place inside ``step()`` (as foreach Nesterov SGD does): an optimizer's own step
+    pre-hook runs after the global one that hands the gradients to the reader."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            p.grad.mul_(0.5)
+
+
+@pytest.mark.parametrize("native_reader", [True, False] if reader is not None else [False])
+def test_gradients_changed_inside_step_are_dropped_then_read_before_it(tmp_path, native_reader):
+    model, _, x = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    opt.register_step_pre_hook(_halve_grads)
+    run, applied, recorder = _record(tmp_path / "run", model, opt, x, 3, native_reader)
+    assert recorder.torn_steps == [1]
+    params = run.frame().query("kind == 'parameter'")
+    assert sorted(set(params["step"])) == [2, 3]  # step 1 left out, then read before step() changes them
+    for step in (2, 3):
+        rows = params[params["step"] == step].set_index("name")
+        for name, g in applied[step - 1].items():  # (read before the halving)
+            assert rows.loc[name, "fingerprint"] == zlib.crc32(g.numpy())
+
