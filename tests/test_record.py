@@ -241,3 +241,30 @@ def test_in_code_record_and_bad_input(tmp_path, caplog):
         unwritten = _train(folder=tmp_path / "file" / "run")
     assert all(torch.equal(a, b) for a, b in zip(plain, unwritten, strict=True))
     assert any("recording stopped, training goes on" in r.getMessage() for r in caplog.records), caplog.text
+
+
+def test_a_step_that_calls_super_step_counts_once(tmp_path):
+    """An optimizer subclass whose step() calls super().step(): once the parent's step is patched (any
+    instance of it made earlier), torch runs the global step hooks twice per step; the run still has one
+    step per step, and one applied gradient per parameter per step, equal to torch's."""
+
+    class ScaledSGD(torch.optim.SGD):
+        def step(self, closure=None):
+            return super().step(closure)
+
+    torch.manual_seed(0)
+    net = torch.nn.Linear(3, 2)
+    torch.optim.SGD(net.parameters(), lr=0.1)  # patches SGD.step for every later instance
+    opt = ScaledSGD(net.parameters(), lr=0.1)
+    seen = []
+    with forgeviz.record(tmp_path / "run"):
+        for k in range(3):
+            opt.zero_grad()
+            net(torch.full((2, 3), float(k + 1))).square().sum().backward()
+            seen.append({name: p.grad.double().norm().item() for name, p in net.named_parameters()})
+            opt.step()
+    run = forgeviz.open(tmp_path / "run")
+    assert run.steps == [1, 2, 3]
+    for step, norms in zip(run.steps, seen, strict=True):
+        got = run.grad_norms(0, step)
+        assert len(got) == 2 and sorted(got.values()) == pytest.approx(sorted(norms.values()), rel=1e-12)

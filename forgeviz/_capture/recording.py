@@ -313,6 +313,10 @@ class Recorder:
         self._graphs: dict[tuple, tuple] = {}  # signature -> (graph id or None, ((name, module) per Node))
         self._pending: Optional[tuple] = None  # (graph id, Node ids, described) of a backward under way
         self._counting = None  # a weakref to the optimizer whose steps count
+        # a step under way (its optimizer), and how many of its hooks' pairs run inside it: a subclass whose
+        # step() calls super().step() runs the global step hooks twice once the parent's step is patched
+        self._stepping: Optional[int] = None  # (an id: a step that raised must not keep its optimizer alive)
+        self._nested = 0
         self._in_place: set[type] = set()  # optimizer classes seen changing .grad during step()
         self._reading: list[_Job] = []  # reader jobs, each with the (grads, versions) it reads
         self._reader = _Reader()
@@ -389,6 +393,10 @@ class Recorder:
 
     @guarded("recording the gradients the optimizer applies")
     def _step_begins(self, optimizer, args, kwargs) -> None:
+        if self._stepping == id(optimizer):  # super().step() inside a subclass's step(): the same step
+            self._nested += 1
+            return
+        self._stepping = id(optimizer)
         if self._cuda_wanted is not None:
             self._cuda_in_use()
         if self._counting is None:
@@ -457,6 +465,10 @@ class Recorder:
 
     @guarded("counting an optimizer step")
     def _step_ends(self, optimizer, args, kwargs) -> None:
+        if self._nested and self._stepping == id(optimizer):
+            self._nested -= 1
+            return
+        self._stepping = None
         torn = len(self.torn_steps)
         self._collect()
         if len(self.torn_steps) > torn and type(optimizer) not in self._in_place:
@@ -562,6 +574,7 @@ class Recorder:
     # --- per backward ------------------------------------------------------------------------
     def _before_backward(self, roots: list) -> None:
         self._pending = None
+        self._stepping, self._nested = None, 0  # a step that raised never ran its post hook
         if self._cuda_wanted is not None:
             self._cuda_in_use()
         if not self._records_step() or not self.session.record_grads:
