@@ -129,7 +129,7 @@ def run_while_held(kernel: Kernel, flag) -> None:
                                    "built": _background().built, "errors": _background().errors,
                                    "backend": _memory.backend, "hooks": _native.hooks() is not None}""")
         assert landed["done"] and landed["errors"] == {}, landed
-        assert landed["state"] == "ready" and landed["built"] == ["memory tracker", "gradient hooks"]
+        assert landed["state"] == "ready" and landed["built"] == ["memory tracker", "gradient hooks", "gradient reader"]
         # not in the middle of a cell: the switch waits for the next cell boundary
         assert landed["backend"] == "dispatch" and not landed["hooks"]
         assert "forgeviz's native helpers are ready (built in" in kernel.text(load)  # updated by display_id
@@ -138,10 +138,11 @@ def run_while_held(kernel: Kernel, flag) -> None:
         after = kernel.report(STATE + S1_CHECK + "small = torch.ones(256)\n", """{
             "panel": _s.state, "panel_message": _s.message, "loaded": _native.loaded() is not None,
             "hooks": _native.hooks() is not None, "backend": _memory.backend, "grad": x.grad.tolist(),
-            "unread": _unread, "big": _memory.tracked_bytes().get(big.untyped_storage().data_ptr()),
+            "reader": _native.reader() is not None, "unread": _unread,
+            "big": _memory.tracked_bytes().get(big.untyped_storage().data_ptr()),
             "big_category": [r.category for r in _memory.records() if r.nbytes == 4_000_000],
             "small": _memory.tracked_bytes().get(small.untyped_storage().data_ptr())}""")
-        assert after["loaded"] and after["hooks"] and after["backend"] == "native"
+        assert after["loaded"] and after["hooks"] and after["reader"] and after["backend"] == "native"
         assert after["grad"] == [64.0] and after["unread"] == 1  # the native hooks recorded this pass
         assert after["big"] == 4_000_000 and after["small"] == 1024  # seeded, and allocated since
         assert after["big_category"] == [6]  # a temporary (CATEGORIES' order), as the dispatch tracker had it

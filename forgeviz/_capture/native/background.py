@@ -1,5 +1,5 @@
 """Build forgeviz's missing native libraries in a background thread, so ``%load_ext forgeviz`` returns
-at once on a fresh machine (compiling both takes 30-40 s on 2 cores).
+at once on a fresh machine (compiling all three takes about a minute on 2 cores).
 
 One build per process, the compilers run one after the other at low priority (``nice``), and a
 lock in the cache folder keeps two kernels from building the same library at once. Listeners (the
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Optional
 
 from ...model.panel import NativeStatus
-from . import build, build_hooks, defer, hooks_library_path, library_path
+from . import build, build_hooks, build_reader, defer, hooks_library_path, library_path, reader_library_path
 
 log = logging.getLogger("forgeviz")
 
@@ -31,12 +31,14 @@ log = logging.getLogger("forgeviz")
 WITHOUT = {
     "memory tracker": "memory tracking uses the dispatch-mode tracker",
     "gradient hooks": "gradients are recorded by Python hooks",
+    "gradient reader": "a recording (forgeviz.record) reads the applied gradients on a Python thread",
 }
 SLOWER = "correct, but they cost more per op (README: 'What capture costs')"
 
 Library = tuple[str, Callable[[], Path], Callable[..., Path]]  # (name, its path, its build)
 LIBRARIES: list[Library] = [("memory tracker", library_path, build),
-                            ("gradient hooks", hooks_library_path, build_hooks)]
+                            ("gradient hooks", hooks_library_path, build_hooks),
+                            ("gradient reader", reader_library_path, build_reader)]
 
 
 class BackgroundBuild:
@@ -63,7 +65,7 @@ class BackgroundBuild:
 
     # --- control --------------------------------------------------------------------------
     def start(self, libraries: Optional[list[Library]] = None) -> Optional[NativeStatus]:
-        """Build the missing ``libraries`` (default: both) in a daemon thread, once per process.
+        """Build the missing ``libraries`` (default: all) in a daemon thread, once per process.
         Returns the status, or None when nothing is missing and nothing was built here."""
         with self._lock:
             if self.state is not None:  # running, or done: a build (or its failure) happens once
