@@ -39,6 +39,14 @@ def main(argv=None) -> int:
         rec.error("expected the script to run after --, e.g. python -m forgeviz record -o runs/exp1 -- train.py")
     grads = int(args.grads) if args.grads.isdigit() else args.grads
     from . import record  # torch, only once the command line is good
+    from ._capture.native.background import LIBRARIES
+
+    missing = [name for name, path, _ in LIBRARIES if not path().exists()]
+    if missing and os.environ.get("RANK", "0") == "0":  # (under torchrun, said once)
+        print(f"forgeviz: the native {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not built for this "
+              "torch, so this run records on forgeviz's Python paths (the same figures, at more cost per step). "
+              f"Build {'it' if len(missing) == 1 else 'them'} once with: python -m forgeviz._capture.native",
+              file=sys.stderr)
 
     target = args.module or rest[0]
     sys.argv = [target, *(rest if args.module else rest[1:])]

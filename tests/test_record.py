@@ -268,3 +268,23 @@ def test_a_step_that_calls_super_step_counts_once(tmp_path):
     for step, norms in zip(run.steps, seen, strict=True):
         got = run.grad_norms(0, step)
         assert len(got) == 2 and sorted(got.values()) == pytest.approx(sorted(norms.values()), rel=1e-12)
+
+
+def test_the_command_says_when_the_native_helpers_are_not_built(tmp_path):
+    """A fresh machine's `python -m forgeviz record`: the native libraries are not built (an empty cache), so
+    the run takes the Python paths. The command says so once, with the command that builds them, and
+    records the same steps; with them built (the test environment's cache) it says nothing."""
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nnet = torch.nn.Linear(3, 1)\nopt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+                      "for _ in range(2):\n    opt.zero_grad(); net(torch.ones(2, 3)).sum().backward(); opt.step()\n")
+    said = {}
+    for cache in ("empty", "built"):
+        env = {**ENV, "FORGEVIZ_CACHE": str(tmp_path / "cache")} if cache == "empty" else ENV
+        done = subprocess.run([sys.executable, "-m", "forgeviz", "record", "-o", str(tmp_path / cache), "--",
+                               str(script)], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        said[cache] = done.stderr
+        assert forgeviz.open(tmp_path / cache).steps == [1, 2]
+    assert said["empty"].count("python -m forgeviz._capture.native") == 1, said["empty"]
+    assert "memory tracker, gradient hooks, gradient reader are not built" in said["empty"]
+    assert "not built" not in said["built"], said["built"]
