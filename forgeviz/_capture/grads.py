@@ -204,6 +204,11 @@ class NativePass:
         """(shape, dtype code, numel, min, max, sum, norm, values or None, counts or None)."""
         return self._lib.summary(self._capsule, slot)
 
+    def node_stats(self, ids: list) -> list[tuple]:
+        """For each position ``k`` of ``ids`` (a graph's Node ids, None where a Node has none) whose Node ran
+        and received a gradient: (k, numel, min, max, sum, norm) of that gradient, in position order."""
+        return self._lib.node_stats(self._capsule, ids)
+
 
 class GradStore:
     """Bounded memory of what backward passes sent through each Node id.

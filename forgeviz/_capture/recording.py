@@ -76,7 +76,6 @@ def rank_and_world() -> tuple[int, int]:
 
 _ACCUMULATE = torch._C._functions.AccumulateGrad
 NONFINITE = "nonfinite-grad"  # the doctor's kind (doctor/nonfinite_grad.py), headless
-READ_BEHIND = 8  # reader jobs waiting, at most (a loop of backward passes with no optimizer step)
 
 
 def fingerprint(grad: torch.Tensor) -> int:
@@ -164,25 +163,6 @@ def _present(described: list, grads: list) -> list[tuple]:
 def _read_present(step: int, described: list, grads: list, lib) -> tuple[list[tuple], list[tuple]]:
     """:func:`read_parameters` of the parameters that have a gradient (on the reader thread)."""
     return read_parameters(step, _present(described, grads), lib)
-
-
-def _read_nodes(step: int, graph: int, ids: list, described: tuple, source, rows: list) -> list[tuple]:
-    """The node rows of one backward pass the native hooks recorded: for each Node of the recorded graph
-    (``ids[k]`` its forgeviz id, ``described[k]`` its name and module) the gradient that reached it,
-    from ``source`` (a NativePass) and its ``rows`` (read on the training thread, before any pruning)."""
-    position = {nid: k for k, nid in enumerate(ids) if nid is not None}
-    found: dict[int, int] = {}
-    for nid, outs, _ in rows:
-        k = position.get(nid)
-        if k is not None and outs and outs[0] >= 0:
-            found[k] = outs[0]
-    out = []
-    for k in sorted(found):
-        _, _, numel, lo, hi, total, norm, _, _ = source.summary(found[k])
-        name, module = described[k]
-        out.append((step, NODE, name, module, float(norm), float(lo), float(hi), total / numel if numel else math.nan,
-                    numel, None, None, graph, k))
-    return out, []
 
 
 class _Job:
@@ -630,11 +610,13 @@ class Recorder:
         source = store.unread_pass(store.recorded)
         if nonfinite is not None:
             self._nonfinite_node(nonfinite, graph, ids, described)
-        if source is not None:  # the native hooks' numbers, read behind
+        if source is not None:  # the native hooks' numbers: one call for the five numbers a Node row keeps
             self._handed_over_rows(graph, ids, described)
-            self._read_behind(_read_nodes, None, self.step, graph, ids, described, source, source.rows())
-            if len(self._reading) > READ_BEHIND:  # backward passes and no optimizer step: bounded
-                self._collect()
+            rows, step = self._rows[GRADS], self.step
+            for k, numel, lo, hi, total, norm in source.node_stats(ids):
+                name, module = described[k]
+                rows.append((step, NODE, name, module, norm, lo, hi, total / numel if numel else math.nan, numel,
+                             None, None, graph, k))
             return
         rows = self._rows[GRADS]  # Python hooks: from the session's records
         for position, nid in enumerate(ids):

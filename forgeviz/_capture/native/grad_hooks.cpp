@@ -28,6 +28,7 @@
 #include <mutex>
 #include <string>
 #include <type_traits>
+#include <typeindex>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -588,6 +589,49 @@ PyObject* fv_rows(PyObject* capsule) {
   return rows;
 }
 
+// The numbers a recording keeps of a finished pass, in one call (recording.py's node rows): `ids` is a
+// graph's Node ids by position (a list of ints, None where a Node has none); for each position whose Node
+// ran and received a gradient, (position, numel, min, max, sum, norm) of its first grad_output, in
+// position order. Reading rows() and summary() per Node instead builds every row's and summary's Python
+// objects to keep five numbers.
+PyObject* fv_node_stats(PyObject* capsule, PyObject* ids) {
+  Pass* pass = pass_of(capsule);
+  if (pass == nullptr) return nullptr;
+  if (!PyList_Check(ids)) {
+    PyErr_SetString(PyExc_TypeError, "node_stats: expected a list of Node ids");
+    return nullptr;
+  }
+  std::unordered_map<int64_t, Py_ssize_t> position;
+  const Py_ssize_t n = PyList_GET_SIZE(ids);
+  position.reserve(static_cast<size_t>(n));
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    PyObject* nid = PyList_GET_ITEM(ids, k);
+    if (nid == Py_None) continue;
+    const long long value = PyLong_AsLongLong(nid);
+    if (value == -1 && PyErr_Occurred()) return nullptr;
+    position[value] = k;  // (ids are unique in a walk)
+  }
+  std::vector<int> slot_at(static_cast<size_t>(n), -1);  // a Node that ran twice in one pass: its last row
+  std::lock_guard<std::mutex> lock(pass->mu);
+  Py_ssize_t found = 0;
+  for (const Row& row : pass->rows) {
+    auto at = position.find(row.nid);
+    if (at == position.end() || row.outs.empty() || row.outs[0] < 0) continue;
+    found += slot_at[static_cast<size_t>(at->second)] < 0;
+    slot_at[static_cast<size_t>(at->second)] = row.outs[0];
+  }
+  PyObject* out = PyList_New(found);
+  Py_ssize_t i = 0;
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    const int slot = slot_at[static_cast<size_t>(k)];
+    if (slot < 0) continue;
+    const Summary& s = pass->summaries[static_cast<size_t>(slot)];
+    PyList_SET_ITEM(out, i++, Py_BuildValue("(nLdddd)", k, static_cast<long long>(s.numel), s.stats[0], s.stats[1],
+                                            s.stats[2], s.stats[3]));
+  }
+  return out;
+}
+
 // Drops the rows of a finished pass whose nid is in `gone` (a set); returns how many are left.
 Py_ssize_t fv_forget(PyObject* capsule, PyObject* gone) {
   Pass* pass = pass_of(capsule);
@@ -627,6 +671,18 @@ PyObject* fv_summary(PyObject* capsule, Py_ssize_t slot) {
 // were found (more than cap when the graph goes on); and each kept Node's "fv_id" (None without one).
 // None when a root is not a Node it knows. In C++ because a recording asks before every backward, and
 // in Python the walk makes an object per Node.
+// A hash of node->name(), which demangles the Node's C++ type each call (microseconds, an allocation):
+// kept per type, except for a PyNode (a Python autograd.Function), whose name is its Python class's.
+// Called with the GIL held, so one thread at a time.
+uint64_t name_hash(Node* node) {
+  static std::unordered_map<std::type_index, uint64_t> by_type;
+  const std::type_index type(typeid(*node));
+  if (type == std::type_index(typeid(torch::autograd::PyNode))) return std::hash<std::string>()(node->name());
+  auto found = by_type.find(type);
+  if (found != by_type.end()) return found->second;
+  return by_type.emplace(type, std::hash<std::string>()(node->name())).first->second;
+}
+
 PyObject* fv_walk(PyObject* roots, Py_ssize_t cap) {
   static PyObject* const key_id = PyUnicode_InternFromString("fv_id");
   if (!PyList_Check(roots)) {
@@ -648,12 +704,11 @@ PyObject* fv_walk(PyObject* roots, Py_ssize_t cap) {
     signature ^= word;
     signature *= 1099511628211ULL;
   };
-  const std::hash<std::string> hash_name;
   try {
     for (size_t i = 0; i < kept.size(); ++i) {
       Node* node = kept[i];
       const auto& edges = node->next_edges();
-      mix(hash_name(node->name()));
+      mix(name_hash(node));
       mix(edges.size());
       auto* leaf = dynamic_cast<torch::autograd::AccumulateGrad*>(node);
       if (leaf != nullptr)
@@ -733,6 +788,11 @@ PyObject* py_summary(PyObject*, PyObject* const* args, Py_ssize_t n) {
   return fv_summary(args[0], slot);
 }
 
+PyObject* py_node_stats(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (!args_ok<void>("node_stats", n, 2)) return nullptr;
+  return fv_node_stats(args[0], args[1]);
+}
+
 PyObject* py_walk(PyObject*, PyObject* const* args, Py_ssize_t n) {
   if (!args_ok<void>("walk", n, 2)) return nullptr;
   const Py_ssize_t cap = PyLong_AsSsize_t(args[1]);
@@ -750,6 +810,7 @@ PyMethodDef methods[] = {
     FV_METHOD(forget, "forget(pass, gone) -> rows left: fv_forget"),
     FV_METHOD(summary, "summary(pass, slot) -> summary: fv_summary"),
     FV_METHOD(walk, "walk(roots, cap) -> (signature, found, ids): fv_walk"),
+    FV_METHOD(node_stats, "node_stats(pass, ids) -> [(position, numel, min, max, sum, norm)]: fv_node_stats"),
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -761,6 +822,6 @@ PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_grad_hooks",
 
 PyMODINIT_FUNC PyInit__grad_hooks() {
   PyObject* module = PyModule_Create(&module_def);
-  if (module != nullptr && PyModule_AddIntConstant(module, "ABI_VERSION", 7) != 0) Py_CLEAR(module);
+  if (module != nullptr && PyModule_AddIntConstant(module, "ABI_VERSION", 8) != 0) Py_CLEAR(module);
   return module;
 }
