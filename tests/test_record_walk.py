@@ -49,6 +49,24 @@ def test_walk_is_reachable_in_cpp():
     with pytest.raises(TypeError, match="roots is a list"):
         lib.walk((losses[0].grad_fn,), 100)
 
+    # a Python autograd.Function's Node (a PyNode) is named by its class: two classes, two graphs, though
+    # the C++ type of their Nodes (kept per type for the others' names) is the same
+    class Double(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            return t * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    class Twice(Double):
+        pass
+
+    w = torch.ones(3, requires_grad=True)
+    shapes = [lib.walk([fn.apply(w).sum().grad_fn], 100) for fn in (Double, Twice, Double)]
+    assert shapes[0][0] != shapes[1][0] and shapes[0][0] == shapes[2][0]
+
 
 def test_recorded_graphs_and_node_rows(tmp_path):
     model, x = _model(), torch.randn(3, 4)
@@ -61,8 +79,9 @@ def test_recorded_graphs_and_node_rows(tmp_path):
                 loss = (out * 2).sum() if step == 3 else out.pow(2).sum()  # step 4 runs another graph
                 nodes = reachable([loss.grad_fn], 100)[0]
                 seen = {}
-                handles = [n.register_prehook(lambda g, k=k: seen.__setitem__(k, g[0].norm().item()))
-                           for k, n in enumerate(nodes)]
+                handles = [n.register_prehook(lambda g, k=k: seen.__setitem__(k, [
+                    g[0].double().norm().item(), g[0].min().item(), g[0].max().item(), g[0].double().mean().item()]))
+                    for k, n in enumerate(nodes)]
                 opt.zero_grad()
                 loss.backward()
                 for handle in handles:
@@ -79,8 +98,9 @@ def test_recorded_graphs_and_node_rows(tmp_path):
     for step, (count, seen) in enumerate(expected, 1):
         rows = nodes[nodes["step"] == step]
         assert set(rows["graph"]) == {1 if step == 4 else 0}
-        recorded = {int(k): v for k, v in zip(rows["node"], rows["norm"])}
+        recorded = {int(k): list(v) for k, *v in zip(rows["node"], *(rows[c] for c in ("norm", "min", "max", "mean")))}
         # a row at each Node's position, torch's norm there: the native hooks' and the small elementwise
         # Nodes' whose gradients they hand to Python
         assert set(recorded) == set(seen) and len(recorded) == count, (step, sorted(recorded), count)
-        assert recorded == pytest.approx({k: seen[k] for k in recorded}, rel=1e-6), step
+        for k, numbers in recorded.items():  # norm, min, max, mean
+            assert numbers == pytest.approx(seen[k], rel=1e-6, abs=1e-9), (step, k)

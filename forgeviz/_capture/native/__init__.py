@@ -419,6 +419,11 @@ def hooks_unavailable_reason() -> Optional[str]:
     return _hooks_error
 
 
+def reader_unavailable_reason() -> Optional[str]:
+    """Why the applied-gradient reader could not load in this process, or None."""
+    return _reader_error
+
+
 def unavailable_reason() -> Optional[str]:
     """Why the native tracker could not load in this process, or None (not tried, or loaded)."""
     return _error

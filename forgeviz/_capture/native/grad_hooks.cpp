@@ -22,6 +22,7 @@
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -673,14 +674,17 @@ PyObject* fv_summary(PyObject* capsule, Py_ssize_t slot) {
 // in Python the walk makes an object per Node.
 // A hash of node->name(), which demangles the Node's C++ type each call (microseconds, an allocation):
 // kept per type, except for a PyNode (a Python autograd.Function), whose name is its Python class's.
-// Called with the GIL held, so one thread at a time.
+// (PyNode is told by its mangled type name: libtorch_python does not export its type_info.) Called
+// with the GIL held, so one thread at a time.
 uint64_t name_hash(Node* node) {
-  static std::unordered_map<std::type_index, uint64_t> by_type;
+  static std::unordered_map<std::type_index, uint64_t> by_type;  // 0: a name per Node
   const std::type_index type(typeid(*node));
-  if (type == std::type_index(typeid(torch::autograd::PyNode))) return std::hash<std::string>()(node->name());
   auto found = by_type.find(type);
-  if (found != by_type.end()) return found->second;
-  return by_type.emplace(type, std::hash<std::string>()(node->name())).first->second;
+  if (found == by_type.end()) {
+    const bool per_node = std::strcmp(type.name(), "N5torch8autograd6PyNodeE") == 0;
+    found = by_type.emplace(type, per_node ? 0 : std::hash<std::string>()(node->name()) | 1).first;
+  }
+  return found->second != 0 ? found->second : std::hash<std::string>()(node->name());
 }
 
 PyObject* fv_walk(PyObject* roots, Py_ssize_t cap) {
