@@ -466,6 +466,28 @@ def test_an_optimizer_step_runs_outside_forgevizs_mode_and_the_mode_comes_back(o
     assert torch._C._len_torch_function_stack() == stack
 
 
+def test_zero_grad_runs_outside_forgevizs_mode_and_resets_grads_as_torch_does(ops_seen):
+    from forgeviz._capture.session import _ZERO_GRAD
+
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    stack = torch._C._len_torch_function_stack()
+    with forgeviz.capture():
+        model(torch.randn(3, 4)).sum().backward()
+        assert torch.optim.Optimizer.zero_grad is not _ZERO_GRAD  # forgeviz's, while installed
+        before = len(ops_seen)
+        opt.zero_grad()  # a .grad = None per parameter: nothing for the mode to tag
+        assert ops_seen[before:] == [] and all(p.grad is None for p in model.parameters())
+        model(torch.randn(3, 4)).sum().backward()
+        grads = [p.grad for p in model.parameters()]
+        opt.zero_grad(set_to_none=False)  # zeroed in place: under the mode (the doctor watches such writes)
+        assert len(ops_seen) > before and all(g is p.grad and not g.any() for g, p in zip(grads, model.parameters()))
+        y = (torch.ones(2, requires_grad=True) * 2).sum()
+    assert ops_seen[-2:] == ["mul", "sum"] and y.grad_fn.metadata["fv_op"][0] == "sum"  # watched again
+    assert torch._C._len_torch_function_stack() == stack
+    assert torch.optim.Optimizer.zero_grad is _ZERO_GRAD  # torch's own once capture() uninstalled
+
+
 def test_a_step_that_raises_leaves_the_mode_stack_as_it_was(ops_seen):
     class Failing(torch.optim.SGD):
         def step(self, closure=None):

@@ -19,6 +19,11 @@ def cases() -> dict[str, torch.Tensor]:
         "permuted 3-D": torch.randn(4, 5, 6, generator=g).permute(2, 0, 1),
         "expanded (stride 0)": torch.randn(1, 300, generator=g).expand(7, 300),
         "odd length": torch.randn(1031, generator=g) * 5 + 2,
+        # the native histogram bins eight samples at a time: every second element here, a tail of
+        # four samples after them, and samples that cross short strided rows
+        "every second element sampled": torch.randn(32, 256, generator=g),
+        "a tail after the eights": torch.randn(4100 * 2 + 1, generator=g) * 1e-3,
+        "short strided rows": torch.randn(300, 37, generator=g)[:, :35],
         "float64": torch.randn(500, dtype=torch.float64, generator=g),
         "large": torch.randn(1 << 20, generator=g),
         "small": torch.randn(3, 4, generator=g),

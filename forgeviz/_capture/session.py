@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import sys
@@ -44,6 +45,37 @@ def _not_ops() -> set:
 
 
 _NOT_OPS = _not_ops()
+
+
+_ZERO_GRAD = torch.optim.Optimizer.zero_grad  # as torch defines it
+
+
+_zero_grad_owner = None  # the session whose zero_grad is torch.optim.Optimizer's, while one is installed
+
+
+def _zero_grad_aside(session: "CaptureSession", on: bool) -> None:
+    """While ``session`` is installed (``on``), ``torch.optim.Optimizer.zero_grad`` steps our mode aside
+    (see :meth:`CaptureSession._zero_grad`); off puts torch's own back. A training loop calls it every step,
+    and torch calls a TorchFunctionMode for each ``.grad`` it resets: 20 µs of a 0.6 ms step on a
+    3-layer MLP. (An optimizer class with a zero_grad of its own keeps it, under the mode.)
+
+    >>> s = CaptureSession(); _zero_grad_aside(s, True); torch.optim.Optimizer.zero_grad is _ZERO_GRAD
+    False
+    >>> _zero_grad_aside(s, False); torch.optim.Optimizer.zero_grad is _ZERO_GRAD
+    True
+    """
+    global _zero_grad_owner
+    if not on:
+        if _zero_grad_owner is session:  # (another session's stays until it is uninstalled)
+            torch.optim.Optimizer.zero_grad, _zero_grad_owner = _ZERO_GRAD, None
+        return
+
+    @functools.wraps(_ZERO_GRAD)
+    def zero_grad(optimizer, *args, **kwargs):
+        return session._zero_grad(_ZERO_GRAD, optimizer, args, kwargs)
+
+    # (torch's is never traced by Dynamo: nor is this, so a compiled loop breaks its graph there as before)
+    torch.optim.Optimizer.zero_grad, _zero_grad_owner = torch._disable_dynamo(zero_grad), session
 
 
 def _op_name(func) -> tuple[str, str]:
@@ -401,6 +433,7 @@ class CaptureSession:
             native.load_if_built()  # one-pass gradient summaries (summary.py), when already compiled
             self._step_handles = [register_optimizer_step_pre_hook(self._step_begins),
                                   register_optimizer_step_post_hook(self._step_ends)]
+            _zero_grad_aside(self, True)
             self.installed = True
 
     def uninstall(self) -> None:
@@ -411,6 +444,7 @@ class CaptureSession:
             for handle in self._step_handles:
                 handle.remove()
             self._step_handles = []
+            _zero_grad_aside(self, False)
             self.installed = False
 
     # An optimizer step runs dozens of small ops per parameter under no_grad: nothing for the graph,
@@ -448,6 +482,20 @@ class CaptureSession:
                         del self.function_sites[next(iter(self.function_sites))]
                 for tracker in self.traces:
                     tracker.claim_saved(grad_fn)
+
+    def _zero_grad(self, zero_grad: Callable, optimizer, args: tuple, kwargs: dict):
+        """``optimizer.zero_grad(*args, **kwargs)`` with our mode stepped aside, as for a step: with
+        ``set_to_none`` (the default) it only writes ``.grad = None``, a call per parameter that the mode
+        would let through (``_NOT_OPS``) at the cost of torch calling it; zeroing in place stays under it
+        (the doctor watches in-place writes)."""
+        set_to_none = args[0] if args else kwargs.get("set_to_none", True)
+        if set_to_none is not True:
+            return zero_grad(optimizer, *args, **kwargs)
+        self._step_aside(True)
+        try:
+            return zero_grad(optimizer, *args, **kwargs)
+        finally:
+            self._step_ends(optimizer, args, kwargs)
 
     def _step_aside(self, may: bool) -> None:
         self._step_depth += 1

@@ -40,6 +40,10 @@ Nodes, and the parameters' every step).
 and its host reads, on the MLP and the GPT-2 shape (torch path), and where Triton is installed the MLP's
 Triton launches (interpreted on a CPU; the interpreter's own copies are not counted).
 
+``bench_capture.py pieces [width batch]`` times each piece of the MLP's step (forward, zero_grad, backward,
+optimizer step) on this thread's CPU clock (``time.thread_time``), with forgeviz off, capturing without
+summaries and capturing as by default, interleaved; it prints µs per step and piece, and what each adds.
+
 Run: ``.venv/bin/python tests/benchmarks/bench_capture.py`` (or ``bench_capture.py 256 32`` for one
 MLP). Not a test: timings are noisy, so nothing here asserts.
 """
@@ -50,6 +54,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -154,12 +159,56 @@ def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> d
     return {name: t / base for name, t in medians.items()} | {"off_ms_per_step": base / STEPS * 1e3}
 
 
+def pieces(width: int, batch: int) -> None:
+    """Per-piece thread_time of the MLP's step in each arm (see the module's docstring)."""
+    model, opt, x, y = mlp(width, batch)
+    loss_fn = torch.nn.functional.mse_loss
+    clock = time.thread_time_ns
+    names = ("forward", "zero_grad", "backward", "step")
+
+    def steps(times: dict) -> None:
+        for _ in range(STEPS):
+            t0 = clock()
+            loss = loss_fn(model(x), y)
+            t1 = clock()
+            opt.zero_grad()
+            t2 = clock()
+            loss.backward()
+            t3 = clock()
+            opt.step()
+            t4 = clock()
+            for name, spent in zip(names, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+                times[name].append(spent)
+
+    native.load()
+    session = get_session()
+    arms = {"off": None, "capture, no summaries": False, "capture (default)": True}
+    times = {arm: {name: [] for name in names} for arm in arms}
+    steps({name: [] for name in names})  # warm up
+    for _ in range(ROUNDS):
+        for arm, record_grads in arms.items():
+            if record_grads is None:
+                steps(times[arm])
+            else:
+                run_as_a_cell(session, lambda: steps(times[arm]), record_grads)
+    median = {arm: {name: statistics.median(t) / 1e3 for name, t in by.items()} for arm, by in times.items()}
+    print(f"MLP {width} wide, batch {batch}: median µs per step of each piece (thread_time, {ROUNDS} rounds × "
+          f"{STEPS} steps)")
+    print(f"  {'':24}" + "".join(f"{name:>11}" for name in names) + f"{'total':>11}")
+    for arm, by in median.items():
+        extra = "" if arm == "off" else "  (+" + ", +".join(
+            f"{by[n] - median['off'][n]:.0f}" for n in names) + ")"
+        print(f"  {arm:24}" + "".join(f"{by[n]:11.1f}" for n in names) + f"{sum(by.values()):11.1f}" + extra)
+
+
 if __name__ == "__main__":
     torch.set_num_threads(2)
     if len(sys.argv) == 1:
         for device in ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]:
             for width, batch in [(1024, 256), (256, 32)]:  # each in a fresh process
                 subprocess.run([sys.executable, __file__, str(width), str(batch), device], check=True)
+    elif sys.argv[1] == "pieces":
+        pieces(*(int(a) for a in sys.argv[2:4])) if len(sys.argv) > 3 else pieces(256, 32)
     elif sys.argv[1] == "ops":  # the device path's aten ops per unique gradient, and host reads, per backward
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
         import importlib.util

@@ -89,6 +89,69 @@ __attribute__((target("avx2,fma"))) void add_floats_avx2(const float* x, int64_t
     hi = v > hi ? v : hi;
   }
 }
+
+constexpr int kSets = 8, kMaxBins = 256;  // the histogram's count sets (see summarize) and its most bins
+
+// The bins of four floats (see bin_floats_avx2).
+__attribute__((target("avx2,fma"))) inline __m128i lanes_bins(__m128 x, __m256d low, __m256d times, __m128i top) {
+  const __m128i bins = _mm256_cvttpd_epi32(_mm256_mul_pd(_mm256_sub_pd(_mm256_cvtps_pd(x), low), times));
+  return _mm_min_epi32(_mm_max_epi32(bins, _mm_setzero_si128()), top);
+}
+
+// The bins of at[0], at[gap], at[2 * gap] and at[3 * gap].
+__attribute__((target("avx2,fma"))) inline __m128i four_bins(const float* at, int64_t gap, __m256d low, __m256d times,
+                                                            __m128i top) {
+  return lanes_bins(_mm_set_ps(at[3 * gap], at[2 * gap], at[gap], at[0]), low, times, top);
+}
+
+// One count in each of the eight sets, at the bins in a and b. (Read out of the registers: a store
+// of them read back lane by lane waits on the store.)
+__attribute__((target("avx2,fma"))) inline void count_eight(__m128i a, __m128i b, int64_t (*sets)[kMaxBins]) {
+  ++sets[0][_mm_extract_epi32(a, 0)];
+  ++sets[1][_mm_extract_epi32(a, 1)];
+  ++sets[2][_mm_extract_epi32(a, 2)];
+  ++sets[3][_mm_extract_epi32(a, 3)];
+  ++sets[4][_mm_extract_epi32(b, 0)];
+  ++sets[5][_mm_extract_epi32(b, 1)];
+  ++sets[6][_mm_extract_epi32(b, 2)];
+  ++sets[7][_mm_extract_epi32(b, 3)];
+}
+
+// Bins p[k * stride] for k = first, first + step, ... below n into the eight count sets, as
+// summarize's scalar loop does, eight samples at a time: their bin numbers are worked out together
+// in double, with the same subtraction and multiplication, so each lands where the scalar loop puts
+// it (the values lie between lo and hi, so the bin numbers fit an int32). The bins took as long as
+// the stats pass over a whole gradient. Returns where the next sample would be.
+__attribute__((target("avx2,fma"))) int64_t bin_floats_avx2(const float* p, int64_t first, int64_t n, int64_t stride,
+                                                           int64_t step, double lo, double scale, int last,
+                                                           int64_t (*sets)[kMaxBins]) {
+  const __m256d low = _mm256_set1_pd(lo), times = _mm256_set1_pd(scale);
+  const __m128i top = _mm_set1_epi32(last);
+  const int64_t gap = step * stride;
+  int64_t k = first;
+  if (stride == 1 && step <= 2) {
+    // Every element or every second one of a row: eight at a time with whole loads (the order in
+    // which samples are counted does not matter), reading nothing past the row's last element.
+    for (; k + 8 * step <= n; k += 8 * step) {
+      const float* at = p + k;
+      const __m256 a = _mm256_loadu_ps(at);
+      const __m256 x = step == 1 ? a : _mm256_shuffle_ps(a, _mm256_loadu_ps(at + 8), 0x88);  // the even lanes
+      count_eight(lanes_bins(_mm256_castps256_ps128(x), low, times, top),
+                  lanes_bins(_mm256_extractf128_ps(x, 1), low, times, top), sets);
+    }
+  }
+  for (; k + 7 * step < n; k += 8 * step) {
+    const float* at = p + k * stride;
+    count_eight(four_bins(at, gap, low, times, top), four_bins(at + 4 * gap, gap, low, times, top), sets);
+  }
+  for (; k < n; k += step) {
+    const int64_t bin = static_cast<int64_t>((static_cast<double>(p[k * stride]) - lo) * scale);
+    ++sets[0][bin < 0 ? 0 : (bin > last ? last : bin)];
+  }
+  return k;
+}
+#else
+constexpr int kSets = 8, kMaxBins = 256;
 #endif
 
 // Merges dimensions that step through memory as one (all of them, for a contiguous tensor), so rows
@@ -238,16 +301,21 @@ int summarize(const T* data, int ndim, const int64_t* sizes, const int64_t* stri
   // Every sample_step-th element in reshape(-1) order, like source[::step] in summary.py.
   const double lo = totals.lo, hi = totals.hi > totals.lo ? static_cast<double>(totals.hi) : lo + 1;
   const double scale = bins / (hi - lo);
-  // Counted in four sets on the stack, by turns, then summed: consecutive samples often fall in one
+  // Counted in several sets on the stack (four here, eight in bin_floats_avx2), by turns, then summed: consecutive samples often fall in one
   // bin, and one set would make each increment wait for the last; and counts written through the
   // caller's pointer could alias the loop's own variables, which the compiler would then reload
   // from memory after every increment (the histogram took longer than the stats pass).
-  constexpr int kSets = 4, kMaxBins = 256;
   if (bins > kMaxBins) return -1;
-  int64_t sets[kSets][kMaxBins] = {};
+  int64_t sets[kSets][kMaxBins];
+  for (auto& set : sets) std::fill_n(set, bins, 0);  // only the bins in use: the rest is never read
   const int64_t last = bins - 1;
   // Bins p[k * stride] for k = first, first + step, ... below n. Returns where the next would be.
   auto count = [&sets, last, lo, scale](const T* p, int64_t first, int64_t n, int64_t stride, int64_t step) {
+#ifdef FV_AVX2
+    if constexpr (std::is_same_v<T, float>) {
+      if (have_avx2()) return bin_floats_avx2(p, first, n, stride, step, lo, scale, static_cast<int>(last), sets);
+    }
+#endif
     auto bin = [p, stride, last, lo, scale](int64_t k) {
       const int64_t b = static_cast<int64_t>((static_cast<double>(p[k * stride]) - lo) * scale);
       return b < 0 ? 0 : (b > last ? last : b);  // the top edge belongs to the last bin
@@ -276,7 +344,11 @@ int summarize(const T* data, int ndim, const int64_t* sizes, const int64_t* stri
       position += n;
     });
   }
-  for (int b = 0; b < bins; ++b) counts[b] = sets[0][b] + sets[1][b] + sets[2][b] + sets[3][b];
+  for (int b = 0; b < bins; ++b) {
+    int64_t total = 0;
+    for (int j = 0; j < kSets; ++j) total += sets[j][b];
+    counts[b] = total;
+  }
   return 0;
 }
 
