@@ -488,6 +488,33 @@ def test_zero_grad_runs_outside_forgevizs_mode_and_resets_grads_as_torch_does(op
     assert torch.optim.Optimizer.zero_grad is _ZERO_GRAD  # torch's own once capture() uninstalled
 
 
+def test_another_librarys_zero_grad_patch_is_kept_and_called():
+    """A library that patched Optimizer.zero_grad before capture: its zero_grad runs (inside ours) and is
+    back after; one that patches it while capture runs keeps its patch at uninstall."""
+    from forgeviz._capture.session import _ZERO_GRAD
+
+    calls = []
+
+    def theirs(optimizer, *args, **kwargs):
+        calls.append(args or kwargs)
+        return _ZERO_GRAD(optimizer, *args, **kwargs)
+
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    torch.optim.Optimizer.zero_grad = theirs
+    try:
+        with forgeviz.capture():
+            model(torch.randn(3, 4)).sum().backward()
+            opt.zero_grad()
+            assert calls == [{}] and model.weight.grad is None
+        assert torch.optim.Optimizer.zero_grad is theirs
+        with forgeviz.capture():
+            torch.optim.Optimizer.zero_grad = _ZERO_GRAD  # patched again (here: undone) while capture runs
+        assert torch.optim.Optimizer.zero_grad is _ZERO_GRAD
+    finally:
+        torch.optim.Optimizer.zero_grad = _ZERO_GRAD
+
+
 def test_a_step_that_raises_leaves_the_mode_stack_as_it_was(ops_seen):
     class Failing(torch.optim.SGD):
         def step(self, closure=None):

@@ -50,32 +50,42 @@ _NOT_OPS = _not_ops()
 _ZERO_GRAD = torch.optim.Optimizer.zero_grad  # as torch defines it
 
 
-_zero_grad_owner = None  # the session whose zero_grad is torch.optim.Optimizer's, while one is installed
+# while a session is installed: (that session, the zero_grad it replaced, its wrapper)
+_zero_grad_patch: Optional[tuple] = None
 
 
 def _zero_grad_aside(session: "CaptureSession", on: bool) -> None:
     """While ``session`` is installed (``on``), ``torch.optim.Optimizer.zero_grad`` steps our mode aside
-    (see :meth:`CaptureSession._zero_grad`); off puts torch's own back. A training loop calls it every step,
-    and torch calls a TorchFunctionMode for each ``.grad`` it resets: 20 µs of a 0.6 ms step on a
-    3-layer MLP. (An optimizer class with a zero_grad of its own keeps it, under the mode.)
+    (see :meth:`CaptureSession._zero_grad`); off puts back what was there. A training loop calls it every
+    step, and torch calls a TorchFunctionMode for each ``.grad`` it resets: 20 µs of a 0.6 ms step on a
+    3-layer MLP. (An optimizer class with a zero_grad of its own keeps it, under the mode.) Whatever
+    ``zero_grad`` is in place when the session installs (torch's, or another library's patch) is the one
+    called, and is put back at uninstall unless something else replaced ours meanwhile (then that stays).
 
     >>> s = CaptureSession(); _zero_grad_aside(s, True); torch.optim.Optimizer.zero_grad is _ZERO_GRAD
     False
     >>> _zero_grad_aside(s, False); torch.optim.Optimizer.zero_grad is _ZERO_GRAD
     True
     """
-    global _zero_grad_owner
+    global _zero_grad_patch
     if not on:
-        if _zero_grad_owner is session:  # (another session's stays until it is uninstalled)
-            torch.optim.Optimizer.zero_grad, _zero_grad_owner = _ZERO_GRAD, None
+        if _zero_grad_patch is not None and _zero_grad_patch[0] is session:  # (another session's stays)
+            _, replaced, wrapper = _zero_grad_patch
+            if torch.optim.Optimizer.__dict__.get("zero_grad") is wrapper:
+                torch.optim.Optimizer.zero_grad = replaced
+            _zero_grad_patch = None
         return
+    if _zero_grad_patch is not None:
+        return  # one session's at a time
+    replaced = torch.optim.Optimizer.__dict__["zero_grad"]
 
-    @functools.wraps(_ZERO_GRAD)
+    @functools.wraps(replaced)
     def zero_grad(optimizer, *args, **kwargs):
-        return session._zero_grad(_ZERO_GRAD, optimizer, args, kwargs)
+        return session._zero_grad(replaced, optimizer, args, kwargs)
 
     # (torch's is never traced by Dynamo: nor is this, so a compiled loop breaks its graph there as before)
-    torch.optim.Optimizer.zero_grad, _zero_grad_owner = torch._disable_dynamo(zero_grad), session
+    wrapper = torch._disable_dynamo(zero_grad)
+    torch.optim.Optimizer.zero_grad, _zero_grad_patch = wrapper, (session, replaced, wrapper)
 
 
 def _op_name(func) -> tuple[str, str]:

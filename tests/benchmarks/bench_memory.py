@@ -4,6 +4,11 @@ Run: ``.venv/bin/python tests/benchmarks/bench_memory.py``. Rounds are interleav
 medians reported as ratios to "off", measured in one run on one machine, each MLP in a fresh
 process (``bench_memory.py 256 32`` runs one).
 
+``bench_memory.py models`` runs issue 27's memory targets' models on the CPU (the GPT-2 shape of
+``bench_capture.py gpt2``, and the ResNet-18-like CNN at batch 16): off, ``memory_trace()`` and
+torch.profiler(profile_memory=True), interleaved, by this thread's CPU time with one torch thread (steps
+of about a second: per-op costs are a small part of them, as on a GPU's large steps).
+
 ``bench_memory.py pieces 256 32`` says where ``memory_trace()``'s cost per step goes: each Python piece of
 the tracker (claims, op naming, the backward's site and walk, gradients, optimizer state, root calls)
 timed by the CPU time of this thread (``time.thread_time``: a loaded machine's waits do not count), one
@@ -168,9 +173,51 @@ def pieces(width: int, batch: int, steps: int = 200) -> None:
         print(f"  {label:30s} {us(ns):6.1f} µs/step in {called[label] / steps:4.1f} calls")
 
 
+def models(rounds: int = 5) -> None:
+    """Print memory_trace() and the profiler against off on the GPT-2 shape and the ResNet-18-like CNN."""
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench_capture import real_model
+    from bench_graph import ResNet18Like
+
+    torch.set_num_threads(1)  # thread_time sees this thread only: the ops' work too, then
+    for name in ("gpt2", "resnet"):
+        if name == "gpt2":
+            model, opt, x, y, loss_fn = real_model("gpt2", "cpu")
+        else:
+            torch.manual_seed(0)
+            model, x, y = ResNet18Like(), torch.randn(16, 3, 64, 64), torch.randint(0, 10, (16,))
+            opt, loss_fn = torch.optim.Adam(model.parameters()), torch.nn.functional.cross_entropy
+        steps = 2
+        train(model, opt, x, y, steps, loss_fn)  # warm up
+
+        def arm(recording):
+            def run() -> float:
+                with recording():
+                    start = time.thread_time()
+                    train(model, opt, x, y, steps, loss_fn)
+                    return time.thread_time() - start
+            return run
+
+        cpu = [torch.profiler.ProfilerActivity.CPU]
+        arms = {"off": arm(contextlib.nullcontext), "memory_trace()": arm(forgeviz.memory_trace),
+                "torch.profiler(memory)": arm(lambda: torch.profiler.profile(activities=cpu, profile_memory=True))}
+        times: dict[str, list[float]] = {k: [] for k in arms}
+        for r in range(rounds):
+            for k in list(arms)[r % 3:] + list(arms)[:r % 3]:  # each arm first in turn
+                times[k].append(arms[k]())
+        base = statistics.median(times["off"])
+        print(f"{name}: off {base / steps * 1e3:.0f} ms/step of thread time; "
+              + ", ".join(f"{k} {statistics.median(v) / base:.3f}x" for k, v in times.items() if k != "off")
+              + f" ({rounds} rounds of {steps} steps, medians, interleaved)")
+
+
 if __name__ == "__main__":
     torch.set_num_threads(2)
-    if sys.argv[1:2] == ["pieces"]:
+    if sys.argv[1:2] == ["models"]:
+        models()
+    elif sys.argv[1:2] == ["pieces"]:
         pieces(*(int(a) for a in sys.argv[2:4]))
     elif len(sys.argv) == 1:
         # Each MLP in a process of its own: after the large one, the small one's plain steps ran
