@@ -448,6 +448,7 @@ def _float(grad: torch.Tensor) -> bool:
     return grad.dtype in _ON_DEVICE_DTYPES and grad.device.type in ("cpu", "cuda")
 
 
+no_torch_function = torch._C.DisableTorchFunction  # (a name bound once: the hooks enter it per Node)
 _PLAIN, _CHAIN, _LEAF_WITH_GRAD, _LEAF_WITHOUT_GRAD = 0, 1, 2, 3  # Node kinds, as grad_hooks.cpp reads them
 _DTYPES = ("float32", "float64")  # grad_hooks.cpp's dtype codes
 _CHAIN_NAMES = frozenset(LOCAL_DERIVATIVES)
@@ -574,8 +575,9 @@ class BackwardRecorder:
             """``chain_node``: an elementwise Node whose local derivatives are kept too (see chain.py).
             ``to_leaves``: grad_input index → the parameter (with no .grad yet) it goes to."""
             def hook(grad_inputs, grad_outputs):
-                # A fault here must never break the user's backward: record it and move on.
-                with boundary(fault, "recording gradients"):  # reported, never raised into torch
+                # A fault here must never break the user's backward: record it and move on. Our reads of the
+                # gradients (version, numel, summaries) are not the user's ops: no mode or subclass sees them.
+                with boundary(fault, "recording gradients"), no_torch_function():  # reported, never raised
                     ins = ([summary(g) for g in grad_inputs] if not to_leaves else
                            [summary(g) if i not in to_leaves else leaf_summary(g, to_leaves[i])
                             for i, g in enumerate(grad_inputs)])
@@ -601,7 +603,7 @@ class BackwardRecorder:
 
             def hook(grad_inputs, grad_outputs):
                 record_node(grad_inputs, grad_outputs)  # summarises the incoming gradient first
-                with boundary(fault, "recording leaf gradient"):  # inside the user's backward: reported, never raised
+                with boundary(fault, "recording leaf gradient"), no_torch_function():  # reported, never raised
                     leaf = node.variable
                     values = store.leaf_history(leaf, create=True).values
                     if was_none and values:

@@ -356,11 +356,13 @@ class _TagMode(TorchFunctionMode):
             if session.native_tag is not None:  # native/grad_hooks.cpp's tag: no Python object per Node
                 session.native_tag(out, first_new, session.make_tag, func, where)
             elif isinstance(out, torch.Tensor):  # the common case, without a call
-                grad_fn = out.grad_fn
+                with _not_your_subclass():
+                    grad_fn = out.grad_fn
                 if grad_fn is not None:
                     session.tag_node(func, grad_fn, where, first_new)
             elif isinstance(out, (tuple, list)):
-                session.tag(func, out, where, first_new)
+                with _not_your_subclass():
+                    session.tag(func, out, where, first_new)
         except Exception as exc:  # noqa: BLE001 - the boundary inline (per op: free until a fault)
             report(session.fault, f"tagging {getattr(func, '__name__', 'an op')}", exc)
         doctor = session.doctor
