@@ -599,3 +599,24 @@ def test_cuda_gradients_summarised_on_the_device_equal_torchs(nb):
     x2 = torch.randn(64, 512, device="cuda")
     torch.tanh(x2 @ w2).square().mean().backward()
     assert torch.equal(w.grad, w2.grad)
+
+
+def test_a_transposed_gradient_shares_its_bases_numbers_with_its_own_shape():
+    """TBackward0 sends a Linear weight's gradient on as a transposed view of the one it received: the same
+    values, summarised once (by their address, numel and dtype) and shown with the view's own shape; every
+    figure equals torch's for the weight's gradient, and the histogram is the received one's."""
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(300, 200)
+    with forgeviz.capture():
+        loss = linear(torch.randn(8, 300)).square().sum()
+        transpose = next(n for n in iter_graph([loss.grad_fn]) if type(n).__name__ == "TBackward0")
+        loss.backward()
+    record = get_session().store.get(transpose.metadata["fv_id"]).records[-1]
+    received, sent = record.grad_outputs[0], record.grad_inputs[0]
+    grad = linear.weight.grad.double()
+    assert received.shape == [300, 200] and sent.shape == [200, 300]
+    for s in (received, sent):
+        assert (s.norm, s.min, s.max, s.mean) == pytest.approx(
+            (grad.norm().item(), grad.min().item(), grad.max().item(), grad.mean().item()), rel=1e-6)
+    assert sent.histogram is not None and sent.histogram == received.histogram
+    assert sum(sent.histogram.counts) > 0

@@ -122,6 +122,10 @@ struct Pass {
   std::vector<Row> rows;
   // One gradient is usually one Node's grad_input and the next one's grad_output: summarised once.
   std::unordered_map<const c10::TensorImpl*, Seen> seen;
+  // A dense gradient by its first element's address: a transposed view (TBackward0's grad_input of a
+  // Linear's weight) holds the same values as the tensor it views, so it has its numbers and histogram,
+  // with its own shape. Only for gradients too large to keep their values (those keep them in order).
+  std::unordered_map<const void*, Seen> same_values;
   std::vector<std::pair<WeakNode, uintptr_t>> hooks;
   std::vector<std::string> faults;
 
@@ -136,13 +140,26 @@ struct Pass {
     }
     auto found = seen.find(impl);
     if (found != seen.end() && version >= 0 && found->second.version == version) return found->second.slot;
+    const void* first = dense_values(impl, version);
+    if (first != nullptr) {
+      auto same = same_values.find(first);
+      if (same != same_values.end() && same->second.version == version && same->second.impl.lock()) {
+        const Summary& from = summaries[static_cast<size_t>(same->second.slot)];
+        if (from.numel == impl->numel() && from.dtype == dtype_code(impl) && from.values_at < 0) {
+          Summary s = from;  // (a view's version counter is its base's: the same values)
+          s.ndim = static_cast<int>(std::min<int64_t>(impl->dim(), kMaxDims));
+          std::copy_n(impl->sizes().begin(), s.ndim, s.shape);
+          return keep(impl, version, std::move(s), found, nullptr);
+        }
+      }
+    }
     double out[4 + kMaxValues];
     int64_t bin_counts[kMaxBins];
     if (fv_summarize_tensor(impl, sample, bins, values_cap, out, bin_counts) != 0) return kFail;
     Summary s;
     s.ndim = static_cast<int>(impl->dim());  // fv_summarize_tensor read at most kMaxDims
     std::copy_n(impl->sizes().begin(), s.ndim, s.shape);
-    s.dtype = impl->dtype() == caffe2::TypeMeta::Make<float>() ? 0 : 1;
+    s.dtype = dtype_code(impl);
     s.numel = impl->numel();
     std::copy_n(out, 4, s.stats);
     if (s.numel <= values_cap) {
@@ -154,16 +171,43 @@ struct Pass {
       s.counts_n = bins;
       counts.insert(counts.end(), bin_counts, bin_counts + bins);
     }
+    const void* shared = s.values_at < 0 ? first : nullptr;
+    return keep(impl, version, std::move(s), found, shared);
+  }
+
+  static int dtype_code(const c10::TensorImpl* impl) {
+    return impl->dtype() == caffe2::TypeMeta::Make<float>() ? 0 : 1;
+  }
+
+  // The address of a dense gradient's lowest element (torch's strides are never negative), when its
+  // values are too many to keep and it has a version: then that address, its numel and dtype name
+  // the same values wherever they are seen again in this pass. Else nullptr.
+  const void* dense_values(c10::TensorImpl* impl, int64_t version) const {
+    if (version < 0 || impl->numel() <= values_cap || impl->layout() != c10::kStrided || !impl->has_storage() ||
+        !impl->is_non_overlapping_and_dense())
+      return nullptr;
+    try {
+      return impl->data();
+    } catch (...) {
+      return nullptr;
+    }
+  }
+
+  // Summary s is the slot of impl (at version); `first`: also of every view of the same values.
+  int keep(c10::TensorImpl* impl, int64_t version, Summary s,
+           std::unordered_map<const c10::TensorImpl*, Seen>::iterator found, const void* first) {
     const int slot = static_cast<int>(summaries.size());
     summaries.push_back(std::move(s));
     if (version >= 0) {
-      Seen entry{c10::weak_intrusive_ptr<c10::TensorImpl>(
-                     c10::intrusive_ptr<c10::TensorImpl>::unsafe_reclaim_from_nonowning(impl)),
-                 version, slot};
+      auto weak = [impl] {
+        return c10::weak_intrusive_ptr<c10::TensorImpl>(
+            c10::intrusive_ptr<c10::TensorImpl>::unsafe_reclaim_from_nonowning(impl));
+      };
       if (found != seen.end())
-        found->second = std::move(entry);
+        found->second = Seen{weak(), version, slot};
       else
-        seen.emplace(impl, std::move(entry));
+        seen.emplace(impl, Seen{weak(), version, slot});
+      if (first != nullptr) same_values.insert_or_assign(first, Seen{weak(), version, slot});
     }
     return slot;
   }
@@ -547,6 +591,7 @@ PyObject* fv_finish(PyObject* capsule) {
   close(*pass);
   std::lock_guard<std::mutex> lock(pass->mu);
   pass->seen.clear();
+  pass->same_values.clear();
   PyObject* leaves = PyList_New(0);
   for (Row& row : pass->rows) {
     if (!row.variable.defined()) continue;
