@@ -46,6 +46,7 @@ from ..untraced import use_native_pause
 SOURCES = [Path(__file__).with_name("cpu_ledger.cpp"), Path(__file__).with_name("tensor_stats.cpp")]
 HOOK_SOURCES = [Path(__file__).with_name("tensor_stats.cpp"), Path(__file__).with_name("grad_hooks.cpp")]
 READER_SOURCES = [Path(__file__).with_name("tensor_stats.cpp"), Path(__file__).with_name("grad_reader.cpp")]
+EXTENSION_HEADERS = [Path(__file__).with_name("extension.h")]  # included by both: part of their source keys
 ABI_VERSION = 3
 # The niceness of a background build: the user's cells get about 3× its CPU share. At 10 (about 9×)
 # a build on 2 cores shared with other busy processes had not finished after 10 minutes (20-40 s alone).
@@ -65,10 +66,9 @@ class FvRecord(ctypes.Structure):
 _lock = threading.Lock()
 _lib: Optional[ctypes.CDLL] = None
 _error: Optional[str] = None
-_hooks = None  # the _grad_hooks module, once loaded
-_hooks_error: Optional[str] = None
-_reader = None  # the _grad_reader module, once loaded
-_reader_error: Optional[str] = None
+# The extension modules by name (_grad_hooks, _grad_reader): (the module or None, why it did not load or
+# None), once a load was tried and its outcome is final
+_extensions: dict[str, tuple[object, Optional[str]]] = {}
 # While this process builds in the background (background.py), a library that lands is used only
 # once ``adopt()`` says so: at a cell boundary, never in the middle of a cell.
 _deferred = False
@@ -102,12 +102,12 @@ def library_path() -> Path:
 
 def hooks_library_path() -> Path:
     """The gradient hooks library for this source and this torch build (it may not exist yet)."""
-    return cache_dir() / f"grad_hooks-{_torch_key()}-{_source_key(tuple(HOOK_SOURCES))}.so"
+    return cache_dir() / f"grad_hooks-{_torch_key()}-{_source_key(tuple(HOOK_SOURCES + EXTENSION_HEADERS))}.so"
 
 
 def reader_library_path() -> Path:
     """The applied-gradient reader library for this source and this torch build (it may not exist yet)."""
-    return cache_dir() / f"grad_reader-{_torch_key()}-{_source_key(tuple(READER_SOURCES))}.so"
+    return cache_dir() / f"grad_reader-{_torch_key()}-{_source_key(tuple(READER_SOURCES + EXTENSION_HEADERS))}.so"
 
 
 def compiler() -> Optional[str]:
@@ -358,17 +358,13 @@ def unlocked() -> Optional[ctypes.CDLL]:
 
 def hooks():
     """The gradient hooks library as a Python module (``_grad_hooks``: tag, arm, finish, rows, forget,
-    summary, walk), loaded now if it is built for this torch and Python; else None (never builds; a load
-    that failed is remembered, see ``hooks_unavailable_reason``).
+    summary, walk, node_stats), loaded now if it is built for this torch and Python; else None (never
+    builds; a load that failed is remembered, see ``hooks_unavailable_reason``).
 
     >>> hooks() is None or hooks().ABI_VERSION == HOOKS_ABI_VERSION
     True
     """
-    global _hooks, _hooks_error
-    if _hooks is not None or _hooks_error is not None or _deferred:
-        return _hooks
-    _hooks, _hooks_error = _load_extension(hooks_library_path(), "_grad_hooks", HOOKS_ABI_VERSION)
-    return _hooks
+    return _extension("_grad_hooks", hooks_library_path, HOOKS_ABI_VERSION)
 
 
 def reader():
@@ -378,11 +374,18 @@ def reader():
     >>> reader() is None or reader().ABI_VERSION == READER_ABI_VERSION
     True
     """
-    global _reader, _reader_error
-    if _reader is not None or _reader_error is not None or _deferred:
-        return _reader
-    _reader, _reader_error = _load_extension(reader_library_path(), "_grad_reader", READER_ABI_VERSION)
-    return _reader
+    return _extension("_grad_reader", reader_library_path, READER_ABI_VERSION)
+
+
+def _extension(name: str, path: Callable[[], Path], abi: int):
+    """The extension module ``name``: loaded once it is built (and, during a background build, adopted)."""
+    known = _extensions.get(name)
+    if known is not None or _deferred:
+        return known[0] if known is not None else None
+    module, error = _load_extension(path(), name, abi)
+    if module is not None or error is not None:  # (not built yet: asked again next time)
+        _extensions[name] = (module, error)
+    return module
 
 
 def _load_extension(path: Path, name: str, abi: int) -> tuple[object, Optional[str]]:
@@ -416,12 +419,12 @@ def adopt() -> None:
 
 def hooks_unavailable_reason() -> Optional[str]:
     """Why the gradient hooks library could not load in this process, or None."""
-    return _hooks_error
+    return _extensions.get("_grad_hooks", (None, None))[1]
 
 
 def reader_unavailable_reason() -> Optional[str]:
     """Why the applied-gradient reader could not load in this process, or None."""
-    return _reader_error
+    return _extensions.get("_grad_reader", (None, None))[1]
 
 
 def unavailable_reason() -> Optional[str]:

@@ -12,6 +12,8 @@
 //
 // Built as a library of its own (it needs Python's and torch's Python headers, which the CPU ledger
 // does not): without it, forgeviz registers Python hooks, as before.
+#include "extension.h"
+
 #include <ATen/SequenceNumber.h>
 #include <c10/util/SmallVector.h>
 #include <torch/csrc/autograd/function_hook.h>
@@ -849,8 +851,6 @@ PyObject* py_walk(PyObject*, PyObject* const* args, Py_ssize_t n) {
   return fv_walk(args[0], cap);
 }
 
-#define FV_METHOD(name, doc) \
-   {#name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_##name)), METH_FASTCALL, doc}
 PyMethodDef methods[] = {
     FV_METHOD(tag, "tag(out, first_new, make_tag, func, where): fv_tag"),
     FV_METHOD(arm, "arm(roots, chain, ids, dead_append, fallback, sample, bins, values_cap, chain_cap): fv_arm"),
@@ -863,14 +863,6 @@ PyMethodDef methods[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
-PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_grad_hooks",
-                          "forgeviz's gradient hooks and op tags in C++ (forgeviz/_capture/native/grad_hooks.cpp)", -1,
-                          methods};
-
 }  // namespace
 
-PyMODINIT_FUNC PyInit__grad_hooks() {
-  PyObject* module = PyModule_Create(&module_def);
-  if (module != nullptr && PyModule_AddIntConstant(module, "ABI_VERSION", 8) != 0) Py_CLEAR(module);
-  return module;
-}
+FV_MODULE(_grad_hooks, "forgeviz's gradient hooks and op tags in C++ (forgeviz/_capture/native/grad_hooks.cpp)", 8)

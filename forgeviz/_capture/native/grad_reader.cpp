@@ -12,6 +12,8 @@
 //
 // Built as a Python extension module of its own (_grad_reader), with tensor_stats.cpp; without it the
 // recording's Python reader thread does this work, as before.
+#include "extension.h"
+
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <condition_variable>
@@ -25,6 +27,10 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define FV_PCLMUL 1
+struct FvCpu {
+  bool avx2_fma, pclmul_sse41;
+};
+const FvCpu& fv_cpu();  // tensor_stats.cpp
 #endif
 
 extern "C" int fv_summarize_tensor(const void* impl, int sample, int bins, int values_cap, double* out,
@@ -53,13 +59,7 @@ uint32_t crc_bytes(uint32_t crc, const uint8_t* p, size_t n) {
 }
 
 #ifdef FV_PCLMUL
-bool have_pclmul() {
-  static const bool have = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
-  }();
-  return have;
-}
+bool have_pclmul() { return fv_cpu().pclmul_sse41; }
 
 // `len` is at least 64 and a multiple of 16. The constants are x^k mod P for the folding distances
 // (k1..k5) and the Barrett reduction's (poly), bit-reflected, from the paper.
@@ -313,8 +313,6 @@ PyObject* py_crc32(PyObject*, PyObject* const* args, Py_ssize_t n) {
   return PyLong_FromUnsignedLong(crc32(p, t.numel() * t.itemsize()));
 }
 
-#define FV_METHOD(name, doc) \
-  {#name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_##name)), METH_FASTCALL, doc}
 PyMethodDef methods[] = {
     FV_METHOD(read, "read(grads) -> job: summarise and fingerprint them on the reader's thread"),
     FV_METHOD(wait, "wait(job) -> ([(min, max, sum, norm, numel, crc) or None], changed)"),
@@ -322,14 +320,6 @@ PyMethodDef methods[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
-PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_grad_reader",
-                          "forgeviz's reader of applied gradients (forgeviz/_capture/native/grad_reader.cpp)", -1,
-                          methods};
-
 }  // namespace
 
-PyMODINIT_FUNC PyInit__grad_reader() {
-  PyObject* module = PyModule_Create(&module_def);
-  if (module != nullptr && PyModule_AddIntConstant(module, "ABI_VERSION", kAbiVersion) != 0) Py_CLEAR(module);
-  return module;
-}
+FV_MODULE(_grad_reader, "forgeviz's reader of applied gradients (forgeviz/_capture/native/grad_reader.cpp)", kAbiVersion)

@@ -18,6 +18,23 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define FV_AVX2 1
+struct FvCpu {
+  bool avx2_fma, pclmul_sse41;
+};
+const FvCpu& fv_cpu();
+#endif
+
+#ifdef FV_AVX2
+// What this CPU can do, asked once (the libraries are built for any x86-64): tensor_stats.cpp's AVX2
+// loops, grad_reader.cpp's carry-less-multiply CRC.
+const FvCpu& fv_cpu() {
+  static const FvCpu cpu = [] {
+    __builtin_cpu_init();
+    return FvCpu{__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"),
+                 __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1")};
+  }();
+  return cpu;
+}
 #endif
 
 namespace {
@@ -26,13 +43,7 @@ constexpr int kMaxDims = 16;
 constexpr int64_t kBlock = 512;  // float32 partial sums stay short before they go to double
 
 #ifdef FV_AVX2
-bool have_avx2() {
-  static const bool have = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return have;
-}
+bool have_avx2() { return fv_cpu().avx2_fma; }
 
 // Totals<float>::add_contiguous with AVX2, where the CPU has it (checked at run time; the library
 // is built for any x86-64): 32 bytes at a time, min and max with one instruction each, and min
