@@ -103,6 +103,34 @@ def test_an_optimizer_step_names_what_it_allocates_by_the_step_and_its_line():
     assert sum(s.untyped_storage().nbytes() for s in states) == trace.bytes_by_category()["optimizer state"]
 
 
+def test_a_step_that_calls_super_step_is_one_step_for_the_timeline():
+    """An optimizer subclass whose step() calls super().step(): torch runs the global step hooks twice (once
+    the parent's step is patched), and the timeline still opens one step and closes it once, named by the
+    subclass; after each step the user's ops name their allocations again, and no site is left behind."""
+
+    class ScaledAdam(torch.optim.Adam):
+        def step(self, closure=None):
+            out = super().step(closure)
+            self.after_super = torch.ones(7)  # allocated inside the step, after the parent's returned
+            return out
+
+    model = torch.nn.Linear(16, 16)
+    torch.optim.Adam(model.parameters())  # patches Adam.step for every later instance
+    opt = ScaledAdam(model.parameters())
+    afters = []
+    with forgeviz.memory_trace() as trace:
+        for _ in range(3):
+            model(torch.randn(4, 16)).square().mean().backward()
+            opt.step(); step_line = sys._getframe().f_lineno  # noqa: E702 - the step's own line
+            afters.append(torch.ones(5) * 3)  # named by its own op again once the step is over
+            opt.zero_grad()
+        tracker = trace.tracker
+        assert tracker.ledger._sites == []  # each step's site popped, once
+    inside = tracker.ledger.lookup(opt.after_super.untyped_storage().data_ptr())
+    assert (inside.op, inside.line) == ("ScaledAdam.step", step_line)
+    assert [tracker.ledger.lookup(a.untyped_storage().data_ptr()).op for a in afters] == ["mul"] * 3
+
+
 def test_an_op_that_leaves_nothing_new_alive_costs_no_naming_call():
     x = torch.zeros(10)
     with forgeviz.memory_trace() as trace:

@@ -79,7 +79,9 @@ class NativeLedger:
         self._op_names: list[str] = []
         self._op_ids: dict[str, int] = {}
         self._where_cache: dict[tuple, tuple[int, int, int]] = {}
-        self._in_step = False  # between an optimizer step's pre and post hooks
+        # optimizer steps under way: 1 between a step's pre and post hooks, 2 inside a subclass's step()
+        # that calls super().step() (torch runs the global step hooks again for the parent's step)
+        self._in_step = 0
         self._packed: dict[tuple, int] = {}  # (where, module, cell, op) → the ledger's packed site
         # Op names come from Python (after_op); FORGEVIZ_MEMORY_OPS=aten names the dispatcher op
         # instead (aten::mm inside backward too), for a RecordFunction callback on every op.
@@ -94,7 +96,7 @@ class NativeLedger:
 
     def end(self) -> None:
         self._lib.fv_ledger_recording(self._h, 0)
-        self._in_step = False  # a step that raised never ran its post hook
+        self._in_step = 0  # a step that raised never ran its post hook
 
     def close(self) -> None:
         for fin in self._finalizers.values():
@@ -150,14 +152,18 @@ class NativeLedger:
     def step_begins(self, where: tuple, name: str) -> None:
         # A step runs dozens of small ops per parameter: the step's line and "Adam.step" name
         # what they allocate (forgeviz's mode steps aside meanwhile, so no op is named one by one).
+        self._in_step += 1
+        if self._in_step > 1:  # super().step() inside the step: the outer step names what it allocates
+            return
         self.push_site(where, None, name)
         self._lib.fv_forget_fresh(self._h)
-        self._in_step = True
 
     def step_ends(self) -> None:
-        if self._in_step:  # the step's allocations have their names: the next op must not claim them
+        if not self._in_step:
+            return
+        self._in_step -= 1
+        if not self._in_step:  # the step's allocations have their names: the next op must not claim them
             self._lib.fv_forget_fresh(self._h)
-            self._in_step = False
             self.pop_site()
 
     def after_op(self, out, where: tuple, op: Optional[str] = None) -> None:
@@ -197,7 +203,7 @@ class NativeLedger:
         self._sync_cuts()
         self._cell = cell or (self.default_cell or 0)
         self.cells.append(m.CellMark(cell, self._lib.fv_now() - self._t0n, self.stats().count))
-        self._in_step = False  # a step that raised in the last cell never ran its post hook
+        self._in_step = 0  # a step that raised in the last cell never ran its post hook
         self._sites.clear()
         self._set_site((self._cell, m.NO_SMALL, 0, m.NO_SMALL))
 
