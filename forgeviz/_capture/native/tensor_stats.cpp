@@ -42,6 +42,8 @@ namespace {
 constexpr int kMaxDims = 16;
 constexpr int64_t kBlock = 512;  // float32 partial sums stay short before they go to double
 
+constexpr int kSets = 8, kMaxBins = 256;  // the histogram's count sets (see summarize) and its most bins
+
 #ifdef FV_AVX2
 bool have_avx2() { return fv_cpu().avx2_fma; }
 
@@ -101,7 +103,6 @@ __attribute__((target("avx2,fma"))) void add_floats_avx2(const float* x, int64_t
   }
 }
 
-constexpr int kSets = 8, kMaxBins = 256;  // the histogram's count sets (see summarize) and its most bins
 
 // The bins of four floats (see bin_floats_avx2).
 __attribute__((target("avx2,fma"))) inline __m128i lanes_bins(__m128 x, __m256d low, __m256d times, __m128i top) {
@@ -161,8 +162,6 @@ __attribute__((target("avx2,fma"))) int64_t bin_floats_avx2(const float* p, int6
   }
   return k;
 }
-#else
-constexpr int kSets = 8, kMaxBins = 256;
 #endif
 
 // Merges dimensions that step through memory as one (all of them, for a contiguous tensor), so rows
