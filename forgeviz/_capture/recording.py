@@ -21,6 +21,7 @@ capture, issue 28): it hands references to a *reader* thread, which summarises a
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -165,6 +166,51 @@ def _read_present(step: int, described: list, grads: list, lib) -> tuple[list[tu
     return read_parameters(step, _present(described, grads), lib)
 
 
+class _Later:
+    """Rows of the grads stream that the writer's thread builds from the numbers kept (a tuple per row costs
+    the training thread about a microsecond; the writer's thread builds a segment's rows at once):
+    ``build(*args)`` gives them; ``count`` is about how many (for the segment's size)."""
+
+    __slots__ = ("build", "args", "count")
+
+    def __init__(self, build: Callable, args: tuple, count: int) -> None:
+        self.build, self.args, self.count = build, args, count
+
+    def __call__(self) -> list[tuple]:
+        return self.build(*self.args)
+
+
+def _native_rows(step: int, described: list, reader, job) -> list[tuple]:
+    """The parameter and module rows of a step whose gradients the native reader read, every one (none
+    left to Python: all finite, so no finding), from the numbers its ``job`` keeps."""
+    read = [(*d, (norm, lo, hi, total / numel, numel, crc))
+            for d, got in zip(described, reader.numbers(job)) if got is not None
+            for lo, hi, total, norm, numel, crc in (got,)]
+    return parameter_rows(step, read)[0]
+
+
+def _node_rows(step: int, graph: int, described: tuple, stats: list) -> list[tuple]:
+    """The Node rows of one backward from the native hooks' ``node_stats`` (five numbers per Node)."""
+    return [(step, NODE, *described[k], norm, lo, hi, total / numel if numel else math.nan, numel, None, None,
+             graph, k) for k, numel, lo, hi, total, norm in stats]
+
+
+def grads_segment(items: list) -> list[tuple]:
+    """A segment of the grads stream as rows: its rows, and the rows each :class:`_Later` among them builds,
+    in order (on the writer's thread).
+
+    >>> grads_segment([(1, "a"), _Later(lambda: [(2, "b"), (3, "c")], (), 2)])
+    [(1, 'a'), (2, 'b'), (3, 'c')]
+    """
+    rows: list[tuple] = []
+    for item in items:
+        if type(item) is tuple:
+            rows.append(item)
+        else:
+            rows.extend(item())
+    return rows
+
+
 class _Job:
     """One job for the reader thread; :meth:`wait` gives its result (or raises its error). A lock, not a
     ``concurrent.futures.Future``: a step hands two jobs over and waits for them, and a Future's condition
@@ -208,27 +254,32 @@ class _NativeRead:
 
     __slots__ = ("step", "described", "grads", "handle", "reader", "changed")
 
-    def __init__(self, reader, step: int, described: list, grads: list) -> None:
-        self.step, self.described, self.grads, self.reader = step, described, grads, reader
-        self.handle = reader.read(grads)
+    def __init__(self, reader, handle, step: int, described: list, grads: list) -> None:
+        self.reader, self.handle, self.step, self.described, self.grads = reader, handle, step, described, grads
         self.changed = False
 
-    def wait(self) -> tuple[list[tuple], list[tuple]]:
-        numbers, self.changed = self.reader.wait(self.handle)
+    def wait(self):
+        """The step's rows and findings; or, when the native reader read every gradient (so every number
+        is finite: no finding), a :class:`_Later` that builds the rows on the writer's thread from the
+        numbers the job keeps."""
+        self.changed, left = self.reader.wait(self.handle)
+        if not left:
+            self.grads = None
+            return _Later(_native_rows, (self.step, self.described, self.reader, self.handle),
+                          len(self.described)), ()
+        numbers = self.reader.numbers(self.handle)
         self.handle = None
-        read, missing = [], False
+        read = []
         for (name, module, sharded), grad, got in zip(self.described, self.grads, numbers):
             if grad is None:
                 continue
-            if got is None:
-                missing = True
+            if got is None:  # (rare: a gradient of another dtype or layout, or not finite)
                 read.append((name, module, sharded, grad))
             else:
                 lo, hi, total, norm, numel, crc = got
                 read.append((name, module, sharded, (norm, lo, hi, total / numel, numel, crc)))
-        if missing:  # (rare: a gradient of another dtype or layout, or not finite)
-            with untraced(), torch.no_grad():
-                read = [r if type(r[3]) is tuple else (*r[:3], _read_one(r[3], native.loaded())) for r in read]
+        with untraced(), torch.no_grad():
+            read = [r if type(r[3]) is tuple else (*r[:3], _read_one(r[3], native.loaded())) for r in read]
         self.grads = None
         return parameter_rows(self.step, read)
 
@@ -288,7 +339,9 @@ class Recorder:
         self.torn_steps: list[int] = []  # steps whose parameter rows were dropped (.grad changed in step())
         self._t0 = time.perf_counter()
         self._last_flush = self._t0
-        self._rows: dict[str, list[tuple]] = {GRADS: [], STEPS: [], FINDINGS: []}  # rows in schema order
+        # rows in schema order (and in GRADS, _Later items: rows the writer's thread builds)
+        self._rows: dict[str, list] = {GRADS: [], STEPS: [], FINDINGS: []}
+        self._later_rows = 0  # about how many rows the _Later items in self._rows[GRADS] build
         self._names: dict[int, tuple] = {}  # id(parameter) -> (weakref, name, module path)
         self._graphs: dict[tuple, tuple] = {}  # signature -> (graph id or None, ((name, module) per Node))
         self._pending: Optional[tuple] = None  # (graph id, Node ids, described) of a backward under way
@@ -304,6 +357,7 @@ class Recorder:
         # optimizer -> what its step hands over: (its param lists, their lengths, the parameters, their
         # (name, module, sharded), whether any is off the CPU); made again when its param_groups change
         self._plans: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+        self._last_plan: Optional[tuple] = None  # (weakref to an optimizer, its plan): the one that stepped last
         self._cuda = torch.cuda.is_available()
         self._handles: list = []
         self.memory = memory
@@ -388,32 +442,43 @@ class Recorder:
         # the training thread's share: one list of the .grad tensors (and, for the Python reader, one of
         # their versions); names, summaries and fingerprints are the reader's
         grads = [p.grad for p in params]
-        if all(g is None for g in grads):  # (not grads.count(None): that compares tensors with ==)
-            return
         if plan[5]:  # (DTensor gradients: each rank reads its own shard)
             grads = [g.to_local() if g is not None and d[2] else g for g, d in zip(grads, described)]
+        reader = self._native_reader
+        if reader is not None and not plan[4] and type(optimizer) not in self._in_place:
+            handle = reader.read(grads)  # (None: no gradient to read)
+            if handle is not None:
+                self._reading.append(_NativeRead(reader, handle, self.step, described, grads))
+            return
+        if all(g is None for g in grads):  # (not grads.count(None): that compares tensors with ==)
+            return
         if plan[4] or type(optimizer) in self._in_place:  # read now (a device's copy is the training thread's)
             rows, found = read_parameters(self.step, _present(described, grads), native.loaded())
             self._rows[GRADS].extend(rows)
             self._rows[FINDINGS].extend(found)
-        elif self._native_reader is not None:
-            self._reading.append(_NativeRead(self._native_reader, self.step, described, grads))
         else:
             versions = [None if g is None else g._version for g in grads]
             self._read_behind(_read_present, (grads, versions), self.step, described, grads, native.unlocked())
 
     def _plan(self, optimizer) -> tuple:
         """What ``optimizer``'s steps hand over, made once (and again when its param_groups change)."""
-        lists = [group["params"] for group in optimizer.param_groups]
-        plan = self._plans.get(optimizer)
-        if plan is not None and len(plan[0]) == len(lists) and all(
-                a is b and len(a) == n for a, b, n in zip(lists, plan[0], plan[1])):
-            return plan
+        groups = optimizer.param_groups
+        last = self._last_plan  # (the optimizer stepped last, most steps: no WeakKeyDictionary look-up)
+        plan = last[1] if last is not None and last[0]() is optimizer else self._plans.get(optimizer)
+        if plan is not None and len(plan[0]) == len(groups):
+            for group, params, n in zip(groups, plan[0], plan[1]):
+                if group["params"] is not params or len(params) != n:
+                    break
+            else:
+                self._last_plan = (last[0] if plan is last[1] else weakref.ref(optimizer), plan)
+                return plan
+        lists = [group["params"] for group in groups]
         params = [p for group in lists for p in group]
         described = [(*self._name(p), hasattr(p, "to_local")) for p in params]
         plan = (lists, [len(group) for group in lists], params, described,
                 any(p.device.type != "cpu" for p in params), any(d[2] for d in described))
         self._plans[optimizer] = plan
+        self._last_plan = (weakref.ref(optimizer), plan)
         return plan
 
     def _read_behind(self, job: Callable, versions, *args) -> None:
@@ -427,9 +492,13 @@ class Recorder:
         for job in reading:
             read, found = job.wait()
             if job.torn():
-                step = read[0][0] if read else self.step
+                step = job.step if type(read) is _Later else read[0][0] if read else self.step
                 if step not in self.torn_steps:
                     self.torn_steps.append(step)
+                continue
+            if type(read) is _Later:
+                rows.append(read)
+                self._later_rows += read.count
                 continue
             rows.extend(read)
             findings.extend(found)
@@ -473,7 +542,7 @@ class Recorder:
         self.step += 1
         if self.cuda is not None:
             self.cuda.mark_step(self.step)
-        if len(self._rows[GRADS]) >= SEGMENT_ROWS or now - self._last_flush >= self.segment_seconds:
+        if len(self._rows[GRADS]) + self._later_rows >= SEGMENT_ROWS or now - self._last_flush >= self.segment_seconds:
             self._flush(self.step - 1)
 
     def _flush(self, step: Optional[int] = None) -> None:
@@ -482,8 +551,11 @@ class Recorder:
         self._last_flush = time.perf_counter()
         for name, rows in self._rows.items():
             if rows:
+                if name == GRADS and self._later_rows:  # (rows the writer's thread builds first)
+                    rows = functools.partial(grads_segment, rows)
                 self.writer.submit(name, rows)  # the writer thread turns rows into columns
                 self._rows[name] = []
+        self._later_rows = 0
         if self.memory is not None:
             self._memory_segment()
         if self.cuda is not None:
@@ -606,17 +678,19 @@ class Recorder:
         if pending is None or store.recorded != store.passes:
             return
         graph, ids, described = pending
-        nonfinite = store.first_nonfinite(store.recorded)
-        source = store.unread_pass(store.recorded)
-        if nonfinite is not None:
-            self._nonfinite_node(nonfinite, graph, ids, described)
+        index = store.recorded
+        handed = store.python_recorded(index)  # (with the native hooks, mostly none: nothing more to do)
+        if handed:
+            nonfinite = next(((nid, e.records[-1]) for nid, e in handed if e.first_nonfinite_pass == index), None)
+            if nonfinite is not None:  # (store.first_nonfinite, from the list in hand)
+                self._nonfinite_node(nonfinite, graph, ids, described)
+        source = store.unread_pass(index)
         if source is not None:  # the native hooks' numbers: one call for the five numbers a Node row keeps
-            self._handed_over_rows(graph, ids, described)
-            rows, step = self._rows[GRADS], self.step
-            for k, numel, lo, hi, total, norm in source.node_stats(ids):
-                name, module = described[k]
-                rows.append((step, NODE, name, module, norm, lo, hi, total / numel if numel else math.nan, numel,
-                             None, None, graph, k))
+            if handed:
+                self._handed_over_rows(graph, ids, described, handed)
+            stats = source.node_stats(ids)  # (now: the next pass overwrites them; the rows are the writer's)
+            self._rows[GRADS].append(_Later(_node_rows, (self.step, graph, described, stats), len(stats)))
+            self._later_rows += len(stats)
             return
         rows = self._rows[GRADS]  # Python hooks: from the session's records
         for position, nid in enumerate(ids):
@@ -644,14 +718,10 @@ class Recorder:
                                      + (": the gradients it received were finite, the ones it sent were not"
                                         if received else "")))
 
-    def _handed_over_rows(self, graph: int, ids: list, described: tuple) -> None:
-        """The rows of the Nodes whose gradients the native hooks handed to Python in this pass (a small
-        elementwise Node, whose local derivatives the graph view shows; one with NaN or infinity): the
-        native pass has no numbers for them, their Python records do."""
-        store = self.session.store
-        handed = store.python_recorded(store.recorded)
-        if not handed:
-            return
+    def _handed_over_rows(self, graph: int, ids: list, described: tuple, handed: list) -> None:
+        """The rows of the Nodes whose gradients the native hooks handed to Python in this pass (``handed``:
+        a small elementwise Node, whose local derivatives the graph view shows; one with NaN or infinity):
+        the native pass has no numbers for them, their Python records do."""
         position = {n: k for k, n in enumerate(ids)}
         for nid, entry in handed:
             k = position.get(nid)

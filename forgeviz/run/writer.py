@@ -53,7 +53,9 @@ class RunWriter:
 
     def submit(self, table: str, columns) -> bool:
         """Queue one segment of ``table``: its columns as lists, or its rows as tuples in the schema's
-        order (turned into columns here, on the writer thread); False when it was dropped."""
+        order (turned into columns here, on the writer thread), or a function that gives those rows (called
+        on the writer thread: the recorder's training thread keeps numbers, not rows); False when it was
+        dropped."""
         if self.broken:
             return False
         try:
@@ -115,6 +117,14 @@ class RunWriter:
         elif table == CUDA_MEMORY:  # a snapshot's entries since the last segment, and its segments
             batch = cuda_batch(columns)
         else:
+            if callable(columns):  # rows built here, off the training thread
+                try:
+                    columns = columns()
+                except Exception as exc:  # noqa: BLE001 (forgeviz's fault, not the disk's: this segment only)
+                    self.dropped += 1
+                    self.on_fault(f"building a segment of the {table} stream failed: {type(exc).__name__}: {exc}; "
+                                  "that segment is left out, recording goes on")
+                    return
             if not isinstance(columns, dict):  # rows
                 columns = dict(zip(schema.names, map(list, zip(*columns))))
             batch = pa.record_batch([pa.array(columns[f.name], f.type) for f in schema], schema=schema)

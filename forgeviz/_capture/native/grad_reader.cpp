@@ -6,7 +6,8 @@
 // the training thread (a hand-off per tensor and per call), and zlib's CRC-32 reads about 1 GB/s: on a
 // millisecond step that was most of what recording cost. Here the training thread hands the list of
 // tensors over in one call (`read`), a C++ thread that never touches Python summarises and
-// fingerprints them while step() runs, and `wait` gives the numbers back. The CRC folds 64 bytes at a
+// fingerprints them while step() runs, `wait` says they are read (and lets the tensors go), and `numbers`
+// gives them back, later and on any thread (the recorder's writer builds the rows from them). The CRC folds 64 bytes at a
 // time with carry-less multiplies (Intel's "Fast CRC Computation for Generic Polynomials Using
 // PCLMULQDQ", as Chromium's zlib does): the same CRC-32 as zlib.crc32, at several GB/s.
 //
@@ -38,7 +39,7 @@ extern "C" int fv_summarize_tensor(const void* impl, int sample, int bins, int v
 
 namespace {
 
-constexpr int kAbiVersion = 1;
+constexpr int kAbiVersion = 2;
 
 // --- CRC-32 (zlib's: reflected polynomial 0xEDB88320), on the running state (not inverted) ----------
 struct Table {
@@ -148,6 +149,7 @@ uint32_t crc32(const uint8_t* p, size_t n) {
 struct Entry {
   at::Tensor grad;  // undefined for a parameter without a gradient
   int64_t version = 0;
+  int64_t numel = 0;
   double stats[4] = {0, 0, 0, 0};  // min, max, sum, norm
   uint32_t crc = 0;
   bool read = false;  // false: Python reads this one (not a float CPU tensor, not contiguous, NaN or inf)
@@ -230,7 +232,8 @@ void drop_job(PyObject* capsule) {
   delete job;  // (its tensors' references go with the GIL held)
 }
 
-// read(grads) -> job: grads a list of tensors or None, handed to the worker.
+// read(grads) -> job, or None when every item is None (nothing to read): grads a list of tensors or
+// None, handed to the worker.
 PyObject* py_read(PyObject*, PyObject* const* args, Py_ssize_t n) {
   if (n != 1 || !PyList_Check(args[0])) {
     PyErr_SetString(PyExc_TypeError, "read(grads): expected one list of tensors or None");
@@ -239,6 +242,7 @@ PyObject* py_read(PyObject*, PyObject* const* args, Py_ssize_t n) {
   auto* job = new Job();
   const Py_ssize_t count = PyList_GET_SIZE(args[0]);
   job->entries.resize(count);
+  Py_ssize_t present = 0;
   for (Py_ssize_t i = 0; i < count; ++i) {
     PyObject* item = PyList_GET_ITEM(args[0], i);
     if (item == Py_None) continue;
@@ -251,6 +255,12 @@ PyObject* py_read(PyObject*, PyObject* const* args, Py_ssize_t n) {
     Entry& e = job->entries[i];
     e.grad = THPVariable_Unpack(item);
     e.version = e.grad._version();
+    e.numel = e.grad.numel();
+    ++present;
+  }
+  if (present == 0) {
+    delete job;
+    Py_RETURN_NONE;
   }
   PyObject* capsule = PyCapsule_New(job, kCapsule, drop_job);
   if (capsule == nullptr) {
@@ -266,27 +276,47 @@ PyObject* py_read(PyObject*, PyObject* const* args, Py_ssize_t n) {
   return capsule;
 }
 
-// wait(job) -> (per gradient (min, max, sum, norm, numel, crc) or None, changed): None for a gradient
-// absent or not read here; `changed` when a gradient's version moved since read() (written in place
-// while it was read). Drops the job's references to the tensors.
-PyObject* py_wait(PyObject*, PyObject* const* args, Py_ssize_t n) {
+Job* job_of(const char* call, PyObject* const* args, Py_ssize_t n) {
   auto* job = n == 1 ? static_cast<Job*>(PyCapsule_GetPointer(args[0], kCapsule)) : nullptr;
-  if (job == nullptr) {
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "wait(job): expected the job read() gave");
-    return nullptr;
+  if (job == nullptr && !PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "%s(job): expected the job read() gave", call);
+  return job;
+}
+
+// wait(job) -> (changed, left), once the worker read the job: `changed` when a gradient's version moved
+// since read() (written in place while it was read); `left`, how many gradients present were not read
+// here (Python reads them: with none left, every number is here, and finite). Drops the job's references
+// to the tensors (the numbers stay with the job, for numbers()). Two small ints, no list: the training
+// thread pays for no Python object per gradient; the rows are built later, off it.
+PyObject* py_wait(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  Job* job = job_of("wait", args, n);
+  if (job == nullptr) return nullptr;
+  wait_released(job);
+  bool changed = false;
+  Py_ssize_t left = 0;
+  for (Entry& e : job->entries) {
+    if (!e.grad.defined()) continue;
+    if (e.grad._version() != e.version) changed = true;
+    if (!e.read) ++left;
+    e.grad.reset();
   }
+  return Py_BuildValue("(On)", changed ? Py_True : Py_False, left);
+}
+
+// numbers(job) -> per gradient (min, max, sum, norm, numel, crc), or None for a gradient absent or not
+// read here; after wait(job).
+PyObject* py_numbers(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  Job* job = job_of("numbers", args, n);
+  if (job == nullptr) return nullptr;
   wait_released(job);
   const Py_ssize_t count = static_cast<Py_ssize_t>(job->entries.size());
   PyObject* out = PyList_New(count);
   if (out == nullptr) return nullptr;
-  bool changed = false;
   for (Py_ssize_t i = 0; i < count; ++i) {
-    Entry& e = job->entries[i];
+    const Entry& e = job->entries[i];
     PyObject* item;
-    if (e.grad.defined() && e.grad._version() != e.version) changed = true;
     if (e.read) {
       item = Py_BuildValue("(ddddLk)", e.stats[0], e.stats[1], e.stats[2], e.stats[3],
-                           static_cast<long long>(e.grad.numel()), static_cast<unsigned long>(e.crc));
+                           static_cast<long long>(e.numel), static_cast<unsigned long>(e.crc));
       if (item == nullptr) {
         Py_DECREF(out);
         return nullptr;
@@ -296,9 +326,8 @@ PyObject* py_wait(PyObject*, PyObject* const* args, Py_ssize_t n) {
       item = Py_None;
     }
     PyList_SET_ITEM(out, i, item);
-    e.grad.reset();
   }
-  return Py_BuildValue("(NO)", out, changed ? Py_True : Py_False);
+  return out;
 }
 
 // crc32(tensor) -> zlib.crc32 of a contiguous CPU tensor's bytes (for tests), or None.
@@ -315,7 +344,8 @@ PyObject* py_crc32(PyObject*, PyObject* const* args, Py_ssize_t n) {
 
 PyMethodDef methods[] = {
     FV_METHOD(read, "read(grads) -> job: summarise and fingerprint them on the reader's thread"),
-    FV_METHOD(wait, "wait(job) -> ([(min, max, sum, norm, numel, crc) or None], changed)"),
+    FV_METHOD(wait, "wait(job) -> (changed, left): the job read, its tensors let go"),
+    FV_METHOD(numbers, "numbers(job) -> [(min, max, sum, norm, numel, crc) or None]"),
     FV_METHOD(crc32, "crc32(tensor) -> zlib.crc32 of its bytes, or None"),
     {nullptr, nullptr, 0, nullptr},
 };
