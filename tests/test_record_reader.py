@@ -125,3 +125,67 @@ def test_gradients_changed_inside_step_are_dropped_then_read_before_it(tmp_path,
         for name, g in applied[step - 1].items():  # (read before the halving)
             assert rows.loc[name, "fingerprint"] == zlib.crc32(g.numpy())
 
+
+
+def test_rows_built_on_the_writer_thread_that_fail_are_a_fault_and_writing_goes_on(tmp_path):
+    """The recorder hands the writer functions that build a segment's rows (``_Later``): one that raises is
+    forgeviz's fault, said once, and only that segment is lost; later segments are written and read."""
+    from forgeviz.model.run import GRADS
+    from forgeviz.run.writer import RunWriter
+
+    faults = []
+    writer = RunWriter(tmp_path / "rank0", {"rank": 0, "world_size": 1, "format": "forgeviz-run",
+                                            "format_version": 1}, faults.append)
+
+    def broken():
+        raise KeyError("no such parameter")
+
+    row = (1, "parameter", "w", "fc", 5.0, -1.0, 4.0, 1.5, 2, 123, False, None, None)
+    assert writer.submit(GRADS, broken)
+    assert writer.submit(GRADS, lambda: [row])
+    writer.close({"finished": True})
+    assert writer.dropped == 1 and writer.segments == 1 and not writer.broken
+    assert faults == ["building a segment of the grads stream failed: KeyError: 'no such parameter'; that segment "
+                      "is left out, recording goes on"]
+    import pyarrow as pa
+
+    with pa.OSFile(str(tmp_path / "rank0" / "grads.arrows"), "rb") as f:
+        table = pa.ipc.open_stream(f).read_all()
+    assert table.num_rows == 1 and table.column("fingerprint").to_pylist() == [123]
+
+
+@needs_reader
+def test_a_step_with_a_gradient_left_to_python_keeps_every_row_in_order(tmp_path):
+    """At step 2 a weight's gradient is not row-major as it lies (the native reader leaves it to Python): that
+    step's rows are built on the training thread, the other steps' on the writer's (from the numbers the
+    native job keeps), and every row is torch's, in step order."""
+    from forgeviz.model.run import rank_folder
+    from forgeviz.run.writer import RunWriter
+
+    model, opt, x = _mlp()
+    applied = []
+    with forgeviz.capture() as session:
+        recorder = Recorder(session, lambda rank, meta: RunWriter(tmp_path / rank_folder(rank), meta, session.fault))
+        recorder.install()
+        for step in (1, 2, 3):
+            loss = model(x).pow(2).sum()
+            opt.zero_grad()
+            loss.backward()
+            if step == 2:
+                w = model[0].weight
+                w.grad = w.grad.t().contiguous().t()  # the same values, column-major
+                assert not w.grad.is_contiguous()
+            applied.append({n: p.grad.clone() for n, p in model.named_parameters()})
+            opt.step()
+        recorder.close()
+    frame = forgeviz.open(tmp_path).frame()
+    params = frame[frame["kind"] == "parameter"]
+    for step, grads in enumerate(applied, 1):
+        rows = params[params["step"] == step].set_index("name")
+        assert set(rows.index) == set(grads)
+        for name, g in grads.items():
+            assert rows.loc[name, "norm"] == pytest.approx(g.double().norm().item(), rel=1e-6)
+            assert rows.loc[name, "fingerprint"] == zlib.crc32(g.contiguous().numpy())  # (its bytes row-major)
+    modules = frame[frame["kind"] == "module"]
+    assert sorted(set(modules["step"])) == [1, 2, 3] and set(modules["name"]) == {"0", "2"}
+    assert list(frame["step"]) == sorted(frame["step"])  # each step's rows together, in step order

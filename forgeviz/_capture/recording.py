@@ -688,7 +688,7 @@ class Recorder:
         if source is not None:  # the native hooks' numbers: one call for the five numbers a Node row keeps
             if handed:
                 self._handed_over_rows(graph, ids, described, handed)
-            stats = source.node_stats(ids)  # (now: the next pass overwrites them; the rows are the writer's)
+            stats = source.node_stats(ids)  # (now: a dead graph's Nodes are forgotten; the rows are the writer's)
             self._rows[GRADS].append(_Later(_node_rows, (self.step, graph, described, stats), len(stats)))
             self._later_rows += len(stats)
             return
