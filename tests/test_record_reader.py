@@ -42,7 +42,7 @@ def test_read_gives_tensor_stats_and_crc_or_none():
     numbers = reader.numbers(job)
     assert not changed and left == 3  # the transposed, NaN and bfloat16 ones (below), present and not read
     for g, got in zip(grads, numbers):
-        if got is None:
+        if type(got) is not tuple:
             continue
         lo, hi, total, norm, numel, crc = got
         # the Python reader's numbers (tensor_stats.cpp's pass, float32 partial sums), bit for bit
@@ -51,9 +51,26 @@ def test_read_gives_tensor_stats_and_crc_or_none():
         assert (lo, hi) == (exact.min().item(), exact.max().item())
         assert (total, norm) == pytest.approx((exact.sum().item(), exact.norm().item()), rel=1e-6)
         assert crc == fingerprint(g)
-    # absent, transposed, NaN and bfloat16 are left to Python (which counts NaN, copies, converts)
-    assert [got is None for got in numbers] == [False, True, False, True, True, True]
+    # absent is None; transposed, NaN and bfloat16 come back as themselves, left to Python (which counts
+    # NaN, copies, converts)
+    assert [type(got).__name__ for got in numbers] == ["tuple", "NoneType", "tuple", "Tensor", "Tensor", "Tensor"]
+    assert all(got is g for g, got in zip(grads[3:], numbers[3:]))
     assert reader.read([None, None]) is None  # nothing to read: no job
+
+
+@needs_reader
+def test_read_takes_each_parameters_grad_itself():
+    """``read(params, True)``: the reader takes each parameter's ``.grad`` (the training thread builds no list)."""
+    params = [torch.nn.Parameter(torch.randn(4, 3)), torch.nn.Parameter(torch.randn(2))]
+    assert reader.read(params, True) is None  # no gradient yet: no job
+    params[1].grad = torch.randn(2)
+    job = reader.read(params, True)
+    assert reader.wait(job) == (False, 0)
+    numbers = reader.numbers(job)
+    assert numbers[0] is None and numbers[1][4:] == (2, fingerprint(params[1].grad))
+    assert numbers[1][3] == pytest.approx(params[1].grad.double().norm().item(), rel=1e-6)
+    with pytest.raises(TypeError, match="expected a list"):
+        reader.read((params[0],), True)
     with pytest.raises(TypeError, match="item 1 is a str, expected a tensor or None"):
         reader.read([torch.ones(1), "x"])
 

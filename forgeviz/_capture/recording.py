@@ -6,14 +6,17 @@ graph once, and memory per step. Rows gather here and go to the run's writer (``
 segment at a time; the disk is the writer thread's.
 
 What the training thread pays is kept to a few microseconds a step (recording costs at most 2% on top of
-capture, issue 28): it hands references to a *reader* thread, which summarises and fingerprints.
+capture, issue 28): it hands references to a *reader* thread, which summarises and fingerprints, and keeps
+numbers, not rows: the writer's thread builds the rows of a segment (``_Later``) as it writes it.
 
-- Parameters: the optimizer step pre-hook hands over each ``.grad`` and its version counter; the reader
-  reads them while ``step()`` runs (optimizers read ``.grad``, they do not write it), and the post-hook
-  waits for it before ``step()`` returns, so ``zero_grad()`` and the next backward never race it. An
-  optimizer that did change a ``.grad`` in place during ``step()`` (its version moved) has that step's
-  parameter rows dropped, and its later steps read on the training thread, before ``step()``.
-- Nodes: the native hooks' pass keeps its summaries in C++; the reader turns them into rows.
+- Parameters: the optimizer step pre-hook hands over each parameter (the native reader takes its ``.grad``
+  and version counter in C++); the reader reads them while ``step()`` runs (optimizers read ``.grad``, they
+  do not write it), and the post-hook waits for it before ``step()`` returns, so ``zero_grad()`` and the
+  next backward never race it. An optimizer that did change a ``.grad`` in place during ``step()`` (its
+  version moved) has that step's parameter rows dropped, and its later steps read on the training thread,
+  before ``step()``. The numbers stay with the native job until the writer's thread makes the rows.
+- Nodes: the native hooks' pass keeps its summaries in C++; ``node_stats`` takes five numbers per Node
+  once a backward, and the writer's thread turns them into rows.
 - The graph: a walk of the Nodes' types and parameters (in C++ with the native hooks: ``walk`` in
   grad_hooks.cpp) says whether this backward's graph is one already recorded; only a new one is built
   and written.
@@ -246,45 +249,20 @@ class _Job:
             [None if g is None else g._version for g in self.versions[0]] != self.versions[1]
 
 
-class _NativeRead:
-    """The parameters of one optimizer step, read by the native reader (grad_reader.cpp: its own C++
-    thread, no GIL) while ``step()`` runs; :meth:`wait` gives their rows like a ``_Job``'s. A gradient it
-    does not read (not a float CPU tensor, not contiguous, holding NaN or infinity) is read here, in
-    Python, after it."""
-
-    __slots__ = ("step", "described", "grads", "handle", "reader", "changed")
-
-    def __init__(self, reader, handle, step: int, described: list, grads: list) -> None:
-        self.reader, self.handle, self.step, self.described, self.grads = reader, handle, step, described, grads
-        self.changed = False
-
-    def wait(self):
-        """The step's rows and findings; or, when the native reader read every gradient (so every number
-        is finite: no finding), a :class:`_Later` that builds the rows on the writer's thread from the
-        numbers the job keeps."""
-        self.changed, left = self.reader.wait(self.handle)
-        if not left:
-            self.grads = None
-            return _Later(_native_rows, (self.step, self.described, self.reader, self.handle),
-                          len(self.described)), ()
-        numbers = self.reader.numbers(self.handle)
-        self.handle = None
-        read = []
-        for (name, module, sharded), grad, got in zip(self.described, self.grads, numbers):
-            if grad is None:
-                continue
-            if got is None:  # (rare: a gradient of another dtype or layout, or not finite)
-                read.append((name, module, sharded, grad))
-            else:
-                lo, hi, total, norm, numel, crc = got
-                read.append((name, module, sharded, (norm, lo, hi, total / numel, numel, crc)))
-        with untraced(), torch.no_grad():
-            read = [r if type(r[3]) is tuple else (*r[:3], _read_one(r[3], native.loaded())) for r in read]
-        self.grads = None
-        return parameter_rows(self.step, read)
-
-    def torn(self) -> bool:
-        return self.changed
+def _native_read_rows(reader, job, step: int, described: list) -> tuple[list[tuple], list[tuple]]:
+    """The rows and findings of a native reader's ``job`` that left gradients to Python (``numbers`` gives
+    those tensors back: another dtype or layout, or not finite), read here with :func:`_read_one`."""
+    read = []
+    for (name, module, sharded), got in zip(described, reader.numbers(job)):
+        if got is None:
+            continue
+        if type(got) is tuple:
+            lo, hi, total, norm, numel, crc = got
+            read.append((name, module, sharded, (norm, lo, hi, total / numel, numel, crc)))
+        else:
+            with untraced(), torch.no_grad():
+                read.append((name, module, sharded, _read_one(got, native.loaded())))
+    return parameter_rows(step, read)
 
 
 class _Reader:
@@ -351,7 +329,8 @@ class Recorder:
         self._stepping: Optional[int] = None  # (an id: a step that raised must not keep its optimizer alive)
         self._nested = 0
         self._in_place: set[type] = set()  # optimizer classes seen changing .grad during step()
-        self._reading: list[_Job] = []  # reader jobs, each with the (grads, versions) it reads
+        # reader jobs: a _Job (the Python reader's), or the native reader's (reader, job, step, described)
+        self._reading: list = []
         self._reader = _Reader()
         self._native_reader = native.reader()  # the parameters' reader, in C++ (None: the Python reader's)
         # optimizer -> what its step hands over: (its param lists, their lengths, the parameters, their
@@ -441,14 +420,20 @@ class Recorder:
         params, described = plan[2], plan[3]
         # the training thread's share: one list of the .grad tensors (and, for the Python reader, one of
         # their versions); names, summaries and fingerprints are the reader's
+        reader = self._native_reader
+        if reader is not None and not plan[4] and not plan[5] and type(optimizer) not in self._in_place:
+            # one call: the native reader takes each parameter's .grad itself (None: no gradient to read)
+            handle = reader.read(params, True)
+            if handle is not None:
+                self._reading.append((reader, handle, self.step, described))
+            return
         grads = [p.grad for p in params]
         if plan[5]:  # (DTensor gradients: each rank reads its own shard)
             grads = [g.to_local() if g is not None and d[2] else g for g, d in zip(grads, described)]
-        reader = self._native_reader
         if reader is not None and not plan[4] and type(optimizer) not in self._in_place:
-            handle = reader.read(grads)  # (None: no gradient to read)
+            handle = reader.read(grads)
             if handle is not None:
-                self._reading.append(_NativeRead(reader, handle, self.step, described, grads))
+                self._reading.append((reader, handle, self.step, described))
             return
         if all(g is None for g in grads):  # (not grads.count(None): that compares tensors with ==)
             return
@@ -490,15 +475,24 @@ class Recorder:
         reading, self._reading = self._reading, []
         rows, findings = self._rows[GRADS], self._rows[FINDINGS]
         for job in reading:
-            read, found = job.wait()
-            if job.torn():
-                step = job.step if type(read) is _Later else read[0][0] if read else self.step
-                if step not in self.torn_steps:
-                    self.torn_steps.append(step)
-                continue
-            if type(read) is _Later:
-                rows.append(read)
-                self._later_rows += read.count
+            if type(job) is tuple:  # the native reader's (reader, job, step, described)
+                reader, handle, step, described = job
+                changed, left = reader.wait(handle)
+                if changed:
+                    torn = step
+                elif not left:  # every number is there, and finite (no finding): the writer makes the rows
+                    rows.append(_Later(_native_rows, (step, described, reader, handle), len(described)))
+                    self._later_rows += len(described)
+                    continue
+                else:
+                    read, found = _native_read_rows(reader, handle, step, described)
+                    torn = None
+            else:
+                read, found = job.wait()
+                torn = (read[0][0] if read else self.step) if job.torn() else None
+            if torn is not None:
+                if torn not in self.torn_steps:
+                    self.torn_steps.append(torn)
                 continue
             rows.extend(read)
             findings.extend(found)

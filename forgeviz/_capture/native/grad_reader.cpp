@@ -232,13 +232,15 @@ void drop_job(PyObject* capsule) {
   delete job;  // (its tensors' references go with the GIL held)
 }
 
-// read(grads) -> job, or None when every item is None (nothing to read): grads a list of tensors or
-// None, handed to the worker.
+// read(grads) -> job, or None when there is no gradient to read: grads a list of tensors or None, handed
+// to the worker. read(params, True): a list of parameters, whose .grad is taken here (the training thread
+// then builds no list of them).
 PyObject* py_read(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  if (n != 1 || !PyList_Check(args[0])) {
-    PyErr_SetString(PyExc_TypeError, "read(grads): expected one list of tensors or None");
+  if (n < 1 || n > 2 || !PyList_Check(args[0])) {
+    PyErr_SetString(PyExc_TypeError, "read(grads) or read(params, True): expected a list of tensors or None");
     return nullptr;
   }
+  const bool params = n == 2 && PyObject_IsTrue(args[1]) == 1;
   auto* job = new Job();
   const Py_ssize_t count = PyList_GET_SIZE(args[0]);
   job->entries.resize(count);
@@ -253,7 +255,8 @@ PyObject* py_read(PyObject*, PyObject* const* args, Py_ssize_t n) {
       return nullptr;
     }
     Entry& e = job->entries[i];
-    e.grad = THPVariable_Unpack(item);
+    e.grad = params ? THPVariable_Unpack(item).grad() : THPVariable_Unpack(item);
+    if (!e.grad.defined()) continue;
     e.version = e.grad._version();
     e.numel = e.grad.numel();
     ++present;
@@ -285,8 +288,8 @@ Job* job_of(const char* call, PyObject* const* args, Py_ssize_t n) {
 // wait(job) -> (changed, left), once the worker read the job: `changed` when a gradient's version moved
 // since read() (written in place while it was read); `left`, how many gradients present were not read
 // here (Python reads them: with none left, every number is here, and finite). Drops the job's references
-// to the tensors (the numbers stay with the job, for numbers()). Two small ints, no list: the training
-// thread pays for no Python object per gradient; the rows are built later, off it.
+// to the tensors it read (the numbers stay with the job, for numbers()). Two small ints, no list: the
+// training thread pays for no Python object per gradient; the rows are built later, off it.
 PyObject* py_wait(PyObject*, PyObject* const* args, Py_ssize_t n) {
   Job* job = job_of("wait", args, n);
   if (job == nullptr) return nullptr;
@@ -296,14 +299,17 @@ PyObject* py_wait(PyObject*, PyObject* const* args, Py_ssize_t n) {
   for (Entry& e : job->entries) {
     if (!e.grad.defined()) continue;
     if (e.grad._version() != e.version) changed = true;
-    if (!e.read) ++left;
+    if (!e.read) {
+      ++left;  // (kept for numbers(), which hands it to Python)
+      continue;
+    }
     e.grad.reset();
   }
   return Py_BuildValue("(On)", changed ? Py_True : Py_False, left);
 }
 
-// numbers(job) -> per gradient (min, max, sum, norm, numel, crc), or None for a gradient absent or not
-// read here; after wait(job).
+// numbers(job) -> per gradient (min, max, sum, norm, numel, crc), None for one absent, or the tensor
+// itself for one not read here (Python reads it); after wait(job). Lets go of those tensors.
 PyObject* py_numbers(PyObject*, PyObject* const* args, Py_ssize_t n) {
   Job* job = job_of("numbers", args, n);
   if (job == nullptr) return nullptr;
@@ -312,9 +318,16 @@ PyObject* py_numbers(PyObject*, PyObject* const* args, Py_ssize_t n) {
   PyObject* out = PyList_New(count);
   if (out == nullptr) return nullptr;
   for (Py_ssize_t i = 0; i < count; ++i) {
-    const Entry& e = job->entries[i];
+    Entry& e = job->entries[i];
     PyObject* item;
-    if (e.read) {
+    if (!e.read && e.grad.defined()) {
+      item = THPVariable_Wrap(e.grad);
+      e.grad.reset();
+      if (item == nullptr) {
+        Py_DECREF(out);
+        return nullptr;
+      }
+    } else if (e.read) {
       item = Py_BuildValue("(ddddLk)", e.stats[0], e.stats[1], e.stats[2], e.stats[3],
                            static_cast<long long>(e.numel), static_cast<unsigned long>(e.crc));
       if (item == nullptr) {
@@ -343,9 +356,9 @@ PyObject* py_crc32(PyObject*, PyObject* const* args, Py_ssize_t n) {
 }
 
 PyMethodDef methods[] = {
-    FV_METHOD(read, "read(grads) -> job: summarise and fingerprint them on the reader's thread"),
-    FV_METHOD(wait, "wait(job) -> (changed, left): the job read, its tensors let go"),
-    FV_METHOD(numbers, "numbers(job) -> [(min, max, sum, norm, numel, crc) or None]"),
+    FV_METHOD(read, "read(grads) or read(params, True) -> job or None: summarise and fingerprint on the reader's thread"),
+    FV_METHOD(wait, "wait(job) -> (changed, left): the job read, the tensors it read let go"),
+    FV_METHOD(numbers, "numbers(job) -> [(min, max, sum, norm, numel, crc), None or the tensor left to Python]"),
     FV_METHOD(crc32, "crc32(tensor) -> zlib.crc32 of its bytes, or None"),
     {nullptr, nullptr, 0, nullptr},
 };
