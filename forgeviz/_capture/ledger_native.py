@@ -15,6 +15,7 @@ It sees CPU storages only; the dispatch-mode ledger sees every device.
 
 from __future__ import annotations
 
+import array
 import ctypes
 import os
 import weakref
@@ -86,6 +87,9 @@ class NativeLedger:
         # Op names come from Python (after_op); FORGEVIZ_MEMORY_OPS=aten names the dispatcher op
         # instead (aten::mm inside backward too), for a RecordFunction callback on every op.
         lib.fv_record_ops(int(os.environ.get("FORGEVIZ_MEMORY_OPS") == "aten"))
+        vp, i64 = ctypes.c_void_p, ctypes.c_int64  # the calls that take arrays (declared here, with them)
+        lib.fv_recategorize_many.restype, lib.fv_recategorize_many.argtypes = i64, [vp, vp, i64, ctypes.c_int, vp]
+        lib.fv_release_many.restype, lib.fv_release_many.argtypes = i64, [vp, vp, vp, i64]
 
     # --- recording ------------------------------------------------------------------------
     def begin(self) -> None:
@@ -336,6 +340,21 @@ class NativeLedger:
         else:
             self._remember_shape(sid, tensor)
 
+    def recategorize_all(self, tensors: list, category: int) -> None:
+        # After every backward, every parameter's .grad: one call into the ledger for all of them.
+        tensors = [t for t in tensors if t.layout == torch.strided and t.is_cpu]
+        if not tensors:
+            return
+        ptrs = array.array("Q", [t.untyped_storage().data_ptr() for t in tensors])
+        sids = array.array("q", bytes(8 * len(ptrs)))
+        self._lib.fv_recategorize_many(self._h, ptrs.buffer_info()[0], len(ptrs), category, sids.buffer_info()[0])
+        shapes = self._shapes
+        for t, sid in zip(tensors, sids):
+            if sid < 0:
+                self.recategorize(t, category)  # not tracked yet: tracked now
+            elif sid not in shapes:
+                self._remember_shape(sid, t)
+
     def claim(self, t: torch.Tensor, nid: int, grad_fn) -> Optional[tuple[int, int]]:
         # Every forward op with a grad_fn comes here: one call into the ledger, no record built.
         if not t.is_cpu:  # (is_cpu: a sixth of device.type's cost, on the hot path)
@@ -354,6 +373,11 @@ class NativeLedger:
 
     def release(self, key: int, sid: int) -> None:
         self._lib.fv_release(self._h, key, sid)
+
+    def release_all(self, claims: list) -> None:
+        if claims:
+            keys, sids = array.array("Q", [k for k, _ in claims]), array.array("q", [s for _, s in claims])
+            self._lib.fv_release_many(self._h, keys.buffer_info()[0], sids.buffer_info()[0], len(keys))
 
     def _remember_shape(self, sid: int, tensor: torch.Tensor) -> None:
         """The first tensor seen on a storage names its shape and dtype (the ledger knows bytes only)."""
