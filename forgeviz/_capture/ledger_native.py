@@ -69,7 +69,9 @@ class NativeLedger:
         weakref.finalize(self, lib.fv_ledger_delete, self._h)
         self._finalizers: dict[int, weakref.finalize] = {}  # storages Python tracks (not the allocator's)
         self._modules: dict[str, int] = {}
-        self._shapes: dict[int, tuple[tuple, str]] = {}  # storage id → (shape, dtype) where known
+        # storage id → (shape, dtype) where known: the tensor's own torch.Size and torch.dtype, kept as
+        # they are (made into a tuple and a name only when a record is read: ~20 are kept a step)
+        self._shapes: dict[int, tuple[tuple, torch.dtype]] = {}
         self._node_names: dict[int, str] = {}
         self._names_cap = 2 * _MAX_SHAPES  # prune the two tables above beyond this many
         self._files: dict[tuple[int, int], str] = {}  # (cell, line) → filename, to show the source
@@ -292,7 +294,7 @@ class NativeLedger:
         if sid < 0:
             return None
         name = dtype_name(dtype)
-        self._shapes[sid] = (tuple(shape), name)
+        self._shapes[sid] = (tuple(shape), dtype)
         # Not the allocator's (it existed before, or came from numpy): Python reports its free.
         self._finalizers[key] = weakref.finalize(storage, self._freed, key, sid)
         return StorageRecord(sid, nbytes, name, tuple(shape), category, op, None, cell or None, line or None,
@@ -306,11 +308,12 @@ class NativeLedger:
         self._lib.fv_untrack(self._h, key, sid)
 
     def _record(self, r: native.FvRecord) -> StorageRecord:
-        shape, dtype = self._shapes.get(r.sid, ((), "?"))
+        shape, dtype = self._shapes.get(r.sid, ((), None))
         ops, modules = self.ops, list(self._modules)
         cell, line = r.cell or None, r.line or None
         return StorageRecord(
-            r.sid, int(r.bytes), dtype, shape, r.category, ops[r.op] if r.op < len(ops) else None,
+            r.sid, int(r.bytes), "?" if dtype is None else dtype_name(dtype), tuple(shape), r.category,
+            ops[r.op] if r.op < len(ops) else None,
             modules[r.module] if r.module < len(modules) else None, cell, line,
             self._files.get((r.cell, r.line)), None if r.node == m.NO_ID else r.node, self._node_names.get(r.node))
 
@@ -382,7 +385,7 @@ class NativeLedger:
     def _remember_shape(self, sid: int, tensor: torch.Tensor) -> None:
         """The first tensor seen on a storage names its shape and dtype (the ledger knows bytes only)."""
         if sid not in self._shapes:
-            self._shapes[sid] = (tuple(tensor.shape), dtype_name(tensor.dtype))
+            self._shapes[sid] = (tensor.shape, tensor.dtype)
             if len(self._shapes) > self._names_cap:
                 self._forget_old_names(hot=True)
 
