@@ -144,3 +144,70 @@ def test_retain_graph_keeps_activations_and_shared_saves_are_counted(backend):
         assert category_of(trace, shared) == "other"
     assert after["activation"] == 0 and after["other"] == start["other"]
     assert torch.equal(w1.grad, 2 * shared) and torch.equal(w2.grad, shared)
+
+
+def test_a_backward_to_some_inputs_releases_only_what_its_nodes_freed(backend):
+    """backward(inputs=[w]) runs the Nodes that lead to w only: the Mul it ran frees what it saved,
+    the Sin and Exp it never reached keep h saved while they live. (Before the backward, the
+    claiming Nodes are found by a walk in C++; after it, each is asked in Python, as the backward did
+    not free them all.)"""
+    from forgeviz._capture import native
+
+    if backend == "native":
+        assert native.hooks() is not None  # the C++ walk is the path under test
+    x = torch.randn(300, requires_grad=True)
+    w = torch.randn(300, requires_grad=True)
+    with forgeviz.memory_trace() as trace:
+        h = x.exp()  # ExpBackward0 saves its result, h
+        s = h.sin()  # SinBackward0 saves h too
+        out = (s * w).sum()  # MulBackward0 saves s and w
+        assert category_of(trace, h) == category_of(trace, s) == "activation"
+        out.backward(inputs=[w])
+        assert category_of(trace, s) == "temporary"  # the Mul ran and freed it
+        assert category_of(trace, h) == "activation"  # the Sin and the Exp never ran: h is still saved
+        assert totals_are_exact(trace, [w], graph_alive=True)["activation"] == h.untyped_storage().nbytes()
+        assert torch.equal(w.grad, s.detach())
+        del out, s  # the Sin dies; the Exp lives on as h's grad_fn, and still saves h
+        after = totals_are_exact(trace, [w], graph_alive=True)
+        assert category_of(trace, h) == "activation" and after["activation"] == h.untyped_storage().nbytes()
+        h.grad_fn.metadata.clear()  # its claim's sentinel goes, as when the Exp dies
+        trace.tracker.records()  # (reading the timeline releases what dead Nodes claimed)
+        assert category_of(trace, h) == "temporary"
+    assert trace.tracker.faults == []
+
+
+def test_batched_recategorize_and_release_count_like_the_single_calls(backend):
+    """recategorize_all (every .grad after a backward, in one call) and release_all (every claim a
+    backward freed) give each storage what recategorize and release would: its bytes, its category,
+    and a claim held twice goes back only after its second release."""
+    from forgeviz._capture.memory_choice import make_tracker
+    from forgeviz.model.memory import ACTIVATION, GRADIENT, TEMPORARY
+
+    before = torch.ones(3, 7)  # made before tracking began: recategorize_all tracks it then
+    tracker = make_tracker(seed=False, backend=backend)
+    with tracker:
+        a, b = torch.zeros(256), torch.zeros(2, 512, dtype=torch.float64)
+        x = torch.ones(300, requires_grad=True)
+        h = x * 2
+        sin = h.sin()  # SinBackward0 saves h
+        ledger = tracker.ledger
+        ledger.recategorize_all([a, b, before], GRADIENT)
+        first = ledger.claim(h, 1, sin.grad_fn)
+        second = ledger.claim(h, 2, sin.grad_fn)  # another Node saving the same storage
+        assert first == second and first[0] == h.untyped_storage().data_ptr()
+
+        def record_of(t):
+            key = t.untyped_storage().data_ptr()
+            return {k: (rec.category, rec.nbytes, rec.shape) for k, rec in tracker.ledger.live()}[key]
+
+        assert record_of(a) == (GRADIENT, 1024, (256,))
+        assert record_of(b) == (GRADIENT, 8192, (2, 512))
+        assert record_of(before) == (GRADIENT, 84, (3, 7))
+        assert record_of(h)[:2] == (ACTIVATION, 1200)
+        ledger.release_all([first])
+        assert record_of(h)[0] == ACTIVATION  # one Node still holds it
+        ledger.release_all([second, first])  # the last claim goes, and a release past it does nothing
+        assert record_of(h)[0] == TEMPORARY
+        ledger.recategorize_all([], GRADIENT)
+        ledger.release_all([])
+    assert tracker.faults == []

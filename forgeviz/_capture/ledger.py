@@ -106,6 +106,10 @@ class StorageLedger(Protocol):
         given); tracked now if it was not. While Nodes hold it as an activation, a ``CLAIMABLE``
         category only changes what it goes back to; any other ends the claims."""
 
+    def recategorize_all(self, tensors: list, category: int) -> None:
+        """:meth:`recategorize` each of ``tensors`` (no ``only_from``): every parameter's ``.grad``
+        after a backward, at once."""
+
     def claim(self, t: torch.Tensor, nid: int, grad_fn) -> Optional[tuple[int, int]]:
         """``grad_fn`` (node ``nid``) saved ``t``: if its storage is ``CLAIMABLE`` (or claimed already),
         it is an activation until every Node that claimed it released it. Returns (data pointer,
@@ -114,6 +118,9 @@ class StorageLedger(Protocol):
     def release(self, key: int, sid: int) -> None:
         """A Node that claimed storage ``sid`` (at data pointer ``key``) freed its saved tensors or
         died: after the last one, the storage goes back to its own category (an event, dated now)."""
+
+    def release_all(self, claims: list) -> None:
+        """:meth:`release` each (data pointer, storage id) of ``claims``: what a backward's Nodes freed."""
 
     def lookup(self, key: int) -> Optional[StorageRecord]:
         """The live record at data pointer ``key``, if tracked."""

@@ -168,6 +168,10 @@ class DispatchLedger:
             rec.claims = 0
         self._relabel(rec, category)
 
+    def recategorize_all(self, tensors: list, category: int) -> None:
+        for t in tensors:
+            self.recategorize(t, category)
+
     def claim(self, t: torch.Tensor, nid: int, grad_fn) -> Optional[tuple[int, int]]:
         key = t.untyped_storage().data_ptr()
         rec = self._live.get(key)
@@ -189,6 +193,10 @@ class DispatchLedger:
         rec.claims -= 1
         if not rec.claims:
             self._relabel(rec, rec.own)
+
+    def release_all(self, claims: list) -> None:
+        for key, sid in claims:
+            self.release(key, sid)
 
     def own_bytes(self) -> int:
         """What this ledger holds for itself: its event columns, records and finalizers."""

@@ -15,6 +15,7 @@ It sees CPU storages only; the dispatch-mode ledger sees every device.
 
 from __future__ import annotations
 
+import array
 import ctypes
 import os
 import weakref
@@ -68,7 +69,9 @@ class NativeLedger:
         weakref.finalize(self, lib.fv_ledger_delete, self._h)
         self._finalizers: dict[int, weakref.finalize] = {}  # storages Python tracks (not the allocator's)
         self._modules: dict[str, int] = {}
-        self._shapes: dict[int, tuple[tuple, str]] = {}  # storage id → (shape, dtype) where known
+        # storage id → (shape, dtype) where known: the tensor's own torch.Size and torch.dtype, kept as
+        # they are (made into a tuple and a name only when a record is read: ~20 are kept a step)
+        self._shapes: dict[int, tuple[tuple, torch.dtype]] = {}
         self._node_names: dict[int, str] = {}
         self._names_cap = 2 * _MAX_SHAPES  # prune the two tables above beyond this many
         self._files: dict[tuple[int, int], str] = {}  # (cell, line) → filename, to show the source
@@ -86,6 +89,9 @@ class NativeLedger:
         # Op names come from Python (after_op); FORGEVIZ_MEMORY_OPS=aten names the dispatcher op
         # instead (aten::mm inside backward too), for a RecordFunction callback on every op.
         lib.fv_record_ops(int(os.environ.get("FORGEVIZ_MEMORY_OPS") == "aten"))
+        vp, i64 = ctypes.c_void_p, ctypes.c_int64  # the calls that take arrays (declared here, with them)
+        lib.fv_recategorize_many.restype, lib.fv_recategorize_many.argtypes = i64, [vp, vp, i64, ctypes.c_int, vp]
+        lib.fv_release_many.restype, lib.fv_release_many.argtypes = i64, [vp, vp, vp, i64]
 
     # --- recording ------------------------------------------------------------------------
     def begin(self) -> None:
@@ -288,7 +294,7 @@ class NativeLedger:
         if sid < 0:
             return None
         name = dtype_name(dtype)
-        self._shapes[sid] = (tuple(shape), name)
+        self._shapes[sid] = (tuple(shape), dtype)
         # Not the allocator's (it existed before, or came from numpy): Python reports its free.
         self._finalizers[key] = weakref.finalize(storage, self._freed, key, sid)
         return StorageRecord(sid, nbytes, name, tuple(shape), category, op, None, cell or None, line or None,
@@ -302,11 +308,12 @@ class NativeLedger:
         self._lib.fv_untrack(self._h, key, sid)
 
     def _record(self, r: native.FvRecord) -> StorageRecord:
-        shape, dtype = self._shapes.get(r.sid, ((), "?"))
+        shape, dtype = self._shapes.get(r.sid, ((), None))
         ops, modules = self.ops, list(self._modules)
         cell, line = r.cell or None, r.line or None
         return StorageRecord(
-            r.sid, int(r.bytes), dtype, shape, r.category, ops[r.op] if r.op < len(ops) else None,
+            r.sid, int(r.bytes), "?" if dtype is None else dtype_name(dtype), tuple(shape), r.category,
+            ops[r.op] if r.op < len(ops) else None,
             modules[r.module] if r.module < len(modules) else None, cell, line,
             self._files.get((r.cell, r.line)), None if r.node == m.NO_ID else r.node, self._node_names.get(r.node))
 
@@ -336,6 +343,21 @@ class NativeLedger:
         else:
             self._remember_shape(sid, tensor)
 
+    def recategorize_all(self, tensors: list, category: int) -> None:
+        # After every backward, every parameter's .grad: one call into the ledger for all of them.
+        tensors = [t for t in tensors if t.layout == torch.strided and t.is_cpu]
+        if not tensors:
+            return
+        ptrs = array.array("Q", [t.untyped_storage().data_ptr() for t in tensors])
+        sids = array.array("q", bytes(8 * len(ptrs)))
+        self._lib.fv_recategorize_many(self._h, ptrs.buffer_info()[0], len(ptrs), category, sids.buffer_info()[0])
+        shapes = self._shapes
+        for t, sid in zip(tensors, sids):
+            if sid < 0:
+                self.recategorize(t, category)  # not tracked yet: tracked now
+            elif sid not in shapes:
+                self._remember_shape(sid, t)
+
     def claim(self, t: torch.Tensor, nid: int, grad_fn) -> Optional[tuple[int, int]]:
         # Every forward op with a grad_fn comes here: one call into the ledger, no record built.
         if not t.is_cpu:  # (is_cpu: a sixth of device.type's cost, on the hot path)
@@ -355,10 +377,15 @@ class NativeLedger:
     def release(self, key: int, sid: int) -> None:
         self._lib.fv_release(self._h, key, sid)
 
+    def release_all(self, claims: list) -> None:
+        if claims:
+            keys, sids = array.array("Q", [k for k, _ in claims]), array.array("q", [s for _, s in claims])
+            self._lib.fv_release_many(self._h, keys.buffer_info()[0], sids.buffer_info()[0], len(keys))
+
     def _remember_shape(self, sid: int, tensor: torch.Tensor) -> None:
         """The first tensor seen on a storage names its shape and dtype (the ledger knows bytes only)."""
         if sid not in self._shapes:
-            self._shapes[sid] = (tuple(tensor.shape), dtype_name(tensor.dtype))
+            self._shapes[sid] = (tensor.shape, tensor.dtype)
             if len(self._shapes) > self._names_cap:
                 self._forget_old_names(hot=True)
 

@@ -22,16 +22,18 @@ import array
 import functools
 import gc
 import itertools
+import operator
 import time
 import warnings
 import weakref
 from collections import deque
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import torch
 from torch.utils._pytree import tree_flatten
 
 from ..model import memory as m
+from . import native
 from .fault import boundary, guarded
 from .grads import NodeGone, iter_graph, node_id
 from .ledger import TYPECODES, LedgerFactory, StorageLedger, StorageRecord
@@ -371,10 +373,22 @@ class MemoryTracker:
             self._claims[nid] = (probe, claimed)
             grad_fn.metadata[self._gone_key] = NodeGone(self._gone, nid)
 
-    def before_backward(self, roots: list) -> list:
-        """The claiming Nodes a backward from ``roots`` may run: give them to :meth:`after_backward`."""
+    def before_backward(self, roots: list):
+        """The claiming Nodes a backward from ``roots`` may run: give them to :meth:`after_backward`.
+
+        Walked in C++ when the gradient hooks library is loaded (no Python object per Node): their ids,
+        with the roots to walk again in Python should the backward not free them all."""
         if not self._claims:
             return []
+        hooks = native.hooks()
+        walked = hooks.walk(list(roots), _ALL_NODES) if hooks is not None else None
+        if walked is None:  # (a root the library does not know)
+            return self._claiming(roots)
+        claims = self._claims
+        return _Walked(roots, [nid for nid in walked[2] if nid is not None and nid in claims])
+
+    def _claiming(self, roots: list) -> list[tuple[Any, int]]:
+        """(Node, id) of each claiming Node reachable from ``roots``."""
         claims = self._claims
         out = []
         for node in iter_graph(roots):
@@ -387,9 +401,20 @@ class MemoryTracker:
         """Of ``nodes``, those that freed their saved tensors (a backward without ``retain_graph``
         ran them) release what they claimed: it goes back to its own category. ``freed_all``: a
         ``backward()`` without ``inputs=`` returned, so all of them did (else each is asked, which
-        raises for a freed one, at ~10 µs a raise)."""
+        raises for a freed one, at ~10 µs a raise). One call into the ledger for all of them."""
+        claims = self._claims
+        released: list[tuple[int, int]] = []
+        if isinstance(nodes, _Walked):
+            if freed_all:  # every Node it walked freed what it saved: no Node needs asking
+                for nid in nodes.ids:
+                    entry = claims.pop(nid, None)
+                    if entry is not None:
+                        released += entry[1]
+                self.ledger.release_all(released)
+                return
+            nodes = self._claiming(nodes.roots)  # (a backward's edges outlive the tensors it frees)
         for node, nid in nodes:
-            entry = self._claims.get(nid)
+            entry = claims.get(nid)
             if entry is None:
                 continue
             if not freed_all:
@@ -398,17 +423,19 @@ class MemoryTracker:
                     continue  # it still holds them
                 except RuntimeError:  # "Trying to backward through the graph a second time": freed
                     pass
-            del self._claims[nid]
-            for key, sid in entry[1]:
-                self.ledger.release(key, sid)
+            del claims[nid]
+            released += entry[1]
+        self.ledger.release_all(released)
 
     def _release_gone(self) -> None:
         """Claiming Nodes that died release what they claimed."""
-        gone, claims, release = self._gone, self._claims, self.ledger.release
+        gone, claims = self._gone, self._claims
+        released: list[tuple[int, int]] = []
         while gone:
             entry = claims.pop(gone.popleft(), None)
-            for key, sid in entry[1] if entry is not None else ():
-                release(key, sid)
+            if entry is not None:
+                released += entry[1]
+        self.ledger.release_all(released)
 
     # --- hooks ----------------------------------------------------------------------------
     def _forward_pre(self, module, args):
@@ -531,9 +558,9 @@ class MemoryTracker:
     def _sync_grads(self) -> None:
         """Parameters' ``.grad`` are gradients (read all at once, where a hook per parameter costs)."""
         with boundary(self.fault, "recording gradients"):  # between the user's ops
-            for p in self._live_params():
-                if p.grad is not None:
-                    self.ledger.recategorize(p.grad, m.GRADIENT)
+            grads = [g for g in map(_grad_of, self._live_params()) if g is not None]
+            if grads:
+                self.ledger.recategorize_all(grads, m.GRADIENT)
 
     def _seed_existing(self) -> None:
         """Storages that exist now become baseline events at time 0, categorised."""
@@ -605,6 +632,18 @@ def _gc_objects(*more: type) -> list:
 
 
 _tracker_ids = itertools.count(1)
+_ALL_NODES = 1 << 62  # no cap on a walk
+
+
+class _Walked(NamedTuple):
+    """What :meth:`MemoryTracker.before_backward` found in C++: the backward's roots, and the ids of
+    the claiming Nodes they reach."""
+
+    roots: list
+    ids: list[int]
+
+
+_grad_of = operator.attrgetter("grad")
 
 
 def quiet(hook: Callable) -> Callable:

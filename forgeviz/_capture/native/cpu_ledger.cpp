@@ -428,8 +428,7 @@ void set_category(Ledger* ledger, Live& r, uint8_t category, bool late) {
 // of the categories its own category may be (0: any). While Nodes hold it as an activation, a
 // category a claim may take over (temporary, other) only changes what it goes back to; any other
 // (a parameter, a buffer) ends the claims. Returns its storage id, or -1 when not tracked.
-int64_t fv_recategorize(void* handle, uint64_t ptr, int category, uint32_t node, uint32_t only_from) {
-  return with_live(handle, ptr, [&](Ledger* ledger, Live& r) -> int64_t {
+int64_t recategorize_live(Ledger* ledger, Live& r, int category, uint32_t node, uint32_t only_from) {  // g->mutex held
   const uint8_t own = r.claims ? r.own : r.category;
   if (only_from != 0 && !(only_from & (1u << own))) return r.sid;  // e.g. a parameter passed as input
   if (node != kNoId && r.node == kNoId) r.node = node;
@@ -442,7 +441,25 @@ int64_t fv_recategorize(void* handle, uint64_t ptr, int category, uint32_t node,
   }
   if (r.category != category) set_category(ledger, r, static_cast<uint8_t>(category), true);
   return r.sid;
-  });
+}
+
+int64_t fv_recategorize(void* handle, uint64_t ptr, int category, uint32_t node, uint32_t only_from) {
+  return with_live(handle, ptr, [&](Ledger* ledger, Live& r) { return recategorize_live(ledger, r, category, node, only_from); });
+}
+
+// fv_recategorize for n storages at once, with no node and any own category: every parameter's
+// `.grad` after a backward is one call, not one per parameter. sids[i] gets the storage id of the
+// one at ptrs[i], or -1 when nothing is tracked there. Returns how many are tracked.
+int64_t fv_recategorize_many(void* handle, const uint64_t* ptrs, int64_t n, int category, int64_t* sids) {
+  std::lock_guard<std::mutex> guard(g->mutex);
+  Ledger* ledger = as_ledger(handle);
+  int64_t found = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    Live* r = live_at(ledger, ptrs[i]);
+    sids[i] = r == nullptr ? -1 : recategorize_live(ledger, *r, category, kNoId, 0);
+    found += r != nullptr;
+  }
+  return found;
 }
 
 // Node `node` saved the storage at ptr for backward: if its category is one of `claimable` (a bit
@@ -465,16 +482,26 @@ int64_t fv_claim(void* handle, uint64_t ptr, uint32_t node, uint32_t claimable, 
 }
 
 // A Node that claimed storage `sid` at ptr freed its saved tensors, or died: when it was the last,
-// the storage goes back to its own category, an event dated now. 1 if it went back.
+// the storage goes back to its own category, an event dated now. 1 if it went back (g->mutex held).
+int release_claim(Ledger* ledger, uint64_t ptr, int64_t sid) {
+  Live* r = live_at(ledger, ptr);
+  if (r == nullptr || r->sid != static_cast<uint32_t>(sid) || r->claims == 0 || --r->claims) return 0;
+  set_category(ledger, *r, r->own, false);
+  return 1;
+}
+
 int fv_release(void* handle, uint64_t ptr, int64_t sid) {
   std::lock_guard<std::mutex> guard(g->mutex);
-  Ledger* ledger = as_ledger(handle);
-  auto it = ledger->live.find(ptr);
-  if (it == ledger->live.end() || it->second.sid != static_cast<uint32_t>(sid) || it->second.claims == 0) return 0;
-  Live& r = it->second;
-  if (--r.claims) return 0;
-  set_category(ledger, r, r.own, false);
-  return 1;
+  return release_claim(as_ledger(handle), ptr, sid);
+}
+
+// fv_release for n (ptr, sid) pairs at once: the claims of every Node a backward freed. Returns how
+// many storages went back to their own category.
+int64_t fv_release_many(void* handle, const uint64_t* ptrs, const int64_t* sids, int64_t n) {
+  std::lock_guard<std::mutex> guard(g->mutex);
+  int64_t back = 0;
+  for (int64_t i = 0; i < n; ++i) back += release_claim(as_ledger(handle), ptrs[i], sids[i]);
+  return back;
 }
 
 // The bytes this ledger holds for its own bookkeeping: the event columns (as allocated) and the
