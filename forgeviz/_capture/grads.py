@@ -385,14 +385,14 @@ class GradStore:
             found.append((nid, entry))
         return found
 
-    def first_nonfinite(self, index: int) -> Optional[tuple[int, GradRecord]]:
+    def first_nonfinite(self, index: int, recorded: Optional[list] = None) -> Optional[tuple[int, GradRecord]]:
         """(Node id, record) of the first Node whose gradients went NaN or infinite in pass ``index``, else
-        None.
+        None; ``recorded``: :meth:`python_recorded` of that pass, when the caller has it already.
 
         >>> GradStore().first_nonfinite(1) is None
         True
         """
-        return next(((nid, e.records[-1]) for nid, e in self.python_recorded(index)
+        return next(((nid, e.records[-1]) for nid, e in (self.python_recorded(index) if recorded is None else recorded)
                      if e.first_nonfinite_pass == index), None)
 
     def get(self, nid: int) -> Optional[NodeGrads]:

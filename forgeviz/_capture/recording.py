@@ -675,8 +675,8 @@ class Recorder:
         index = store.recorded
         handed = store.python_recorded(index)  # (with the native hooks, mostly none: nothing more to do)
         if handed:
-            nonfinite = next(((nid, e.records[-1]) for nid, e in handed if e.first_nonfinite_pass == index), None)
-            if nonfinite is not None:  # (store.first_nonfinite, from the list in hand)
+            nonfinite = store.first_nonfinite(index, handed)
+            if nonfinite is not None:
                 self._nonfinite_node(nonfinite, graph, ids, described)
         source = store.unread_pass(index)
         if source is not None:  # the native hooks' numbers: one call for the five numbers a Node row keeps
