@@ -159,6 +159,11 @@ def parameter_rows(step: int, read: list) -> tuple[list[tuple], list[tuple]]:
     return rows, found
 
 
+def _step_grads(params: list, described: list) -> list:
+    """Each parameter's ``.grad``, a DTensor's as this rank's shard (each rank reads its own)."""
+    return [g.to_local() if g is not None and d[2] else g for g, d in zip((p.grad for p in params), described)]
+
+
 def _present(described: list, grads: list) -> list[tuple]:
     """``read_parameters``' ``params`` from a plan's (name, module, sharded) and the step's .grad tensors."""
     return [(d[0], d[1], g, d[2]) for d, g in zip(described, grads) if g is not None]
@@ -421,23 +426,18 @@ class Recorder:
         # the training thread's share: one list of the .grad tensors (and, for the Python reader, one of
         # their versions); names, summaries and fingerprints are the reader's
         reader = self._native_reader
-        if reader is not None and not plan[4] and not plan[5] and type(optimizer) not in self._in_place:
-            # one call: the native reader takes each parameter's .grad itself (None: no gradient to read)
-            handle = reader.read(params, True)
+        read_now = plan[4] or type(optimizer) in self._in_place  # (a device's copy is the training thread's)
+        if reader is not None and not read_now:
+            # one call: the native reader takes each parameter's .grad itself (a DTensor's: this rank's
+            # shard, handed over); None: no gradient to read
+            handle = reader.read(_step_grads(params, described)) if plan[5] else reader.read(params, True)
             if handle is not None:
                 self._reading.append((reader, handle, self.step, described))
             return
-        grads = [p.grad for p in params]
-        if plan[5]:  # (DTensor gradients: each rank reads its own shard)
-            grads = [g.to_local() if g is not None and d[2] else g for g, d in zip(grads, described)]
-        if reader is not None and not plan[4] and type(optimizer) not in self._in_place:
-            handle = reader.read(grads)
-            if handle is not None:
-                self._reading.append((reader, handle, self.step, described))
-            return
+        grads = _step_grads(params, described) if plan[5] else [p.grad for p in params]
         if all(g is None for g in grads):  # (not grads.count(None): that compares tensors with ==)
             return
-        if plan[4] or type(optimizer) in self._in_place:  # read now (a device's copy is the training thread's)
+        if read_now:
             rows, found = read_parameters(self.step, _present(described, grads), native.loaded())
             self._rows[GRADS].extend(rows)
             self._rows[FINDINGS].extend(found)
