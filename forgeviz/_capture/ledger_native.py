@@ -89,9 +89,6 @@ class NativeLedger:
         # Op names come from Python (after_op); FORGEVIZ_MEMORY_OPS=aten names the dispatcher op
         # instead (aten::mm inside backward too), for a RecordFunction callback on every op.
         lib.fv_record_ops(int(os.environ.get("FORGEVIZ_MEMORY_OPS") == "aten"))
-        vp, i64 = ctypes.c_void_p, ctypes.c_int64  # the calls that take arrays (declared here, with them)
-        lib.fv_recategorize_many.restype, lib.fv_recategorize_many.argtypes = i64, [vp, vp, i64, ctypes.c_int, vp]
-        lib.fv_release_many.restype, lib.fv_release_many.argtypes = i64, [vp, vp, vp, i64]
 
     # --- recording ------------------------------------------------------------------------
     def begin(self) -> None:

@@ -263,6 +263,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "fv_track": (i64, [vp, u64, dbl, i32, c.c_char_p, i32, i32, i32, dbl]),
         "fv_untrack": (i32, [vp, u64, i64]), "fv_recategorize": (i64, [vp, u64, i32, u32, u32]),
         "fv_claim": (i64, [vp, u64, u32, u32, i32]), "fv_release": (i32, [vp, u64, i64]),
+        "fv_recategorize_many": (i64, [vp, vp, i64, i32, vp]), "fv_release_many": (i64, [vp, vp, vp, i64]),
         "fv_own_bytes": (dbl, [vp]),
         "fv_fresh_address": (vp, [vp]), "fv_name_fresh": (i64, [vp, u64, u64, dbl]),
         "fv_sid_of": (i64, [vp, u64, dbl]), "fv_forget_fresh": (None, [vp]),

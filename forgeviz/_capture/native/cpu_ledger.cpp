@@ -499,8 +499,9 @@ int fv_release(void* handle, uint64_t ptr, int64_t sid) {
 // many storages went back to their own category.
 int64_t fv_release_many(void* handle, const uint64_t* ptrs, const int64_t* sids, int64_t n) {
   std::lock_guard<std::mutex> guard(g->mutex);
+  Ledger* ledger = as_ledger(handle);
   int64_t back = 0;
-  for (int64_t i = 0; i < n; ++i) back += release_claim(as_ledger(handle), ptrs[i], sids[i]);
+  for (int64_t i = 0; i < n; ++i) back += release_claim(ledger, ptrs[i], sids[i]);
   return back;
 }
 
