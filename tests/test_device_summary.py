@@ -18,6 +18,7 @@ from test_graph import request
 
 from forgeviz._capture.device_summary import BINS, DeviceSummaries, edges
 from forgeviz._capture.grads import BackwardRecorder, GradStore
+from forgeviz._capture.session import get_session
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")  # read when the kernel is defined: before its import
@@ -28,17 +29,18 @@ PATHS = [pytest.param(False, id="torch-ops"),
 DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
 
 
-def cases(dtype):
-    """Gradients with the awkward values: NaN, ±inf, zeros, bin edges, non-contiguous, empty, small."""
-    g = torch.randn(70, 33, generator=torch.Generator().manual_seed(0)).to(dtype) * 30
+def cases(dtype, device="cpu"):
+    """Gradients with the awkward values: NaN, ±inf, zeros, bin edges, non-contiguous, empty, small. On
+    ``device``, their views taken there (``Tensor.to`` would make a sliced view contiguous)."""
+    g = torch.randn(70, 33, generator=torch.Generator().manual_seed(0)).to(dtype).to(device) * 30
     g[0, :5] = 0
     g[1, :4] = torch.tensor([2.0 ** -20, -(2.0 ** -20), 2.0 ** 6, -(2.0 ** 6)])  # on bin edges, both signs
     g[2, :3] = torch.tensor([1e-30, 300.0, -1e4 if dtype != torch.float16 else -6e4])
     bad = g.clone()
     bad[3, :3] = torch.tensor([math.nan, math.inf, -math.inf])
-    only_bad = torch.tensor([math.nan, math.inf] * 40, dtype=dtype)
+    only_bad = torch.tensor([math.nan, math.inf] * 40, dtype=dtype, device=device)
     return {"plain": g, "nonfinite": bad, "transposed": bad.t(), "sliced": g[::2, 1::3],
-            "zeros": torch.zeros(100, dtype=dtype), "empty": torch.zeros(0, 3, dtype=dtype),
+            "zeros": torch.zeros(100, dtype=dtype, device=device), "empty": torch.zeros(0, 3, dtype=dtype, device=device),
             "small": g[:3, :4], "small-sliced": g[:8:2, 1:9:3], "no-finite": only_bad}
 
 
@@ -66,7 +68,7 @@ def test_figures_equal_torch(dtype, triton):
     assert (pending._triton is not None) == triton
     # Compiled Triton runs on a GPU; interpreted (no GPU here) on CPU tensors.
     device = "cuda" if triton and torch.cuda.is_available() else "cpu"
-    grads = {name: g.to(device) for name, g in cases(dtype).items()}
+    grads = cases(dtype, device)
     summaries = {name: pending.add(g) for name, g in grads.items()}
     assert all(s.norm is None for s in summaries.values())  # nothing read back before the flush
     # The kernel takes every gradient whose memory it can read flat: not the sliced nor the small strided.
@@ -141,10 +143,10 @@ def test_parameter_grads_in_one_launch_per_dtype_equal_torch(monkeypatch):
     device = "cuda" if torch.cuda.is_available() else "cpu"
     grads = []
     for dtype in (torch.float32, torch.bfloat16):
-        c = {name: g.to(device) for name, g in cases(dtype).items()}
+        c = cases(dtype, device)
         grads += [c["plain"], c["nonfinite"], c["transposed"], c["small"].contiguous(), c["zeros"], c["sliced"]]
     grads.append(torch.randn(3000, device=device, dtype=torch.float32))  # several blocks of one tensor
-    grads.append(cases(torch.float64)["nonfinite"].to(device))
+    grads.append(cases(torch.float64, device)["nonfinite"])
     parameters, summaries = [], []
     for g in grads:
         p = torch.zeros_like(g, requires_grad=True)
@@ -204,6 +206,26 @@ def test_accumulate_grad_keeps_the_incoming_gradient(monkeypatch):
     assert step(recorder) == kept_without
     assert recorder.device.summarised >= len(kept_without)
     assert not all(step(hold=True).values())  # the control: a gradient held elsewhere is copied
+
+
+@pytest.mark.parametrize("code, node, want", [
+    ("z = x * y\nw = z + x\nloss = w ** 2", "z", [[48.0], [32.0]]),  # x fed by Mul and Add: .grad is 48 + 16
+    ("z = x * x\nloss = z.sum()", "z", [[2.0], [2.0]]),  # one Node feeds x twice: .grad is 4
+])
+def test_a_leaf_fed_twice_keeps_each_nodes_own_gradient(nb, monkeypatch, code, node, want):
+    """The device path summarises a gradient bound for a parameter as that .grad when the pass ends,
+    only where that gradient alone becomes .grad: a parameter fed by two edges is given their sum."""
+    from scenarios import by_label
+
+    monkeypatch.setenv("FORGEVIZ_SUMMARIES", "device")
+    nb.ok("x = torch.tensor([2.], requires_grad=True)\ny = torch.tensor([3.], requires_grad=True)\n"
+          f"{code}\ng = forgeviz.graph(loss)\nloss.backward()")
+    records = get_session().store.get(by_label(nb["g"].model, node).id).records
+    assert [s.values for s in records[-1].grad_inputs] == want
+    x_grad = nb["x"].grad.tolist()
+    assert x_grad == ([64.0] if "y" in code else [4.0])  # torch's: the sum of what each edge gave
+    leaf = next(n for n in nb["g"].model.nodes if n.name.endswith("AccumulateGrad") and n.label == "x")
+    assert get_session().store.get(leaf.id).records[-1].grad_outputs[0].values == x_grad
 
 
 def test_ops_each_path_issues():

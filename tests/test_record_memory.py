@@ -16,6 +16,7 @@ from test_record import _open_warned, _torchrun, record_then_kill
 
 import forgeviz
 from forgeviz._capture.cuda_memory import CudaTimelineSource, parse_snapshot
+from forgeviz._capture.recording import Recorder
 from forgeviz._capture.session import get_session
 from forgeviz.model import memory as m
 from forgeviz.model.memory import category_series
@@ -184,8 +185,10 @@ class SyntheticHistory:
         self.stopped = True
 
 
-def test_a_cuda_rank_records_the_allocator_history_as_the_notebook_parses_it(tmp_path):
+def test_a_cuda_rank_records_the_allocator_history_as_the_notebook_parses_it(tmp_path, monkeypatch):
     history = SyntheticHistory([3, 7])  # entries 0-2 taken at step 1's end, 3-6 at step 2's, the rest at step 3's
+    meta = Recorder._meta  # the run's device as a CUDA machine's rank writes it, whatever this machine has
+    monkeypatch.setattr(Recorder, "_meta", lambda self, command: {**meta(self, command), "device": "cuda"})
     net = torch.nn.Linear(4, 2)
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
     before = get_session().fault_count

@@ -623,12 +623,15 @@ class BackwardRecorder:
             if kind >= _LEAF_WITH_GRAD:
                 return leaf_hook(node, nid, kind == _LEAF_WITHOUT_GRAD)
             # On the device path, a gradient held until its batch is reduced would make AccumulateGrad
-            # copy it rather than keep it as .grad: those are summarised as .grad at the pass's end.
+            # copy it rather than keep it as .grad: those are summarised as .grad at the pass's end. Only
+            # for a leaf fed by this one edge ("fv_fed", set as the pass is armed): a leaf fed twice is
+            # given the sum of its gradients, and x*y+x's Mul would show x's whole .grad as its own.
             to_leaves = None
             if leaf_path:
                 with boundary(fault, "finding the parameters a Node's gradients go to"):
                     to_leaves = {i: f.variable for i, (f, _) in enumerate(node.next_functions)
-                                 if type(f).__name__ == "AccumulateGrad" and f.variable.grad is None} or None
+                                 if type(f).__name__ == "AccumulateGrad" and f.variable.grad is None
+                                 and f.metadata.get("fv_fed") == 1} or None
             return node_hook(nid, node if kind == _CHAIN else None, to_leaves)
 
         dead = store.dead
@@ -652,7 +655,18 @@ class BackwardRecorder:
                                 HISTOGRAM_SAMPLE, HISTOGRAM_BINS if histogram else 0, SMALL_NUMEL, CHAIN_NUMEL)
         handles = []
         if armed is None:
-            for node in iter_graph(roots):
+            nodes = iter_graph(roots)
+            if leaf_path:  # each leaf without .grad: how many edges feed it (fv_arm counts them in C++)
+                with boundary(fault, "counting the gradients each parameter is given"):
+                    fed: dict = {}
+                    for node in nodes:
+                        for f, _ in node.next_functions:
+                            if type(f).__name__ == "AccumulateGrad":
+                                fed[f] = fed.get(f, 0) + 1
+                    for f, count in fed.items():
+                        if f.variable.grad is None:
+                            f.metadata["fv_fed"] = count
+            for node in nodes:
                 meta = node.metadata  # node_id() and GradStore.watch(), with one read of the dict
                 nid = meta.get("fv_id")
                 if only is not None and nid not in only:

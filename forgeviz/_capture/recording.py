@@ -325,6 +325,7 @@ class Recorder:
         # rows in schema order (and in GRADS, _Later items: rows the writer's thread builds)
         self._rows: dict[str, list] = {GRADS: [], STEPS: [], FINDINGS: []}
         self._later_rows = 0  # about how many rows the _Later items in self._rows[GRADS] build
+        self._later = False  # whether self._rows[GRADS] holds a _Later (one may build no row: none counted)
         self._names: dict[int, tuple] = {}  # id(parameter) -> (weakref, name, module path)
         self._graphs: dict[tuple, tuple] = {}  # signature -> (graph id or None, ((name, module) per Node))
         self._pending: Optional[tuple] = None  # (graph id, Node ids, described) of a backward under way
@@ -483,6 +484,7 @@ class Recorder:
                 elif not left:  # every number is there, and finite (no finding): the writer makes the rows
                     rows.append(_Later(_native_rows, (step, described, reader, handle), len(described)))
                     self._later_rows += len(described)
+                    self._later = True
                     continue
                 else:
                     read, found = _native_read_rows(reader, handle, step, described)
@@ -545,11 +547,11 @@ class Recorder:
         self._last_flush = time.perf_counter()
         for name, rows in self._rows.items():
             if rows:
-                if name == GRADS and self._later_rows:  # (rows the writer's thread builds first)
+                if name == GRADS and self._later:  # (rows the writer's thread builds first)
                     rows = functools.partial(grads_segment, rows)
                 self.writer.submit(name, rows)  # the writer thread turns rows into columns
                 self._rows[name] = []
-        self._later_rows = 0
+        self._later_rows, self._later = 0, False
         if self.memory is not None:
             self._memory_segment()
         if self.cuda is not None:
@@ -685,6 +687,7 @@ class Recorder:
             stats = source.node_stats(ids)  # (now: a dead graph's Nodes are forgotten; the rows are the writer's)
             self._rows[GRADS].append(_Later(_node_rows, (self.step, graph, described, stats), len(stats)))
             self._later_rows += len(stats)
+            self._later = True
             return
         rows = self._rows[GRADS]  # Python hooks: from the session's records
         for position, nid in enumerate(ids):

@@ -192,8 +192,8 @@ class RecordedMemory:
     def timeline(self, device: Optional[str] = None, message: Optional[str] = None) -> m.MemoryTimeline:
         peak = int(np.argmax(self.live)) if self.count else -1
         recorded = self.meta.get("memory") or {}
-        return m.MemoryTimeline(
-            1, device or self.meta.get("device") or "cpu", self.count, 0, self.count, list(m.CATEGORIES),
+        return m.MemoryTimeline(  # (the ledger's events are the CPU's, on a rank that trained on CUDA too)
+            1, device or "cpu", self.count, 0, self.count, list(m.CATEGORIES),
             list(self.ops), list(self.modules), [], self.peak_bytes(),
             float(self._columns["time"][peak]) if peak >= 0 else 0.0, self.live_bytes(),
             int(recorded.get("baseline_bytes", 0)), message or self.message)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GPU list, for a session lent a CUDA GPU: the CUDA tests, then the GPU arms of the benchmarks.
 # From the repository root: bash tests/benchmarks/gpu.sh [what ...], where what is any of
-# tests capture compile (all three by default) cadence (%fv grads each / every 10 / shown: not by default). Figures go to stdout and to $OUT/gpu.log if $OUT is set.
+# sync capture tests compile (all four by default, in this order: the likeliest to matter first, since a
+# lease is short) cadence (%fv grads each / every 10 / shown: not by default). The native libraries are
+# built first, so that no arm is timed while they build. Figures go to stdout and to $OUT/gpu.log if $OUT is set.
 #
 # The machine needs torch with CUDA. forgeviz runs from this checkout (PYTHONPATH), with forgeviz/static
 # built here and carried. Its other dependencies, if missing there, travel as wheels in .whl/
@@ -17,21 +19,24 @@ if compgen -G ".whl/*.whl" >/dev/null; then
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
 export FORGEVIZ_BENCH_ROUNDS=${FORGEVIZ_BENCH_ROUNDS:-5}
-what=${*:-tests capture compile}
+what=${*:-sync capture tests compile}
 {
   nvidia-smi -L
   $py -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
+  echo "=== native ($(date -u +%T))"
+  timeout 180 $py -m forgeviz._capture.native
   for w in $what; do
     echo "=== $w ($(date -u +%T))"
     case $w in
-      tests)  # every CUDA test, and CPU tests beside them; then all of test_device_summary.py: on a GPU its Triton
-              # tests run the compiled kernels (one gradient a launch; the parameters' .grad, many a launch) on
-              # CUDA tensors, and its sync-free training steps run
-        (cd tests && timeout 300 $py -m pytest -c ../pyproject.toml --rootdir .. -q -p no:cacheprovider \
-          -k "cuda or compile" test_memory_cuda.py test_record_memory.py test_compile.py test_graph.py test_strides.py test_broadcast.py \
-          test_panel.py test_doctor.py test_summary.py)
+      sync)   # all of test_device_summary.py: on a GPU its Triton tests run the compiled kernels (one gradient a
+              # launch; the parameters' .grad, many a launch) on CUDA tensors, and its training steps run under
+              # torch.cuda.set_sync_debug_mode("error")
         (cd tests && timeout 240 $py -m pytest -c ../pyproject.toml --rootdir .. -q -p no:cacheprovider -rs \
           test_device_summary.py) ;;
+      tests)  # every other CUDA test, and CPU tests beside them
+        (cd tests && timeout 300 $py -m pytest -c ../pyproject.toml --rootdir .. -q -p no:cacheprovider -rs \
+          -k "cuda or compile" test_memory_cuda.py test_record_memory.py test_compile.py test_graph.py test_strides.py test_broadcast.py \
+          test_panel.py test_doctor.py test_summary.py) ;;
       capture)
         timeout 90 $py tests/benchmarks/bench_capture.py 256 32 cuda
         timeout 150 $py tests/benchmarks/bench_capture.py gpt2 cuda

@@ -492,6 +492,7 @@ PyObject* fv_arm(PyObject* roots, PyObject* chain, PyObject* ids, PyObject* dead
                  int sample, int bins, int values_cap, int chain_cap) {
   static PyObject* const key_id = PyUnicode_InternFromString("fv_id");
   static PyObject* const key_gone = PyUnicode_InternFromString("fv_gone");
+  static PyObject* const key_fed = PyUnicode_InternFromString("fv_fed");
   if (!PyList_Check(roots) || !PyAnySet_Check(chain)) {
     PyErr_SetString(PyExc_TypeError, "fv_arm: roots is a list and chain a set");
     return nullptr;
@@ -511,6 +512,9 @@ PyObject* fv_arm(PyObject* roots, PyObject* chain, PyObject* ids, PyObject* dead
   }
   std::reverse(todo.begin(), todo.end());  // popped from the back: the first root first, as in Python
   std::unordered_set<Node*> seen;
+  // How many edges reach each Node with none of its own (an AccumulateGrad): a leaf fed once is given
+  // that one gradient as its .grad, so grads.py may summarise the gradient as the .grad when the pass ends
+  std::unordered_map<Node*, int> fed;
   while (!todo.empty()) {
     Node* node = todo.back();
     todo.pop_back();
@@ -518,7 +522,9 @@ PyObject* fv_arm(PyObject* roots, PyObject* chain, PyObject* ids, PyObject* dead
     order.push_back(node);
     for (const auto& edge : node->next_edges()) {
       Node* next = edge.function.get();
-      if (next != nullptr && !seen.count(next)) todo.push_back(next);
+      if (next == nullptr) continue;
+      if (next->next_edges().empty()) ++fed[next];
+      if (!seen.count(next)) todo.push_back(next);
     }
   }
   auto pass = std::make_shared<Pass>();
@@ -564,6 +570,12 @@ PyObject* fv_arm(PyObject* roots, PyObject* chain, PyObject* ids, PyObject* dead
       int kind = kPlain;
       if (leaf != nullptr && leaf->variable.defined()) {
         kind = leaf->variable.grad().defined() ? kLeafWithGrad : kLeafWithoutGrad;
+        if (kind == kLeafWithoutGrad) {  // "fv_fed", as grads.BackwardRecorder.arm writes it without this library
+          PyObject* count = PyLong_FromLong(fed[node]);
+          const int set = count != nullptr ? PyDict_SetItem(dict, key_fed, count) : -1;
+          Py_XDECREF(count);
+          if (set != 0) throw std::runtime_error("counting a leaf's gradients failed");
+        }
       } else {
         leaf = nullptr;  // released: a plain Node (its Python hook reports what it finds)
         PyObject* name = PyUnicode_FromString(node->name().c_str());
