@@ -40,6 +40,9 @@ Nodes, and the parameters' every step).
 and its host reads, on the MLP and the GPT-2 shape (torch path), and where Triton is installed the MLP's
 Triton launches (interpreted on a CPU; the interpreter's own copies are not counted).
 
+``bench_capture.py profile gpt2|resnet|mlp [cuda]`` prints where the default arm's time goes (torch.profiler's
+busiest ops by device and CPU time, cProfile's busiest Python functions): not ratios, places to look.
+
 ``bench_capture.py pieces [width batch]`` times each piece of the MLP's step (forward, zero_grad, backward,
 optimizer step) on this thread's CPU clock (``time.thread_time``), with forgeviz off, capturing without
 summaries and capturing as by default, interleaved; it prints µs per step and piece, and what each adds.
@@ -201,6 +204,46 @@ def pieces(width: int, batch: int) -> None:
         print(f"  {arm:24}" + "".join(f"{by[n]:11.1f}" for n in names) + f"{sum(by.values()):11.1f}" + extra)
 
 
+def profile(name: str, device: str) -> None:
+    """Where the default arm's time goes on ``name`` ("mlp", "gpt2" or "resnet"): torch.profiler's busiest
+    ops, by device time and by CPU time, over two steps; then cProfile's busiest Python functions over
+    three; and how many gradients each backward summarised. (Profilers slow what they watch: the
+    ratios are case()'s; this says where to look.)"""
+    import cProfile
+    import pstats
+
+    if name == "mlp":
+        model, opt, x, y = mlp(256, 32, device)
+        loss_fn = torch.nn.functional.mse_loss
+    else:
+        model, opt, x, y, loss_fn = real_model(name, device)
+
+    def loop(steps: int) -> None:
+        train(model, opt, x, y, steps, loss_fn)
+        if device != "cpu":
+            torch.cuda.synchronize()
+
+    loop(3)
+    native.load()
+    session = get_session()
+    run_as_a_cell(session, lambda: loop(3))  # warm: the device buffers, the kernels compiled
+    before = session.recorder.device.summarised
+    activities = [torch.profiler.ProfilerActivity.CPU] + (
+        [torch.profiler.ProfilerActivity.CUDA] if device != "cpu" else [])
+    with torch.profiler.profile(activities=activities) as prof:
+        run_as_a_cell(session, lambda: loop(2))
+    print(f"{name}, {device}: {(session.recorder.device.summarised - before) / 2:.0f} gradients summarised on "
+          "the device a backward")
+    averages = prof.key_averages()
+    for key in (["self_device_time_total"] if device != "cpu" else []) + ["self_cpu_time_total"]:
+        print(averages.table(sort_by=key, row_limit=18, max_name_column_width=60))
+    profiler = cProfile.Profile()
+    profiler.enable()
+    run_as_a_cell(session, lambda: loop(3))
+    profiler.disable()
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(22)
+
+
 if __name__ == "__main__":
     torch.set_num_threads(2)
     if len(sys.argv) == 1:
@@ -267,6 +310,8 @@ if __name__ == "__main__":
                   f"aten ops each{kernels}, host reads {sum(ops[n] for n in HOST_READS)}; a batch held at most "
                   f"{held} elements ({held * 4 / 2**20:.1f} MiB, + ~{held * 40 / 2**20:.0f} MiB while reduced); "
                   f"by op: {dict(ours)}")
+    elif sys.argv[1] == "profile":  # profile gpt2|resnet|mlp [cuda]
+        profile(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "cpu")
     elif sys.argv[1] in ("gpt2", "resnet"):
         name, device = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "cpu"
         result = case(0, 0, device, name)

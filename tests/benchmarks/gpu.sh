@@ -2,7 +2,8 @@
 # The GPU list, for a session lent a CUDA GPU: the CUDA tests, then the GPU arms of the benchmarks.
 # From the repository root: bash tests/benchmarks/gpu.sh [what ...], where what is any of
 # sync capture tests compile (all four by default, in this order: the likeliest to matter first, since a
-# lease is short) cadence (%fv grads each / every 10 / shown: not by default). The native libraries are
+# lease is short) cadence (%fv grads each / every 10 / shown) profile (bench_capture.py profile: where the
+# default arm's time goes) (those two not by default). The native libraries are
 # built first, so that no arm is timed while they build. Figures go to stdout and to $OUT/gpu.log if $OUT is set.
 #
 # The machine needs torch with CUDA. forgeviz runs from this checkout (PYTHONPATH), with forgeviz/static
@@ -41,6 +42,8 @@ what=${*:-sync capture tests compile}
         timeout 90 $py tests/benchmarks/bench_capture.py 256 32 cuda
         timeout 150 $py tests/benchmarks/bench_capture.py gpt2 cuda
         timeout 120 $py tests/benchmarks/bench_capture.py resnet cuda ;;
+      profile)  # where the default arm's time goes: not by default (its figures are places to look, not ratios)
+        for m in gpt2 resnet mlp; do timeout 120 $py tests/benchmarks/bench_capture.py profile $m cuda; done ;;
       compile) timeout 300 $py tests/benchmarks/bench_compile.py cuda inductor ;;
       cadence)
         FORGEVIZ_BENCH_CADENCE=1 timeout 90 $py tests/benchmarks/bench_capture.py 256 32 cuda
