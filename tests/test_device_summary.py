@@ -40,7 +40,8 @@ def cases(dtype, device="cpu"):
     bad[3, :3] = torch.tensor([math.nan, math.inf, -math.inf])
     only_bad = torch.tensor([math.nan, math.inf] * 40, dtype=dtype, device=device)
     return {"plain": g, "nonfinite": bad, "transposed": bad.t(), "sliced": g[::2, 1::3],
-            "zeros": torch.zeros(100, dtype=dtype, device=device), "empty": torch.zeros(0, 3, dtype=dtype, device=device),
+            "zeros": torch.zeros(100, dtype=dtype, device=device),
+            "empty": torch.zeros(0, 3, dtype=dtype, device=device),
             "small": g[:3, :4], "small-sliced": g[:8:2, 1:9:3], "no-finite": only_bad}
 
 
@@ -71,8 +72,9 @@ def test_figures_equal_torch(dtype, triton):
     grads = cases(dtype, device)
     summaries = {name: pending.add(g) for name, g in grads.items()}
     assert all(s.norm is None for s in summaries.values())  # nothing read back before the flush
-    # The kernel takes every gradient whose memory it can read flat: not the sliced nor the small strided.
-    assert sum(item[3] is None for item in pending._rows) == (5 if triton else 0)
+    # The kernels take every gradient whose memory they can read flat: not the sliced nor the small strided;
+    # these, each smaller than BATCH_NUMEL, wait for one launch of the multi-tensor kernel
+    assert sum(len(items) for items in pending._dense.values()) == (5 if triton else 0)
     pending.flush()
     for name, g in grads.items():
         s, want = summaries[name], expected(g.cpu())
@@ -91,6 +93,30 @@ def test_figures_equal_torch(dtype, triton):
         elif "hist" in want:
             assert s.histogram.counts == want["hist"] and len(s.histogram.counts) == BINS, name
             assert s.histogram.edges == edges(dtype), name
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton not installed")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_a_large_gradient_shared_by_programs_equals_torch(dtype):
+    """A gradient past BATCH_NUMEL takes a launch of its own, its blocks shared by the kernel's programs,
+    several blocks each, each program adding its figures into the row once."""
+    import forgeviz._capture.device_summary as ds
+    from forgeviz._capture import device_summary_triton as kernels
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    n = max(ds.BATCH_NUMEL + 1, kernels._BLOCK * kernels._PROGRAMS * 2 + 77)  # 3 blocks for some programs
+    clean = torch.randn(n, generator=torch.Generator().manual_seed(1)).to(dtype).to(device) * 1e3
+    clean[7:100] = 0
+    bad = clean.clone()
+    bad[[5, n // 2, n - 1]] = torch.tensor([math.nan, math.inf, -math.inf], dtype=dtype, device=device)
+    pending = DeviceSummaries(triton=True)
+    summaries = [pending.add(g) for g in (clean, bad)]
+    assert len(pending._rows) == 2 and not pending._dense  # launched at once, not held
+    pending.flush()
+    for g, s in zip((clean, bad), summaries):
+        want = expected(g.cpu())
+        assert (s.nan_count, s.inf_count, s.min, s.max) == (want["nan"], want["inf"], want["min"], want["max"])
+        assert close(s.norm, want["norm"]) and close(s.mean, want["mean"]) and s.histogram.counts == want["hist"]
 
 
 def test_a_batch_of_mixed_gradients_equals_torch(monkeypatch):
@@ -226,6 +252,17 @@ def test_a_leaf_fed_twice_keeps_each_nodes_own_gradient(nb, monkeypatch, code, n
     assert x_grad == ([64.0] if "y" in code else [4.0])  # torch's: the sum of what each edge gave
     leaf = next(n for n in nb["g"].model.nodes if n.name.endswith("AccumulateGrad") and n.label == "x")
     assert get_session().store.get(leaf.id).records[-1].grad_outputs[0].values == x_grad
+
+
+def test_the_native_hooks_are_for_graphs_whose_gradients_start_on_the_cpu():
+    """(On CUDA they would hand each gradient to Python: a graph whose gradients start elsewhere, here on the
+    meta device, gets Python hooks.)"""
+    from forgeviz._capture.grads import _starts_on_cpu
+
+    cpu, meta = torch.ones(2, requires_grad=True), torch.ones(2, device="meta", requires_grad=True)
+    assert _starts_on_cpu([(cpu * 2).sum().grad_fn, None])
+    assert not _starts_on_cpu([(meta * 2).sum().grad_fn])
+    assert not _starts_on_cpu([cpu.sum().grad_fn, meta.sum().grad_fn])
 
 
 def test_ops_each_path_issues():

@@ -454,6 +454,21 @@ _DTYPES = ("float32", "float64")  # grad_hooks.cpp's dtype codes
 _CHAIN_NAMES = frozenset(LOCAL_DERIVATIVES)
 
 
+def _starts_on_cpu(roots: list) -> bool:
+    """Whether the gradients reaching ``roots`` are on the CPU, as torch's Nodes describe their inputs. The
+    native hooks summarise CPU gradients; they would hand each CUDA gradient to Python, which costs more
+    than Python hooks do (an MLP step on an H100: 3.40x with them, 2.63x with Python hooks)."""
+    for root in roots:
+        if root is not None:
+            try:
+                inputs = root._input_metadata
+            except (AttributeError, RuntimeError):  # a Node that does not say: the native hooks, as before
+                return True
+            if inputs and inputs[0].device.type != "cpu":
+                return False
+    return True
+
+
 def _compiled_autograd() -> bool:
     """Whether torch's compiled autograd is on for the next backward: it asks every hook to describe
     itself, which only Python hooks can. (Its module's own flags: torch._dynamo.config reads cost
@@ -637,7 +652,8 @@ class BackwardRecorder:
         dead = store.dead
         armed = None
         # (the native hooks walk and hook the whole graph: a few shown Nodes get Python hooks instead)
-        native_ok = only is None and deferred is _on_device and on_device is not _float and not _compiled_autograd()
+        native_ok = (only is None and deferred is _on_device and on_device is not _float and not _compiled_autograd()
+                     and _starts_on_cpu(roots))
         lib = native.hooks() if native_ok else None
         if lib is not None:
             handed: dict = {}  # the Python hooks of Nodes whose gradients the C++ hooks handed over
