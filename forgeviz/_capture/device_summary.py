@@ -8,7 +8,9 @@ binning never waits for a host read of min and max. The buffer is copied to the 
 
 Bins: sign × log2 magnitude, two binades per bin (``edges()``): for each sign, magnitudes below 2^-20,
 then [2^-20, 2^-18) … [2^6, 2^8), then 2^8 and above, plus a bin for exact zeros: 33 bins, every finite
-value counted (no sample). On the negative side the same magnitudes, mirrored: bin i is always
+value counted (the Triton kernels bin a spread sample of 64 blocks of a gradient past 65,536 values:
+device_summary_triton.BINNED_BLOCKS; every value still counts towards min, max, sum, norm, NaN and
+infinity). On the negative side the same magnitudes, mirrored: bin i is always
 [edges[i], edges[i+1]).
 
 With Triton (it ships with torch's CUDA wheels; ``TRITON_INTERPRET=1`` runs it on CPU tensors) a large

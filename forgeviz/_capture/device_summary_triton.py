@@ -1,6 +1,6 @@
 """The Triton kernels of device_summary: one launch summarises one gradient into its buffer row
 (``summarize_into``), or many gradients of one dtype, each into its own row (``summarize_many``: the
-parameters' ``.grad`` at a pass's end).
+parameters' ``.grad`` at a pass's end), its histogram from at most BINNED_BLOCKS of its blocks.
 
 Imported only where Triton is installed (it ships with torch's CUDA wheels); ``TRITON_INTERPRET=1``
 runs them on CPU tensors, which is how tests/test_device_summary.py checks them without a GPU.
@@ -24,6 +24,11 @@ _HIST = triton.next_power_of_2(BINS + 4)  # the buckets (-inf, the bins, +inf, N
 # row, queued ~70 float64 atomics a block on one address each: on an H100 that took a third of a GPT-2
 # step, 27 ms of 83, in those queues.)
 _PROGRAMS = 512
+# The blocks a gradient's histogram bins at most: every block of one up to BINNED_BLOCKS blocks (65,536
+# values), else one in every ceil(blocks / BINNED_BLOCKS), spread over the tensor. Binning is most of a
+# block's work (the bucket from the exponent bits, the histogram); min, max, sum, norm and the NaN and
+# infinity counts still take every value. (The CPU's one-pass summary bins a strided sample of 4,096.)
+BINNED_BLOCKS = 64
 _INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 _ELEMENT = {torch.float32: tl.float32, torch.float64: tl.float64, torch.float16: tl.float16,
             torch.bfloat16: tl.bfloat16}
@@ -48,22 +53,27 @@ def _bucket(x, inside, HIST: tl.constexpr, PER_SIGN: tl.constexpr, LOW: tl.const
 
 
 @triton.jit
-def _add_into(row_ptr, lo, hi, total, squares, counts, HIST: tl.constexpr, BUCKETS: tl.constexpr,
-              PER_SIGN: tl.constexpr):
-    """A program's partial figures (lanes of min, max, sum and sum of squares; bucket counts) added into
-    its row: one atomic an address."""
+def _add_into(row_ptr, lo, hi, total, squares, counts, nans, above, below, HIST: tl.constexpr,
+              BUCKETS: tl.constexpr, PER_SIGN: tl.constexpr):
+    """A program's partial figures (lanes of min, max, sum, sum of squares and NaN, +inf and -inf counts;
+    the bins' counts) added into its row: one atomic an address."""
     tl.atomic_min(row_ptr, tl.min(lo, 0))
     tl.atomic_max(row_ptr + 1, tl.max(hi, 0))
     tl.atomic_add(row_ptr + 2, tl.sum(total, 0))
     tl.atomic_add(row_ptr + 3, tl.sum(squares, 0))
     bins = tl.arange(0, HIST)
-    tl.atomic_add(row_ptr + BUCKETS + bins, counts.to(tl.float64), mask=bins < 2 * PER_SIGN + 4)
+    tl.atomic_add(row_ptr + BUCKETS + bins, counts.to(tl.float64), mask=(bins >= 1) & (bins <= 2 * PER_SIGN + 1))
+    tl.atomic_add(row_ptr + BUCKETS, tl.sum(below, 0).to(tl.float64))
+    tl.atomic_add(row_ptr + BUCKETS + 2 * PER_SIGN + 2, tl.sum(above, 0).to(tl.float64))
+    tl.atomic_add(row_ptr + BUCKETS + 2 * PER_SIGN + 3, tl.sum(nans, 0).to(tl.float64))
 
 
 @triton.jit
-def _accumulate(x_ptr, start, n, row_ptr, lo, hi, total, squares, counts, BLOCK: tl.constexpr, HIST: tl.constexpr,
-                VALUES: tl.constexpr, SMALL: tl.constexpr, PER_SIGN: tl.constexpr, LOW: tl.constexpr):
-    """The block of ``BLOCK`` values from element ``start`` added into a program's partial figures."""
+def _accumulate(x_ptr, start, n, row_ptr, binned, lo, hi, total, squares, counts, nans, above, below,
+                BLOCK: tl.constexpr, HIST: tl.constexpr, VALUES: tl.constexpr, SMALL: tl.constexpr,
+                PER_SIGN: tl.constexpr, LOW: tl.constexpr):
+    """The block of ``BLOCK`` values from element ``start`` added into a program's partial figures; its
+    values binned too if ``binned``."""
     offsets = start + tl.arange(0, BLOCK)
     inside = offsets < n
     x = tl.load(x_ptr + offsets, mask=inside, other=0.0).to(tl.float64)  # exact for every float dtype
@@ -72,38 +82,47 @@ def _accumulate(x_ptr, start, n, row_ptr, lo, hi, total, squares, counts, BLOCK:
     hi = tl.maximum(hi, tl.where(finite, x, -float("inf")))
     total += x
     squares += x * x
-    counts += tl.histogram(_bucket(x, inside, HIST, PER_SIGN, LOW), HIST)
+    nans += (x != x).to(tl.int32)
+    above += (x == float("inf")).to(tl.int32)
+    below += (x == -float("inf")).to(tl.int32)
+    if binned:
+        counts += tl.histogram(_bucket(x, inside, HIST, PER_SIGN, LOW), HIST)
     if n <= SMALL:  # (then one block)
         tl.store(row_ptr + VALUES + offsets, x, mask=inside)
-    return lo, hi, total, squares, counts
+    return lo, hi, total, squares, counts, nans, above, below
 
 
 @triton.jit
-def _summarize_kernel(x_ptr, row_ptr, n, iterations, FIXED: tl.constexpr, BLOCK: tl.constexpr, HIST: tl.constexpr,
-                      BUCKETS: tl.constexpr, VALUES: tl.constexpr, SMALL: tl.constexpr, PER_SIGN: tl.constexpr,
-                      LOW: tl.constexpr):
+def _summarize_kernel(x_ptr, row_ptr, n, iterations, stride, FIXED: tl.constexpr, BLOCK: tl.constexpr,
+                      HIST: tl.constexpr, BUCKETS: tl.constexpr, VALUES: tl.constexpr, SMALL: tl.constexpr,
+                      PER_SIGN: tl.constexpr, LOW: tl.constexpr):
     """Program p of P takes the blocks p, p + P, ...: ``iterations`` of them at most (FIXED, when not 0:
-    the interpreter's loops need a Python int)."""
+    the interpreter's loops need a Python int); of those, it bins the blocks 0, stride, 2 * stride, ..."""
     lo = tl.full([BLOCK], float("inf"), tl.float64)
     hi = tl.full([BLOCK], -float("inf"), tl.float64)
     total = tl.zeros([BLOCK], tl.float64)
     squares = tl.zeros([BLOCK], tl.float64)
+    nans = tl.zeros([BLOCK], tl.int32)
+    above = tl.zeros([BLOCK], tl.int32)
+    below = tl.zeros([BLOCK], tl.int32)
     counts = tl.zeros([HIST], tl.int32)
     program, programs = tl.program_id(0), tl.num_programs(0)
     for i in range(0, FIXED if FIXED > 0 else iterations):
-        start = (program + i * programs).to(tl.int64) * BLOCK
-        lo, hi, total, squares, counts = _accumulate(x_ptr, start, n, row_ptr, lo, hi, total, squares, counts,
-                                                     BLOCK, HIST, VALUES, SMALL, PER_SIGN, LOW)
-    _add_into(row_ptr, lo, hi, total, squares, counts, HIST, BUCKETS, PER_SIGN)
+        block = program + i * programs
+        lo, hi, total, squares, counts, nans, above, below = _accumulate(
+            x_ptr, block.to(tl.int64) * BLOCK, n, row_ptr, block % stride == 0, lo, hi, total, squares, counts,
+            nans, above, below, BLOCK, HIST, VALUES, SMALL, PER_SIGN, LOW)
+    _add_into(row_ptr, lo, hi, total, squares, counts, nans, above, below, HIST, BUCKETS, PER_SIGN)
 
 
 @triton.jit
 def _summarize_many_kernel(table_ptr, rows_ptr, count, row_stride, FIXED: tl.constexpr, ELEMENT: tl.constexpr,
                            BLOCK: tl.constexpr, HIST: tl.constexpr, BUCKETS: tl.constexpr, VALUES: tl.constexpr,
-                           SMALL: tl.constexpr, PER_SIGN: tl.constexpr, LOW: tl.constexpr):
+                           SMALL: tl.constexpr, PER_SIGN: tl.constexpr, LOW: tl.constexpr,
+                           BINNED: tl.constexpr):
     """Programs (t, 0..G-1) share tensor t, whose data pointer, numel and row are table[t], table[count + t],
     table[2 * count + t]: program (t, g) takes its blocks g, g + G, ... (a small tensor's few blocks leave
-    most of its programs idle, not a grid as wide as the largest tensor)."""
+    most of its programs idle, not a grid as wide as the largest tensor), and bins about BINNED of them."""
     t = tl.program_id(0)
     n = tl.load(table_ptr + count + t)
     x_ptr = tl.load(table_ptr + t).to(tl.pointer_type(ELEMENT))
@@ -114,18 +133,33 @@ def _summarize_many_kernel(table_ptr, rows_ptr, count, row_stride, FIXED: tl.con
         hi = tl.full([BLOCK], -float("inf"), tl.float64)
         total = tl.zeros([BLOCK], tl.float64)
         squares = tl.zeros([BLOCK], tl.float64)
+        nans = tl.zeros([BLOCK], tl.int32)
+        above = tl.zeros([BLOCK], tl.int32)
+        below = tl.zeros([BLOCK], tl.int32)
         counts = tl.zeros([HIST], tl.int32)
-        for i in range(0, FIXED if FIXED > 0 else tl.cdiv(tl.cdiv(n, BLOCK) - program, programs)):
-            start = (program + i * programs).to(tl.int64) * BLOCK
-            lo, hi, total, squares, counts = _accumulate(x_ptr, start, n, row_ptr, lo, hi, total, squares,
-                                                         counts, BLOCK, HIST, VALUES, SMALL, PER_SIGN, LOW)
-        _add_into(row_ptr, lo, hi, total, squares, counts, HIST, BUCKETS, PER_SIGN)
+        blocks = tl.cdiv(n, BLOCK)
+        stride = tl.cdiv(blocks, BINNED)
+        for i in range(0, FIXED if FIXED > 0 else tl.cdiv(blocks - program, programs)):
+            block = program + i * programs
+            lo, hi, total, squares, counts, nans, above, below = _accumulate(
+                x_ptr, block.to(tl.int64) * BLOCK, n, row_ptr, block % stride == 0, lo, hi, total, squares,
+                counts, nans, above, below, BLOCK, HIST, VALUES, SMALL, PER_SIGN, LOW)
+        _add_into(row_ptr, lo, hi, total, squares, counts, nans, above, below, HIST, BUCKETS, PER_SIGN)
 
 
 def _fixed(iterations: int) -> int:
     """FIXED for a loop of ``iterations``: 0 compiled (a runtime bound, one kernel for every count),
     ``iterations`` interpreted."""
     return iterations if _INTERPRETED else 0
+
+
+def binning_stride(n: int) -> int:
+    """Of a gradient of ``n`` values, the kernels bin the blocks of _BLOCK values 0, k, 2k, ...: this k.
+
+    >>> binning_stride(65_536), binning_stride(65_537), binning_stride(10**8)
+    (1, 2, 1526)
+    """
+    return max(1, triton.cdiv(triton.cdiv(n, _BLOCK), BINNED_BLOCKS))
 
 
 def summarize_into(flat: torch.Tensor, row: torch.Tensor) -> None:
@@ -135,9 +169,9 @@ def summarize_into(flat: torch.Tensor, row: torch.Tensor) -> None:
     blocks = triton.cdiv(n, _BLOCK)
     programs = min(blocks, _PROGRAMS)
     iterations = triton.cdiv(blocks, programs)
-    _summarize_kernel[(programs,)](flat, row, n, iterations, FIXED=_fixed(iterations), BLOCK=_BLOCK, HIST=_HIST,
-                                   BUCKETS=_BUCKETS, VALUES=_VALUES, SMALL=SMALL_NUMEL, PER_SIGN=BINS_PER_SIGN,
-                                   LOW=LOW_EXPONENT)
+    _summarize_kernel[(programs,)](flat, row, n, iterations, binning_stride(n), FIXED=_fixed(iterations),
+                                   BLOCK=_BLOCK, HIST=_HIST, BUCKETS=_BUCKETS, VALUES=_VALUES, SMALL=SMALL_NUMEL,
+                                   PER_SIGN=BINS_PER_SIGN, LOW=LOW_EXPONENT)
 
 
 def summarize_many(table: torch.Tensor, count: int, most: int, dtype: torch.dtype, rows: torch.Tensor) -> None:
@@ -146,6 +180,6 @@ def summarize_many(table: torch.Tensor, count: int, most: int, dtype: torch.dtyp
     their row indices; ``most``: the largest numel (the grid's width, known on the host)."""
     grid = (count, min(triton.cdiv(most, _BLOCK), _PROGRAMS))
     fixed = _fixed(triton.cdiv(triton.cdiv(most, _BLOCK), grid[1]))  # (interpreted: the largest's, masked)
-    _summarize_many_kernel[grid](table, rows, count, rows.stride(0), FIXED=fixed, ELEMENT=_ELEMENT[dtype], BLOCK=_BLOCK,
-                                 HIST=_HIST, BUCKETS=_BUCKETS, VALUES=_VALUES, SMALL=SMALL_NUMEL,
-                                 PER_SIGN=BINS_PER_SIGN, LOW=LOW_EXPONENT)
+    _summarize_many_kernel[grid](table, rows, count, rows.stride(0), FIXED=fixed, ELEMENT=_ELEMENT[dtype],
+                                 BLOCK=_BLOCK, HIST=_HIST, BUCKETS=_BUCKETS, VALUES=_VALUES, SMALL=SMALL_NUMEL,
+                                 PER_SIGN=BINS_PER_SIGN, LOW=LOW_EXPONENT, BINNED=BINNED_BLOCKS)

@@ -75,17 +75,20 @@ export function histogramSvg(doc: Document, source: TensorSummary | Histogram | 
   const bw = W / hist.counts.length;
   const [lo, hi] = histogramBounds(hist);
   const edges = hist.edges;
+  const sampled = sampleNote(source, hist);
   const svg = s(doc, 'svg', {
     class: 'fv-hist',
     width: W,
     height: H + 12,
     viewBox: `0 0 ${W} ${H + 12}`,
     role: 'img',
-    'aria-label': edges
-      ? `histogram of ${hist.counts.length} fixed bins, values from ${formatNumber(lo)} to ${formatNumber(hi)}`
-      : `histogram of ${hist.counts.length} bins from ${formatNumber(lo)} to ${formatNumber(hi)}`
+    'aria-label':
+      (edges
+        ? `histogram of ${hist.counts.length} fixed bins, values from ${formatNumber(lo)} to ${formatNumber(hi)}`
+        : `histogram of ${hist.counts.length} bins from ${formatNumber(lo)} to ${formatNumber(hi)}`) + sampled
   });
-  svg.appendChild(s(doc, 'title', {}, edges ? fixedBins(edges, hist.counts) : `counts: ${hist.counts.join(', ')} over [${formatNumber(lo)}, ${formatNumber(hi)}]`));
+  const bins = edges ? fixedBins(edges, hist.counts) : `counts: ${hist.counts.join(', ')} over [${formatNumber(lo)}, ${formatNumber(hi)}]`;
+  svg.appendChild(s(doc, 'title', {}, bins + sampled));
   hist.counts.forEach((c, i) => {
     const bh = c === 0 ? 0 : Math.max(1, (c / max) * H);
     svg.appendChild(
@@ -104,6 +107,19 @@ export function histogramSvg(doc: Document, source: TensorSummary | Histogram | 
   svg.appendChild(s(doc, 'text', { x: 0, y: H + 10, class: 'fv-hist-axis' }, left));
   svg.appendChild(s(doc, 'text', { x: W, y: H + 10, class: 'fv-hist-axis', 'text-anchor': 'end' }, right));
   return svg;
+}
+
+/**
+ * Where a tensor's histogram binned fewer values than it has finite ones (a large tensor's is binned from
+ * a spread sample, on the CPU and on a GPU alike), says so: min, max and the rest take every value.
+ */
+function sampleNote(source: TensorSummary | Histogram | null, hist: Histogram): string {
+  if (source === null || 'counts' in source) {
+    return '';
+  }
+  const finite = source.numel - source.nan_count - source.inf_count;
+  const binned = hist.counts.reduce((a, b) => a + b, 0);
+  return binned < finite ? `; binned from a sample of ${binned.toLocaleString('en-US')} of its ${finite.toLocaleString('en-US')} finite values` : '';
 }
 
 /** Each fixed bin with its edges and count; a bin [0, next) holds exact zeros only. */
