@@ -151,8 +151,8 @@ describe('module inspector', () => {
     expect(histogramSvg(document, null)).toBeNull();
     // A large tensor's histogram bins a sample: it says how many of its finite values
     const big = histogramSvg(document, grad({ numel: 100000, nan_count: 1, inf_count: 2, histogram: logBins }))!;
-    expect(big.querySelector('title')!.textContent).toMatch(/; binned from a sample of 7 of its 99,997 finite values$/);
-    expect(big.getAttribute('aria-label')).toContain('a sample of 7 of its 99,997 finite values');
+    expect(big.querySelector('title')!.textContent).toMatch(/; a sample: 7 of 99997 finite values$/);
+    expect(big.getAttribute('aria-label')).toContain('a sample: 7 of 99997 finite values');
     expect(histogramSvg(document, grad({ numel: 7, histogram: logBins }))!.querySelector('title')!.textContent).not.toContain('sample');
   });
 });

@@ -119,7 +119,7 @@ function sampleNote(source: TensorSummary | Histogram | null, hist: Histogram): 
   }
   const finite = source.numel - source.nan_count - source.inf_count;
   const binned = hist.counts.reduce((a, b) => a + b, 0);
-  return binned < finite ? `; binned from a sample of ${binned.toLocaleString('en-US')} of its ${finite.toLocaleString('en-US')} finite values` : '';
+  return binned < finite ? `; a sample: ${binned} of ${finite} finite values` : '';
 }
 
 /** Each fixed bin with its edges and count; a bin [0, next) holds exact zeros only. */
