@@ -82,10 +82,14 @@ def run_as_a_cell(session, loop: Callable[[], None], record_grads: bool = True) 
 
 
 def interleaved(variants: dict[str, Callable[[], Optional[float]]], rounds: int) -> dict[str, float]:
-    """Median seconds of each variant, run round-robin so that drift hits them all alike."""
+    """Median seconds of each variant, run round-robin so that drift hits them all alike; each round starts
+    one variant further on, so that none always follows the same one (on an H100 the first summarising
+    arm after "capture, no summaries" measured 1.58x where the same path two arms later measured 1.42x)."""
     times: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(rounds):
-        for name, fn in variants.items():
+    order = list(variants.items())
+    for round_ in range(rounds):
+        shift = round_ % len(order)
+        for name, fn in order[shift:] + order[:shift]:
             start = time.perf_counter()
             seconds = fn()  # an arm may time its own steady part (memory_arms): else the whole call
             times[name].append(seconds if isinstance(seconds, float) else time.perf_counter() - start)
