@@ -29,6 +29,7 @@ import os
 import weakref
 from typing import Optional
 
+import numpy as np
 import torch
 
 from ..model.graph import Histogram, TensorSummary
@@ -37,6 +38,7 @@ from .summary import SMALL_NUMEL, dtype_name, wire_float
 from .untraced import untraced
 
 ROW = _VALUES + SMALL_NUMEL  # then a small tensor's values
+_no_torch_function = torch._C.DisableTorchFunction
 _FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 
@@ -222,36 +224,36 @@ class DeviceSummaries:
         return summary
 
     def _launch(self, grad: torch.Tensor, summary: TensorSummary) -> None:
-        if grad.numel() == 0 or grad.layout != torch.strided or grad.dtype not in _FLOATS:
+        numel = grad.numel()
+        if numel == 0 or grad.layout != torch.strided or grad.dtype not in _FLOATS:
             return  # nothing to reduce (callers send other dtypes to summary.summarize)
-        with untraced(), torch.no_grad():
+        # Which path: read from its layout, views at most (no memory, and no op any mode should see); only
+        # the reductions below pay for untraced's and no_grad's switches (a batched gradient is most of them)
+        with _no_torch_function():
             # (a small tensor's values are kept in memory order: its memory must be in row-major order)
             flat = None
-            if self._triton is not None and self._triton_on(grad) and (
-                    grad.numel() > SMALL_NUMEL or grad.is_contiguous()):
+            if self._triton is not None and self._triton_on(grad) and (numel > SMALL_NUMEL or grad.is_contiguous()):
                 # (the kernel reads memory: a contiguous gradient is its own flat view, no op needed)
                 flat = grad if grad.is_contiguous() else _dense_flat(grad)
-            if flat is not None and grad.numel() <= BATCH_NUMEL and self._triton_many is not None:
-                # Held until its batch's one launch (a launch costs the CPU more than such a gradient costs
-                # the GPU to read): the kernel reads its memory then
-                batch = self._dense.setdefault((grad.device, grad.dtype), [])
-                batch.append((flat, summary, grad._version, grad))
-                self._batched += grad.numel()
+            batch = None
+            if numel <= BATCH_NUMEL:
+                if flat is not None and self._triton_many is not None:
+                    # Held until its batch's one launch (a launch costs the CPU more than such a gradient
+                    # costs the GPU to read): the kernel reads its memory then
+                    batch = self._dense.setdefault((grad.device, grad.dtype), [])
+                    batch.append((flat, summary, grad._version, grad))
+                elif flat is None and grad.dtype != torch.float64:
+                    # Held as it is: the batch gathers its elements (torch._chunk_cat reads any layout, in
+                    # row-major order), so it costs no op here; a 0-d one needs a dimension to be gathered
+                    batch = self._batches.setdefault((grad.device, grad.dtype), [])
+                    batch.append((grad.view(1) if grad.dim() == 0 else grad, summary, grad._version, grad))
+            if batch is not None:
+                self._batched += numel
                 self.summarised += 1
                 if self._batched >= BATCH_ELEMENTS or len(batch) >= BATCH_TENSORS:
                     self._reduce_batches()
                 return
-            if flat is None and grad.numel() <= BATCH_NUMEL and grad.dtype != torch.float64:
-                # Held as it is: the batch gathers its elements (torch._chunk_cat reads any layout, in
-                # row-major order), so it costs no op here; a 0-d one needs a dimension to be gathered
-                held = grad.view(1) if grad.dim() == 0 else grad
-                batch = self._batches.setdefault((grad.device, grad.dtype), [])
-                batch.append((held, summary, grad._version, grad))
-                self._batched += grad.numel()
-                self.summarised += 1
-                if self._batched >= BATCH_ELEMENTS or len(batch) >= BATCH_TENSORS:
-                    self._reduce_batches()
-                return
+        with untraced(), torch.no_grad():
             buffer = self._buffer(grad.device)
             index = buffer.used
             row = buffer.take()
@@ -301,9 +303,8 @@ class DeviceSummaries:
 
     def _reduce_leaves(self, leaves: list) -> None:
         """The parameters' ``.grad`` (as accumulated: AccumulateGrad kept the incoming gradient, or copied
-        it: same values): with Triton, one launch per device and dtype for those it reads flat; the others
-        as any gradient."""
-        many: dict = {}  # (device, dtype) → [(dense gradient, summary)]: no view needed, only its memory
+        it: same values): with Triton, those it reads flat join the batch's (one launch per device and
+        dtype for all, when the batches are reduced); the others as any gradient."""
         for summary, parameter, (shape, stride, dtype) in leaves:
             grad = parameter()
             grad = None if grad is None else grad.grad
@@ -312,12 +313,11 @@ class DeviceSummaries:
             if (self._triton_many is not None and self._triton_on(grad) and grad.numel()
                     and grad.layout == torch.strided and grad.dtype in _FLOATS
                     and (grad.is_contiguous() or grad.numel() > SMALL_NUMEL and _is_dense(grad))):
-                many.setdefault((grad.device, grad.dtype), []).append((grad, summary))
+                # with the batch's gradients of its device and dtype, if any: one launch for all
+                self._dense.setdefault((grad.device, grad.dtype), []).append((grad, summary, grad._version, grad))
+                self.summarised += 1
             else:
                 self._launch(grad, summary)
-        for (device, dtype), items in many.items():
-            self._launch_many(device, dtype, items)
-            self.summarised += len(items)
 
     def _launch_many(self, device: torch.device, dtype: torch.dtype, items: list) -> None:
         """One launch of Triton's multi-tensor kernel: ``items``, (dense gradient, summary) of one device and
@@ -339,7 +339,7 @@ class DeviceSummaries:
         leaves, self._leaves = self._leaves, []
         if leaves:
             self._reduce_leaves(leaves)
-        if self._batched:
+        if self._batched or self._dense:
             self._reduce_batches()
         rows, self._rows = self._rows, []
         self._seen.clear()
@@ -381,10 +381,16 @@ class DeviceSummaries:
             if event is not None and not event.query():
                 still.append(reading)
                 continue
-            numbers = host.tolist()  # (one read, not one a row)
+            # (a read a column group, not one a row: the counts made ints at once; the small ones' values
+            # only where there is a small one. Through numpy: host-side work, no aten op)
+            rows = host.numpy()
+            stats = rows[:, :_BUCKETS].tolist()
+            counts = rows[:, _BUCKETS:_VALUES].astype(np.int64).tolist()
+            values = rows[:, _VALUES:].tolist() if any(item[0].numel <= SMALL_NUMEL for item in items) else None
             extremes = {dtype: side.tolist() for dtype, side in sides.items()}
             for summary, _, index, side in items:
-                _fill(summary, numbers[index], None if side is None else extremes[side][index])
+                _fill(summary, stats[index], counts[index], values[index] if values is not None else None,
+                      None if side is None else extremes[side][index])
         self._reading = still
         return not still
 
@@ -480,12 +486,13 @@ def _reduce_batch(grads: list, base: int, buffer: _Buffer) -> None:
         flat_rows.index_copy_(0, where, x[: len(where)])
 
 
-def _fill(summary: TensorSummary, row: list[float], side: Optional[list] = None) -> None:
-    """``summary``'s numbers from its row (and from its per-bucket min and max, ``side``: then the row
-    holds the norm, not the sum of squares)."""
-    lo, hi, total, squares = row[:_BUCKETS]
-    buckets = row[_BUCKETS:_VALUES]  # -inf, the bins, +inf, NaN
-    counts = [int(c) for c in buckets[1:-2]]
+def _fill(summary: TensorSummary, stats: list[float], buckets: list[int], values: Optional[list[float]],
+          side: Optional[list] = None) -> None:
+    """``summary``'s numbers from its row: ``stats`` (min, max, sum, sum of squares), ``buckets`` (-inf, the
+    bins, +inf, NaN), ``values`` (a small tensor's, first), and its per-bucket min and max, ``side``: then
+    the row holds the norm, not the sum of squares."""
+    lo, hi, total, squares = stats
+    counts = buckets[1:-2]
     numel = summary.numel
     if side is not None:
         finite = [k + 1 for k, c in enumerate(counts) if c]
@@ -496,10 +503,10 @@ def _fill(summary: TensorSummary, row: list[float], side: Optional[list] = None)
     summary.min, summary.max = wire_float(lo), wire_float(hi)
     summary.mean = wire_float(total / numel)
     summary.norm = wire_float(math.sqrt(squares) if side is None else squares)
-    summary.nan_count = int(buckets[-1])
-    summary.inf_count = int(buckets[0]) + int(buckets[-2])
+    summary.nan_count = buckets[-1]
+    summary.inf_count = buckets[0] + buckets[-2]
     if numel <= SMALL_NUMEL:
-        summary.values = [wire_float(v) for v in row[_VALUES:_VALUES + numel]]
+        summary.values = [wire_float(v) for v in values[:numel]]
     elif any(counts):
         summary.histogram = Histogram(wire_float(lo), wire_float(hi), counts, _WIRE_EDGES[summary.dtype])
 

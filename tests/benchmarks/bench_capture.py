@@ -7,6 +7,9 @@ Arms, interleaved round by round in one process per MLP and reported as ratios t
   capture, torch summaries   ...plus every Node's gradients summarised with torch ops, by Python hooks
   capture, Python hooks      ...summarised in one pass by forgeviz's native library, from Python hooks
   capture, native hooks      ...by C++ Node hooks, recorded when the backward ends (the default)
+  capture, device summaries  ...on the device path (FORGEVIZ_SUMMARIES=device: here its torch ops)
+  capture, CUDA path's CPU work  ...its Triton path with the kernels stubbed out: what a GPU step pays its CPU,
+                             less Triton's launches (~25 us each on an H100 host) and the copies
 
 On a GPU (``bench_capture.py 256 32 cuda``; run by default when CUDA is available) the arms are:
 
@@ -117,13 +120,19 @@ def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> d
     hooks = native.hooks
 
     def cell(record_grads: bool, native_summaries: bool = True, per_pass: Optional[bool] = None,
-             native_hooks: bool = True, on_device: bool = False, cadence: Cadence = EACH):
+             native_hooks: bool = True, on_device: bool = False, cadence: Cadence = EACH, stubbed: bool = False):
         """per_pass: None as by default; True or False for every gradient off the CPU (Python hooks).
         on_device: FORGEVIZ_SUMMARIES=device, gradients summarised on their device (device_summary).
-        cadence: which passes record (``%fv grads``)."""
+        cadence: which passes record (``%fv grads``). stubbed (with on_device, on the CPU): the Triton
+        path's bookkeeping with its kernels stubbed out, what a GPU step pays on its CPU less the launches."""
         forced = None if per_pass is None else staticmethod(lambda grad: per_pass and not grad.is_cpu)
+        pending = session.recorder.device
+        kernels = (pending._triton, pending._triton_many, pending._interpreted)
 
         def run():
+            if stubbed:
+                pending._triton, pending._triton_many = (lambda *args: None), (lambda *args: None)
+                pending._interpreted = True  # (what lets the Triton path take CPU tensors)
             if on_device:
                 os.environ["FORGEVIZ_SUMMARIES"] = "device"
             summary._summarize_natively = one_pass if native_summaries else (lambda t, histogram: None)
@@ -136,6 +145,7 @@ def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> d
             BackwardRecorder.deferred = defer
             native.hooks = hooks
             os.environ.pop("FORGEVIZ_SUMMARIES", None)
+            pending._triton, pending._triton_many, pending._interpreted = kernels
         return run
 
     # A graph view of one step, as a user looking at the model draws it: "shown" records its Nodes, and of
@@ -145,7 +155,8 @@ def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> d
     if device == "cpu":
         arms = {"capture, torch summaries": cell(True, native_summaries=False, native_hooks=False),
                 "capture, Python hooks": cell(True, native_hooks=False), "capture, native hooks": cell(True),
-                "capture, device summaries": cell(True, on_device=True)}
+                "capture, device summaries": cell(True, on_device=True),
+                "capture, CUDA path's CPU work": cell(True, on_device=True, stubbed=True)}
     else:
         arms = {"capture (default)": cell(True), "capture, read per gradient": cell(True, per_pass=False),
                 "capture, read per pass": cell(True, per_pass=True),
@@ -185,15 +196,25 @@ def pieces(width: int, batch: int) -> None:
 
     native.load()
     session = get_session()
-    arms = {"off": None, "capture, no summaries": False, "capture (default)": True}
+    pending = session.recorder.device
+    kernels = (pending._triton, pending._triton_many, pending._interpreted)
+    arms = {"off": None, "capture, no summaries": False, "capture (default)": True, "CUDA path's CPU work": True}
     times = {arm: {name: [] for name in names} for arm in arms}
     steps({name: [] for name in names})  # warm up
     for _ in range(ROUNDS):
         for arm, record_grads in arms.items():
             if record_grads is None:
                 steps(times[arm])
-            else:
-                run_as_a_cell(session, lambda: steps(times[arm]), record_grads)
+                continue
+            stub = arm.startswith("CUDA")  # the Triton path on CPU tensors, its kernels stubbed out
+            if stub:
+                pending._triton = pending._triton_many = lambda *args: None
+                pending._interpreted = True
+                os.environ["FORGEVIZ_SUMMARIES"] = "device"
+            run_as_a_cell(session, lambda: steps(times[arm]), record_grads)
+            if stub:
+                pending._triton, pending._triton_many, pending._interpreted = kernels
+                os.environ.pop("FORGEVIZ_SUMMARIES")
     median = {arm: {name: statistics.median(t) / 1e3 for name, t in by.items()} for arm, by in times.items()}
     print(f"MLP {width} wide, batch {batch}: median µs per step of each piece (thread_time, {ROUNDS} rounds × "
           f"{STEPS} steps)")
