@@ -69,6 +69,17 @@ def _add_into(row_ptr, lo, hi, total, squares, counts, nans, above, below, HIST:
 
 
 @triton.jit
+def _fresh(BLOCK: tl.constexpr, HIST: tl.constexpr):
+    """A program's partial figures before its first block: lanes of min, max, sum, sum of squares; the
+    bins' counts; lanes of NaN, +inf and -inf counts."""
+    lo = tl.full([BLOCK], float("inf"), tl.float64)
+    hi = tl.full([BLOCK], -float("inf"), tl.float64)
+    total, squares = tl.zeros([BLOCK], tl.float64), tl.zeros([BLOCK], tl.float64)
+    nans, above, below = tl.zeros([BLOCK], tl.int32), tl.zeros([BLOCK], tl.int32), tl.zeros([BLOCK], tl.int32)
+    return lo, hi, total, squares, tl.zeros([HIST], tl.int32), nans, above, below
+
+
+@triton.jit
 def _accumulate(x_ptr, start, n, row_ptr, binned, lo, hi, total, squares, counts, nans, above, below,
                 BLOCK: tl.constexpr, HIST: tl.constexpr, VALUES: tl.constexpr, SMALL: tl.constexpr,
                 PER_SIGN: tl.constexpr, LOW: tl.constexpr):
@@ -98,14 +109,7 @@ def _summarize_kernel(x_ptr, row_ptr, n, iterations, stride, FIXED: tl.constexpr
                       PER_SIGN: tl.constexpr, LOW: tl.constexpr):
     """Program p of P takes the blocks p, p + P, ...: ``iterations`` of them at most (FIXED, when not 0:
     the interpreter's loops need a Python int); of those, it bins the blocks 0, stride, 2 * stride, ..."""
-    lo = tl.full([BLOCK], float("inf"), tl.float64)
-    hi = tl.full([BLOCK], -float("inf"), tl.float64)
-    total = tl.zeros([BLOCK], tl.float64)
-    squares = tl.zeros([BLOCK], tl.float64)
-    nans = tl.zeros([BLOCK], tl.int32)
-    above = tl.zeros([BLOCK], tl.int32)
-    below = tl.zeros([BLOCK], tl.int32)
-    counts = tl.zeros([HIST], tl.int32)
+    lo, hi, total, squares, counts, nans, above, below = _fresh(BLOCK, HIST)
     program, programs = tl.program_id(0), tl.num_programs(0)
     for i in range(0, FIXED if FIXED > 0 else iterations):
         block = program + i * programs
@@ -129,14 +133,7 @@ def _summarize_many_kernel(table_ptr, rows_ptr, count, row_stride, FIXED: tl.con
     row_ptr = rows_ptr + tl.load(table_ptr + 2 * count + t) * row_stride
     program, programs = tl.program_id(1), tl.num_programs(1)
     if program * BLOCK < n:  # (an idle program adds nothing)
-        lo = tl.full([BLOCK], float("inf"), tl.float64)
-        hi = tl.full([BLOCK], -float("inf"), tl.float64)
-        total = tl.zeros([BLOCK], tl.float64)
-        squares = tl.zeros([BLOCK], tl.float64)
-        nans = tl.zeros([BLOCK], tl.int32)
-        above = tl.zeros([BLOCK], tl.int32)
-        below = tl.zeros([BLOCK], tl.int32)
-        counts = tl.zeros([HIST], tl.int32)
+        lo, hi, total, squares, counts, nans, above, below = _fresh(BLOCK, HIST)
         blocks = tl.cdiv(n, BLOCK)
         stride = tl.cdiv(blocks, BINNED)
         for i in range(0, FIXED if FIXED > 0 else tl.cdiv(blocks - program, programs)):
