@@ -15,7 +15,7 @@ infinity). On the negative side the same magnitudes, mirrored: bin i is always
 
 With Triton (it ships with torch's CUDA wheels; ``TRITON_INTERPRET=1`` runs it on CPU tensors) a large
 gradient costs one kernel launch; smaller ones (BATCH_NUMEL) wait in a batch that one launch of the
-multi-tensor kernel reduces, and so do the parameters' ``.grad`` at a pass's end (a launch per dtype). Without it,
+multi-tensor kernel reduces, and the parameters' ``.grad`` join it at a pass's end (a launch per dtype). Without it,
 small gradients (BATCH_NUMEL) wait in a batch that is reduced with about thirteen torch ops for all of them
 (a gradient itself costs no op: the batch gathers them with one ``torch._chunk_cat``), and a large or float64
 one takes seven ops of its own (its flat view, bucketize, the counts, per-bucket min and max, sum, norm),

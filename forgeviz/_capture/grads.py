@@ -456,8 +456,9 @@ _CHAIN_NAMES = frozenset(LOCAL_DERIVATIVES)
 
 def _starts_on_cpu(roots: list) -> bool:
     """Whether the gradients reaching ``roots`` are on the CPU, as torch's Nodes describe their inputs. The
-    native hooks summarise CPU gradients; they would hand each CUDA gradient to Python, which costs more
-    than Python hooks do (an MLP step on an H100: 3.40x with them, 2.63x with Python hooks)."""
+    native hooks summarise CPU gradients; they would hand each CUDA gradient to Python, which measured
+    slower than Python hooks (an MLP step on an H100: 3.40x with them, 2.63x with Python hooks; that arm
+    ran first of the summarising ones, which the benchmarks now rotate)."""
     for root in roots:
         if root is not None:
             try:
