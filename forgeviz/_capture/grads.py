@@ -654,7 +654,7 @@ class BackwardRecorder:
         armed = None
         # (the native hooks walk and hook the whole graph: a few shown Nodes get Python hooks instead)
         native_ok = (only is None and deferred is _on_device and on_device is not _float and not _compiled_autograd()
-                     and _starts_on_cpu(roots))
+                     and (not torch.cuda.is_initialized() or _starts_on_cpu(roots)))
         lib = native.hooks() if native_ok else None
         if lib is not None:
             handed: dict = {}  # the Python hooks of Nodes whose gradients the C++ hooks handed over
