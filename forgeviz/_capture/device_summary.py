@@ -281,18 +281,12 @@ class DeviceSummaries:
         batches, self._batches, self._batched = self._batches, {}, 0
         dense, self._dense = self._dense, {}
         for (device, dtype), items in dense.items():
-            kept = [(item[0], item[1]) for item in items if item[3]._version == item[2]]
-            self.summarised -= len(items) - len(kept)  # (changed in place since add(), as below)
+            kept = self._unchanged(items)
             if kept:
-                self._launch_many(device, dtype, kept)
+                self._launch_many(device, dtype, [(item[0], item[1]) for item in kept])
         with untraced(), torch.no_grad():
             for (device, _), items in batches.items():
-                kept = []
-                for item in items:
-                    if item[3]._version == item[2]:
-                        kept.append(item)
-                    else:  # changed in place since add(): its numbers would not be the gradient's
-                        self.summarised -= 1
+                kept = self._unchanged(items)
                 if not kept:
                     continue
                 kept.sort(key=lambda item: item[0].numel() > SMALL_NUMEL)  # small ones first (_reduce_batch)
@@ -300,6 +294,13 @@ class DeviceSummaries:
                 base = buffer.reserve(len(kept))
                 _reduce_batch([item[0] for item in kept], base, buffer)
                 self._rows.extend((item[1], buffer, base + i, None) for i, item in enumerate(kept))
+
+    def _unchanged(self, items: list) -> list:
+        """The batch's (held, summary, version, gradient) items whose gradient is as add() saw it; one changed
+        in place since (its numbers would not be the gradient's) is not summarised after all."""
+        kept = [item for item in items if item[3]._version == item[2]]
+        self.summarised -= len(items) - len(kept)
+        return kept
 
     def _reduce_leaves(self, leaves: list) -> None:
         """The parameters' ``.grad`` (as accumulated: AccumulateGrad kept the incoming gradient, or copied

@@ -56,6 +56,7 @@ MLP). Not a test: timings are noisy, so nothing here asserts.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import subprocess
@@ -99,6 +100,24 @@ def real_model(name: str, device: str):
     return model, torch.optim.Adam(model.parameters()), x, y, loss_fn
 
 
+@contextlib.contextmanager
+def cuda_path_on_cpu(pending, on: bool = True):
+    """(``on``) The CUDA path's bookkeeping on CPU tensors: FORGEVIZ_SUMMARIES=device and ``pending``'s
+    Triton path with its kernels stubbed out, what a GPU step pays its CPU less the launches."""
+    if not on:
+        yield
+        return
+    kernels = (pending._triton, pending._triton_many, pending._interpreted)
+    pending._triton = pending._triton_many = lambda *args: None
+    pending._interpreted = True  # (what lets the Triton path take CPU tensors)
+    os.environ["FORGEVIZ_SUMMARIES"] = "device"
+    try:
+        yield
+    finally:
+        pending._triton, pending._triton_many, pending._interpreted = kernels
+        os.environ.pop("FORGEVIZ_SUMMARIES", None)
+
+
 def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> dict[str, float]:
     if model_name:
         model, opt, x, y, loss_fn = real_model(model_name, device)
@@ -123,29 +142,23 @@ def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> d
              native_hooks: bool = True, on_device: bool = False, cadence: Cadence = EACH, stubbed: bool = False):
         """per_pass: None as by default; True or False for every gradient off the CPU (Python hooks).
         on_device: FORGEVIZ_SUMMARIES=device, gradients summarised on their device (device_summary).
-        cadence: which passes record (``%fv grads``). stubbed (with on_device, on the CPU): the Triton
-        path's bookkeeping with its kernels stubbed out, what a GPU step pays on its CPU less the launches."""
+        cadence: which passes record (``%fv grads``). stubbed (on the CPU): :func:`cuda_path_on_cpu`."""
         forced = None if per_pass is None else staticmethod(lambda grad: per_pass and not grad.is_cpu)
-        pending = session.recorder.device
-        kernels = (pending._triton, pending._triton_many, pending._interpreted)
 
         def run():
-            if stubbed:
-                pending._triton, pending._triton_many = (lambda *args: None), (lambda *args: None)
-                pending._interpreted = True  # (what lets the Triton path take CPU tensors)
             if on_device:
                 os.environ["FORGEVIZ_SUMMARIES"] = "device"
             summary._summarize_natively = one_pass if native_summaries else (lambda t, histogram: None)
             BackwardRecorder.deferred = defer if forced is None else forced
             native.hooks = hooks if native_hooks else (lambda: None)
             session.recorder.cadence = cadence
-            run_as_a_cell(session, loop, record_grads)
+            with cuda_path_on_cpu(session.recorder.device, stubbed):
+                run_as_a_cell(session, loop, record_grads)
             session.recorder.cadence = EACH
             summary._summarize_natively = one_pass
             BackwardRecorder.deferred = defer
             native.hooks = hooks
             os.environ.pop("FORGEVIZ_SUMMARIES", None)
-            pending._triton, pending._triton_many, pending._interpreted = kernels
         return run
 
     # A graph view of one step, as a user looking at the model draws it: "shown" records its Nodes, and of
@@ -156,7 +169,7 @@ def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> d
         arms = {"capture, torch summaries": cell(True, native_summaries=False, native_hooks=False),
                 "capture, Python hooks": cell(True, native_hooks=False), "capture, native hooks": cell(True),
                 "capture, device summaries": cell(True, on_device=True),
-                "capture, CUDA path's CPU work": cell(True, on_device=True, stubbed=True)}
+                "capture, CUDA path's CPU work": cell(True, stubbed=True)}
     else:
         arms = {"capture (default)": cell(True), "capture, read per gradient": cell(True, per_pass=False),
                 "capture, read per pass": cell(True, per_pass=True),
@@ -196,8 +209,6 @@ def pieces(width: int, batch: int) -> None:
 
     native.load()
     session = get_session()
-    pending = session.recorder.device
-    kernels = (pending._triton, pending._triton_many, pending._interpreted)
     arms = {"off": None, "capture, no summaries": False, "capture (default)": True, "CUDA path's CPU work": True}
     times = {arm: {name: [] for name in names} for arm in arms}
     steps({name: [] for name in names})  # warm up
@@ -206,15 +217,8 @@ def pieces(width: int, batch: int) -> None:
             if record_grads is None:
                 steps(times[arm])
                 continue
-            stub = arm.startswith("CUDA")  # the Triton path on CPU tensors, its kernels stubbed out
-            if stub:
-                pending._triton = pending._triton_many = lambda *args: None
-                pending._interpreted = True
-                os.environ["FORGEVIZ_SUMMARIES"] = "device"
-            run_as_a_cell(session, lambda: steps(times[arm]), record_grads)
-            if stub:
-                pending._triton, pending._triton_many, pending._interpreted = kernels
-                os.environ.pop("FORGEVIZ_SUMMARIES")
+            with cuda_path_on_cpu(session.recorder.device, arm.startswith("CUDA")):
+                run_as_a_cell(session, lambda: steps(times[arm]), record_grads)
     median = {arm: {name: statistics.median(t) / 1e3 for name, t in by.items()} for arm, by in times.items()}
     print(f"MLP {width} wide, batch {batch}: median µs per step of each piece (thread_time, {ROUNDS} rounds × "
           f"{STEPS} steps)")
