@@ -73,8 +73,9 @@ def test_figures_equal_torch(dtype, triton):
     summaries = {name: pending.add(g) for name, g in grads.items()}
     assert all(s.norm is None for s in summaries.values())  # nothing read back before the flush
     # The kernels take every gradient whose memory they can read flat: not the sliced nor the small strided;
-    # these, each smaller than BATCH_NUMEL, wait for one launch of the multi-tensor kernel
-    assert sum(len(items) for items in pending._dense.values()) == (5 if triton else 0)
+    # these, each smaller than BATCH_NUMEL, wait for one launch of the multi-tensor kernel (the transposed
+    # one is the nonfinite one's memory: its summary shares those numbers)
+    assert sum(len(items) for items in pending._dense.values()) == (4 if triton else 0)
     pending.flush()
     for name, g in grads.items():
         s, want = summaries[name], expected(g.cpu())
@@ -158,14 +159,32 @@ def test_a_batch_of_mixed_gradients_equals_torch(monkeypatch):
             assert s.histogram.counts == want["hist"]
 
 
-def test_a_gradient_seen_twice_is_summarised_once():
-    pending = DeviceSummaries(triton=False)
-    g = torch.randn(100)
-    first = pending.add(g)
-    assert pending.add(g) is first and pending.add(g.view(100)) is first  # same memory, shape, strides
-    assert pending.add(g.view(10, 10)) is not first
+@pytest.mark.parametrize("triton", PATHS)
+def test_a_gradient_seen_twice_is_summarised_once(triton):
+    """The same gradient, or another view of every element of its memory (a reshape, a transpose: what
+    ViewBackward0 and TBackward0 pass on), is summarised once; each view's summary has its own shape."""
+    device = "cuda" if triton and torch.cuda.is_available() else "cpu"
+    pending = DeviceSummaries(triton=triton)
+    g, big = torch.randn(48, device=device), torch.randn(600, 500, device=device)  # g: small (SMALL_NUMEL)
+    big[3, 4] = math.nan
+    first, large = pending.add(g), pending.add(big)
+    assert pending.add(g) is first and pending.add(g.view(48)) is first  # same memory, shape, strides
+    views = {"reshaped": (g.view(6, 8), pending.add(g.view(6, 8))),
+             "transposed": (big.t(), pending.add(big.t())), "flat": (big.view(-1), pending.add(big.view(-1)))}
+    # not shared: part of the memory; a small view whose values' row-major order is not the memory's
+    half, small_transposed = big[:300], g.view(6, 8).t()
+    others = {"half": (half, pending.add(half)), "small-transposed": (small_transposed, pending.add(small_transposed))}
+    assert pending.summarised == 4  # g, big, half, small-transposed
     pending.flush()
-    assert first.norm == pytest.approx(float(g.double().norm()), rel=1e-12)
+    for name, (view, s) in {**views, **others, "first": (g, first), "large": (big, large)}.items():
+        want = expected(view.cpu())
+        assert s.shape == list(view.shape) and s.numel == view.numel(), name
+        assert close(s.norm, want["norm"]) and (s.min, s.max, s.nan_count) == (want["min"], want["max"], want["nan"]), name
+        if view.numel() <= 64:
+            assert s.values == view.reshape(-1).double().tolist(), name
+        elif not triton:  # (the kernels bin a sample of a gradient this large)
+            assert sum(s.histogram.counts) == view.numel() - want["nan"], name
+    assert views["transposed"][1].histogram.counts == views["flat"][1].histogram.counts == large.histogram.counts
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton not installed")
@@ -189,8 +208,9 @@ def test_parameter_grads_in_one_launch_per_dtype_equal_torch(monkeypatch):
         p.grad = g
         parameters.append(p)
     pending.flush()
-    # float32: 5 flat + the 3000 (largest 3000), bfloat16: 5, float64: 1; each "sliced" (not dense) on its own
-    assert sorted(launches, key=str) == sorted([(6, 3000, torch.float32), (5, 70 * 33, torch.bfloat16),
+    # float32: 4 flat + the 3000 (largest 3000), bfloat16: 4, float64: 1 (each "transposed" is its dtype's
+    # "nonfinite" memory: summarised with it); each "sliced" (not dense) on its own
+    assert sorted(launches, key=str) == sorted([(5, 3000, torch.float32), (4, 70 * 33, torch.bfloat16),
                                                 (1, 70 * 33, torch.float64)], key=str)
     for g, s in zip(grads, summaries):
         want = expected(g.cpu())
@@ -341,7 +361,9 @@ def test_backward_issues_few_ops_and_no_host_read(monkeypatch):
     per_gradient = sum(ours.values()) / unique
     print(f"aten ops per unique gradient: {per_gradient:.1f} over {unique} gradients: {dict(ours)}")
     assert not any(with_summaries[name] for name in HOST_READS)
-    assert unique >= 10 and per_gradient <= 1.0  # a batch's 13-17 ops shared by its gradients: 0.91 measured
+    # a batch's 13-17 ops shared by its gradients (the issue's target: 2): 1.1 measured, a transposed weight
+    # gradient counted with the memory it views (0.91 when it was counted apart)
+    assert unique >= 10 and per_gradient <= 1.5
 
 
 def test_training_step_figures_in_the_inspector(nb, monkeypatch):

@@ -164,8 +164,9 @@ class DeviceSummaries:
     ``add(grad)`` gives a TensorSummary whose shape and dtype are there now and whose numbers arrive
     when the pass's one read-back is done: at ``flush()`` on CPU, at the first ``poll()`` after the
     copy's CUDA event on CUDA (``wait()`` blocks for it). The same gradient seen twice in a pass (one
-    Node's grad_input is the next one's grad_output; a view with the same shape, strides and offset)
-    is summarised once. Small gradients wait in a batch (BATCH_NUMEL, BATCH_ELEMENTS) and are reduced
+    Node's grad_input is the next one's grad_output) is summarised once, and so is a view of it that
+    holds every element of the same memory once (a ViewBackward0's reshape, a TBackward0's transpose):
+    the view's summary has its own shape and the first one's numbers. Small gradients wait in a batch (BATCH_NUMEL, BATCH_ELEMENTS) and are reduced
     together; ``add_leaf`` waits for the pass's end and summarises the parameter's ``.grad`` then.
 
     >>> pending = DeviceSummaries()
@@ -179,12 +180,14 @@ class DeviceSummaries:
         # (summary, buffer, row index, side) waiting for the read-back; side: the dtype of the side buffer
         # holding the row's per-bucket min and max (the per-gradient torch path), else None
         self._rows: list[tuple] = []
-        self._seen: dict = {}  # (data_ptr, shape, stride, dtype) → (weakref to the tensor, version, summary)
+        # its memory (_memory) → (weakref to the first tensor seen there, its version, its summary)
+        self._seen: dict = {}
+        self._views: list[tuple] = []  # (the first summary, a view's): the view's numbers are the first's
         self._reading: list[tuple] = []  # (event or None, buffer, its items, the host rows): copies in flight
         self._batches: dict = {}  # (device, dtype) → [(gradient, summary, version)], waiting to be reduced together
         self._dense: dict = {}  # the same for Triton's multi-tensor kernel: (flat memory, summary, version, gradient)
         self._batched = 0  # elements waiting in those batches
-        self._leaves: list[tuple] = []  # (summary, parameter, key) whose .grad is summarised when the pass ends
+        self._leaves: list[tuple] = []  # (summary, parameter, shape, dtype): .grad summarised when the pass ends
         self._triton, self._triton_many = _triton_kernels() if triton is None or triton else (None, None)
         self.summarised = 0  # gradients summarised so far (each counted once per pass)
         self.held = 0  # the most elements a batch held, this object's lifetime (bench_capture.py ops)
@@ -194,21 +197,27 @@ class DeviceSummaries:
         """Whether summaries wait for ``flush()`` or ``poll()``."""
         return bool(self._rows or self._reading or self._batched or self._leaves)
 
-    def _summary(self, grad: torch.Tensor) -> tuple:
-        """(key, the summary already made for ``grad`` this pass or a new one, whether it is new)."""
-        key = (grad.data_ptr(), grad.shape, grad.stride(), grad.dtype)
+    def _summary(self, grad: torch.Tensor) -> tuple[TensorSummary, bool]:
+        """(the summary already made for ``grad`` this pass, or for another view of its memory, or a new
+        one; whether it is new)."""
+        key = _memory(grad)
         hit = self._seen.get(key)
         # The first tensor still alive means its memory was not reused by another gradient.
         if hit is not None and hit[0]() is not None and hit[1] == grad._version:
-            return key, hit[2], False
+            first = hit[2]
+            if first.shape == list(grad.shape):
+                return first, False
+            view = TensorSummary(list(grad.shape), first.dtype, first.device, first.numel)
+            self._views.append((first, view))
+            return view, False
         summary = TensorSummary(list(grad.shape), dtype_name(grad.dtype), str(grad.device), grad.numel())
         self._seen[key] = (weakref.ref(grad), grad._version, summary)
-        return key, summary, True
+        return summary, True
 
     def add(self, grad: torch.Tensor) -> TensorSummary:
         """``grad``'s summary, numbers to come; launches its reductions (or queues it in a batch) and
         reads nothing back."""
-        key, summary, new = self._summary(grad)
+        summary, new = self._summary(grad)
         if new:
             self._launch(grad, summary)
         return summary
@@ -218,9 +227,9 @@ class DeviceSummaries:
         (it had none): its numbers are those of ``parameter.grad`` when the pass ends, summarised with
         the other parameters' in batches. Nothing holds ``grad`` meanwhile: a second reference would
         make AccumulateGrad copy it instead of keeping it."""
-        key, summary, new = self._summary(grad)
+        summary, new = self._summary(grad)
         if new:
-            self._leaves.append((summary, weakref.ref(parameter), key[1:]))
+            self._leaves.append((summary, weakref.ref(parameter), grad.shape, grad.dtype))
         return summary
 
     def _launch(self, grad: torch.Tensor, summary: TensorSummary) -> None:
@@ -306,7 +315,7 @@ class DeviceSummaries:
         """The parameters' ``.grad`` (as accumulated: AccumulateGrad kept the incoming gradient, or copied
         it: same values): with Triton, those it reads flat join the batch's (one launch per device and
         dtype for all, when the batches are reduced); the others as any gradient."""
-        for summary, parameter, (shape, stride, dtype) in leaves:
+        for summary, parameter, shape, dtype in leaves:
             grad = parameter()
             grad = None if grad is None else grad.grad
             if grad is None or grad.shape != shape or grad.dtype != dtype:
@@ -343,6 +352,7 @@ class DeviceSummaries:
         if self._batched or self._dense:
             self._reduce_batches()
         rows, self._rows = self._rows, []
+        views, self._views = self._views, []
         self._seen.clear()
         by_buffer: dict = {}
         for item in rows:
@@ -371,14 +381,16 @@ class DeviceSummaries:
                 for dtype in sides:
                     side, _, _, blank = buffer.sides[dtype]
                     side[:used].copy_(blank)
-                self._reading.append((event, buffer, items, host, sides))
+                mine = {id(item[0]) for item in items}  # the views whose numbers come with this copy
+                self._reading.append((event, buffer, items, host, sides,
+                                      [pair for pair in views if id(pair[0]) in mine]))
         self.poll()
 
     def poll(self) -> bool:
         """Fill the summaries whose copy is done; True when none is left in flight."""
         still = []
         for reading in self._reading:
-            event, buffer, items, host, sides = reading
+            event, buffer, items, host, sides, views = reading
             if event is not None and not event.query():
                 still.append(reading)
                 continue
@@ -392,6 +404,8 @@ class DeviceSummaries:
             for summary, _, index, side in items:
                 _fill(summary, stats[index], counts[index], values[index] if values is not None else None,
                       None if side is None else extremes[side][index])
+            for first, view in views:
+                _share(first, view)
         self._reading = still
         return not still
 
@@ -401,6 +415,28 @@ class DeviceSummaries:
             if event is not None:
                 event.synchronize()
         self.poll()
+
+
+def _memory(grad: torch.Tensor) -> tuple:
+    """What makes two gradients one summary's numbers: the same memory, every element of it once, in any
+    shape (the same elements in any order have the same min, max, sum, norm and counts); a small one's
+    values are kept in row-major order, so only its contiguous views share. Others: the same view.
+
+    >>> g = torch.ones(300, 400)
+    >>> _memory(g) == _memory(g.t()) == _memory(g.view(-1)), _memory(g) == _memory(g[:, :200])
+    (True, False)
+    """
+    numel = grad.numel()
+    if grad.is_contiguous() or numel > SMALL_NUMEL and _is_dense(grad):
+        return grad.data_ptr(), numel, grad.dtype
+    return grad.data_ptr(), grad.shape, grad.stride(), grad.dtype
+
+
+def _share(first: TensorSummary, view: TensorSummary) -> None:
+    """``view``'s numbers: ``first``'s (they summarise the same elements; the shapes differ)."""
+    view.norm, view.min, view.max, view.mean = first.norm, first.min, first.max, first.mean
+    view.nan_count, view.inf_count = first.nan_count, first.inf_count
+    view.values, view.histogram = first.values, first.histogram
 
 
 def _is_dense(grad: torch.Tensor) -> bool:
