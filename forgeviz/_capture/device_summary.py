@@ -166,8 +166,9 @@ class DeviceSummaries:
     copy's CUDA event on CUDA (``wait()`` blocks for it). The same gradient seen twice in a pass (one
     Node's grad_input is the next one's grad_output) is summarised once, and so is a view of it that
     holds every element of the same memory once (a ViewBackward0's reshape, a TBackward0's transpose):
-    the view's summary has its own shape and the first one's numbers. Small gradients wait in a batch (BATCH_NUMEL, BATCH_ELEMENTS) and are reduced
-    together; ``add_leaf`` waits for the pass's end and summarises the parameter's ``.grad`` then.
+    the view's summary has its own shape and the first one's numbers. Small gradients wait in a batch
+    (BATCH_NUMEL, BATCH_ELEMENTS) and are reduced together; ``add_leaf`` waits for the pass's end and
+    summarises the parameter's ``.grad`` then.
 
     >>> pending = DeviceSummaries()
     >>> s = pending.add(torch.tensor([3., -4.] * 40))

@@ -24,6 +24,7 @@ _HIST = triton.next_power_of_2(BINS + 4)  # the buckets (-inf, the bins, +inf, N
 # row, queued ~70 float64 atomics a block on one address each: on an H100 that took a third of a GPT-2
 # step, 27 ms of 83, in those queues.)
 _PROGRAMS = 512
+_WARPS = 8  # a program's warps: 4 values a thread a block, fewer registers a thread, more loads in flight
 # The blocks a gradient's histogram bins at most: every block of one up to BINNED_BLOCKS blocks (65,536
 # values), else one in every ceil(blocks / BINNED_BLOCKS), spread over the tensor. Binning is most of a
 # block's work (the bucket from the exponent bits, the histogram); min, max, sum, norm and the NaN and
@@ -57,8 +58,8 @@ def _add_into(row_ptr, lo, hi, total, squares, counts, nans, above, below, HIST:
               BUCKETS: tl.constexpr, PER_SIGN: tl.constexpr):
     """A program's partial figures (lanes of min, max, sum, sum of squares and NaN, +inf and -inf counts;
     the bins' counts) added into its row: one atomic an address."""
-    tl.atomic_min(row_ptr, tl.min(lo, 0))
-    tl.atomic_max(row_ptr + 1, tl.max(hi, 0))
+    tl.atomic_min(row_ptr, tl.min(lo, 0).to(tl.float64))
+    tl.atomic_max(row_ptr + 1, tl.max(hi, 0).to(tl.float64))
     tl.atomic_add(row_ptr + 2, tl.sum(total, 0))
     tl.atomic_add(row_ptr + 3, tl.sum(squares, 0))
     bins = tl.arange(0, HIST)
@@ -69,11 +70,12 @@ def _add_into(row_ptr, lo, hi, total, squares, counts, nans, above, below, HIST:
 
 
 @triton.jit
-def _fresh(BLOCK: tl.constexpr, HIST: tl.constexpr):
-    """A program's partial figures before its first block: lanes of min, max, sum, sum of squares; the
-    bins' counts; lanes of NaN, +inf and -inf counts."""
-    lo = tl.full([BLOCK], float("inf"), tl.float64)
-    hi = tl.full([BLOCK], -float("inf"), tl.float64)
+def _fresh(BLOCK: tl.constexpr, HIST: tl.constexpr, WIDE: tl.constexpr):
+    """A program's partial figures before its first block: lanes of min, max (float64 if WIDE, else
+    float32: exact for every dtype but float64), sum, sum of squares (float64); the bins' counts; lanes of
+    NaN, +inf and -inf counts."""
+    lo = tl.full([BLOCK], float("inf"), tl.float64 if WIDE else tl.float32)
+    hi = tl.full([BLOCK], -float("inf"), tl.float64 if WIDE else tl.float32)
     total, squares = tl.zeros([BLOCK], tl.float64), tl.zeros([BLOCK], tl.float64)
     nans, above, below = tl.zeros([BLOCK], tl.int32), tl.zeros([BLOCK], tl.int32), tl.zeros([BLOCK], tl.int32)
     return lo, hi, total, squares, tl.zeros([HIST], tl.int32), nans, above, below
@@ -82,40 +84,42 @@ def _fresh(BLOCK: tl.constexpr, HIST: tl.constexpr):
 @triton.jit
 def _accumulate(x_ptr, start, n, row_ptr, binned, lo, hi, total, squares, counts, nans, above, below,
                 BLOCK: tl.constexpr, HIST: tl.constexpr, VALUES: tl.constexpr, SMALL: tl.constexpr,
-                PER_SIGN: tl.constexpr, LOW: tl.constexpr):
+                PER_SIGN: tl.constexpr, LOW: tl.constexpr, WIDE: tl.constexpr):
     """The block of ``BLOCK`` values from element ``start`` added into a program's partial figures; its
     values binned too if ``binned``."""
     offsets = start + tl.arange(0, BLOCK)
     inside = offsets < n
-    x = tl.load(x_ptr + offsets, mask=inside, other=0.0).to(tl.float64)  # exact for every float dtype
+    # compared in float32 (exact for float32, float16, bfloat16; float64's in float64), summed in float64
+    x = tl.load(x_ptr + offsets, mask=inside, other=0.0).to(tl.float64 if WIDE else tl.float32)
     finite = inside & (x == x) & (tl.abs(x) < float("inf"))
     lo = tl.minimum(lo, tl.where(finite, x, float("inf")))
     hi = tl.maximum(hi, tl.where(finite, x, -float("inf")))
-    total += x
-    squares += x * x
+    wide = x.to(tl.float64)
+    total += wide
+    squares += wide * wide
     nans += (x != x).to(tl.int32)
     above += (x == float("inf")).to(tl.int32)
     below += (x == -float("inf")).to(tl.int32)
     if binned:
-        counts += tl.histogram(_bucket(x, inside, HIST, PER_SIGN, LOW), HIST)
+        counts += tl.histogram(_bucket(wide, inside, HIST, PER_SIGN, LOW), HIST)
     if n <= SMALL:  # (then one block)
-        tl.store(row_ptr + VALUES + offsets, x, mask=inside)
+        tl.store(row_ptr + VALUES + offsets, wide, mask=inside)
     return lo, hi, total, squares, counts, nans, above, below
 
 
 @triton.jit
 def _summarize_kernel(x_ptr, row_ptr, n, iterations, stride, FIXED: tl.constexpr, BLOCK: tl.constexpr,
                       HIST: tl.constexpr, BUCKETS: tl.constexpr, VALUES: tl.constexpr, SMALL: tl.constexpr,
-                      PER_SIGN: tl.constexpr, LOW: tl.constexpr):
+                      PER_SIGN: tl.constexpr, LOW: tl.constexpr, WIDE: tl.constexpr):
     """Program p of P takes the blocks p, p + P, ...: ``iterations`` of them at most (FIXED, when not 0:
     the interpreter's loops need a Python int); of those, it bins the blocks 0, stride, 2 * stride, ..."""
-    lo, hi, total, squares, counts, nans, above, below = _fresh(BLOCK, HIST)
+    lo, hi, total, squares, counts, nans, above, below = _fresh(BLOCK, HIST, WIDE)
     program, programs = tl.program_id(0), tl.num_programs(0)
     for i in range(0, FIXED if FIXED > 0 else iterations):
         block = program + i * programs
         lo, hi, total, squares, counts, nans, above, below = _accumulate(
             x_ptr, block.to(tl.int64) * BLOCK, n, row_ptr, block % stride == 0, lo, hi, total, squares, counts,
-            nans, above, below, BLOCK, HIST, VALUES, SMALL, PER_SIGN, LOW)
+            nans, above, below, BLOCK, HIST, VALUES, SMALL, PER_SIGN, LOW, WIDE)
     _add_into(row_ptr, lo, hi, total, squares, counts, nans, above, below, HIST, BUCKETS, PER_SIGN)
 
 
@@ -123,7 +127,7 @@ def _summarize_kernel(x_ptr, row_ptr, n, iterations, stride, FIXED: tl.constexpr
 def _summarize_many_kernel(table_ptr, rows_ptr, count, row_stride, FIXED: tl.constexpr, ELEMENT: tl.constexpr,
                            BLOCK: tl.constexpr, HIST: tl.constexpr, BUCKETS: tl.constexpr, VALUES: tl.constexpr,
                            SMALL: tl.constexpr, PER_SIGN: tl.constexpr, LOW: tl.constexpr,
-                           BINNED: tl.constexpr):
+                           BINNED: tl.constexpr, WIDE: tl.constexpr):
     """Programs (t, 0..G-1) share tensor t, whose data pointer, numel and row are table[t], table[count + t],
     table[2 * count + t]: program (t, g) takes its blocks g, g + G, ... (a small tensor's few blocks leave
     most of its programs idle, not a grid as wide as the largest tensor), and bins about BINNED of them."""
@@ -133,14 +137,14 @@ def _summarize_many_kernel(table_ptr, rows_ptr, count, row_stride, FIXED: tl.con
     row_ptr = rows_ptr + tl.load(table_ptr + 2 * count + t) * row_stride
     program, programs = tl.program_id(1), tl.num_programs(1)
     if program * BLOCK < n:  # (an idle program adds nothing)
-        lo, hi, total, squares, counts, nans, above, below = _fresh(BLOCK, HIST)
+        lo, hi, total, squares, counts, nans, above, below = _fresh(BLOCK, HIST, WIDE)
         blocks = tl.cdiv(n, BLOCK)
         stride = tl.cdiv(blocks, BINNED)
         for i in range(0, FIXED if FIXED > 0 else tl.cdiv(blocks - program, programs)):
             block = program + i * programs
             lo, hi, total, squares, counts, nans, above, below = _accumulate(
                 x_ptr, block.to(tl.int64) * BLOCK, n, row_ptr, block % stride == 0, lo, hi, total, squares,
-                counts, nans, above, below, BLOCK, HIST, VALUES, SMALL, PER_SIGN, LOW)
+                counts, nans, above, below, BLOCK, HIST, VALUES, SMALL, PER_SIGN, LOW, WIDE)
         _add_into(row_ptr, lo, hi, total, squares, counts, nans, above, below, HIST, BUCKETS, PER_SIGN)
 
 
@@ -168,7 +172,8 @@ def summarize_into(flat: torch.Tensor, row: torch.Tensor) -> None:
     iterations = triton.cdiv(blocks, programs)
     _summarize_kernel[(programs,)](flat, row, n, iterations, binning_stride(n), FIXED=_fixed(iterations),
                                    BLOCK=_BLOCK, HIST=_HIST, BUCKETS=_BUCKETS, VALUES=_VALUES, SMALL=SMALL_NUMEL,
-                                   PER_SIGN=BINS_PER_SIGN, LOW=LOW_EXPONENT)
+                                   PER_SIGN=BINS_PER_SIGN, LOW=LOW_EXPONENT, WIDE=flat.dtype == torch.float64,
+                                   num_warps=_WARPS)
 
 
 def summarize_many(table: torch.Tensor, count: int, most: int, dtype: torch.dtype, rows: torch.Tensor) -> None:
@@ -179,4 +184,5 @@ def summarize_many(table: torch.Tensor, count: int, most: int, dtype: torch.dtyp
     fixed = _fixed(triton.cdiv(triton.cdiv(most, _BLOCK), grid[1]))  # (interpreted: the largest's, masked)
     _summarize_many_kernel[grid](table, rows, count, rows.stride(0), FIXED=fixed, ELEMENT=_ELEMENT[dtype],
                                  BLOCK=_BLOCK, HIST=_HIST, BUCKETS=_BUCKETS, VALUES=_VALUES, SMALL=SMALL_NUMEL,
-                                 PER_SIGN=BINS_PER_SIGN, LOW=LOW_EXPONENT, BINNED=BINNED_BLOCKS)
+                                 PER_SIGN=BINS_PER_SIGN, LOW=LOW_EXPONENT, BINNED=BINNED_BLOCKS,
+                                 WIDE=dtype == torch.float64, num_warps=_WARPS)

@@ -13,11 +13,12 @@ Arms, interleaved round by round in one process per MLP and reported as ratios t
 
 On a GPU (``bench_capture.py 256 32 cuda``; run by default when CUDA is available) the arms are:
 
-  capture (default)           as a notebook cell runs it: native hooks hand CUDA gradients to Python,
-                              which summarises each and reads it back at once
-  capture, read per gradient  the same from Python hooks alone
-  capture, read per pass      summarised on the GPU, read back together when the pass ends (the path
-                              other accelerators take)
+  capture (default)           as a notebook cell runs it: Python hooks (the graph's gradients start on
+                              the GPU) hand each gradient to device_summary: Triton's kernels, no host
+                              read until the pass ends
+  capture, torch ops          the same with torch ops instead of Triton (a GPU without Triton)
+  capture, read at once       FORGEVIZ_SUMMARIES=read: each gradient summarised and read back at once
+                              (a host read per gradient: the default before issue 27)
 
 and on both devices:
 
@@ -63,7 +64,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
 import torch
 
@@ -135,29 +135,28 @@ def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> d
     session = get_session()
     one_pass = summary._summarize_natively
 
-    defer = BackwardRecorder.__dict__["deferred"]  # the staticmethod itself, to put back as it was
     hooks = native.hooks
+    device_path = session.recorder.device
+    kernels = (device_path._triton, device_path._triton_many)
 
-    def cell(record_grads: bool, native_summaries: bool = True, per_pass: Optional[bool] = None,
-             native_hooks: bool = True, on_device: bool = False, cadence: Cadence = EACH, stubbed: bool = False):
-        """per_pass: None as by default; True or False for every gradient off the CPU (Python hooks).
-        on_device: FORGEVIZ_SUMMARIES=device, gradients summarised on their device (device_summary).
-        cadence: which passes record (``%fv grads``). stubbed (on the CPU): :func:`cuda_path_on_cpu`."""
-        forced = None if per_pass is None else staticmethod(lambda grad: per_pass and not grad.is_cpu)
-
+    def cell(record_grads: bool, native_summaries: bool = True, native_hooks: bool = True, mode: str = "",
+             triton: bool = True, cadence: Cadence = EACH, stubbed: bool = False):
+        """mode: FORGEVIZ_SUMMARIES ("device": every float gradient summarised on its device, device_summary;
+        "read": CUDA's read at once). triton: False for the device path's torch ops. cadence: which passes
+        record (``%fv grads``). stubbed (on the CPU): :func:`cuda_path_on_cpu`."""
         def run():
-            if on_device:
-                os.environ["FORGEVIZ_SUMMARIES"] = "device"
+            if mode:
+                os.environ["FORGEVIZ_SUMMARIES"] = mode
             summary._summarize_natively = one_pass if native_summaries else (lambda t, histogram: None)
-            BackwardRecorder.deferred = defer if forced is None else forced
             native.hooks = hooks if native_hooks else (lambda: None)
+            device_path._triton, device_path._triton_many = kernels if triton else (None, None)
             session.recorder.cadence = cadence
-            with cuda_path_on_cpu(session.recorder.device, stubbed):
+            with cuda_path_on_cpu(device_path, stubbed):
                 run_as_a_cell(session, loop, record_grads)
             session.recorder.cadence = EACH
             summary._summarize_natively = one_pass
-            BackwardRecorder.deferred = defer
             native.hooks = hooks
+            device_path._triton, device_path._triton_many = kernels
             os.environ.pop("FORGEVIZ_SUMMARIES", None)
         return run
 
@@ -168,12 +167,11 @@ def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> d
     if device == "cpu":
         arms = {"capture, torch summaries": cell(True, native_summaries=False, native_hooks=False),
                 "capture, Python hooks": cell(True, native_hooks=False), "capture, native hooks": cell(True),
-                "capture, device summaries": cell(True, on_device=True),
+                "capture, device summaries": cell(True, mode="device"),
                 "capture, CUDA path's CPU work": cell(True, stubbed=True)}
     else:
-        arms = {"capture (default)": cell(True), "capture, read per gradient": cell(True, per_pass=False),
-                "capture, read per pass": cell(True, per_pass=True),
-                "capture, device summaries": cell(True, on_device=True)}
+        arms = {"capture (default)": cell(True), "capture, torch ops": cell(True, triton=False),
+                "capture, read at once": cell(True, mode="read")}
     arms |= memory_arms(loop, device, starts)
     if os.environ.get("FORGEVIZ_BENCH_CADENCE"):  # %fv grads: each (the default), every 10, shown
         arms = {"grads each": cell(True), "grads every 10": cell(True, cadence=10),
