@@ -204,10 +204,14 @@ class NativePass:
         """(shape, dtype code, numel, min, max, sum, norm, values or None, counts or None)."""
         return self._lib.summary(self._capsule, slot)
 
-    def node_stats(self, ids: list) -> list[tuple]:
+    def node_stats(self, ids: list) -> bytes:
         """For each position ``k`` of ``ids`` (a graph's Node ids, None where a Node has none) whose Node ran
-        and received a gradient: (k, numel, min, max, sum, norm) of that gradient, in position order."""
+        and received a gradient: (k, numel, min, max, sum, norm) of that gradient, in position order, as six
+        native doubles each (``struct.iter_unpack(NODE_STATS, ...)`` reads them: see recording._node_rows)."""
         return self._lib.node_stats(self._capsule, ids)
+
+
+NODE_STATS = "=6d"  # a struct format of one Node's numbers in :meth:`NativePass.node_stats`'s bytes
 
 
 class GradStore:

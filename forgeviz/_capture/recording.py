@@ -30,6 +30,7 @@ import math
 import os
 import platform
 import queue
+import struct
 import sys
 import threading
 import time
@@ -57,6 +58,7 @@ from ..model.run import (
 )
 from . import native
 from .fault import boundary, guarded
+from .grads import NODE_STATS
 from .names import NameIndex
 from .summary import _summarize_natively, summarize
 from .untraced import untraced
@@ -197,10 +199,14 @@ def _native_rows(step: int, described: list, reader, job) -> list[tuple]:
     return parameter_rows(step, read)[0]
 
 
-def _node_rows(step: int, graph: int, described: tuple, stats: list) -> list[tuple]:
-    """The Node rows of one backward from the native hooks' ``node_stats`` (five numbers per Node)."""
-    return [(step, NODE, *described[k], norm, lo, hi, total / numel if numel else math.nan, numel, None, None,
-             graph, k) for k, numel, lo, hi, total, norm in stats]
+NODE_STATS_SIZE = struct.calcsize(NODE_STATS)
+
+
+def _node_rows(step: int, graph: int, described: tuple, stats: bytes) -> list[tuple]:
+    """The Node rows of one backward from the native hooks' ``node_stats`` (six doubles per Node: its
+    position, numel, min, max, sum, norm)."""
+    return [(step, NODE, *described[int(k)], norm, lo, hi, total / numel if numel else math.nan, int(numel), None,
+             None, graph, int(k)) for k, numel, lo, hi, total, norm in struct.iter_unpack(NODE_STATS, stats)]
 
 
 def grads_segment(items: list) -> list[tuple]:
@@ -685,8 +691,9 @@ class Recorder:
             if handed:
                 self._handed_over_rows(graph, ids, described, handed)
             stats = source.node_stats(ids)  # (now: a dead graph's Nodes are forgotten; the rows are the writer's)
-            self._rows[GRADS].append(_Later(_node_rows, (self.step, graph, described, stats), len(stats)))
-            self._later_rows += len(stats)
+            count = len(stats) // NODE_STATS_SIZE
+            self._rows[GRADS].append(_Later(_node_rows, (self.step, graph, described, stats), count))
+            self._later_rows += count
             self._later = True
             return
         rows = self._rows[GRADS]  # Python hooks: from the session's records
