@@ -345,6 +345,7 @@ class Recorder:
         self._reading: list = []
         self._reader = _Reader()
         self._native_reader = native.reader()  # the parameters' reader, in C++ (None: the Python reader's)
+        self._cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         # optimizer -> what its step hands over: (its param lists, their lengths, the parameters, their
         # (name, module, sharded), whether any is off the CPU); made again when its param_groups change
         self._plans: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -437,7 +438,11 @@ class Recorder:
         if reader is not None and not read_now:
             # one call: the native reader takes each parameter's .grad itself (a DTensor's: this rank's
             # shard, handed over); None: no gradient to read
-            handle = reader.read(_step_grads(params, described)) if plan[5] else reader.read(params, True)
+            # (poll: the reader may poll for the next step's hand-over, sparing this thread its wake-up, when
+            # torch's threads leave it a core: see grad_reader.cpp's Worker)
+            poll = torch.get_num_threads() < self._cores
+            handle = (reader.read(_step_grads(params, described), False, poll) if plan[5]
+                      else reader.read(params, True, poll))
             if handle is not None:
                 self._reading.append((reader, handle, self.step, described))
             return

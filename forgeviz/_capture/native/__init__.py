@@ -52,7 +52,7 @@ ABI_VERSION = 3
 # a build on 2 cores shared with other busy processes had not finished after 10 minutes (20-40 s alone).
 BACKGROUND_NICE = 5
 HOOKS_ABI_VERSION = 8
-READER_ABI_VERSION = 2
+READER_ABI_VERSION = 3
 
 
 class FvRecord(ctypes.Structure):

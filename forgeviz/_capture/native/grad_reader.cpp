@@ -43,7 +43,7 @@ extern "C" int fv_summarize_tensor(const void* impl, int sample, int bins, int v
 
 namespace {
 
-constexpr int kAbiVersion = 2;
+constexpr int kAbiVersion = 3;
 
 // --- CRC-32 (zlib's: reflected polynomial 0xEDB88320), on the running state (not inverted) ----------
 struct Table {
@@ -162,6 +162,7 @@ struct Entry {
 struct Job {
   std::vector<Entry> entries;
   std::chrono::steady_clock::time_point handed;  // when read() handed it over
+  bool poll = false;  // whether the worker may poll for the next job (a core free of torch's threads)
   bool done = false;  // under the worker's mutex
 };
 
@@ -174,7 +175,10 @@ struct Job {
 // hands a job over every step, evenly spaced: so the worker waits (woken by a hand-off) until shortly
 // before the next is due at the last two hand-offs' spacing, then polls for it without being woken, and
 // only a job that comes early or at no steady pace costs a wake-up. (The pace is the hand-offs', not the
-// worker's pick-ups': those are late by its own waits, which would keep a slow pace slow.)
+// worker's pick-ups': those are late by its own waits, which would keep a slow pace slow.) Only when the
+// job says so (read()'s `poll`: torch's threads leave a core free): polling on a core that torch's own
+// threads use delays them by more than the wake-up costs (a 2-core VM with two torch threads: a recorded
+// MLP step 1.24x capture's with polling, 1.06-1.13x without; with one torch thread 1.05x and 1.10-1.18x).
 struct Worker {
   using Clock = std::chrono::steady_clock;
   std::mutex mutex;
@@ -188,8 +192,10 @@ struct Worker {
     prctl(PR_SET_TIMERSLACK, 1000UL);  // (the default 50 us slack would stretch each poll's sleep)
     Clock::time_point last{};         // when the last job was handed over
     Clock::duration pace{};           // the time between the last two hand-offs
+    bool poll = false;                // whether the last job let it poll
     for (;;) {
-      Job* job = next(last, pace);
+      Job* job = next(last, poll ? pace : Clock::duration{});
+      poll = job->poll;
       pace = last == Clock::time_point{} ? Clock::duration{} : job->handed - last;
       last = job->handed;
       for (Entry& e : job->entries) read(e);
@@ -277,15 +283,17 @@ void drop_job(PyObject* capsule) {
 
 // read(grads) -> job, or None when there is no gradient to read: grads a list of tensors or None, handed
 // to the worker. read(params, True): a list of parameters, whose .grad is taken here (the training thread
-// then builds no list of them).
+// then builds no list of them). A third argument, poll: the worker may poll for the next job (see Worker).
 PyObject* py_read(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  if (n < 1 || n > 2 || !PyList_Check(args[0])) {
-    PyErr_SetString(PyExc_TypeError, "read(grads) or read(params, True): expected a list of tensors or None");
+  if (n < 1 || n > 3 || !PyList_Check(args[0])) {
+    PyErr_SetString(PyExc_TypeError,
+                    "read(grads[, params[, poll]]): expected a list of tensors or None (or of parameters)");
     return nullptr;
   }
-  const bool params = n == 2 && PyObject_IsTrue(args[1]) == 1;
+  const bool params = n >= 2 && PyObject_IsTrue(args[1]) == 1;
   auto* job = new Job();
   job->handed = std::chrono::steady_clock::now();
+  job->poll = n == 3 && PyObject_IsTrue(args[2]) == 1;
   const Py_ssize_t count = PyList_GET_SIZE(args[0]);
   job->entries.resize(count);
   Py_ssize_t present = 0;
@@ -402,7 +410,7 @@ PyObject* py_crc32(PyObject*, PyObject* const* args, Py_ssize_t n) {
 }
 
 PyMethodDef methods[] = {
-    FV_METHOD(read, "read(grads) or read(params, True) -> job or None: summarise and fingerprint on the reader's thread"),
+    FV_METHOD(read, "read(grads[, params[, poll]]) -> job or None: summarise and fingerprint on the reader's thread"),
     FV_METHOD(wait, "wait(job) -> (changed, left): the job read, the tensors it read let go"),
     FV_METHOD(numbers, "numbers(job) -> [(min, max, sum, norm, numel, crc), None or the tensor left to Python]"),
     FV_METHOD(crc32, "crc32(tensor) -> zlib.crc32 of its bytes, or None"),
