@@ -75,6 +75,34 @@ def test_read_takes_each_parameters_grad_itself():
         reader.read([torch.ones(1), "x"])
 
 
+@needs_reader
+@pytest.mark.parametrize("poll", [True, False], ids=["polling", "woken"])
+def test_every_hand_over_is_read_at_a_steady_pace_after_a_pause_and_back_to_back(poll):
+    """The worker polls for a job due at the hand-overs' pace (``poll``) or sleeps until woken: either way
+    each job is read, whether it comes on time, after a pause (its pace then is stale), early, or two at
+    once; and its numbers are its gradient's."""
+    import time
+
+    params = [torch.nn.Parameter(torch.randn(64, 32)), torch.nn.Parameter(torch.randn(32))]
+    gaps = [0.001] * 12 + [0.03] + [0.001] * 6 + [0.0002] * 6 + [0.0] * 4  # steady, a pause, early, back to back
+    jobs, waiting = [], []
+    for k, gap in enumerate(gaps):
+        for p in params:
+            p.grad = torch.full_like(p, float(k + 1))  # (the job keeps the last step's .grad)
+        job = reader.read(params, True, poll)
+        jobs.append(job)
+        waiting.append(job)
+        if gap:  # a training step: the job waited for at its end, then the next one's gap
+            assert all(reader.wait(j) == (False, 0) for j in waiting), k
+            waiting = []
+            time.sleep(gap)
+    assert all(reader.wait(j) == (False, 0) for j in waiting)
+    for k, job in enumerate(jobs):
+        for p, (lo, hi, total, norm, numel, crc) in zip(params, reader.numbers(job)):
+            assert (lo, hi, total, numel) == (k + 1, k + 1, (k + 1) * p.numel(), p.numel()), k
+            assert norm == pytest.approx((k + 1) * p.numel() ** 0.5, rel=1e-6)
+            assert crc == fingerprint(torch.full_like(p, float(k + 1)))
+
 def _record(folder, model, opt, x, steps: int, native_reader: bool):
     """``steps`` training steps recorded into ``folder``, the applied gradients read natively or not."""
     from forgeviz.model.run import rank_folder
