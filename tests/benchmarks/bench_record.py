@@ -10,6 +10,9 @@ other loads disturb least) and of wall time.
                      MemoryTracker on the CPU ledger runs, and its events go to the memory stream)
   Python reader      capture + record with the applied gradients read by the Python reader thread, as
                      without the native reader (grad_reader.cpp): what that library saves
+  hooks idle         a Recorder installed whose four hooks do nothing: what installing them costs
+  no hand-over       capture + record with a native reader that takes no job (its read() gives None): what
+                     handing the .grad tensors over and reading them beside the step cost, by difference
 
 It also prints the training thread's CPU time inside the recorder's own hooks per step (each hook timed
 with thread_time, less what a timed hook that does nothing measures: the clock reads' own cost): the
@@ -94,7 +97,8 @@ def case(name: str) -> None:
         tracker = make_tracker(2**18, fault=session.fault)
         tracker.start()  # (seeds what exists; stopped and started again around each memory arm)
         recorders = {}
-        for arm_name, memory in (("record", None), ("memory", tracker), ("python", None)):
+        for arm_name, memory in (("record", None), ("memory", tracker), ("python", None), ("idle", None),
+                                 ("no hand-over", None)):
             def open_writer(rank: int, meta: dict, sub: str = arm_name) -> RunWriter:
                 return RunWriter(Path(folder) / sub / rank_folder(rank), meta, session.fault)
 
@@ -105,6 +109,11 @@ def case(name: str) -> None:
                     del recorders[arm_name]
                     continue
                 recorder._native_reader = None
+            if arm_name == "idle":
+                for hook in HOOKS:
+                    setattr(recorder, hook, lambda *args, **kwargs: None)
+            if arm_name == "no hand-over" and recorder._native_reader is not None:
+                recorder._native_reader = type("NoReader", (), {"read": staticmethod(lambda *args: None)})()
             recorder.spent, recorder.each, recorder.calls = [0.0], dict.fromkeys(HOOKS, 0.0), dict.fromkeys(HOOKS, 0)
             timed_hooks(recorder, recorder.spent, recorder.each, recorder.calls)
             recorder.install()
@@ -139,7 +148,7 @@ def case(name: str) -> None:
         report = {}
         clock = clock_cost()
         for which, recorder in recorders.items():
-            counted = max(recorder.step - recorder.first, 1)
+            counted = max(recorder.calls["_after_backward"], 1)  # (steps: an idle recorder counts none)
             each = {name: (spent - clock * recorder.calls[name]) / counted for name, spent in recorder.each.items()}
             hooks = sum(each.values())
             recorder.close()
@@ -154,7 +163,8 @@ def case(name: str) -> None:
           f"ms wall); {rounds} rounds of {steps} steps, medians, arms interleaved; the hooks' figures less "
           f"{clock * 1e6:.2f} µs a call, the timing's own clock reads")
     for which, label in (("record", "capture + record"), ("memory", "capture + record + memory"),
-                         ("python", "capture + record, Python reader")):
+                         ("python", "capture + record, Python reader"), ("idle", "hooks idle"),
+                         ("no hand-over", "capture + record, no hand-over")):
         if which not in report:
             continue
         hooks, each, per_step, recorded, segments, thinned = report[which]
