@@ -19,7 +19,8 @@ with thread_time, less what a timed hook that does nothing measures: the clock r
 part of the ratio that is recording's own, not the noise between arms.
 
 Models: the benchmark MLP-256 at batch 32 and the GPT-2-shaped CPU model of bench_capture.py.
-Run: ``.venv/bin/python tests/benchmarks/bench_record.py [mlp|gpt2]``. Not a test: nothing asserts.
+Run: ``.venv/bin/python tests/benchmarks/bench_record.py [mlp|gpt2]`` (``FORGEVIZ_BENCH_THREADS=2``: torch's
+intra-op threads; with one, the thread's CPU time is the step's, and the native reader has a core to itself). Not a test: nothing asserts.
 """
 
 from __future__ import annotations
@@ -82,7 +83,8 @@ def clock_cost() -> float:
 
 
 def case(name: str) -> None:
-    torch.set_num_threads(1)  # one training thread: thread_time is then the step's CPU time
+    # one training thread (FORGEVIZ_BENCH_THREADS: more): thread_time is then the step's CPU time
+    torch.set_num_threads(int(os.environ.get("FORGEVIZ_BENCH_THREADS", "1")))
     if name == "gpt2":
         from bench_capture import real_model
 
