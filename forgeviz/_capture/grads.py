@@ -412,6 +412,20 @@ class GradStore:
             _made_all(entry.values)
         return entry
 
+    def leaf_values(self, leaf: torch.Tensor) -> list:
+        """``leaf``'s history, made if new, to append this pass's ``.grad`` to (a hook's, each pass): the
+        passes that wait to be read go in first, but its entries are not made into summaries (what
+        :meth:`leaf_history`, for a reader, does: 32 a leaf, a leaf each pass, a third of a small step's
+        leaf hooks).
+
+        >>> store, w = GradStore(), torch.zeros(2, requires_grad=True)
+        >>> store.leaf_values(w).append(None); store.leaf_history(w).values
+        [None]
+        """
+        if self._unread:
+            self._read_all()
+        return self._leaf_history(leaf, True).values
+
     def _leaf_history(self, leaf: torch.Tensor, create: bool) -> Optional[LeafHistory]:
         leaves = self._leaves
         entry = leaves.get(id(leaf))
@@ -625,7 +639,7 @@ class BackwardRecorder:
                 record_node(grad_inputs, grad_outputs)  # summarises the incoming gradient first
                 with boundary(fault, "recording leaf gradient"), no_torch_function():  # reported, never raised
                     leaf = node.variable
-                    values = store.leaf_history(leaf, create=True).values
+                    values = store.leaf_values(leaf)
                     if was_none and values:
                         values.append(None)  # .grad was reset (zero_grad) since the last pass
                     # AccumulateGrad has updated .grad by now (a post-accumulate hook may have reset it).
