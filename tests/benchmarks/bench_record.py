@@ -20,7 +20,8 @@ part of the ratio that is recording's own, not the noise between arms.
 
 Models: the benchmark MLP-256 at batch 32 and the GPT-2-shaped CPU model of bench_capture.py.
 Run: ``.venv/bin/python tests/benchmarks/bench_record.py [mlp|gpt2]`` (``FORGEVIZ_BENCH_THREADS=2``: torch's
-intra-op threads; with one, the thread's CPU time is the step's, and the native reader has a core to itself). Not a test: nothing asserts.
+intra-op threads; with one, the thread's CPU time is the step's, and the native reader has a core to itself).
+Not a test: nothing asserts.
 """
 
 from __future__ import annotations
