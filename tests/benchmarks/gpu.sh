@@ -3,8 +3,10 @@
 # From the repository root: bash tests/benchmarks/gpu.sh [what ...], where what is any of
 # sync capture tests compile (all four by default, in this order: the likeliest to matter first, since a
 # lease is short) cadence (%fv grads each / every 10 / shown) profile (bench_capture.py profile: where the
-# default arm's time goes) (those two not by default). The native libraries are
-# built first, so that no arm is timed while they build. Figures go to stdout and to $OUT/gpu.log if $OUT is set.
+# default arm's time goes) kernels (bench_kernels.py: the summary kernels against torch's reads, ~15 s)
+# (those three not by default). With FORGEVIZ_BENCH_ROUNDS=3 allow ~300 s for sync + capture (an outer
+# timeout of 200 s cut the GPT-2 arms once). The native libraries are built first, so that no arm is timed
+# while they build. Figures go to stdout and to $OUT/gpu.log if $OUT is set.
 #
 # The machine needs torch with CUDA. forgeviz runs from this checkout (PYTHONPATH), with forgeviz/static
 # built here and carried. Its other dependencies, if missing there, travel as wheels in .whl/
@@ -47,6 +49,7 @@ what=${*:-sync capture tests compile}
       profile)  # where the default arm's time goes: not by default (its figures are places to look, not ratios)
         for m in gpt2 resnet mlp; do timeout 120 $py tests/benchmarks/bench_capture.py profile $m cuda; done ;;
       compile) timeout 300 $py tests/benchmarks/bench_compile.py cuda inductor ;;
+      kernels) FORGEVIZ_KERNEL_VARIANTS=1 timeout 120 $py tests/benchmarks/bench_kernels.py ;;
       cadence)
         FORGEVIZ_BENCH_CADENCE=1 timeout 90 $py tests/benchmarks/bench_capture.py 256 32 cuda
         FORGEVIZ_BENCH_CADENCE=1 timeout 150 $py tests/benchmarks/bench_capture.py gpt2 cuda ;;
