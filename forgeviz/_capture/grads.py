@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import struct
 import sys
 import weakref
 from collections import OrderedDict, deque
@@ -212,6 +213,7 @@ class NativePass:
 
 
 NODE_STATS = "=6d"  # a struct format of one Node's numbers in :meth:`NativePass.node_stats`'s bytes
+NODE_STATS_SIZE = struct.calcsize(NODE_STATS)  # their bytes a Node
 
 
 class GradStore:

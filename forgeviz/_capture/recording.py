@@ -58,7 +58,7 @@ from ..model.run import (
 )
 from . import native
 from .fault import boundary, guarded
-from .grads import NODE_STATS
+from .grads import NODE_STATS, NODE_STATS_SIZE
 from .names import NameIndex
 from .summary import _summarize_natively, summarize
 from .untraced import untraced
@@ -197,9 +197,6 @@ def _native_rows(step: int, described: list, reader, job) -> list[tuple]:
             for d, got in zip(described, reader.numbers(job)) if got is not None
             for lo, hi, total, norm, numel, crc in (got,)]
     return parameter_rows(step, read)[0]
-
-
-NODE_STATS_SIZE = struct.calcsize(NODE_STATS)
 
 
 def _node_rows(step: int, graph: int, described: tuple, stats: bytes) -> list[tuple]:
