@@ -284,15 +284,145 @@ def test_a_leaf_fed_twice_keeps_each_nodes_own_gradient(nb, monkeypatch, code, n
     assert get_session().store.get(leaf.id).records[-1].grad_outputs[0].values == x_grad
 
 
-def test_the_native_hooks_are_for_graphs_whose_gradients_start_on_the_cpu():
-    """(On CUDA they would hand each gradient to Python: a graph whose gradients start elsewhere, here on the
-    meta device, gets Python hooks.)"""
-    from forgeviz._capture.grads import _starts_on_cpu
+def numbers(s) -> tuple:
+    """A summary's figures, to compare two paths' (None for no summary)."""
+    if s is None:
+        return None
+    return (s.shape, s.dtype, s.numel, s.norm, s.min, s.max, s.mean, s.nan_count, s.inf_count, s.values,
+            s.histogram and (s.histogram.counts, s.histogram.edges))
 
-    cpu, meta = torch.ones(2, requires_grad=True), torch.ones(2, device="meta", requires_grad=True)
-    assert _starts_on_cpu([(cpu * 2).sum().grad_fn, None])
-    assert not _starts_on_cpu([(meta * 2).sum().grad_fn])
-    assert not _starts_on_cpu([cpu.sum().grad_fn, meta.sum().grad_fn])
+
+def node_figures(store, roots) -> list:
+    """Each Node's latest record as numbers, in the graph's order."""
+    from forgeviz._capture.grads import iter_graph, node_id
+    return [(type(node).__name__, [numbers(s) for s in (record.grad_outputs + record.grad_inputs)])
+            for node in iter_graph(roots)
+            for record in [store.get(node_id(node)).records[-1]]]
+
+
+def one_pass(recorder, loss, python_hooks: bool, monkeypatch) -> int:
+    """A backward of ``loss`` (its graph kept) recorded by ``recorder``; with ``python_hooks``, as without the
+    native library. Returns the pass's index."""
+    from forgeviz._capture import native
+    with monkeypatch.context() as patch:
+        if python_hooks:
+            patch.setattr(native, "hooks", lambda: None)
+        finish = recorder.arm([loss.grad_fn])
+        loss.backward(retain_graph=True)
+        finish()
+    return recorder.store.passes
+
+
+@pytest.mark.parametrize("fresh", [True, False], ids=["grad-reset", "accumulating"])
+def test_native_hooks_take_the_device_path_as_python_hooks_do(monkeypatch, fresh):
+    """With the native library, a graph on the device path (CUDA's, or any with FORGEVIZ_SUMMARIES=device)
+    gets C++ hooks that call DeviceSummaries.add per gradient, not a Python hook per Node: no Node is
+    handed to Python, every Node's figures equal the Python hooks' on the same graph, and the parameters'
+    .grad histories equal torch's .grad."""
+    from forgeviz._capture import native
+    assert native.hooks() is not None  # the path under test
+    monkeypatch.setenv("FORGEVIZ_SUMMARIES", "device")
+    monkeypatch.setenv("FORGEVIZ_TRITON", "0")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.Tanh(), torch.nn.Linear(96, 10))
+    x = torch.randn(40, 64)
+    loss = torch.nn.functional.cross_entropy(model(x) @ torch.randn(10, 10).t(), torch.arange(40) % 10)
+    if not fresh:
+        model(x).sum().backward()  # .grad there already: AccumulateGrad adds into it
+    ours, python = BackwardRecorder(GradStore(), pytest.fail), BackwardRecorder(GradStore(), pytest.fail)
+    before = {p: None if p.grad is None else p.grad.clone() for p in model.parameters()}
+    index = one_pass(ours, loss, False, monkeypatch)
+    after_ours = {p: p.grad.clone() for p in model.parameters()}
+    assert ours.store.unread_pass(index) is not None  # recorded in C++, read when asked
+    assert ours.store.python_recorded(index) == []  # and no Node handed to a Python hook
+    for p in model.parameters():  # reset, so that the second pass sees what the first saw
+        p.grad = None if before[p] is None else before[p].clone()
+    one_pass(python, loss, True, monkeypatch)
+    assert python.store.unread_pass(1) is None
+    got, want = node_figures(ours.store, [loss.grad_fn]), node_figures(python.store, [loss.grad_fn])
+    assert len(got) == 12 and got == want  # (NLL, log-softmax, mm, 2 addmm, tanh, 2 t, 4 leaves)
+    for p in model.parameters():
+        s = ours.store.leaf_history(p).values[-1]
+        truth = expected(after_ours[p])
+        assert s.shape == list(p.shape) and close(s.norm, truth["norm"])
+        assert (s.min, s.max) == (truth["min"], truth["max"])
+        assert numbers(s) == numbers(python.store.leaf_history(p).values[-1])
+
+
+def test_native_device_path_finds_the_first_nonfinite_node(monkeypatch):
+    """On the device path the native hooks keep a NaN gradient's summary (the CPU path hands it to Python):
+    the first Node whose gradients went non-finite is found from the pass's rows once the numbers are in."""
+    monkeypatch.setenv("FORGEVIZ_SUMMARIES", "device")
+    monkeypatch.setenv("FORGEVIZ_TRITON", "0")
+    from forgeviz._capture.grads import iter_graph, node_id
+    x = torch.tensor([1.0, 4.0, 9.0], requires_grad=True)
+    w = torch.tensor([0.0, 1.0, 2.0], requires_grad=True)
+    marked = []  # the passes whose first non-finite Node was found among native rows
+    mark = GradStore.mark_first_nonfinite
+    monkeypatch.setattr(GradStore, "mark_first_nonfinite",
+                        lambda store, index: (marked.append(index), mark(store, index)))
+    for python_hooks in (False, True):
+        loss = (torch.sqrt(w) * x).sum() * 2  # d sqrt(w)/dw at w = 0: infinity, from SqrtBackward0 on
+        recorder = BackwardRecorder(GradStore(), pytest.fail)
+        index = one_pass(recorder, loss, python_hooks, monkeypatch)
+        assert marked == ([] if python_hooks else [index])
+        marked.clear()
+        nid, record = recorder.store.first_nonfinite(index)
+        names = {node_id(n): type(n).__name__ for n in iter_graph([loss.grad_fn])}
+        assert names[nid] == "SqrtBackward0", python_hooks
+        assert record.grad_inputs[0].inf_count == 1 and record.grad_outputs[0].inf_count == 0
+        assert w.grad[0] == math.inf
+        x.grad = w.grad = None
+
+
+def test_a_device_summary_that_fails_is_a_fault_not_a_broken_backward(monkeypatch):
+    """A fault of the device path under the native hooks goes through the fault boundary: reported once per
+    failure, the Node left unrecorded this pass, and backward's gradients are torch's."""
+    monkeypatch.setenv("FORGEVIZ_SUMMARIES", "device")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    x = torch.randn(4, 8)
+    model(x).sum().backward()
+    want = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    faults = []
+    recorder = BackwardRecorder(GradStore(), faults.append)
+
+    def broken(grad):
+        raise ValueError("no room on the device")
+
+    recorder.device.add = broken
+    loss = model(x).sum()
+    finish = recorder.arm([loss.grad_fn])
+    loss.backward()
+    finish()
+    assert all(torch.equal(p.grad, w) for p, w in zip(model.parameters(), want))
+    assert faults and all("summarising a gradient on its device failed: ValueError: no room on the device" in f
+                          for f in faults)
+    assert recorder.store.get(loss.grad_fn.metadata["fv_id"]) is None  # its gradient went to the broken add
+
+
+def test_recorded_node_rows_come_from_the_device_path_summaries(monkeypatch):
+    """A recording reads a native pass's Node numbers with node_stats: on the device path, the summaries
+    device_summary filled, by the graph's positions."""
+    from forgeviz._capture.grads import NODE_STATS_SIZE, iter_graph, node_id
+    from forgeviz._capture.recording import _node_rows
+    monkeypatch.setenv("FORGEVIZ_SUMMARIES", "device")
+    monkeypatch.setenv("FORGEVIZ_TRITON", "0")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    loss = model(torch.randn(8, 16)).pow(2).mean()
+    recorder = BackwardRecorder(GradStore(), pytest.fail)
+    index = one_pass(recorder, loss, False, monkeypatch)
+    nodes = iter_graph([loss.grad_fn])
+    ids = [node_id(n) for n in nodes]
+    stats, on_device = recorder.store.unread_pass(index).node_stats(ids)
+    assert len(stats) == 0 * NODE_STATS_SIZE and sorted(k for k, _ in on_device) == list(range(len(nodes)))
+    described = tuple((type(n).__name__, None) for n in nodes)
+    rows = {row[-1]: row for row in _node_rows(3, 0, described, stats, on_device)}
+    for k, nid in enumerate(ids):
+        s = recorder.store.get(nid).records[-1].grad_outputs[0]
+        assert rows[k][4:9] == (s.norm, s.min, s.max, s.mean, s.numel) and rows[k][2] == described[k][0]
 
 
 def test_ops_each_path_issues():

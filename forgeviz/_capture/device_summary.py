@@ -192,6 +192,7 @@ class DeviceSummaries:
         self._triton, self._triton_many = _triton_kernels() if triton is None or triton else (None, None)
         self.summarised = 0  # gradients summarised so far (each counted once per pass)
         self.held = 0  # the most elements a batch held, this object's lifetime (bench_capture.py ops)
+        self.nonfinite = 0  # summaries filled so far that counted NaN or infinity (a pass's: the change)
         self._interpreted = os.environ.get("TRITON_INTERPRET") == "1"  # Triton then runs on CPU tensors too
 
     def __bool__(self) -> bool:
@@ -405,6 +406,8 @@ class DeviceSummaries:
             for summary, _, index, side in items:
                 _fill(summary, stats[index], counts[index], values[index] if values is not None else None,
                       None if side is None else extremes[side][index])
+                if summary.nan_count or summary.inf_count:
+                    self.nonfinite += 1
             for first, view in views:
                 _share(first, view)
         self._reading = still

@@ -155,12 +155,17 @@ class NodeGone:
 
 
 def _made(source, made: dict, slot: int) -> Optional[TensorSummary]:
-    """The TensorSummary of a native pass's summary ``slot`` (made once: ``made`` keeps it)."""
+    """The TensorSummary of a native pass's summary ``slot`` (made once: ``made`` keeps it; one the device
+    path made is that object itself)."""
     if slot < 0:
         return None
     done = made.get(slot)
     if done is None:
-        shape, dtype, numel, lo, hi, total, norm, values, counts = source.summary(slot)
+        numbers = source.summary(slot)
+        if type(numbers) is not tuple:
+            done = made[slot] = numbers
+            return done
+        shape, dtype, numel, lo, hi, total, norm, values, counts = numbers
         histogram = None if counts is None else Histogram(lo, hi, counts)
         done = made[slot] = TensorSummary(list(shape), _DTYPES[dtype], "cpu", numel, norm, lo, hi, total / numel, 0, 0,
                                           values, histogram)
@@ -181,7 +186,8 @@ class NativePass:
     >>> x = torch.tensor([2., 5.], requires_grad=True); y = (x * 3).sum()
     >>> lib = native.hooks()  # None where the library is not built
     >>> def rows():
-    ...     armed = lib.arm([y.grad_fn], set(), iter(range(100, 200)), deque().append, print, 4096, 32, 64, 64)
+    ...     armed = lib.arm([y.grad_fn], set(), iter(range(100, 200)), deque().append, print, 4096, 32, 64, 64,
+    ...                     _DEVICE_NONE, print, print)
     ...     y.backward(); lib.finish(armed)
     ...     return [(outs, ins) for _, outs, ins in NativePass(lib, armed).rows()]
     >>> rows() if lib else [((0,), (1,)), ((1,), (2, -2)), ((2,), ())]  # summary slots, -2 for None
@@ -201,14 +207,16 @@ class NativePass:
         """Drop the rows of the Nodes in ``gone``; returns how many rows are left."""
         return self._lib.forget(self._capsule, gone)
 
-    def summary(self, slot: int) -> tuple:
-        """(shape, dtype code, numel, min, max, sum, norm, values or None, counts or None)."""
+    def summary(self, slot: int) -> Union[tuple, TensorSummary]:
+        """(shape, dtype code, numel, min, max, sum, norm, values or None, counts or None); on the device path,
+        the TensorSummary that device_summary made (numbers to come)."""
         return self._lib.summary(self._capsule, slot)
 
-    def node_stats(self, ids: list) -> bytes:
+    def node_stats(self, ids: list) -> tuple[bytes, list]:
         """For each position ``k`` of ``ids`` (a graph's Node ids, None where a Node has none) whose Node ran
         and received a gradient: (k, numel, min, max, sum, norm) of that gradient, in position order, as six
-        native doubles each (``struct.iter_unpack(NODE_STATS, ...)`` reads them: see recording._node_rows)."""
+        native doubles each (``struct.iter_unpack(NODE_STATS, ...)`` reads them: see recording._node_rows);
+        and (k, TensorSummary) of those the device path summarised (numbers to come)."""
         return self._lib.node_stats(self._capsule, ids)
 
 
@@ -375,6 +383,23 @@ class GradStore:
                 return source
         return None
 
+    def mark_first_nonfinite(self, index: int) -> None:
+        """Give the first Node of native pass ``index`` (in the order backward ran them) whose gradients are
+        not all finite its ``first_nonfinite_pass``, from the device path's summaries (filled since the pass
+        ended). Reads the passes that wait: only for a pass that went NaN or infinite.
+
+        >>> GradStore().mark_first_nonfinite(1)  # no such pass: nothing to do
+        """
+        found = next((batch for batch in self._unread if batch[0] == index), None)
+        if found is None:
+            return
+        _, source, made, _ = found
+        first = next((nid for nid, outs, ins in source.rows()
+                      if has_nonfinite([_made(source, made, k) for k in outs + ins])), None)
+        entry = self.get(first) if first is not None else None
+        if entry is not None:
+            entry.first_nonfinite_pass = index
+
     def python_recorded(self, index: int) -> list[tuple[int, NodeGrads]]:
         """(Node id, entry) of the Nodes recorded in Python in pass ``index`` (all of them without the native
         hooks; with them, the Nodes whose gradients were not finite, which they hand over), newest first,
@@ -474,20 +499,9 @@ _DTYPES = ("float32", "float64")  # grad_hooks.cpp's dtype codes
 _CHAIN_NAMES = frozenset(LOCAL_DERIVATIVES)
 
 
-def _starts_on_cpu(roots: list) -> bool:
-    """Whether the gradients reaching ``roots`` are on the CPU, as torch's Nodes describe their inputs. The
-    native hooks summarise CPU gradients; they would hand each CUDA gradient to Python, which measured
-    slower than Python hooks (an MLP step on an H100: 3.40x with them, 2.63x with Python hooks; that arm
-    ran first of the summarising ones, which the benchmarks now rotate)."""
-    for root in roots:
-        if root is not None:
-            try:
-                inputs = root._input_metadata
-            except (AttributeError, RuntimeError):  # a Node that does not say: the native hooks, as before
-                return True
-            if inputs and inputs[0].device.type != "cpu":
-                return False
-    return True
+# Which gradients the native hooks send to device_summary (grad_hooks.cpp's kDevice* codes), by on_device
+_DEVICE_NONE, _DEVICE_CUDA, _DEVICE_ALL = 0, 1, 2
+_DEVICE_CODES = {_never: _DEVICE_NONE, _cuda_float: _DEVICE_CUDA, _float: _DEVICE_ALL}
 
 
 def _compiled_autograd() -> bool:
@@ -502,9 +516,10 @@ class BackwardRecorder:
     """Arms Node hooks for one backward call and records summaries into a GradStore.
 
     With forgeviz's native gradient hooks built (native/grad_hooks.cpp), each Node gets a C++ hook
-    that summarises float CPU gradients without Python; the Python hooks here then run only for the
-    gradients it hands over (other devices and dtypes, NaN and infinity, small elementwise Nodes
-    whose local derivatives are kept), and records are made when the backward call ends.
+    that summarises float CPU gradients without Python, and calls :meth:`DeviceSummaries.add` for each
+    gradient on the device path (CUDA's); the Python hooks here then run only for the gradients it hands
+    over (other devices and dtypes, NaN and infinity on the CPU, small elementwise Nodes whose local
+    derivatives are kept), and records are made when the store is next read.
     """
 
     def __init__(self, store: GradStore, on_fault: Callable[[str], None]) -> None:
@@ -672,9 +687,11 @@ class BackwardRecorder:
 
         dead = store.dead
         armed = None
-        # (the native hooks walk and hook the whole graph: a few shown Nodes get Python hooks instead)
-        native_ok = (only is None and deferred is _on_device and on_device is not _float and not _compiled_autograd()
-                     and (not torch.cuda.is_initialized() or _starts_on_cpu(roots)))
+        # (the native hooks walk and hook the whole graph: a few shown Nodes get Python hooks instead). On the
+        # device path they call device.add per gradient, not a Python hook per Node: GPT-2's backward on an H100
+        # ran 532 Python hooks a step, and its GPU waited on them.
+        device_code = _DEVICE_CODES.get(on_device)
+        native_ok = only is None and deferred is _on_device and device_code is not None and not _compiled_autograd()
         lib = native.hooks() if native_ok else None
         if lib is not None:
             handed: dict = {}  # the Python hooks of Nodes whose gradients the C++ hooks handed over
@@ -689,7 +706,8 @@ class BackwardRecorder:
             # hooks record this pass, as without the library)
             with boundary(fault, "arming native gradient hooks"):
                 armed = lib.arm(list(roots), _CHAIN_NAMES, _node_ids, dead.append, hand_over,
-                                HISTOGRAM_SAMPLE, HISTOGRAM_BINS if histogram else 0, SMALL_NUMEL, CHAIN_NUMEL)
+                                HISTOGRAM_SAMPLE, HISTOGRAM_BINS if histogram else 0, SMALL_NUMEL, CHAIN_NUMEL,
+                                device_code, device.add, device.add_leaf)
         handles = []
         if armed is None:
             nodes = iter_graph(roots)
@@ -730,19 +748,24 @@ class BackwardRecorder:
                     fault(message)
                 store.add_unread(index, NativePass(lib, armed), nids, leaves)
             summarised_on_device = bool(device)
+            nonfinite_on_device = False
             if summarised_on_device:
                 # CPU: filled now. CUDA: when the copy's event says so (device.poll()); the first
                 # non-finite Node below is then found among the filled ones only.
+                nonfinite_before = device.nonfinite
                 device.flush()
+                nonfinite_on_device = device.nonfinite != nonfinite_before
             if pending:
                 pending.flush()
             elif not nonfinite and not summarised_on_device:
                 return
             # The first Node, in the order backward ran them, whose gradients are not all finite (the
-            # native hooks hand over every gradient that is not).
+            # native hooks hand over each CPU gradient that is not; they keep the device path's summaries).
             for entry, record in recorded:
                 if has_nonfinite(record.grad_inputs + record.grad_outputs):
                     entry.first_nonfinite_pass = index
-                    break
+                    return
+            if armed is not None and nonfinite_on_device:  # the native hooks' rows, with the device's numbers
+                store.mark_first_nonfinite(index)
 
         return finish

@@ -16,7 +16,8 @@ numbers, not rows: the writer's thread builds the rows of a segment (``_Later``)
   version moved) has that step's parameter rows dropped, and its later steps read on the training thread,
   before ``step()``. The numbers stay with the native job until the writer's thread makes the rows.
 - Nodes: the native hooks' pass keeps its summaries in C++; ``node_stats`` takes five numbers per Node
-  once a backward, and the writer's thread turns them into rows.
+  once a backward (and, for the gradients the device path summarised, their summaries, filled when the
+  pass's one read-back is done), and the writer's thread turns them into rows.
 - The graph: a walk of the Nodes' types and parameters (in C++ with the native hooks: ``walk`` in
   grad_hooks.cpp) says whether this backward's graph is one already recorded; only a new one is built
   and written.
@@ -199,11 +200,26 @@ def _native_rows(step: int, described: list, reader, job) -> list[tuple]:
     return parameter_rows(step, read)[0]
 
 
-def _node_rows(step: int, graph: int, described: tuple, stats: bytes) -> list[tuple]:
-    """The Node rows of one backward from the native hooks' ``node_stats`` (six doubles per Node: its
-    position, numel, min, max, sum, norm)."""
-    return [(step, NODE, *described[int(k)], norm, lo, hi, total / numel if numel else math.nan, int(numel), None,
+def _node_rows(step: int, graph: int, described: tuple, stats: bytes, on_device: list) -> list[tuple]:
+    """The Node rows of one backward from the native hooks' ``node_stats``: six doubles per Node (its
+    position, numel, min, max, sum, norm), and (position, summary) of the gradients the device path
+    summarised, after them (one whose numbers have not come back has no row: a CUDA
+    read-back is done long before a segment is written).
+
+    >>> from forgeviz.model.graph import TensorSummary
+    >>> s = TensorSummary([2], "float32", "cpu", 2, 5.0, -3.0, 4.0, 0.5)
+    >>> [row[2:9] for row in _node_rows(1, 0, (("MulBackward0", None), ("AddBackward0", "fc")),
+    ...                                 struct.pack(NODE_STATS, 0, 4, -1, 1, 0, 2), [(1, s)])]
+    [('MulBackward0', None, 2.0, -1.0, 1.0, 0.0, 4), ('AddBackward0', 'fc', 5.0, -3.0, 4.0, 0.5, 2)]
+    """
+    rows = [(step, NODE, *described[int(k)], norm, lo, hi, total / numel if numel else math.nan, int(numel), None,
              None, graph, int(k)) for k, numel, lo, hi, total, norm in struct.iter_unpack(NODE_STATS, stats)]
+    for k, s in on_device:
+        # (device_summary fills norm last: a norm read means the rest is there)
+        if s.norm is not None:
+            rows.append((step, NODE, *described[k], _num(s.norm), _num(s.min), _num(s.max), _num(s.mean), s.numel,
+                         None, None, graph, k))
+    return rows
 
 
 def grads_segment(items: list) -> list[tuple]:
@@ -692,9 +708,10 @@ class Recorder:
         if source is not None:  # the native hooks' numbers: one call for the five numbers a Node row keeps
             if handed:
                 self._handed_over_rows(graph, ids, described, handed)
-            stats = source.node_stats(ids)  # (now: a dead graph's Nodes are forgotten; the rows are the writer's)
-            count = len(stats) // NODE_STATS_SIZE
-            self._rows[GRADS].append(_Later(_node_rows, (self.step, graph, described, stats), count))
+            # (now: a dead graph's Nodes are forgotten; the rows are the writer's)
+            stats, on_device = source.node_stats(ids)
+            count = len(stats) // NODE_STATS_SIZE + len(on_device)
+            self._rows[GRADS].append(_Later(_node_rows, (self.step, graph, described, stats, on_device), count))
             self._later_rows += count
             self._later = True
             return

@@ -10,12 +10,13 @@ Arms, interleaved round by round in one process per MLP and reported as ratios t
   capture, device summaries  ...on the device path (FORGEVIZ_SUMMARIES=device: here its torch ops)
   capture, CUDA path's CPU work  ...its Triton path with the kernels stubbed out: what a GPU step pays its CPU,
                              less Triton's launches (~25 us each on an H100 host) and the copies
+  ...with Python hooks       the same with a Python hook per Node (as without the native library)
 
 On a GPU (``bench_capture.py 256 32 cuda``; run by default when CUDA is available) the arms are:
 
-  capture (default)           as a notebook cell runs it: Python hooks (the graph's gradients start on
-                              the GPU) hand each gradient to device_summary: Triton's kernels, no host
-                              read until the pass ends
+  capture (default)           as a notebook cell runs it: C++ Node hooks hand each gradient to
+                              device_summary: Triton's kernels, no host read until the pass ends
+  capture, Python hooks       the same with a Python hook per Node (as without the native library)
   capture, torch ops          the same with torch ops instead of Triton (a GPU without Triton)
   capture, read at once       FORGEVIZ_SUMMARIES=read: each gradient summarised and read back at once
                               (a host read per gradient: the default before issue 27)
@@ -168,10 +169,11 @@ def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> d
         arms = {"capture, torch summaries": cell(True, native_summaries=False, native_hooks=False),
                 "capture, Python hooks": cell(True, native_hooks=False), "capture, native hooks": cell(True),
                 "capture, device summaries": cell(True, mode="device"),
-                "capture, CUDA path's CPU work": cell(True, stubbed=True)}
+                "capture, CUDA path's CPU work": cell(True, stubbed=True),
+                "...with Python hooks": cell(True, stubbed=True, native_hooks=False)}
     else:
-        arms = {"capture (default)": cell(True), "capture, torch ops": cell(True, triton=False),
-                "capture, read at once": cell(True, mode="read")}
+        arms = {"capture (default)": cell(True), "capture, Python hooks": cell(True, native_hooks=False),
+                "capture, torch ops": cell(True, triton=False), "capture, read at once": cell(True, mode="read")}
     arms |= memory_arms(loop, device, starts)
     if os.environ.get("FORGEVIZ_BENCH_CADENCE"):  # %fv grads: each (the default), every 10, shown
         arms = {"grads each": cell(True), "grads every 10": cell(True, cadence=10),
@@ -207,7 +209,9 @@ def pieces(width: int, batch: int) -> None:
 
     native.load()
     session = get_session()
-    arms = {"off": None, "capture, no summaries": False, "capture (default)": True, "CUDA path's CPU work": True}
+    hooks = native.hooks
+    arms = {"off": None, "capture, no summaries": False, "capture (default)": True, "CUDA path's CPU work": True,
+            "...with Python hooks": True}
     times = {arm: {name: [] for name in names} for arm in arms}
     steps({name: [] for name in names})  # warm up
     for _ in range(ROUNDS):
@@ -215,8 +219,10 @@ def pieces(width: int, batch: int) -> None:
             if record_grads is None:
                 steps(times[arm])
                 continue
-            with cuda_path_on_cpu(session.recorder.device, arm.startswith("CUDA")):
+            native.hooks = (lambda: None) if arm.endswith("Python hooks") else hooks
+            with cuda_path_on_cpu(session.recorder.device, arm.startswith(("CUDA", "..."))):
                 run_as_a_cell(session, lambda: steps(times[arm]), record_grads)
+            native.hooks = hooks
     median = {arm: {name: statistics.median(t) / 1e3 for name, t in by.items()} for arm, by in times.items()}
     print(f"MLP {width} wide, batch {batch}: median µs per step of each piece (thread_time, {ROUNDS} rounds × "
           f"{STEPS} steps)")

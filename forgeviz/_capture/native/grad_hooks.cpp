@@ -5,15 +5,19 @@
 // that takes the GIL and wraps every gradient in a Python object, and a summary per gradient: about
 // half the time of a small training step. Here a hook is a torch::autograd::FunctionPostHook: it
 // summarises float CPU gradients in one pass each (tensor_stats.cpp), without the GIL, and keeps the
-// numbers; Python turns them into records when the backward call ends (grads.py). A gradient this
-// cannot summarise (on another device, of another dtype, holding NaN or infinity) and a Node whose
-// local derivatives are shown (a small elementwise one) go to the Node's Python hook instead, with
-// the same arguments Node.register_hook would give it.
+// numbers; Python turns them into records when the backward call ends (grads.py). A float gradient
+// on the device path (CUDA's by default, every float one with FORGEVIZ_SUMMARIES=device) is summarised
+// where it lives by device_summary.py: the hook calls its add() once per gradient, with the GIL, and
+// keeps the summary it returns (numbers to come). A gradient this cannot summarise (on another device,
+// of another dtype, holding NaN or infinity) and a Node whose local derivatives are shown (a small
+// elementwise one) go to the Node's Python hook instead, with the same arguments Node.register_hook
+// would give it.
 //
 // Built as a library of its own (it needs Python's and torch's Python headers, which the CPU ledger
 // does not): without it, forgeviz registers Python hooks, as before.
 #include "extension.h"
 
+#include <ATen/PythonTorchFunctionTLS.h>
 #include <ATen/SequenceNumber.h>
 #include <c10/util/SmallVector.h>
 #include <torch/csrc/autograd/function_hook.h>
@@ -29,6 +33,7 @@
 #include <memory>
 #include <stdexcept>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <typeindex>
@@ -47,9 +52,47 @@ using torch::autograd::variable_list;
 
 constexpr int kNone = -2;  // an undefined gradient (None in Python)
 constexpr int kFail = -1;  // a gradient the Node's Python hook summarises
+constexpr int kSkip = -3;  // a gradient whose device summary failed: the Node goes unrecorded this pass
 
 // Node kinds, as grads.py passes them.
 constexpr int kPlain = 0, kChain = 1, kLeafWithGrad = 2, kLeafWithoutGrad = 3;
+
+// Which float gradients go to device_summary.py, as grads.py passes it: none (FORGEVIZ_SUMMARIES=read),
+// CUDA's (the default), or CUDA's and the CPU's (FORGEVIZ_SUMMARIES=device).
+constexpr int kDeviceNone = 0, kDeviceCuda = 1, kDeviceAll = 2;
+
+// Holds the GIL while in scope. A hook that calls Python takes it before the pass's lock, as every
+// function Python calls does (it holds the GIL and then locks): one order, no deadlock.
+struct Gil {
+  PyGILState_STATE state = PyGILState_Ensure();
+  Gil() = default;
+  Gil(const Gil&) = delete;
+  Gil& operator=(const Gil&) = delete;
+  ~Gil() { PyGILState_Release(state); }
+};
+
+// The Python error being raised, as "what: Type: message", cleared: a fault's text.
+std::string python_error(const char* what) {
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  std::string text(what);
+  if (type != nullptr) {
+    text += ": ";
+    text += reinterpret_cast<PyTypeObject*>(type)->tp_name;
+  }
+  PyObject* message = value != nullptr ? PyObject_Str(value) : nullptr;
+  const char* utf8 = message != nullptr ? PyUnicode_AsUTF8(message) : nullptr;
+  if (utf8 != nullptr && *utf8 != '\0') {
+    text += ": ";
+    text += utf8;
+  }
+  Py_XDECREF(message);
+  PyErr_Clear();
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(traceback);
+  return text;
+}
 
 constexpr int kMaxDims = 16, kMaxValues = 256, kMaxBins = 256;  // what fv_arm accepts
 
@@ -96,6 +139,9 @@ struct Summary {
   double stats[4];  // min, max, sum, norm
   int64_t values_at = -1, counts_at = -1;  // where in the pools, or -1
   int values_n = 0, counts_n = 0;
+  // On the device path: its index in the pass's externals, the summaries device_summary.py made; the
+  // numbers above are then not kept here
+  Py_ssize_t external = -1;
 };
 
 struct Row {
@@ -118,6 +164,14 @@ struct Pass {
   int sample, bins, values_cap, chain_cap;
   // fallback(node, nid, kind, grad_inputs, grad_outputs); owned, released with the GIL
   PyObject* fallback = nullptr;
+  // The device path (kDevice*): device_add(grad) and device_add_leaf(grad, parameter) give a gradient's
+  // summary, numbers to come (device_summary.DeviceSummaries.add, add_leaf); owned, released with the
+  // GIL when the pass closes. externals: the list of the summaries they gave, by Summary::external
+  // (owned, released when the capsule goes: rows are read after the pass closed).
+  int device = kDeviceNone;
+  PyObject* device_add = nullptr;
+  PyObject* device_add_leaf = nullptr;
+  PyObject* externals = nullptr;
   std::vector<Summary> summaries;
   std::vector<double> values;  // the pools
   std::vector<int64_t> counts;
@@ -131,8 +185,22 @@ struct Pass {
   std::vector<std::pair<WeakNode, uintptr_t>> hooks;
   std::vector<std::string> faults;
 
-  // The slot of t's summary (with mu held), kNone for an undefined tensor, kFail for one to hand over.
-  int summarize(const at::Tensor& t) {
+  // Whether t goes to device_summary.py (grads.py's on_device): a float gradient on CUDA, or on the CPU
+  // too with kDeviceAll; not a tensor subclass's (its Python hook reads it with __torch_function__ off).
+  bool to_device(const at::Tensor& t) const {
+    if (device == kDeviceNone || !t.defined()) return false;
+    const auto type = t.scalar_type();
+    if (type != at::kFloat && type != at::kDouble && type != at::kHalf && type != at::kBFloat16) return false;
+    const auto where = t.device().type();
+    if (where != c10::DeviceType::CUDA && !(device == kDeviceAll && where == c10::DeviceType::CPU)) return false;
+    return !t.unsafeGetTensorImpl()->key_set().has(c10::DispatchKey::Python);
+  }
+
+  // The slot of t's summary (with mu held, and the GIL for a gradient to_device), kNone for an undefined
+  // tensor, kFail for one to hand over, kSkip for one whose device summary failed (a fault). On the
+  // device path, `parameter`: the leaf with no .grad that t alone is about to become the .grad of
+  // (device_add_leaf summarises that .grad when the pass ends).
+  int summarize(const at::Tensor& t, const at::Tensor* parameter = nullptr) {
     if (!t.defined()) return kNone;
     c10::TensorImpl* impl = t.unsafeGetTensorImpl();
     int64_t version = -1;
@@ -142,6 +210,7 @@ struct Pass {
     }
     auto found = seen.find(impl);
     if (found != seen.end() && version >= 0 && found->second.version == version) return found->second.slot;
+    if (to_device(t)) return summarize_on_device(t, version, parameter, found);
     const void* first = dense_values(impl, version);
     if (first != nullptr) {
       auto same = same_values.find(first);
@@ -175,6 +244,38 @@ struct Pass {
     }
     const void* shared = s.values_at < 0 ? first : nullptr;
     return keep(impl, version, std::move(s), found, shared);
+  }
+
+  // t's summary from device_summary.py (with the GIL held): its views of the same memory share it there.
+  int summarize_on_device(const at::Tensor& t, int64_t version, const at::Tensor* parameter,
+                          std::unordered_map<const c10::TensorImpl*, Seen>::iterator found) {
+    if (device_add == nullptr || device_add_leaf == nullptr || externals == nullptr) return kFail;
+    PyObject* made = nullptr;
+    PyObject* grad = THPVariable_Wrap(t);
+    PyObject* leaf = grad != nullptr && parameter != nullptr ? THPVariable_Wrap(*parameter) : nullptr;
+    if (grad != nullptr && (parameter == nullptr || leaf != nullptr)) {
+      // Its reads of the gradient are not the user's ops: no torch function mode sees them (as the Python
+      // hooks' DisableTorchFunction); device_summary keeps its reductions from dispatch modes itself.
+      const auto before = at::impl::PythonTorchFunctionTLS::get_disabled_state();
+      at::impl::PythonTorchFunctionTLS::set_disabled_state(at::impl::TorchFunctionDisabledState::ALL_DISABLED);
+      made = leaf != nullptr ? PyObject_CallFunctionObjArgs(device_add_leaf, grad, leaf, nullptr)
+                             : PyObject_CallOneArg(device_add, grad);
+      at::impl::PythonTorchFunctionTLS::set_disabled_state(before);
+    }
+    Py_XDECREF(leaf);
+    Py_XDECREF(grad);
+    if (made == nullptr || PyList_Append(externals, made) != 0) {
+      Py_XDECREF(made);
+      fault(python_error("summarising a gradient on its device failed"));
+      return kSkip;
+    }
+    Py_DECREF(made);
+    Summary s;
+    s.ndim = 0;
+    s.dtype = -1;
+    s.numel = t.numel();
+    s.external = PyList_GET_SIZE(externals) - 1;
+    return keep(t.unsafeGetTensorImpl(), version, std::move(s), found, nullptr);
   }
 
   static int dtype_code(const c10::TensorImpl* impl) {
@@ -233,15 +334,20 @@ PyObject* wrap_all(const variable_list& tensors) {
   return tuple;
 }
 
+// (grad_input index, the AccumulateGrad its edge reaches): a leaf with no .grad when the pass was armed,
+// fed by that edge alone, so that the gradient becomes its .grad (see Pass::summarize's `parameter`)
+using ToLeaves = c10::SmallVector<std::pair<size_t, torch::autograd::AccumulateGrad*>, 2>;
+
 struct Hook : torch::autograd::FunctionPostHook {
   std::shared_ptr<Pass> pass;
   Node* node;  // the Node that owns this hook
   int64_t nid;
   int kind;
   torch::autograd::AccumulateGrad* leaf;  // the same Node, for an AccumulateGrad
+  ToLeaves to_leaves;  // (the Node's next edges hold those Nodes alive)
 
-  Hook(std::shared_ptr<Pass> p, Node* n, int64_t i, int k, torch::autograd::AccumulateGrad* l)
-      : pass(std::move(p)), node(n), nid(i), kind(k), leaf(l) {}
+  Hook(std::shared_ptr<Pass> p, Node* n, int64_t i, int k, torch::autograd::AccumulateGrad* l, ToLeaves t)
+      : pass(std::move(p)), node(n), nid(i), kind(k), leaf(l), to_leaves(std::move(t)) {}
 
   variable_list operator()(const variable_list& grad_inputs, const variable_list& grad_outputs) override {
     try {
@@ -256,24 +362,45 @@ struct Hook : torch::autograd::FunctionPostHook {
     return grad_inputs;
   }
 
+  // Whether a gradient of this call goes to device_summary.py: then the hook needs the GIL.
+  bool calls_python(const variable_list& grad_inputs, const variable_list& grad_outputs) const {
+    if (pass->device == kDeviceNone) return false;
+    for (const auto& g : grad_outputs)
+      if (pass->to_device(g)) return true;
+    for (const auto& g : grad_inputs)
+      if (pass->to_device(g)) return true;
+    return leaf != nullptr && leaf->variable.defined() && pass->to_device(leaf->variable.grad());
+  }
+
+  // The leaf whose .grad grad_inputs[i] alone is about to become, when it goes to device_summary.py
+  // (grads.py's leaf_summary): else nullptr.
+  const at::Tensor* parameter_of(size_t i, const at::Tensor& g) const {
+    for (const auto& [index, to] : to_leaves)
+      if (index == i && to->variable.defined() && !to->variable.grad().defined() && pass->to_device(g))
+        return &to->variable;
+    return nullptr;
+  }
+
   // Records the Node's gradients; false when its Python hook is to do it.
   bool record(const variable_list& grad_inputs, const variable_list& grad_outputs) {
+    std::optional<Gil> gil;  // (before the lock: see Gil)
+    if (calls_python(grad_inputs, grad_outputs)) gil.emplace();
     std::lock_guard<std::mutex> lock(pass->mu);
     if (pass->closed) return true;
     if (kind == kChain && !grad_outputs.empty() && grad_outputs[0].defined() &&
-        grad_outputs[0].numel() <= pass->chain_cap)
+        grad_outputs[0].numel() <= pass->chain_cap && !pass->to_device(grad_outputs[0]))
       return false;  // small and elementwise: its Python hook reads the local derivatives too
     Row row{nid, kind, {}, {}, kNone, {}};
     row.outs.reserve(grad_outputs.size());
     row.ins.reserve(grad_inputs.size());
     for (const auto& g : grad_outputs) {
       const int slot = pass->summarize(g);
-      if (slot == kFail) return false;
+      if (slot == kFail || slot == kSkip) return slot == kSkip;  // (a skip's fault is reported)
       row.outs.push_back(slot);
     }
-    for (const auto& g : grad_inputs) {
-      const int slot = pass->summarize(g);
-      if (slot == kFail) return false;
+    for (size_t i = 0; i < grad_inputs.size(); ++i) {
+      const int slot = pass->summarize(grad_inputs[i], to_leaves.empty() ? nullptr : parameter_of(i, grad_inputs[i]));
+      if (slot == kFail || slot == kSkip) return slot == kSkip;
       row.ins.push_back(slot);
     }
     if (leaf != nullptr) {
@@ -284,7 +411,7 @@ struct Hook : torch::autograd::FunctionPostHook {
       if (grad.defined()) {
         const bool incoming = kind == kLeafWithoutGrad && !row.outs.empty() && row.outs[0] >= 0;
         row.leaf = incoming ? row.outs[0] : pass->summarize(grad);
-        if (row.leaf == kFail) return false;
+        if (row.leaf == kFail || row.leaf == kSkip) return row.leaf == kSkip;
       }
       row.variable = leaf->variable;
     }
@@ -377,12 +504,15 @@ void close(Pass& pass) {
   }
   pass.hooks.clear();
   Py_CLEAR(pass.fallback);
+  Py_CLEAR(pass.device_add);
+  Py_CLEAR(pass.device_add_leaf);
 }
 
 void drop(PyObject* capsule) {
   auto* held = static_cast<std::shared_ptr<Pass>*>(PyCapsule_GetPointer(capsule, "forgeviz.Pass"));
   if (held == nullptr) return;
   close(**held);  // a pass never finished: its hooks go with it
+  Py_CLEAR((*held)->externals);  // (no hook runs once closed, and nothing reads a pass without its capsule)
   delete held;
 }
 
@@ -486,10 +616,12 @@ int fv_tag(PyObject* out, long long first_new, PyObject* make_tag, PyObject* fun
 // recorded as grads.py's Python hooks record it. `fallback(node, nid, kind, grad_inputs,
 // grad_outputs)` is called, with the GIL, for a Node whose gradients the hook hands over: one it cannot
 // summarise, or a chain Node whose output has at most chain_cap elements. Summaries are
-// fv_summarize_tensor's with `sample`, `bins` and `values_cap`. Returns the pass, None when a root is
-// not a Node it knows (Python hooks then do it all), or NULL with a Python error set.
+// fv_summarize_tensor's with `sample`, `bins` and `values_cap`, and on the device path (`device`, a
+// kDevice* code) device_add(grad)'s or device_add_leaf(grad, parameter)'s. Returns the pass, None when a
+// root is not a Node it knows (Python hooks then do it all), or NULL with a Python error set.
 PyObject* fv_arm(PyObject* roots, PyObject* chain, PyObject* ids, PyObject* dead_append, PyObject* fallback,
-                 int sample, int bins, int values_cap, int chain_cap) {
+                 int sample, int bins, int values_cap, int chain_cap, int device, PyObject* device_add,
+                 PyObject* device_add_leaf) {
   static PyObject* const key_id = PyUnicode_InternFromString("fv_id");
   static PyObject* const key_gone = PyUnicode_InternFromString("fv_gone");
   static PyObject* const key_fed = PyUnicode_InternFromString("fv_fed");
@@ -499,6 +631,10 @@ PyObject* fv_arm(PyObject* roots, PyObject* chain, PyObject* ids, PyObject* dead
   }
   if (values_cap < 0 || values_cap > kMaxValues || bins < 0 || bins > kMaxBins) {
     PyErr_SetString(PyExc_ValueError, "fv_arm: values_cap and bins are at most 256");
+    return nullptr;
+  }
+  if (device < kDeviceNone || device > kDeviceAll) {
+    PyErr_Format(PyExc_ValueError, "fv_arm: expected a device path code 0, 1 or 2, got %d", device);
     return nullptr;
   }
   // Every Node reachable, depth first from the roots, each once (grads.iter_graph's order).
@@ -536,9 +672,17 @@ PyObject* fv_arm(PyObject* roots, PyObject* chain, PyObject* ids, PyObject* dead
   pass->rows.reserve(64);
   Py_INCREF(fallback);
   pass->fallback = fallback;
-  PyObject* capsule = PyCapsule_New(new std::shared_ptr<Pass>(pass), "forgeviz.Pass", drop);
+  pass->device = device;
+  Py_INCREF(device_add);
+  pass->device_add = device_add;
+  Py_INCREF(device_add_leaf);
+  pass->device_add_leaf = device_add_leaf;
+  pass->externals = PyList_New(0);
+  PyObject* capsule =
+      pass->externals != nullptr ? PyCapsule_New(new std::shared_ptr<Pass>(pass), "forgeviz.Pass", drop) : nullptr;
   if (capsule == nullptr) {
     close(*pass);
+    Py_CLEAR(pass->externals);
     return nullptr;
   }
   try {
@@ -584,7 +728,15 @@ PyObject* fv_arm(PyObject* roots, PyObject* chain, PyObject* ids, PyObject* dead
         if (named < 0) throw std::runtime_error("reading a Node's name failed");
         if (named) kind = kChain;
       }
-      const uintptr_t key = node->add_post_hook(std::make_unique<Hook>(pass, node, nid, kind, leaf));
+      ToLeaves to_leaves;  // on the device path, its edges to leaves that it alone feeds, with no .grad yet
+      const auto& edges = node->next_edges();
+      for (size_t i = 0; device != kDeviceNone && i < edges.size(); ++i) {
+        auto* to = dynamic_cast<torch::autograd::AccumulateGrad*>(edges[i].function.get());
+        if (to != nullptr && fed[to] == 1 && to->variable.defined() && !to->variable.grad().defined())
+          to_leaves.emplace_back(i, to);
+      }
+      const uintptr_t key =
+          node->add_post_hook(std::make_unique<Hook>(pass, node, nid, kind, leaf, std::move(to_leaves)));
       pass->hooks.emplace_back(weak_node(node), key);
     }
   } catch (const std::exception& e) {
@@ -655,6 +807,8 @@ PyObject* fv_rows(PyObject* capsule) {
 // position order, as six native doubles each in one bytes object (a tuple of six numbers per Node cost the
 // training thread ~5 us a step on a 15-Node MLP; the recording's writer thread unpacks them). Reading
 // rows() and summary() per Node instead builds every row's and summary's Python objects to keep five numbers.
+// Returns (those bytes, [(position, summary)]): the second for the Nodes whose gradient device_summary.py
+// summarised (numbers to come: on CUDA after the pass's read-back).
 PyObject* fv_node_stats(PyObject* capsule, PyObject* ids) {
   Pass* pass = pass_of(capsule);
   if (pass == nullptr) return nullptr;
@@ -674,26 +828,45 @@ PyObject* fv_node_stats(PyObject* capsule, PyObject* ids) {
   }
   std::vector<int> slot_at(static_cast<size_t>(n), -1);  // a Node that ran twice in one pass: its last row
   std::lock_guard<std::mutex> lock(pass->mu);
-  Py_ssize_t found = 0;
   for (const Row& row : pass->rows) {
     auto at = position.find(row.nid);
-    if (at == position.end() || row.outs.empty() || row.outs[0] < 0) continue;
-    found += slot_at[static_cast<size_t>(at->second)] < 0;
-    slot_at[static_cast<size_t>(at->second)] = row.outs[0];
+    if (at != position.end() && !row.outs.empty() && row.outs[0] >= 0)
+      slot_at[static_cast<size_t>(at->second)] = row.outs[0];
   }
+  Py_ssize_t found = 0;  // the Nodes whose numbers are here
+  for (const int slot : slot_at) found += slot >= 0 && pass->summaries[static_cast<size_t>(slot)].external < 0;
   PyObject* out = PyBytes_FromStringAndSize(nullptr, found * 6 * static_cast<Py_ssize_t>(sizeof(double)));
-  if (out == nullptr) return nullptr;
+  PyObject* external = PyList_New(0);
+  if (out == nullptr || external == nullptr) {
+    Py_XDECREF(out);
+    Py_XDECREF(external);
+    return nullptr;
+  }
   double* at = reinterpret_cast<double*>(PyBytes_AS_STRING(out));
   for (Py_ssize_t k = 0; k < n; ++k) {
     const int slot = slot_at[static_cast<size_t>(k)];
     if (slot < 0) continue;
     const Summary& s = pass->summaries[static_cast<size_t>(slot)];
+    if (s.external >= 0) {
+      PyObject* item = pass->externals != nullptr
+                           ? Py_BuildValue("(nO)", k, PyList_GET_ITEM(pass->externals, s.external))
+                           : nullptr;
+      if (item == nullptr || PyList_Append(external, item) != 0) {
+        Py_XDECREF(item);
+        Py_DECREF(out);
+        Py_DECREF(external);
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "node_stats: the pass's device summaries are gone");
+        return nullptr;
+      }
+      Py_DECREF(item);
+      continue;
+    }
     const double numbers[6] = {static_cast<double>(k), static_cast<double>(s.numel), s.stats[0], s.stats[1],
                                s.stats[2], s.stats[3]};
     std::memcpy(at, numbers, sizeof numbers);
     at += 6;
   }
-  return out;
+  return Py_BuildValue("(NN)", out, external);
 }
 
 // Drops the rows of a finished pass whose nid is in `gone` (a set); returns how many are left.
@@ -715,7 +888,7 @@ Py_ssize_t fv_forget(PyObject* capsule, PyObject* gone) {
 }
 
 // Summary `slot` of a finished pass: (shape, dtype 0 float32 / 1 float64, numel, min, max, sum, norm,
-// values or None, counts or None).
+// values or None, counts or None); on the device path, the summary device_summary.py made.
 PyObject* fv_summary(PyObject* capsule, Py_ssize_t slot) {
   Pass* pass = pass_of(capsule);
   if (pass == nullptr) return nullptr;
@@ -724,7 +897,17 @@ PyObject* fv_summary(PyObject* capsule, Py_ssize_t slot) {
     PyErr_SetString(PyExc_IndexError, "fv_summary: no such slot");
     return nullptr;
   }
-  return summary_tuple(*pass, pass->summaries[slot]);
+  const Summary& s = pass->summaries[slot];
+  if (s.external >= 0) {
+    if (pass->externals == nullptr) {
+      PyErr_SetString(PyExc_RuntimeError, "fv_summary: the pass's device summaries are gone");
+      return nullptr;
+    }
+    PyObject* made = PyList_GET_ITEM(pass->externals, s.external);
+    Py_INCREF(made);
+    return made;
+  }
+  return summary_tuple(*pass, s);
 }
 
 // The shape of the graph behind `roots` (a list of grad_fn objects or None), for a recording that writes
@@ -824,13 +1007,14 @@ PyObject* py_tag(PyObject*, PyObject* const* args, Py_ssize_t n) {
 }
 
 PyObject* py_arm(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  if (!args_ok<void>("arm", n, 9)) return nullptr;
-  int numbers[4];
-  for (int i = 0; i < 4; ++i) {
+  if (!args_ok<void>("arm", n, 12)) return nullptr;
+  int numbers[5];
+  for (int i = 0; i < 5; ++i) {
     numbers[i] = static_cast<int>(PyLong_AsLong(args[5 + i]));
     if (numbers[i] == -1 && PyErr_Occurred()) return nullptr;
   }
-  return fv_arm(args[0], args[1], args[2], args[3], args[4], numbers[0], numbers[1], numbers[2], numbers[3]);
+  return fv_arm(args[0], args[1], args[2], args[3], args[4], numbers[0], numbers[1], numbers[2], numbers[3],
+                numbers[4], args[10], args[11]);
 }
 
 PyObject* py_finish(PyObject*, PyObject* const* args, Py_ssize_t n) {
@@ -869,16 +1053,17 @@ PyObject* py_walk(PyObject*, PyObject* const* args, Py_ssize_t n) {
 
 PyMethodDef methods[] = {
     FV_METHOD(tag, "tag(out, first_new, make_tag, func, where): fv_tag"),
-    FV_METHOD(arm, "arm(roots, chain, ids, dead_append, fallback, sample, bins, values_cap, chain_cap): fv_arm"),
+    FV_METHOD(arm, "arm(roots, chain, ids, dead_append, fallback, sample, bins, values_cap, chain_cap, device, "
+                   "device_add, device_add_leaf): fv_arm"),
     FV_METHOD(finish, "finish(pass) -> (nids, leaves, faults): fv_finish"),
     FV_METHOD(rows, "rows(pass) -> rows: fv_rows"),
     FV_METHOD(forget, "forget(pass, gone) -> rows left: fv_forget"),
     FV_METHOD(summary, "summary(pass, slot) -> summary: fv_summary"),
     FV_METHOD(walk, "walk(roots, cap) -> (signature, found, ids): fv_walk"),
-    FV_METHOD(node_stats, "node_stats(pass, ids) -> [(position, numel, min, max, sum, norm)]: fv_node_stats"),
+    FV_METHOD(node_stats, "node_stats(pass, ids) -> (bytes, [(position, summary)]): fv_node_stats"),
     {nullptr, nullptr, 0, nullptr},
 };
 
 }  // namespace
 
-FV_MODULE(_grad_hooks, "forgeviz's gradient hooks and op tags in C++ (forgeviz/_capture/native/grad_hooks.cpp)", 8)
+FV_MODULE(_grad_hooks, "forgeviz's gradient hooks and op tags in C++ (forgeviz/_capture/native/grad_hooks.cpp)", 9)
