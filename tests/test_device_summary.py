@@ -463,6 +463,24 @@ def test_ops_each_path_issues():
     pending.flush()
 
 
+def test_a_multi_tensor_launch_reuses_its_table_for_the_same_gradients():
+    """The multi-tensor launch's table (data pointers, numels, rows) goes up once for a batch of the same
+    addresses (a training loop's steps) and afresh for others; its numbers are always the batch's own."""
+    pending = DeviceSummaries(triton=False)
+    tables = []
+    pending._triton = lambda flat, row: None
+    pending._triton_many = lambda table, n, most, dtype, rows: tables.append(table)
+    pending._interpreted = True  # (what lets the Triton path take CPU tensors)
+    grads = [torch.randn(30, 20), torch.randn(7)]
+    for batch in (grads, grads, [torch.randn(30, 20), grads[1]]):
+        for g in batch:
+            pending.add(g)
+        pending.flush()
+        want = [g.data_ptr() for g in batch] + [g.numel() for g in batch] + [0, 1]
+        assert tables[-1].tolist() == want
+    assert tables[1] is tables[0] and tables[2] is not tables[0]
+
+
 def test_bins_are_the_dtypes_edges():
     e = edges(torch.float16)
     assert len(e) == BINS + 1 and e[0] == -65504.0 and e[-1] == 65504.0 and e == sorted(e)

@@ -103,6 +103,7 @@ class _Buffer:
         # (first row, the gradients' numels) → the batch's index tensors on this device: a training loop's
         # batches are the same every step, so they go up once (bounded: cleared when full)
         self.indices: dict = {}
+        self.tables: dict = {}  # the same for Triton's multi-tensor launches: (pointers, numels, base) → table
         self.side_hosts: dict = {}
         self.one = torch.ones((), dtype=torch.float64, device=device)
         blank = [0.0] * ROW
@@ -157,7 +158,7 @@ BATCH_NUMEL = 1 << 18
 # temporaries of its size (about 40 bytes an element: 40 MiB at most).
 BATCH_ELEMENTS = 1 << 20
 BATCH_TENSORS = 512
-BATCH_INDICES = 256  # batches whose index tensors (a few KiB each) are kept on the device
+BATCH_INDICES = 256  # batches whose index tensors (a few KiB each), and launches whose tables, are kept on the device
 class DeviceSummaries:
     """Summaries of gradients, computed where they live and read back once per backward pass.
 
@@ -337,9 +338,16 @@ class DeviceSummaries:
         with untraced(), torch.no_grad():
             buffer = self._buffer(device)
             base = buffer.reserve(len(items))
-            # data pointers, numels, rows: sent from pinned memory, non_blocking (no wait)
-            table = _to_device([f.data_ptr() for f, _ in items] + [f.numel() for f, _ in items]
-                               + list(range(base, base + len(items))), torch.int64, device)
+            # data pointers, numels, rows: sent from pinned memory, non_blocking (no wait); kept for the next
+            # pass with the same ones (a training loop's allocator gives its gradients the same addresses
+            # each step: no pinned block and no copy then)
+            numbers = (*(f.data_ptr() for f, _ in items), *(f.numel() for f, _ in items), base)
+            table = buffer.tables.get(numbers)
+            if table is None:
+                if len(buffer.tables) >= BATCH_INDICES:
+                    buffer.tables.clear()
+                table = buffer.tables[numbers] = _to_device(
+                    [*numbers[:-1], *range(base, base + len(items))], torch.int64, device)
             self._triton_many(table, len(items), max(f.numel() for f, _ in items), dtype, buffer.rows)
             self._rows.extend((summary, buffer, base + i, None) for i, (_, summary) in enumerate(items))
 
