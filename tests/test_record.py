@@ -16,6 +16,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Optional
 
 import pytest
 import torch
@@ -34,12 +35,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _torchrun(tmp: Path, mode: str, *options: str) -> subprocess.CompletedProcess:
-    """record_ranks.py ``mode`` on two gloo ranks under ``python -m forgeviz record [options]``."""
+def _torchrun(tmp: Path, mode: str, *options: str, env: Optional[dict] = None) -> subprocess.CompletedProcess:
+    """record_ranks.py ``mode`` on two gloo ranks under ``python -m forgeviz record [options]`` (``env``: more
+    environment)."""
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
                "--master-port", str(_free_port()), "-m", "forgeviz", "record", "-o", str(tmp / "run"), *options,
                "--", str(SCRIPT), str(tmp), mode]
-    return subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=120)
+    return subprocess.run(command, env={**ENV, **(env or {})}, capture_output=True, text=True, timeout=120)
 
 
 def _torch_norms(tmp: Path, rank: int) -> dict[int, dict[str, float]]:
@@ -101,10 +103,12 @@ def test_rank_that_diverges_is_flagged(tmp_path):
     assert "step 3" in finding.message
 
 
-def test_nonfinite_gradient_on_one_rank_is_found(tmp_path):
+@pytest.mark.parametrize("summaries", ["", "device"], ids=["cpu-path", "device-path"])
+def test_nonfinite_gradient_on_one_rank_is_found(tmp_path, summaries):
     """The doctor's nonfinite-grad, recorded headless: rank 1's backward at step 2 goes NaN at a sqrt (its
-    local gradients, before the all-reduce); after the all-reduce both ranks apply NaN gradients."""
-    done = _torchrun(tmp_path, "nan")
+    local gradients, before the all-reduce); after the all-reduce both ranks apply NaN gradients. With
+    FORGEVIZ_SUMMARIES=device, as on a GPU: the native hooks keep the device path's summaries, NaN ones too."""
+    done = _torchrun(tmp_path, "nan", env={"FORGEVIZ_SUMMARIES": summaries})
     assert done.returncode == 0, done.stderr[-3000:]
     run = forgeviz.open(tmp_path / "run")
     mine = {rank: _torch_norms(tmp_path, rank) for rank in run.ranks}
@@ -120,9 +124,13 @@ def test_nonfinite_gradient_on_one_rank_is_found(tmp_path):
     param = by_kind[(False, 2)]
     assert (param.kind, param.ranks, param.parameter, param.module) == ("nonfinite-grad", (0, 1), "module.0.weight",
                                                                          "module.0")
-    # rank 1's Node rows at step 2 include the NaN ones the native hooks handed to Python
-    nodes = run.frame().query("kind == 'node' and rank == 1 and step == 2")
-    assert nodes[nodes.name == "SqrtBackward0"].norm.notna().all() and nodes.norm.isna().any()
+    # rank 1's Node rows at step 2 include the NaN ones (the CPU path hands them to Python); at step 1, every
+    # Node that received a gradient has its row, finite
+    nodes = run.frame().query("kind == 'node' and rank == 1")
+    assert nodes[(nodes.step == 2) & (nodes.name == "SqrtBackward0")].norm.notna().all()
+    assert nodes[nodes.step == 2].norm.isna().any()
+    first = nodes[nodes.step == 1]
+    assert {"AddmmBackward0", "GeluBackward0"} <= set(first.name) and first.norm.map(math.isfinite).all()
 
 
 def test_fsdp2_two_ranks(tmp_path):
