@@ -4,7 +4,7 @@
 # sync capture tests compile (all four by default, in this order: the likeliest to matter first, since a
 # lease is short) cadence (%fv grads each / every 10 / shown) profile (bench_capture.py profile: where the
 # default arm's time goes) kernels (bench_kernels.py: the summary kernels against torch's reads, ~15 s)
-# (those three not by default). With FORGEVIZ_BENCH_ROUNDS=3 allow ~300 s for sync + capture (an outer
+# (those three not by default). With FORGEVIZ_BENCH_ROUNDS=3 allow ~330 s for sync + capture (an outer
 # timeout of 200 s cut the GPT-2 arms once). The native libraries are built first, so that no arm is timed
 # while they build. Figures go to stdout and to $OUT/gpu.log if $OUT is set.
 #
@@ -43,9 +43,9 @@ what=${*:-sync capture tests compile}
           -k "cuda or compile" test_memory_cuda.py test_record_memory.py test_compile.py test_graph.py test_strides.py test_broadcast.py \
           test_panel.py test_doctor.py test_summary.py) ;;
       capture)
-        timeout 90 $py tests/benchmarks/bench_capture.py 256 32 cuda
-        timeout 150 $py tests/benchmarks/bench_capture.py gpt2 cuda
-        timeout 120 $py tests/benchmarks/bench_capture.py resnet cuda ;;
+        timeout 100 $py tests/benchmarks/bench_capture.py 256 32 cuda
+        timeout 180 $py tests/benchmarks/bench_capture.py gpt2 cuda
+        timeout 140 $py tests/benchmarks/bench_capture.py resnet cuda ;;
       profile)  # where the default arm's time goes: not by default (its figures are places to look, not ratios)
         for m in gpt2 resnet mlp; do timeout 120 $py tests/benchmarks/bench_capture.py profile $m cuda; done ;;
       compile) timeout 300 $py tests/benchmarks/bench_compile.py cuda inductor ;;
