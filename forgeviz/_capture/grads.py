@@ -691,6 +691,8 @@ class BackwardRecorder:
         # device path they call device.add per gradient, not a Python hook per Node: GPT-2's backward on an H100
         # ran 532 Python hooks a step, and its GPU waited on them.
         device_code = _DEVICE_CODES.get(on_device)
+        if device_code == _DEVICE_CUDA and not torch.cuda.is_initialized():
+            device_code = _DEVICE_NONE  # (no CUDA tensor yet: the C++ hooks then check no gradient's device)
         native_ok = only is None and deferred is _on_device and device_code is not None and not _compiled_autograd()
         lib = native.hooks() if native_ok else None
         if lib is not None:
