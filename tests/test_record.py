@@ -278,6 +278,34 @@ def test_a_step_that_calls_super_step_counts_once(tmp_path):
         assert len(got) == 2 and sorted(got.values()) == pytest.approx(sorted(norms.values()), rel=1e-12)
 
 
+def test_node_rows_wait_for_a_read_back_that_lags(tmp_path, monkeypatch):
+    """On a GPU a pass's summaries arrive when its copy's event says so, a step or more later: a segment
+    written before that waits for them (once, after the optimizer step), so every Node has its row. Here the
+    device path runs on the CPU (FORGEVIZ_SUMMARIES=device) with its read-back held back until wait()."""
+    from forgeviz._capture.device_summary import DeviceSummaries
+
+    monkeypatch.setenv("FORGEVIZ_SUMMARIES", "device")
+    poll = DeviceSummaries.poll
+    monkeypatch.setattr(DeviceSummaries, "poll", lambda self: not self._reading)  # the copy never done...
+    monkeypatch.setattr(DeviceSummaries, "wait", lambda self: poll(self))  # ...until waited for
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    outputs = []  # torch's gradient of the loss's input Node, per step: the loss's own grad_fn receives 1
+    with forgeviz.record(tmp_path / "run"):
+        for k in range(3):
+            opt.zero_grad()
+            y = net(torch.full((2, 4), float(k + 1)))
+            y.register_hook(lambda g: outputs.append(g.double().norm().item()))
+            y.square().sum().backward()
+            opt.step()
+    nodes = forgeviz.open(tmp_path / "run").frame().query("kind == 'node'")
+    assert sorted(set(nodes.step)) == [1, 2, 3] and nodes.norm.notna().all()
+    for step, want in enumerate(outputs, 1):  # what reached the last Linear's AddmmBackward0
+        got = nodes[(nodes.step == step) & (nodes.name == "AddmmBackward0")].norm
+        assert any(g == pytest.approx(want, rel=1e-12) for g in got), (step, list(got), want)
+
+
 def test_the_command_says_when_the_native_helpers_are_not_built(tmp_path):
     """A fresh machine's `python -m forgeviz record`: the native libraries are not built (an empty cache), so
     the run takes the Python paths. The command says so once, with the command that builds them, and

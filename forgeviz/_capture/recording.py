@@ -345,6 +345,8 @@ class Recorder:
         self._rows: dict[str, list] = {GRADS: [], STEPS: [], FINDINGS: []}
         self._later_rows = 0  # about how many rows the _Later items in self._rows[GRADS] build
         self._later = False  # whether self._rows[GRADS] holds a _Later (one may build no row: none counted)
+        # whether one of them holds summaries of the device path, whose numbers come with a pass's read-back
+        self._later_on_device = False
         self._names: dict[int, tuple] = {}  # id(parameter) -> (weakref, name, module path)
         self._graphs: dict[tuple, tuple] = {}  # signature -> (graph id or None, ((name, module) per Node))
         self._pending: Optional[tuple] = None  # (graph id, Node ids, described) of a backward under way
@@ -569,6 +571,12 @@ class Recorder:
         """Hand what waits to the writer; ``step``: the step the CUDA entries taken now belong to, unless
         stamped (the one that just ended; by default the one under way)."""
         self._last_flush = time.perf_counter()
+        if self._later_on_device:
+            # every pass's read-back done first (on CUDA the last pass's copy, queued behind its backward: a wait
+            # once a segment, after an optimizer step, never inside backward), so that no Node row goes unwritten
+            with boundary(self.session.fault, "reading the device's gradient summaries back"):
+                self.session.recorder.device.wait()
+            self._later_on_device = False
         for name, rows in self._rows.items():
             if rows:
                 if name == GRADS and self._later:  # (rows the writer's thread builds first)
@@ -712,6 +720,7 @@ class Recorder:
             stats, on_device = source.node_stats(ids)
             count = len(stats) // NODE_STATS_SIZE + len(on_device)
             self._rows[GRADS].append(_Later(_node_rows, (self.step, graph, described, stats, on_device), count))
+            self._later_on_device = self._later_on_device or bool(on_device)
             self._later_rows += count
             self._later = True
             return
