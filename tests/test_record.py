@@ -278,13 +278,18 @@ def test_a_step_that_calls_super_step_counts_once(tmp_path):
         assert len(got) == 2 and sorted(got.values()) == pytest.approx(sorted(norms.values()), rel=1e-12)
 
 
-def test_node_rows_wait_for_a_read_back_that_lags(tmp_path, monkeypatch):
+@pytest.mark.parametrize("hooks", ["native", "python"])
+def test_node_rows_wait_for_a_read_back_that_lags(tmp_path, monkeypatch, hooks):
     """On a GPU a pass's summaries arrive when its copy's event says so, a step or more later: a segment
     written before that waits for them (once, after the optimizer step), so every Node has its row. Here the
     device path runs on the CPU (FORGEVIZ_SUMMARIES=device) with its read-back held back until wait()."""
     from forgeviz._capture.device_summary import DeviceSummaries
 
+    from forgeviz._capture import native
+
     monkeypatch.setenv("FORGEVIZ_SUMMARIES", "device")
+    if hooks == "python":  # as without the native library
+        monkeypatch.setattr(native, "hooks", lambda: None)
     poll = DeviceSummaries.poll
     monkeypatch.setattr(DeviceSummaries, "poll", lambda self: not self._reading)  # the copy never done...
     monkeypatch.setattr(DeviceSummaries, "wait", lambda self: poll(self))  # ...until waited for

@@ -725,17 +725,25 @@ class Recorder:
             self._later = True
             return
         rows = self._rows[GRADS]  # Python hooks: from the session's records
+        later = []  # (position, summary) of those whose numbers are still to come (the device path's)
         for position, nid in enumerate(ids):
             grads = store.get(nid) if nid is not None else None
             if not grads or not grads.records or grads.records[-1].backward_index != store.recorded:
                 continue
             outputs = grads.records[-1].grad_outputs
             s = outputs[0] if outputs else None
-            if s is None or s.norm is None:
+            if s is None:
+                continue
+            if s.norm is None:
+                later.append((position, s))
                 continue
             name, module = described[position]
             rows.append((self.step, NODE, name, module, _num(s.norm), _num(s.min), _num(s.max), _num(s.mean),
                          s.numel, None, None, graph, position))
+        if later:
+            rows.append(_Later(_node_rows, (self.step, graph, described, b"", later), len(later)))
+            self._later_on_device, self._later = True, True
+            self._later_rows += len(later)
 
 
     def _nonfinite_node(self, first: tuple, graph: int, ids: list, described: tuple) -> None:
