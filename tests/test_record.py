@@ -283,9 +283,8 @@ def test_node_rows_wait_for_a_read_back_that_lags(tmp_path, monkeypatch, hooks):
     """On a GPU a pass's summaries arrive when its copy's event says so, a step or more later: a segment
     written before that waits for them (once, after the optimizer step), so every Node has its row. Here the
     device path runs on the CPU (FORGEVIZ_SUMMARIES=device) with its read-back held back until wait()."""
-    from forgeviz._capture.device_summary import DeviceSummaries
-
     from forgeviz._capture import native
+    from forgeviz._capture.device_summary import DeviceSummaries
 
     monkeypatch.setenv("FORGEVIZ_SUMMARIES", "device")
     if hooks == "python":  # as without the native library
