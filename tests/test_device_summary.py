@@ -349,25 +349,36 @@ def test_native_hooks_take_the_device_path_as_python_hooks_do(monkeypatch, fresh
         assert numbers(s) == numbers(python.store.leaf_history(p).values[-1])
 
 
-def test_native_device_path_finds_the_first_nonfinite_node(monkeypatch):
+@pytest.mark.parametrize("read_back", ["at-once", "later"])
+def test_native_device_path_finds_the_first_nonfinite_node(monkeypatch, read_back):
     """On the device path the native hooks keep a NaN gradient's summary (the CPU path hands it to Python):
-    the first Node whose gradients went non-finite is found from the pass's rows once the numbers are in."""
+    the first Node whose gradients went non-finite is found from the pass's rows once the numbers are in: at
+    the pass's end on the CPU, or, as on CUDA, when a later poll finds its copy done ("later": the read-back
+    held back until wait()). With Python hooks, from their records, the same way."""
+    from forgeviz._capture.grads import iter_graph, node_id
     monkeypatch.setenv("FORGEVIZ_SUMMARIES", "device")
     monkeypatch.setenv("FORGEVIZ_TRITON", "0")
-    from forgeviz._capture.grads import iter_graph, node_id
+    if read_back == "later":
+        poll = DeviceSummaries.poll
+        monkeypatch.setattr(DeviceSummaries, "poll", lambda self: not self._reading)
+        monkeypatch.setattr(DeviceSummaries, "wait", lambda self: poll(self))
     x = torch.tensor([1.0, 4.0, 9.0], requires_grad=True)
     w = torch.tensor([0.0, 1.0, 2.0], requires_grad=True)
     marked = []  # the passes whose first non-finite Node was found among native rows
     mark = GradStore.mark_first_nonfinite
     monkeypatch.setattr(GradStore, "mark_first_nonfinite",
-                        lambda store, index: (marked.append(index), mark(store, index)))
+                        lambda store, index, source: (marked.append(index), mark(store, index, source))[1])
     for python_hooks in (False, True):
         loss = (torch.sqrt(w) * x).sum() * 2  # d sqrt(w)/dw at w = 0: infinity, from SqrtBackward0 on
         recorder = BackwardRecorder(GradStore(), pytest.fail)
         index = one_pass(recorder, loss, python_hooks, monkeypatch)
+        if read_back == "later":
+            assert recorder.store.first_nonfinite(index) is None and not recorder.store.nonfinite_found
+            recorder.device.wait()
         assert marked == ([] if python_hooks else [index])
         marked.clear()
         nid, record = recorder.store.first_nonfinite(index)
+        assert list(recorder.store.nonfinite_found) == [(index, nid)]
         names = {node_id(n): type(n).__name__ for n in iter_graph([loss.grad_fn])}
         assert names[nid] == "SqrtBackward0", python_hooks
         assert record.grad_inputs[0].inf_count == 1 and record.grad_outputs[0].inf_count == 0

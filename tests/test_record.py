@@ -281,8 +281,9 @@ def test_a_step_that_calls_super_step_counts_once(tmp_path):
 @pytest.mark.parametrize("hooks", ["native", "python"])
 def test_node_rows_wait_for_a_read_back_that_lags(tmp_path, monkeypatch, hooks):
     """On a GPU a pass's summaries arrive when its copy's event says so, a step or more later: a segment
-    written before that waits for them (once, after the optimizer step), so every Node has its row. Here the
-    device path runs on the CPU (FORGEVIZ_SUMMARIES=device) with its read-back held back until wait()."""
+    written before that waits for them (once, after the optimizer step), so every Node has its row, and the
+    backward that went NaN (step 2) gets its finding. Here the device path runs on the CPU
+    (FORGEVIZ_SUMMARIES=device) with its read-back held back until wait()."""
     from forgeviz._capture import native
     from forgeviz._capture.device_summary import DeviceSummaries
 
@@ -301,13 +302,22 @@ def test_node_rows_wait_for_a_read_back_that_lags(tmp_path, monkeypatch, hooks):
             opt.zero_grad()
             y = net(torch.full((2, 4), float(k + 1)))
             y.register_hook(lambda g: outputs.append(g.double().norm().item()))
-            y.square().sum().backward()
+            loss = y.square().sum()
+            if k == 1:
+                loss = loss + (y[:, :1] * 0).sqrt().sum()  # adds 0; its backward: sqrt'(0) = inf, times 0: NaN
+            loss.backward()
+            if k == 1:
+                opt.zero_grad()  # (a step that applies nothing: the weights stay finite)
             opt.step()
-    nodes = forgeviz.open(tmp_path / "run").frame().query("kind == 'node'")
-    assert sorted(set(nodes.step)) == [1, 2, 3] and nodes.norm.notna().all()
+    run = forgeviz.open(tmp_path / "run")
+    nodes = run.frame().query("kind == 'node'")
+    assert sorted(set(nodes.step)) == [1, 2, 3] and nodes[nodes.step != 2].norm.notna().all()
     for step, want in enumerate(outputs, 1):  # what reached the last Linear's AddmmBackward0
-        got = nodes[(nodes.step == step) & (nodes.name == "AddmmBackward0")].norm
-        assert any(g == pytest.approx(want, rel=1e-12) for g in got), (step, list(got), want)
+        if step != 2:
+            got = nodes[(nodes.step == step) & (nodes.name == "AddmmBackward0")].norm
+            assert any(g == pytest.approx(want, rel=1e-12) for g in got), (step, list(got), want)
+    [finding] = [f for f in run.findings if f.node is not None]
+    assert (finding.kind, finding.step, finding.node) == ("nonfinite-grad", 2, "SqrtBackward0"), run.findings
 
 
 def test_the_command_says_when_the_native_helpers_are_not_built(tmp_path):

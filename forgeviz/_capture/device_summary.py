@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import os
 import weakref
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 import torch
@@ -193,7 +193,6 @@ class DeviceSummaries:
         self._triton, self._triton_many = _triton_kernels() if triton is None or triton else (None, None)
         self.summarised = 0  # gradients summarised so far (each counted once per pass)
         self.held = 0  # the most elements a batch held, this object's lifetime (bench_capture.py ops)
-        self.nonfinite = 0  # summaries filled so far that counted NaN or infinity (a pass's: the change)
         self._interpreted = os.environ.get("TRITON_INTERPRET") == "1"  # Triton then runs on CPU tensors too
 
     def __bool__(self) -> bool:
@@ -351,10 +350,12 @@ class DeviceSummaries:
             self._triton_many(table, len(items), max(f.numel() for f, _ in items), dtype, buffer.rows)
             self._rows.extend((summary, buffer, base + i, None) for i, (_, summary) in enumerate(items))
 
-    def flush(self) -> None:
+    def flush(self, on_nonfinite: Optional[Callable[[], None]] = None) -> None:
         """End of a backward pass: the parameters' ``.grad`` and the waiting batches reduced, then one
         copy per device of its rows to the host. On CPU the summaries are filled now; on CUDA the copy
-        is ``non_blocking`` into pinned memory and ``poll()`` fills them once its event says it is done."""
+        is ``non_blocking`` into pinned memory and ``poll()`` fills them once its event says it is done.
+        ``on_nonfinite()`` is called when they are filled, if one of them counted NaN or infinity (once per
+        device that had such a gradient)."""
         self.wait()  # the previous pass's copy: long done by now, and its host memory is reused
         leaves, self._leaves = self._leaves, []
         if leaves:
@@ -393,14 +394,14 @@ class DeviceSummaries:
                     side[:used].copy_(blank)
                 mine = {id(item[0]) for item in items}  # the views whose numbers come with this copy
                 self._reading.append((event, buffer, items, host, sides,
-                                      [pair for pair in views if id(pair[0]) in mine]))
+                                      [pair for pair in views if id(pair[0]) in mine], on_nonfinite))
         self.poll()
 
     def poll(self) -> bool:
         """Fill the summaries whose copy is done; True when none is left in flight."""
         still = []
         for reading in self._reading:
-            event, buffer, items, host, sides, views = reading
+            event, buffer, items, host, sides, views, on_nonfinite = reading
             if event is not None and not event.query():
                 still.append(reading)
                 continue
@@ -411,13 +412,15 @@ class DeviceSummaries:
             counts = rows[:, _BUCKETS:_VALUES].astype(np.int64).tolist()
             values = rows[:, _VALUES:].tolist() if any(item[0].numel <= SMALL_NUMEL for item in items) else None
             extremes = {dtype: side.tolist() for dtype, side in sides.items()}
+            nonfinite = False
             for summary, _, index, side in items:
                 _fill(summary, stats[index], counts[index], values[index] if values is not None else None,
                       None if side is None else extremes[side][index])
-                if summary.nan_count or summary.inf_count:
-                    self.nonfinite += 1
+                nonfinite = nonfinite or bool(summary.nan_count or summary.inf_count)
             for first, view in views:
                 _share(first, view)
+            if nonfinite and on_nonfinite is not None:
+                on_nonfinite()
         self._reading = still
         return not still
 

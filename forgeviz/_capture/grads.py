@@ -253,6 +253,9 @@ class GradStore:
         self.pinned: Callable[[], set] = set  # the session names the ids its views show
         self.prune_every = prune_every
         self.dead: deque = deque()  # ids of recorded Nodes that died since the last prune
+        # (pass, Node id) of each pass's first Node whose gradients went non-finite, as found (on CUDA, a poll
+        # after the pass): recording.py takes them
+        self.nonfinite_found: deque = deque(maxlen=64)
         self._dead_but_shown: set[int] = set()
 
     @property
@@ -383,22 +386,36 @@ class GradStore:
                 return source
         return None
 
-    def mark_first_nonfinite(self, index: int) -> None:
-        """Give the first Node of native pass ``index`` (in the order backward ran them) whose gradients are
-        not all finite its ``first_nonfinite_pass``, from the device path's summaries (filled since the pass
-        ended). Reads the passes that wait: only for a pass that went NaN or infinite.
+    def mark_first_nonfinite(self, index: int, source: NativePass) -> Optional[int]:
+        """Give the first Node of native pass ``index`` (``source``; in the order backward ran them) whose
+        gradients are not all finite its ``first_nonfinite_pass``, from the device path's summaries (filled
+        since the pass ended); returns its id, or None. Reads the passes that wait: only for a pass that went
+        NaN or infinite.
 
-        >>> GradStore().mark_first_nonfinite(1)  # no such pass: nothing to do
+        >>> class Source:
+        ...     def rows(self): return [(7, (), ())]
+        >>> GradStore().mark_first_nonfinite(1, Source()) is None  # no Node with a gradient: nothing to mark
+        True
         """
         found = next((batch for batch in self._unread if batch[0] == index), None)
-        if found is None:
-            return
-        _, source, made, _ = found
+        made = found[2] if found is not None else {}  # (a pass read already: its summaries made again)
         first = next((nid for nid, outs, ins in source.rows()
                       if has_nonfinite([_made(source, made, k) for k in outs + ins])), None)
         entry = self.get(first) if first is not None else None
-        if entry is not None:
-            entry.first_nonfinite_pass = index
+        return self.found_nonfinite(index, first, entry) if entry is not None else None
+
+    def found_nonfinite(self, index: int, nid: int, entry: NodeGrads) -> int:
+        """Node ``nid`` (its ``entry``) was pass ``index``'s first whose gradients went NaN or infinite: so marked,
+        and told to ``nonfinite_found`` (a recording, whose device summaries' numbers came after the pass). Returns
+        ``nid``.
+
+        >>> store = GradStore(); entry = store.add(7, GradRecord(3, [], []))
+        >>> store.found_nonfinite(3, 7, entry), entry.first_nonfinite_pass, list(store.nonfinite_found)
+        (7, 3, [(3, 7)])
+        """
+        entry.first_nonfinite_pass = index
+        self.nonfinite_found.append((index, nid))
+        return nid
 
     def python_recorded(self, index: int) -> list[tuple[int, NodeGrads]]:
         """(Node id, entry) of the Nodes recorded in Python in pass ``index`` (all of them without the native
@@ -588,7 +605,7 @@ class BackwardRecorder:
         pending = DeferredSummaries()
         device = self.device
         device.poll()
-        recorded: list = []  # (entry, record) in the order backward ran the Nodes
+        recorded: list = []  # (Node id, entry, record) in the order backward ran the Nodes
         nonfinite = False  # a summary so far counted NaN or infinity
         ref = weakref.ref
 
@@ -634,7 +651,7 @@ class BackwardRecorder:
                             for i, g in enumerate(grad_inputs)])
                     record = GradRecord(index, [summary(g) for g in grad_outputs], ins)
                     entry = add(nid, record)
-                    recorded.append((entry, record))
+                    recorded.append((nid, entry, record))
                     out = grad_outputs[0] if grad_outputs else None
                     # Its saved tensors live until this hook returns. Numbers, not tensors, are kept (a
                     # tensor per Node of a 10,000-op loop would outlive the loop); on an accelerator,
@@ -748,26 +765,33 @@ class BackwardRecorder:
                 nids, leaves, faults = lib.finish(armed)
                 for message in faults:
                     fault(message)
-                store.add_unread(index, NativePass(lib, armed), nids, leaves)
-            summarised_on_device = bool(device)
-            nonfinite_on_device = False
-            if summarised_on_device:
-                # CPU: filled now. CUDA: when the copy's event says so (device.poll()); the first
-                # non-finite Node below is then found among the filled ones only.
-                nonfinite_before = device.nonfinite
-                device.flush()
-                nonfinite_on_device = device.nonfinite != nonfinite_before
-            if pending:
+                native_pass.append(NativePass(lib, armed))
+                store.add_unread(index, native_pass[0], nids, leaves)
+            if device:
+                # CPU: filled now. CUDA: when the copy's event says so (a later device.poll()), and the first
+                # non-finite Node is found then
+                device.flush(on_nonfinite=first_nonfinite)
+            waited = bool(pending)
+            if waited:
                 pending.flush()
-            elif not nonfinite and not summarised_on_device:
+            if nonfinite or waited:
+                first_nonfinite()
+
+        native_pass: list = []  # the pass as the native hooks recorded it, once finished
+        marked: list = []  # (this pass's first non-finite Node is found once)
+
+        def first_nonfinite() -> None:
+            """The first Node, in the order backward ran them, whose gradients are not all finite: among the
+            Python hooks' Nodes (the native hooks hand over each CPU gradient that is not), else among the
+            native hooks' rows (the device path's summaries stay there)."""
+            if marked:
                 return
-            # The first Node, in the order backward ran them, whose gradients are not all finite (the
-            # native hooks hand over each CPU gradient that is not; they keep the device path's summaries).
-            for entry, record in recorded:
-                if has_nonfinite(record.grad_inputs + record.grad_outputs):
-                    entry.first_nonfinite_pass = index
-                    return
-            if armed is not None and nonfinite_on_device:  # the native hooks' rows, with the device's numbers
-                store.mark_first_nonfinite(index)
+            with boundary(fault, "finding the first non-finite gradient"):
+                for nid, entry, record in recorded:
+                    if has_nonfinite(record.grad_inputs + record.grad_outputs):
+                        marked.append(store.found_nonfinite(index, nid, entry))
+                        return
+                if native_pass and store.mark_first_nonfinite(index, native_pass[0]) is not None:
+                    marked.append(index)
 
         return finish

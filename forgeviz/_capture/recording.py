@@ -70,6 +70,7 @@ SEGMENT_SECONDS = 2.0  # ...or this long after the last one (what a SIGKILL can 
 BUDGET_BYTES = 256 * 2**20
 MAX_GRAPHS = 32  # distinct graphs recorded per rank, at most
 GRAPH_NODES = 20_000
+PASSES_KEPT = 8  # recent backward passes whose first non-finite Node can still be told (GradStore.nonfinite_found's)
 
 
 def rank_and_world() -> tuple[int, int]:
@@ -347,6 +348,9 @@ class Recorder:
         self._later = False  # whether self._rows[GRADS] holds a _Later (one may build no row: none counted)
         # whether one of them holds summaries of the device path, whose numbers come with a pass's read-back
         self._later_on_device = False
+        # step, graph, ids and described of the recent recorded backward passes, by pass: a pass's first non-finite
+        # Node may be found after it (on CUDA, when its read-back is done)
+        self._passes: dict[int, tuple] = {}
         self._names: dict[int, tuple] = {}  # id(parameter) -> (weakref, name, module path)
         self._graphs: dict[tuple, tuple] = {}  # signature -> (graph id or None, ((name, module) per Node))
         self._pending: Optional[tuple] = None  # (graph id, Node ids, described) of a backward under way
@@ -577,6 +581,8 @@ class Recorder:
             with boundary(self.session.fault, "reading the device's gradient summaries back"):
                 self.session.recorder.device.wait()
             self._later_on_device = False
+            if self.session.store.nonfinite_found:  # (found as the read-back filled them)
+                self._nonfinite_nodes()
         for name, rows in self._rows.items():
             if rows:
                 if name == GRADS and self._later:  # (rows the writer's thread builds first)
@@ -704,14 +710,18 @@ class Recorder:
         pending, self._pending = self._pending, None
         store = self.session.store
         if pending is None or store.recorded != store.passes:
+            if store.nonfinite_found:
+                self._nonfinite_nodes()
             return
         graph, ids, described = pending
         index = store.recorded
+        passes = self._passes
+        passes[index] = (self.step, graph, ids, described)
+        if len(passes) > PASSES_KEPT:
+            del passes[next(iter(passes))]
+        if store.nonfinite_found:  # this pass's, found as it ended, or an earlier one's, found since (CUDA)
+            self._nonfinite_nodes()
         handed = store.python_recorded(index)  # (with the native hooks, mostly none: nothing more to do)
-        if handed:
-            nonfinite = store.first_nonfinite(index, handed)
-            if nonfinite is not None:
-                self._nonfinite_node(nonfinite, graph, ids, described)
         source = store.unread_pass(index)
         if source is not None:  # the native hooks' numbers: one call for the five numbers a Node row keeps
             if handed:
@@ -746,15 +756,27 @@ class Recorder:
             self._later_rows += len(later)
 
 
-    def _nonfinite_node(self, first: tuple, graph: int, ids: list, described: tuple) -> None:
-        """The doctor's ``nonfinite-grad`` finding for this backward."""
-        nid, record = first
+    def _nonfinite_nodes(self) -> None:
+        """The doctor's ``nonfinite-grad`` finding of each recorded backward whose first non-finite Node the
+        store found since (``GradStore.nonfinite_found``: at the pass's end, or on CUDA once its read-back came)."""
+        store = self.session.store
+        found = store.nonfinite_found
+        while found:
+            index, nid = found.popleft()
+            known = self._passes.get(index)
+            entry = store.get(nid) if known is not None else None
+            record = next((r for r in reversed(entry.records) if r.backward_index == index), None) if entry else None
+            if record is not None:
+                self._nonfinite_node(nid, record, *known)
+
+    def _nonfinite_node(self, nid: int, record, step: int, graph: int, ids: list, described: tuple) -> None:
+        """The ``nonfinite-grad`` finding of the backward of ``step``: Node ``nid``, its ``record``."""
         k = ids.index(nid) if nid in ids else None
         name, module = described[k] if k is not None else ("a Node", None)
         received = not any(s is not None and (s.nan_count or s.inf_count) for s in record.grad_outputs)
-        self._rows[FINDINGS].append((self.step, NONFINITE, None, name, module,
+        self._rows[FINDINGS].append((step, NONFINITE, None, name, module,
                                      f"{name}{' in ' + module if module else ''} was the first Node whose gradients "
-                                     f"went NaN or infinite in the backward of step {self.step}"
+                                     f"went NaN or infinite in the backward of step {step}"
                                      + (": the gradients it received were finite, the ones it sent were not"
                                         if received else "")))
 
