@@ -407,9 +407,13 @@ ARMS = {"capture": lambda nb, name: run_capture(name), "memory_trace": lambda nb
         "notebook": run_in_notebook}
 
 
-def test_every_scenario_in_one_process(nb):
+@pytest.mark.parametrize("summaries", ["", "device"], ids=["cpu-path", "device-path"])
+def test_every_scenario_in_one_process(nb, monkeypatch, summaries):
     """Every scenario in order in this one process (compile first), off then on each way: all
-    bit-identical, each arm recorded something and logged no fault. Every failing scenario is named."""
+    bit-identical, each arm recorded something and logged no fault. Every failing scenario is named. Then
+    again with the gradients summarised as on a GPU (FORGEVIZ_SUMMARIES=device: the native hooks hand each
+    one to device_summary)."""
+    monkeypatch.setenv("FORGEVIZ_SUMMARIES", summaries)
     nb.ok("%unload_ext forgeviz")  # the reference runs have forgeviz off; the notebook arm loads it
     failures, ran, skipped = [], [], []
     print()

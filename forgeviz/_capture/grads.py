@@ -494,12 +494,13 @@ def _on_device(grad: torch.Tensor) -> bool:
 # Float gradients summarised on their device with no host read until the pass ends (device_summary.py):
 # CUDA's by default (Triton's one launch a gradient, else the batched torch ops); CPU's too with
 # FORGEVIZ_SUMMARIES=device (tests, benchmarks); none with FORGEVIZ_SUMMARIES=read (CUDA read at once,
-# a host read per gradient, as before issue 27).
+# a host read per gradient, as before issue 27). Strided ones only: a sparse gradient (an Embedding's with
+# sparse=True) has no memory of its own to reduce, and is summarised as it is, read at once.
 _ON_DEVICE_DTYPES = frozenset({torch.float32, torch.float64, torch.float16, torch.bfloat16})
 
 
 def _cuda_float(grad: torch.Tensor) -> bool:
-    return grad.is_cuda and grad.dtype in _ON_DEVICE_DTYPES
+    return grad.is_cuda and grad.dtype in _ON_DEVICE_DTYPES and grad.layout == torch.strided
 
 
 def _never(grad: torch.Tensor) -> bool:
@@ -507,7 +508,7 @@ def _never(grad: torch.Tensor) -> bool:
 
 
 def _float(grad: torch.Tensor) -> bool:
-    return grad.dtype in _ON_DEVICE_DTYPES and grad.device.type in ("cpu", "cuda")
+    return grad.dtype in _ON_DEVICE_DTYPES and grad.device.type in ("cpu", "cuda") and grad.layout == torch.strided
 
 
 no_torch_function = torch._C.DisableTorchFunction  # (a name bound once: the hooks enter it per Node)

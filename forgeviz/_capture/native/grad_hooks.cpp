@@ -185,10 +185,11 @@ struct Pass {
   std::vector<std::pair<WeakNode, uintptr_t>> hooks;
   std::vector<std::string> faults;
 
-  // Whether t goes to device_summary.py (grads.py's on_device): a float gradient on CUDA, or on the CPU
-  // too with kDeviceAll; not a tensor subclass's (its Python hook reads it with __torch_function__ off).
+  // Whether t goes to device_summary.py (grads.py's on_device): a strided float gradient on CUDA, or on
+  // the CPU too with kDeviceAll; not a tensor subclass's (its Python hook reads it with __torch_function__
+  // off), nor a sparse one (summarised as it is, read at once).
   bool to_device(const at::Tensor& t) const {
-    if (device == kDeviceNone || !t.defined()) return false;
+    if (device == kDeviceNone || !t.defined() || t.layout() != c10::kStrided) return false;
     const auto type = t.scalar_type();
     if (type != at::kFloat && type != at::kDouble && type != at::kHalf && type != at::kBFloat16) return false;
     const auto where = t.device().type();
