@@ -386,6 +386,31 @@ def test_native_device_path_finds_the_first_nonfinite_node(monkeypatch, read_bac
         x.grad = w.grad = None
 
 
+@pytest.mark.parametrize("python_hooks", [False, True], ids=["native", "python-hooks"])
+def test_autograd_grad_on_the_device_path_summarises_what_it_returns(monkeypatch, python_hooks):
+    """torch.autograd.grad runs no AccumulateGrad, so a gradient bound for a parameter without .grad is not
+    summarised as that .grad when the pass ends (it stays None) but as itself, the gradient returned."""
+    from forgeviz._capture import native
+    from forgeviz._capture.grads import node_id
+    monkeypatch.setenv("FORGEVIZ_SUMMARIES", "device")
+    monkeypatch.setenv("FORGEVIZ_TRITON", "0")
+    if python_hooks:
+        monkeypatch.setattr(native, "hooks", lambda: None)
+    x, y = torch.tensor([2.], requires_grad=True), torch.tensor([3.], requires_grad=True)
+    w, a = torch.randn(30, 20, requires_grad=True), torch.randn(30, 20)
+    z, big = x * y, w * a
+    loss = ((z + x) ** 2).sum() + big.sum()
+    recorder = BackwardRecorder(GradStore(), pytest.fail)
+    finish = recorder.arm([loss.grad_fn])
+    dx, dy, dw = torch.autograd.grad(loss, [x, y, w])
+    finish()
+    assert x.grad is None and w.grad is None and (dx.item(), dy.item()) == (64.0, 32.0)
+    mul = recorder.store.get(node_id(z.grad_fn)).records[-1]
+    assert [s.values for s in mul.grad_inputs] == [[48.0], [32.0]]
+    [to_w, _] = recorder.store.get(node_id(big.grad_fn)).records[-1].grad_inputs
+    assert close(to_w.norm, expected(dw)["norm"]) and (to_w.min, to_w.max) == (a.min().item(), a.max().item())
+
+
 def test_a_device_summary_that_fails_is_a_fault_not_a_broken_backward(monkeypatch):
     """A fault of the device path under the native hooks goes through the fault boundary: reported once per
     failure, the Node left unrecorded this pass, and backward's gradients are torch's."""

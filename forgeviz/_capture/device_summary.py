@@ -189,7 +189,8 @@ class DeviceSummaries:
         self._batches: dict = {}  # (device, dtype) → [(gradient, summary, version)], waiting to be reduced together
         self._dense: dict = {}  # the same for Triton's multi-tensor kernel: (flat memory, summary, version, gradient)
         self._batched = 0  # elements waiting in those batches
-        self._leaves: list[tuple] = []  # (summary, parameter, shape, dtype): .grad summarised when the pass ends
+        # (summary, parameter, shape, dtype, the gradient, its version; weakrefs): .grad summarised when the pass ends
+        self._leaves: list[tuple] = []
         self._triton, self._triton_many = _triton_kernels() if triton is None or triton else (None, None)
         self.summarised = 0  # gradients summarised so far (each counted once per pass)
         self.held = 0  # the most elements a batch held, this object's lifetime (bench_capture.py ops)
@@ -228,10 +229,13 @@ class DeviceSummaries:
         """The summary of the gradient that AccumulateGrad is about to make ``parameter``'s ``.grad``
         (it had none): its numbers are those of ``parameter.grad`` when the pass ends, summarised with
         the other parameters' in batches. Nothing holds ``grad`` meanwhile: a second reference would
-        make AccumulateGrad copy it instead of keeping it."""
+        make AccumulateGrad copy it instead of keeping it. (A weak one does not: when no AccumulateGrad runs,
+        as under ``torch.autograd.grad``, ``.grad`` stays None and ``grad`` itself, returned to its caller, is
+        summarised, if still alive and unchanged.)"""
         summary, new = self._summary(grad)
         if new:
-            self._leaves.append((summary, weakref.ref(parameter), grad.shape, grad.dtype))
+            self._leaves.append((summary, weakref.ref(parameter), grad.shape, grad.dtype, weakref.ref(grad),
+                                 grad._version))
         return summary
 
     def _launch(self, grad: torch.Tensor, summary: TensorSummary) -> None:
@@ -317,11 +321,13 @@ class DeviceSummaries:
         """The parameters' ``.grad`` (as accumulated: AccumulateGrad kept the incoming gradient, or copied
         it: same values): with Triton, those it reads flat join the batch's (one launch per device and
         dtype for all, when the batches are reduced); the others as any gradient."""
-        for summary, parameter, shape, dtype in leaves:
+        for summary, parameter, shape, dtype, incoming, version in leaves:
             grad = parameter()
             grad = None if grad is None else grad.grad
             if grad is None or grad.shape != shape or grad.dtype != dtype:
-                continue
+                grad = incoming()  # no AccumulateGrad ran (torch.autograd.grad): the gradient it was given
+                if grad is None or grad._version != version:
+                    continue
             if (self._triton_many is not None and self._triton_on(grad) and grad.numel()
                     and grad.layout == torch.strided and grad.dtype in _FLOATS
                     and (grad.is_contiguous() or grad.numel() > SMALL_NUMEL and _is_dense(grad))):
