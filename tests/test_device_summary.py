@@ -19,6 +19,7 @@ from test_graph import request
 from forgeviz._capture.device_summary import BINS, DeviceSummaries, edges
 from forgeviz._capture.grads import BackwardRecorder, GradStore
 from forgeviz._capture.session import get_session
+from forgeviz.model.graph import TensorSummary
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")  # read when the kernel is defined: before its import
@@ -335,6 +336,8 @@ def test_native_hooks_take_the_device_path_as_python_hooks_do(monkeypatch, fresh
     after_ours = {p: p.grad.clone() for p in model.parameters()}
     assert ours.store.unread_pass(index) is not None  # recorded in C++, read when asked
     assert ours.store.python_recorded(index) == []  # and no Node handed to a Python hook
+    # a leaf's history keeps the device path's summary itself, not the pass (which holds all of the pass's)
+    assert all(type(ours.store._leaf_history(p, False).values[-1]) is TensorSummary for p in model.parameters())
     for p in model.parameters():  # reset, so that the second pass sees what the first saw
         p.grad = None if before[p] is None else before[p].clone()
     one_pass(python, loss, True, monkeypatch)

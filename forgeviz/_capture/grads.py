@@ -305,8 +305,8 @@ class GradStore:
         the store is next read, and its leaves' histories get their entries now, each summary made
         when first read.
 
-        ``leaves``: (kind, the .grad's summary slot, a weakref to the leaf) per AccumulateGrad, a
-        slot below 0 standing for an undefined gradient.
+        ``leaves``: (kind, the .grad's summary slot, a weakref to the leaf, the summary if the device path
+        made it, else None) per AccumulateGrad, a slot below 0 standing for an undefined gradient.
 
         A pass with ``records_per_node`` newer ones loses the rows of the Nodes that each of those
         recorded too (reading would drop them for the newer ones), and ``prune`` drops those of dead
@@ -321,14 +321,16 @@ class GradStore:
         [1.0, 2.0]
         """
         made: dict = {}  # the summaries made so far, shared by every reader
-        for kind, slot, leaf_ref in leaves:
+        for kind, slot, leaf_ref, summary in leaves:
             leaf = leaf_ref()
             if leaf is None:
                 continue
             values = self._leaf_history(leaf, create=True).values
             if kind == _LEAF_WITHOUT_GRAD and values:
                 values.append(None)  # .grad was reset (zero_grad) since the last pass
-            values.append((source, made, slot) if slot >= 0 else None)  # made when the history is read
+            # made when the history is read; the device path's, made already, kept as they are (a reference to
+            # the pass would keep all its summaries)
+            values.append(summary if summary is not None else (source, made, slot) if slot >= 0 else None)
             if len(values) > LEAF_HISTORY:
                 del values[:-LEAF_HISTORY]
         unread = self._unread

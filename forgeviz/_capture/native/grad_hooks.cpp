@@ -750,7 +750,7 @@ PyObject* fv_arm(PyObject* roots, PyObject* chain, PyObject* ids, PyObject* dead
 
 // Removes the pass's hooks and returns (nids, leaves, faults): the set of the ids of the Nodes it
 // recorded, and for each AccumulateGrad recorded, in the order they ran, (kind, its .grad's summary
-// slot, a weakref to its leaf); a slot -2 stands for None. What the Nodes recorded stays here until
+// slot, a weakref to its leaf, the summary if the device path made it, else None); a slot -2 stands for None. What the Nodes recorded stays here until
 // Python reads it: fv_rows and fv_summary.
 PyObject* fv_finish(PyObject* capsule) {
   Pass* pass = pass_of(capsule);
@@ -771,7 +771,14 @@ PyObject* fv_finish(PyObject* capsule) {
       PyErr_Clear();
       continue;
     }
-    PyObject* entry = Py_BuildValue("(iiN)", row.kind, row.leaf, ref);
+    // A summary the device path made is given as it is: a leaf's history keeping it needs nothing of the
+    // pass (whose capsule holds every summary of the pass while anything refers to it)
+    PyObject* made = Py_None;
+    if (row.leaf >= 0 && pass->externals != nullptr) {
+      const Summary& s = pass->summaries[static_cast<size_t>(row.leaf)];
+      if (s.external >= 0) made = PyList_GET_ITEM(pass->externals, s.external);
+    }
+    PyObject* entry = Py_BuildValue("(iiNO)", row.kind, row.leaf, ref, made);
     PyList_Append(leaves, entry);
     Py_DECREF(entry);
   }
