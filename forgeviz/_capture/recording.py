@@ -204,8 +204,8 @@ def _native_rows(step: int, described: list, reader, job) -> list[tuple]:
 def _node_rows(step: int, graph: int, described: tuple, stats: bytes, on_device: list) -> list[tuple]:
     """The Node rows of one backward from the native hooks' ``node_stats``: six doubles per Node (its
     position, numel, min, max, sum, norm), and (position, summary) of the gradients the device path
-    summarised, after them (one whose numbers have not come back has no row: a CUDA
-    read-back is done long before a segment is written).
+    summarised, after them (their numbers are in: a segment with such rows waits for the read-back first,
+    :meth:`Recorder._flush`; one with none still has no row).
 
     >>> from forgeviz.model.graph import TensorSummary
     >>> s = TensorSummary([2], "float32", "cpu", 2, 5.0, -3.0, 4.0, 0.5)
