@@ -200,6 +200,15 @@ class DeviceSummaries:
         """Whether summaries wait for ``flush()`` or ``poll()``."""
         return bool(self._rows or self._reading or self._batched or self._leaves)
 
+    @property
+    def reading(self) -> bool:
+        """Whether a flushed pass's read-back is still in flight (on CUDA, until a ``poll()`` finds it done).
+
+        >>> DeviceSummaries().reading
+        False
+        """
+        return bool(self._reading)
+
     def _summary(self, grad: torch.Tensor) -> tuple[TensorSummary, bool]:
         """(the summary already made for ``grad`` this pass, or for another view of its memory, or a new
         one; whether it is new)."""

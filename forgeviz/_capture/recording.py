@@ -715,12 +715,14 @@ class Recorder:
             return
         graph, ids, described = pending
         index = store.recorded
-        passes = self._passes
-        passes[index] = (self.step, graph, ids, described)
-        if len(passes) > PASSES_KEPT:
-            del passes[next(iter(passes))]
-        if store.nonfinite_found:  # this pass's, found as it ended, or an earlier one's, found since (CUDA)
-            self._nonfinite_nodes()
+        if store.nonfinite_found or self.session.recorder.device.reading:
+            # this pass's first non-finite Node, found as it ended, or (CUDA) to be found once its numbers come
+            passes = self._passes
+            passes[index] = (self.step, graph, ids, described)
+            if len(passes) > PASSES_KEPT:
+                del passes[next(iter(passes))]
+            if store.nonfinite_found:  # (an earlier pass's too, found since)
+                self._nonfinite_nodes()
         handed = store.python_recorded(index)  # (with the native hooks, mostly none: nothing more to do)
         source = store.unread_pass(index)
         if source is not None:  # the native hooks' numbers: one call for the five numbers a Node row keeps
