@@ -435,15 +435,15 @@ class GradStore:
             found.append((nid, entry))
         return found
 
-    def first_nonfinite(self, index: int, recorded: Optional[list] = None) -> Optional[tuple[int, GradRecord]]:
+    def first_nonfinite(self, index: int) -> Optional[tuple[int, GradRecord]]:
         """(Node id, record) of the first Node whose gradients went NaN or infinite in pass ``index``, else
-        None; ``recorded``: :meth:`python_recorded` of that pass, when the caller has it already.
+        None, among the Python-recorded Nodes of that pass (:meth:`python_recorded`).
 
         >>> GradStore().first_nonfinite(1) is None
         True
         """
-        return next(((nid, e.records[-1]) for nid, e in (self.python_recorded(index) if recorded is None else recorded)
-                     if e.first_nonfinite_pass == index), None)
+        return next(((nid, e.records[-1]) for nid, e in self.python_recorded(index) if e.first_nonfinite_pass == index),
+                    None)
 
     def get(self, nid: int) -> Optional[NodeGrads]:
         if self._unread:

@@ -110,6 +110,11 @@ def _stats(grad: torch.Tensor, lib) -> tuple[float, float, float, float, int]:
     s = _summarize_natively(grad, False, lib) if lib is not None else None
     if s is None:
         s = summarize(grad, histogram=False)
+    return _figures(s)
+
+
+def _figures(s) -> tuple[float, float, float, float, int]:
+    """(norm, min, max, mean, numel) of a TensorSummary, as floats (JSON's strings for non-finite ones back)."""
     return _num(s.norm), _num(s.min), _num(s.max), _num(s.mean), s.numel
 
 
@@ -218,9 +223,18 @@ def _node_rows(step: int, graph: int, described: tuple, stats: bytes, on_device:
     for k, s in on_device:
         # (device_summary fills norm last: a norm read means the rest is there)
         if s.norm is not None:
-            rows.append((step, NODE, *described[k], _num(s.norm), _num(s.min), _num(s.max), _num(s.mean), s.numel,
-                         None, None, graph, k))
+            rows.append(_summary_row(step, graph, described, k, s))
     return rows
+
+
+def _summary_row(step: int, graph: int, described: tuple, k: int, s) -> tuple:
+    """The row of the Node at position ``k`` of ``graph`` (``described``) from its gradient's summary ``s``.
+
+    >>> from forgeviz.model.graph import TensorSummary
+    >>> _summary_row(3, 0, (("MulBackward0", "fc"),), 0, TensorSummary([2], "float32", "cpu", 2, 5.0, -3.0, 4.0, 0.5))
+    (3, 'node', 'MulBackward0', 'fc', 5.0, -3.0, 4.0, 0.5, 2, None, None, 0, 0)
+    """
+    return (step, NODE, *described[k], *_figures(s), None, None, graph, k)
 
 
 def grads_segment(items: list) -> list[tuple]:
@@ -749,9 +763,7 @@ class Recorder:
             if s.norm is None:
                 later.append((position, s))
                 continue
-            name, module = described[position]
-            rows.append((self.step, NODE, name, module, _num(s.norm), _num(s.min), _num(s.max), _num(s.mean),
-                         s.numel, None, None, graph, position))
+            rows.append(_summary_row(self.step, graph, described, position, s))
         if later:
             rows.append(_Later(_node_rows, (self.step, graph, described, b"", later), len(later)))
             self._later_on_device, self._later = True, True
@@ -793,8 +805,7 @@ class Recorder:
             s = outputs[0] if outputs else None
             if k is None or s is None:
                 continue
-            self._rows[GRADS].append((self.step, NODE, described[k][0], described[k][1], _num(s.norm), _num(s.min),
-                                      _num(s.max), _num(s.mean), s.numel, None, None, graph, k))
+            self._rows[GRADS].append(_summary_row(self.step, graph, described, k, s))
 
 
 def _num(value) -> float:
