@@ -59,12 +59,34 @@ def _check_norms(run, tmp: Path) -> None:
                 assert recorded[name] == pytest.approx(norm, rel=1e-12, abs=1e-15), (rank, step, name)
 
 
-def test_ddp_two_ranks(tmp_path):
-    done = _torchrun(tmp_path, "ddp")
+PATHS = pytest.mark.parametrize("summaries", ["", "device"], ids=["cpu-path", "device-path"])
+
+
+def _check_fingerprints(run, tmp: Path, summaries: str) -> None:
+    """Each recorded fingerprint is torch's: zlib's CRC-32 of the gradient's bytes, or on the device path (as on a
+    GPU) the sum of its bit patterns, folded."""
+    from forgeviz._capture.recording import fold_bit_sum
+
+    params = run.frame().query("kind == 'parameter'")
+    assert len(params) == 2 * STEPS * 4
+    for rank in run.ranks:
+        assert run.meta(rank)["fingerprint"] == ("bit-sum" if summaries else "crc32")
+        prints = json.loads((tmp / f"prints-rank{rank}.json").read_text())
+        for row in params[params["rank"] == rank].itertuples():
+            crc, bits = prints[str(row.step)][row.name]
+            assert row.fingerprint == (fold_bit_sum(bits) if summaries else crc), (rank, row.step, row.name)
+
+
+@PATHS
+def test_ddp_two_ranks(tmp_path, summaries):
+    """With FORGEVIZ_SUMMARIES=device the applied gradients take the GPU's path (summarised and fingerprinted
+    on their device, no host read) on the CPU."""
+    done = _torchrun(tmp_path, "ddp", env={"FORGEVIZ_SUMMARIES": summaries})
     assert done.returncode == 0, done.stderr[-3000:]
     run = forgeviz.open(tmp_path / "run")
     assert run.problems == []
     _check_norms(run, tmp_path)
+    _check_fingerprints(run, tmp_path, summaries)
     meta = run.meta(1)
     assert (meta["rank"], meta["world_size"], meta["format_version"], meta["torch"]) == (1, 2, FORMAT_VERSION,
                                                                                           torch.__version__)
@@ -90,11 +112,13 @@ def test_ddp_two_ranks(tmp_path):
     assert sorted(run.module_norms())[0][:3] == (0, 1, "module.0")
 
 
-def test_rank_that_diverges_is_flagged(tmp_path):
-    done = _torchrun(tmp_path, "diverge")
+@PATHS
+def test_rank_that_diverges_is_flagged(tmp_path, summaries):
+    done = _torchrun(tmp_path, "diverge", env={"FORGEVIZ_SUMMARIES": summaries})
     assert done.returncode == 0, done.stderr[-3000:]
     run = forgeviz.open(tmp_path / "run")
     _check_norms(run, tmp_path)  # rank 1's doubled gradient is what its optimizer applied, and recorded
+    _check_fingerprints(run, tmp_path, summaries)
     assert _torch_norms(tmp_path, 1)[3]["module.0.weight"] == pytest.approx(
         2 * _torch_norms(tmp_path, 0)[3]["module.0.weight"], rel=1e-12)
     [finding] = run.findings
@@ -103,7 +127,7 @@ def test_rank_that_diverges_is_flagged(tmp_path):
     assert "step 3" in finding.message
 
 
-@pytest.mark.parametrize("summaries", ["", "device"], ids=["cpu-path", "device-path"])
+@PATHS
 def test_nonfinite_gradient_on_one_rank_is_found(tmp_path, summaries):
     """The doctor's nonfinite-grad, recorded headless: rank 1's backward at step 2 goes NaN at a sqrt (its
     local gradients, before the all-reduce); after the all-reduce both ranks apply NaN gradients. With
@@ -318,6 +342,90 @@ def test_node_rows_wait_for_a_read_back_that_lags(tmp_path, monkeypatch, hooks):
             assert any(g == pytest.approx(want, rel=1e-12) for g in got), (step, list(got), want)
     [finding] = [f for f in run.findings if f.node is not None]
     assert (finding.kind, finding.step, finding.node) == ("nonfinite-grad", 2, "SqrtBackward0"), run.findings
+
+
+def test_applied_gradients_on_the_device_path_read_nothing_back(tmp_path, monkeypatch):
+    """On a GPU the step pre-hook summarises and fingerprints each .grad on its device: no host read (which would
+    wait for the GPU), no op on the gradient's bytes beyond its reductions. Here the device path runs on the CPU
+    (FORGEVIZ_SUMMARIES=device), as rank 0 of two (fingerprints are made only to compare ranks), and every aten op
+    the hook issues is counted; the rows' numbers are torch's."""
+    from op_count import HOST_READS, _Count
+
+    from forgeviz._capture.recording import Recorder, fold_bit_sum
+
+    monkeypatch.setenv("FORGEVIZ_SUMMARIES", "device")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    issued = []
+    read = Recorder._read_on_device
+
+    def counted(self, plan):
+        with _Count() as counter:
+            read(self, plan)
+        issued.append(counter.ops)
+
+    monkeypatch.setattr(Recorder, "_read_on_device", counted)
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    applied = []
+    with forgeviz.record(tmp_path / "run"):
+        for k in range(3):
+            opt.zero_grad()
+            net(torch.full((2, 4), float(k + 1))).square().sum().backward()
+            applied.append({n: p.grad.clone() for n, p in net.named_parameters()})
+            opt.step()
+    assert len(issued) == 3 and not any(ops[name] for ops in issued for name in HOST_READS), issued
+    assert all(ops["aten::sum"] == 4 for ops in issued), issued  # a fingerprint per gradient
+    with pytest.warns(UserWarning, match="missing"):
+        run = forgeviz.open(tmp_path / "run")
+    params = run.frame().query("kind == 'parameter'")
+    assert len(params) == 3 * 4
+    for row in params.itertuples():
+        grad = applied[row.step - 1][row.name]
+        assert row.norm == pytest.approx(grad.double().norm().item(), rel=1e-12)
+        assert (row.min, row.max, row.mean) == pytest.approx((grad.min().item(), grad.max().item(),
+                                                              grad.double().mean().item()), rel=1e-12)
+        assert row.fingerprint == fold_bit_sum(grad.view(torch.int32).sum(dtype=torch.int64).item())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA-only: a GPU's recording reads nothing back")
+def test_recording_on_cuda_reads_nothing_back(tmp_path, monkeypatch):
+    """A recorded training loop on a GPU (as rank 0 of two, so its fingerprints are made too) runs under
+    torch.cuda.set_sync_debug_mode("error"): no host read in capture's hooks nor in the recorder's; the applied
+    gradients' rows, made once a segment waited for the read-back, are torch's."""
+    from forgeviz._capture.recording import fold_bit_sum
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 10)).cuda()
+    opt = torch.optim.AdamW(net.parameters())
+    x = torch.randn(32, 64, device="cuda")
+    applied = []
+
+    def step():
+        opt.zero_grad()
+        net(x).square().mean().backward()
+        applied.append({n: p.grad.clone() for n, p in net.named_parameters()})
+        opt.step()
+
+    with forgeviz.record(tmp_path / "run"):
+        step()  # the first: buffers, pinned memory, the allocator history
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            for _ in range(3):
+                step()
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+    with pytest.warns(UserWarning, match="missing"):
+        run = forgeviz.open(tmp_path / "run")
+    params = run.frame().query("kind == 'parameter'")
+    assert sorted(set(params.step)) == [1, 2, 3, 4] and len(params) == 4 * 4
+    for row in params.itertuples():
+        grad = applied[row.step - 1][row.name]
+        assert row.norm == pytest.approx(grad.double().norm().item(), rel=1e-6), (row.step, row.name)
+        assert (row.min, row.max) == (grad.min().item(), grad.max().item())
+        assert row.fingerprint == fold_bit_sum(grad.view(torch.int32).sum(dtype=torch.int64).item())
 
 
 def test_the_command_says_when_the_native_helpers_are_not_built(tmp_path):

@@ -247,6 +247,35 @@ class DeviceSummaries:
                                  grad._version))
         return summary
 
+    def add_many(self, grads: list) -> list[TensorSummary]:
+        """The summaries of ``grads`` (a step's parameter gradients), numbers to come, as a pass's ``.grad`` are
+        summarised at its end: with Triton, the dense ones of each device and dtype in one multi-tensor launch
+        at ``flush()``; the others as :meth:`add` summarises them.
+
+        >>> pending = DeviceSummaries(triton=False)
+        >>> a, b = pending.add_many([torch.tensor([3., 4.]), torch.ones(2, 2)])
+        >>> pending.flush(); a.norm, b.mean
+        (5.0, 1.0)
+        """
+        summaries = []
+        for grad in grads:
+            summary, new = self._summary(grad)
+            if new:
+                self._add_whole(grad, summary)
+            summaries.append(summary)
+        return summaries
+
+    def _add_whole(self, grad: torch.Tensor, summary: TensorSummary) -> None:
+        """``grad`` summarised with the others of its device and dtype in one launch when Triton reads it flat;
+        else as any gradient."""
+        if (self._triton_many is not None and self._triton_on(grad) and grad.numel()
+                and grad.layout == torch.strided and grad.dtype in _FLOATS
+                and (grad.is_contiguous() or grad.numel() > SMALL_NUMEL and _is_dense(grad))):
+            self._dense.setdefault((grad.device, grad.dtype), []).append((grad, summary, grad._version, grad))
+            self.summarised += 1
+        else:
+            self._launch(grad, summary)
+
     def _launch(self, grad: torch.Tensor, summary: TensorSummary) -> None:
         numel = grad.numel()
         if numel == 0 or grad.layout != torch.strided or grad.dtype not in _FLOATS:
@@ -337,14 +366,7 @@ class DeviceSummaries:
                 grad = incoming()  # no AccumulateGrad ran (torch.autograd.grad): the gradient it was given
                 if grad is None or grad._version != version:
                     continue
-            if (self._triton_many is not None and self._triton_on(grad) and grad.numel()
-                    and grad.layout == torch.strided and grad.dtype in _FLOATS
-                    and (grad.is_contiguous() or grad.numel() > SMALL_NUMEL and _is_dense(grad))):
-                # with the batch's gradients of its device and dtype, if any: one launch for all
-                self._dense.setdefault((grad.device, grad.dtype), []).append((grad, summary, grad._version, grad))
-                self.summarised += 1
-            else:
-                self._launch(grad, summary)
+            self._add_whole(grad, summary)  # (with the batch's gradients of its device and dtype: one launch)
 
     def _launch_many(self, device: torch.device, dtype: torch.dtype, items: list) -> None:
         """One launch of Triton's multi-tensor kernel: ``items``, (dense gradient, summary) of one device and

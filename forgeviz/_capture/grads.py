@@ -513,6 +513,27 @@ def _float(grad: torch.Tensor) -> bool:
     return grad.dtype in _ON_DEVICE_DTYPES and grad.device.type in ("cpu", "cuda") and grad.layout == torch.strided
 
 
+def device_route(default: Callable[[torch.Tensor], bool] = _cuda_float) -> Callable[[torch.Tensor], bool]:
+    """Which gradients are summarised on their device (device_summary.py) rather than read at once:
+    ``default``'s (CUDA float ones), every float CPU or CUDA one with FORGEVIZ_SUMMARIES=device (tests and
+    benchmarks run the GPU's path on the CPU so), none with FORGEVIZ_SUMMARIES=read.
+
+    >>> device_route()(torch.ones(2))  # a CPU gradient is read at once, by default
+    False
+    """
+    mode = os.environ.get("FORGEVIZ_SUMMARIES", "")
+    return _float if mode == "device" else _never if mode == "read" else default
+
+
+def routes_cpu(route: Callable[[torch.Tensor], bool]) -> bool:
+    """Whether ``device_route()``'s ``route`` sends CPU gradients to the device path too (FORGEVIZ_SUMMARIES=device).
+
+    >>> routes_cpu(device_route())
+    False
+    """
+    return route is _float
+
+
 no_torch_function = torch._C.DisableTorchFunction  # (a name bound once: the hooks enter it per Node)
 _PLAIN, _CHAIN, _LEAF_WITH_GRAD, _LEAF_WITHOUT_GRAD = 0, 1, 2, 3  # Node kinds, as grad_hooks.cpp reads them
 _DTYPES = ("float32", "float64")  # grad_hooks.cpp's dtype codes
@@ -598,8 +619,7 @@ class BackwardRecorder:
                     return None
         store.recorded = index
         histogram, deferred, fault, add = self.histograms, self.deferred, self.on_fault, store.add
-        mode = os.environ.get("FORGEVIZ_SUMMARIES", "")
-        on_device = _float if mode == "device" else _never if mode == "read" else self.on_device
+        on_device = device_route(self.on_device)
         leaf_path = on_device is _float or (on_device is _cuda_float and torch.cuda.is_initialized())
         # One gradient is usually both one node's grad_input and the next node's grad_output:
         # summarise it once per pass. Keyed by id, confirmed by a weakref so a reused id misses.

@@ -15,6 +15,11 @@ numbers, not rows: the writer's thread builds the rows of a segment (``_Later``)
   next backward never race it. An optimizer that did change a ``.grad`` in place during ``step()`` (its
   version moved) has that step's parameter rows dropped, and its later steps read on the training thread,
   before ``step()``. The numbers stay with the native job until the writer's thread makes the rows.
+  On a GPU (the device path, ``grads.device_route``) the pre-hook launches their summaries on the device
+  (device_summary.py: with Triton one launch per dtype) and, with more than one rank, their fingerprints
+  (each gradient's bit patterns summed, exactly), queued before ``step()``'s kernels, so ``step()`` cannot
+  change what they read; one copy to pinned memory, no host read. The rows are made once a segment has
+  waited for that read-back.
 - Nodes: the native hooks' pass keeps its summaries in C++; ``node_stats`` takes five numbers per Node
   once a backward (and, for the gradients the device path summarised, their summaries, filled when the
   pass's one read-back is done), and the writer's thread turns them into rows.
@@ -58,8 +63,9 @@ from ..model.run import (
     STEPS,
 )
 from . import native
+from .device_summary import DeviceSummaries
 from .fault import boundary, guarded
-from .grads import NODE_STATS, NODE_STATS_SIZE
+from .grads import NODE_STATS, NODE_STATS_SIZE, device_route, no_torch_function, routes_cpu
 from .names import NameIndex
 from .summary import _summarize_natively, summarize
 from .untraced import untraced
@@ -139,6 +145,79 @@ def read_parameters(step: int, params: list, lib=None) -> tuple[list[tuple], lis
     return parameter_rows(step, read)
 
 
+# The integer type of a float's width: a gradient's fingerprint on its device sums its bit patterns read as it
+_BITS = {torch.float32: torch.int32, torch.float64: torch.int64,
+         torch.float16: torch.int16, torch.bfloat16: torch.int16}
+
+
+def fold_bit_sum(total: int) -> int:
+    """A gradient's fingerprint on the device path: the 64-bit sum (wrapping) of its elements' bit patterns, folded
+    to the fingerprint column's 32 bits. Integer sums are exact in any order, so equal gradients (bit for bit)
+    give equal fingerprints on every rank however the device reduces; a changed value changes the sum.
+
+    >>> fold_bit_sum(torch.tensor([1., 2.]).view(torch.int32).sum().item())  # 0x3f800000 + 0x40000000
+    2139095040
+    """
+    total &= 0xFFFFFFFFFFFFFFFF
+    return (total ^ (total >> 32)) & 0xFFFFFFFF
+
+
+def _launch_bit_sums(grads: list) -> list[tuple]:
+    """Each gradient's bit-pattern sum (:func:`fold_bit_sum`, before folding), launched on its device (an op a
+    gradient, into one int64 tensor per device) and copied to the host (CUDA: pinned memory, ``non_blocking``):
+    ``(positions in grads, host tensor, event or None)`` per device; read them with :func:`_bit_sums`."""
+    by_device: dict = {}
+    for k, g in enumerate(grads):
+        by_device.setdefault(g.device, []).append(k)
+    launched = []
+    for device, positions in by_device.items():
+        sums = torch.empty(len(positions), dtype=torch.int64, device=device)
+        for slot, k in zip(sums.unbind(0), positions):
+            bits = grads[k].view(_BITS[grads[k].dtype])
+            torch.sum(bits, list(range(bits.dim())), dtype=torch.int64, out=slot)  # (every dimension; 0-d too)
+        cuda = device.type == "cuda"
+        host = torch.empty(len(positions), dtype=torch.int64, pin_memory=cuda)
+        host.copy_(sums, non_blocking=cuda)
+        event = None
+        if cuda:
+            event = torch.cuda.Event()
+            event.record()
+        launched.append((positions, host, event))
+    return launched
+
+
+def _bit_sums(launched: list, count: int) -> list[Optional[int]]:
+    """The fingerprints :func:`_launch_bit_sums` launched (``count`` gradients), once their copies are done."""
+    prints: list[Optional[int]] = [None] * count
+    for positions, host, event in launched:
+        if event is not None:
+            event.synchronize()  # (done: a segment's rows are built after its read-back)
+        for k, total in zip(positions, host.tolist()):
+            prints[k] = fold_bit_sum(total)
+    return prints
+
+
+def _device_parameter_rows(step: int, described: list, made: list, launched: Optional[list]) -> list[tuple]:
+    """The parameter and module rows of a step read on the device path, once its read-back is done:
+    ``made``, each gradient's summary; ``launched``, their fingerprints (None: one rank, nothing to compare)."""
+    prints = _bit_sums(launched, len(made)) if launched is not None else [None] * len(made)
+    read = [(d[0], d[1], d[2], (*_figures(s), fp)) for d, s, fp in zip(described, made, prints) if s.norm is not None]
+    return parameter_rows(step, read)[0]
+
+
+def nonfinite_parameters(step: int, named: list[tuple[str, str]]) -> tuple:
+    """The ``nonfinite-grad`` finding (a findings row) of a step whose applied gradients of ``named``
+    ((name, module) each, the first first) are not finite.
+
+    >>> nonfinite_parameters(2, [("fc.weight", "fc")])[1:5]
+    ('nonfinite-grad', 'fc.weight', None, 'fc')
+    """
+    first, module = named[0]
+    others = f" (and {len(named) - 1} other parameter(s))" if len(named) > 1 else ""
+    return (step, NONFINITE, first, None, module,
+            f"the gradient the optimizer applied to {first}{others} at step {step} is not finite (NaN or infinite)")
+
+
 def parameter_rows(step: int, read: list) -> tuple[list[tuple], list[tuple]]:
     """:func:`read_parameters`' rows and findings from ``(name, module, sharded, (norm, min, max, mean, numel,
     CRC-32))`` per parameter, its gradient read already (by :func:`_read_one` or the native reader)."""
@@ -146,7 +225,7 @@ def parameter_rows(step: int, read: list) -> tuple[list[tuple], list[tuple]]:
     modules: dict[str, list[float]] = {}  # path -> [sum of squares, min, max, sum, numel]
     for name, module, sharded, (norm, lo, hi, mean, numel, crc) in read:
         if not math.isfinite(norm):
-            nonfinite.append(name)
+            nonfinite.append((name, module))
         rows.append((step, PARAMETER, name, module, norm, lo, hi, mean, numel, crc, sharded, None, None))
         m = modules.get(module)
         if m is None:
@@ -159,13 +238,7 @@ def parameter_rows(step: int, read: list) -> tuple[list[tuple], list[tuple]]:
     for path, (squares, lo, hi, total, numel) in modules.items():
         rows.append((step, MODULE, path, path, math.sqrt(squares), lo, hi, total / max(numel, 1), numel, None,
                      None, None, None))
-    found = []
-    if nonfinite:
-        others = f" (and {len(nonfinite) - 1} other parameter(s))" if len(nonfinite) > 1 else ""
-        found.append((step, NONFINITE, nonfinite[0], None, next(r[3] for r in rows if r[2] == nonfinite[0]),
-                      f"the gradient the optimizer applied to {nonfinite[0]}{others} at step {step} is not finite "
-                      "(NaN or infinite)"))
-    return rows, found
+    return rows, [nonfinite_parameters(step, nonfinite)] if nonfinite else []
 
 
 def _step_grads(params: list, described: list) -> list:
@@ -384,6 +457,11 @@ class Recorder:
         self._plans: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
         self._last_plan: Optional[tuple] = None  # (weakref to an optimizer, its plan): the one that stepped last
         self._cuda = torch.cuda.is_available()
+        # which .grad tensors are summarised on their device (CUDA's; every float one with FORGEVIZ_SUMMARIES=device),
+        # and the summaries of those (made at the first such step)
+        self._route = device_route()
+        self._route_cpu = routes_cpu(self._route)
+        self._device_params: Optional[DeviceSummaries] = None
         self._handles: list = []
         self.memory = memory
         self.memory_lost = 0  # events the ledger merged before they were written (none unless it overflowed)
@@ -403,7 +481,7 @@ class Recorder:
                 "world_size": self.world, "command": list(command if command is not None else sys.argv),
                 "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "grads": "off" if not self.every else "each" if self.every == 1 else f"every {self.every}",
-                "budget_bytes": self.budget, "finished": False,
+                "budget_bytes": self.budget, "finished": False, "fingerprint": "crc32",
                 "memory": None if self.memory is None else {
                     "source": f"cpu ledger ({self.memory.backend})", "baseline_bytes": self.memory.baseline_bytes}}
 
@@ -463,11 +541,14 @@ class Recorder:
         if not self._records_step():
             return
         plan = self._plan(optimizer)
+        if plan[4] or self._route_cpu:  # a parameter off the CPU
+            self._read_on_device(plan)
+            return
         params, described = plan[2], plan[3]
         # the training thread's share: one list of the .grad tensors (and, for the Python reader, one of
         # their versions); names, summaries and fingerprints are the reader's
         reader = self._native_reader
-        read_now = plan[4] or type(optimizer) in self._in_place  # (a device's copy is the training thread's)
+        read_now = type(optimizer) in self._in_place
         if reader is not None and not read_now:
             # one call: the native reader takes each parameter's .grad itself (a DTensor's: this rank's
             # shard, handed over); None: no gradient to read
@@ -489,6 +570,45 @@ class Recorder:
         else:
             versions = [None if g is None else g._version for g in grads]
             self._read_behind(_read_present, (grads, versions), self.step, described, grads, native.unlocked())
+
+    def _read_on_device(self, plan: tuple) -> None:
+        """A step with parameters off the CPU: the gradients of the device path (CUDA's) summarised there and,
+        with more than one rank, fingerprinted, with no host read; their rows are made once a segment waited for
+        the read-back (:meth:`_flush`), a finding as soon as it says one is not finite. Others are read now."""
+        params, described = plan[2], plan[3]
+        grads = _step_grads(params, described) if plan[5] else [p.grad for p in params]
+        route, now, on_device, taken = self._route, [], [], []
+        for d, g in zip(described, grads):
+            if g is not None:
+                if route(g):
+                    on_device.append(d)
+                    taken.append(g)
+                else:
+                    now.append((d[0], d[1], g, d[2]))
+        if now:  # (another device's, a sparse one: read at once, as before the device path)
+            rows, found = read_parameters(self.step, now, native.loaded())
+            self._rows[GRADS].extend(rows)
+            self._rows[FINDINGS].extend(found)
+        if not taken:
+            return
+        summaries = self._device_params
+        if summaries is None:
+            summaries = self._device_params = DeviceSummaries()
+        with untraced(), torch.no_grad(), no_torch_function():
+            made = summaries.add_many(taken)
+            launched = _launch_bit_sums(taken) if self.world > 1 else None
+        if launched is not None:
+            self.writer.meta["fingerprint"] = "bit-sum"  # (fold_bit_sum's: ranks compare fingerprints of one kind)
+        summaries.flush(on_nonfinite=functools.partial(self._nonfinite_parameters, self.step, on_device, made))
+        self._rows[GRADS].append(_Later(_device_parameter_rows, (self.step, on_device, made, launched), len(made)))
+        self._later = self._later_on_device = True
+        self._later_rows += len(made)
+
+    def _nonfinite_parameters(self, step: int, described: list, made: list) -> None:
+        """A step's read-back on the device path counted NaN or infinity: its ``nonfinite-grad`` finding."""
+        named = [(d[0], d[1]) for d, s in zip(described, made) if s.nan_count or s.inf_count]
+        if named:
+            self._rows[FINDINGS].append(nonfinite_parameters(step, named))
 
     def _plan(self, optimizer) -> tuple:
         """What ``optimizer``'s steps hand over, made once (and again when its param_groups change)."""
@@ -594,6 +714,8 @@ class Recorder:
             # once a segment, after an optimizer step, never inside backward), so that no Node row goes unwritten
             with boundary(self.session.fault, "reading the device's gradient summaries back"):
                 self.session.recorder.device.wait()
+                if self._device_params is not None:
+                    self._device_params.wait()
             self._later_on_device = False
             if self.session.store.nonfinite_found:  # (found as the read-back filled them)
                 self._nonfinite_nodes()

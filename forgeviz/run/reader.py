@@ -211,7 +211,8 @@ class Run:
     def frame(self):
         """Every gradient summary as a pandas DataFrame, one row per rank, step and parameter, module or
         Node: columns ``rank, step, kind ("module" | "node" | "parameter"), name, module, norm, min, max,
-        mean``, then ``numel``, ``fingerprint`` (parameter rows: CRC-32 of the applied gradient's bytes),
+        mean``, then ``numel``, ``fingerprint`` (parameter rows: CRC-32 of the applied gradient's bytes, or
+        on the device path the sum of its bit patterns),
         ``sharded`` (a DTensor shard), ``graph`` and ``node`` (node rows: the recorded graph and the Node's
         position in its ``nodes``)."""
         import pandas as pd
@@ -349,8 +350,14 @@ class Run:
         return list(self._findings)
 
     def _fingerprints(self) -> dict[tuple[int, str], dict[int, int]]:
+        # (a rank's fingerprints are CRC-32s, or on the device path bit-pattern sums: those of the most ranks
+        # are compared; a world that mixes them has no other way to be compared)
+        kinds = {rank: self._rank(rank).meta.get("fingerprint", "crc32") for rank in self.ranks}
+        common = max(set(kinds.values()), key=list(kinds.values()).count, default=None)
         found: dict[tuple[int, str], dict[int, int]] = defaultdict(dict)
         for rank in self.ranks:
+            if kinds[rank] != common:
+                continue
             for row in self._rows(rank, fmt.PARAMETER):
                 if not row["sharded"] and row["fingerprint"] is not None:
                     found[(row["step"], row["name"])][rank] = row["fingerprint"]

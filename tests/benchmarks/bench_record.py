@@ -19,8 +19,12 @@ with thread_time, less what a timed hook that does nothing measures: the clock r
 part of the ratio that is recording's own, not the noise between arms.
 
 Models: the benchmark MLP-256 at batch 32 and the GPT-2-shaped CPU model of bench_capture.py.
-Run: ``.venv/bin/python tests/benchmarks/bench_record.py [mlp|gpt2]`` (``FORGEVIZ_BENCH_THREADS=2``: torch's
-intra-op threads; with one, the thread's CPU time is the step's, and the native reader has a core to itself).
+Run: ``.venv/bin/python tests/benchmarks/bench_record.py [mlp|gpt2 ...] [cuda]`` (``FORGEVIZ_BENCH_THREADS=2``:
+torch's intra-op threads; with one, the thread's CPU time is the step's, and the native reader has a core to
+itself). With ``cuda`` (gpu.sh's ``record``): the models on the GPU (GPT-2-small at seq 512, batch 8), whose
+parameters' gradients take the device path (summarised on the GPU, no host read); the arms that are about the
+CPU's reader and ledger are left out, and each arm's wall time waits for the GPU (``torch.cuda.synchronize``).
+``FORGEVIZ_SUMMARIES=device`` runs that path on the CPU (its CPU cost, less the launches' GPU time).
 Not a test: nothing asserts.
 """
 
@@ -83,16 +87,17 @@ def clock_cost() -> float:
     return spent[0] / sum(calls.values())
 
 
-def case(name: str) -> None:
+def case(name: str, device: str = "cpu") -> None:
     # one training thread (FORGEVIZ_BENCH_THREADS: more): thread_time is then the step's CPU time
     torch.set_num_threads(int(os.environ.get("FORGEVIZ_BENCH_THREADS", "1")))
+    cuda = device == "cuda"
     if name == "gpt2":
         from bench_capture import real_model
 
-        model, opt, x, y, loss_fn = real_model("gpt2", "cpu")
-        steps, rounds = 2, max(3, ROUNDS // 5)
+        model, opt, x, y, loss_fn = real_model("gpt2", device)
+        steps, rounds = (10 if cuda else 2), max(3, ROUNDS // 5)
     else:
-        model, opt, x, y = mlp(256, 32)
+        model, opt, x, y = mlp(256, 32, device)
         loss_fn, steps, rounds = torch.nn.functional.mse_loss, 20, ROUNDS
 
     with tempfile.TemporaryDirectory() as folder, forgeviz.capture() as session:
@@ -100,8 +105,8 @@ def case(name: str) -> None:
         tracker = make_tracker(2**18, fault=session.fault)
         tracker.start()  # (seeds what exists; stopped and started again around each memory arm)
         recorders = {}
-        for arm_name, memory in (("record", None), ("memory", tracker), ("python", None), ("idle", None),
-                                 ("no hand-over", None)):
+        for arm_name, memory in (("record", None), ("idle", None)) if cuda else (
+                ("record", None), ("memory", tracker), ("python", None), ("idle", None), ("no hand-over", None)):
             def open_writer(rank: int, meta: dict, sub: str = arm_name) -> RunWriter:
                 return RunWriter(Path(folder) / sub / rank_folder(rank), meta, session.fault)
 
@@ -133,8 +138,12 @@ def case(name: str) -> None:
                 tracker.start()
             if recorder is not None:
                 recorder.install()
+            if cuda:
+                torch.cuda.synchronize()
             thread, wall = time.thread_time(), time.perf_counter()
             train(model, opt, x, y, steps, loss_fn)
+            if cuda:
+                torch.cuda.synchronize()
             thread, wall = time.thread_time() - thread, time.perf_counter() - wall
             if recorder is not None:
                 recorder.uninstall()
@@ -162,9 +171,10 @@ def case(name: str) -> None:
         return statistics.median(t[column] for t in times[which])
 
     base = median("capture", 0) / steps
-    print(f"{name}: a step {base * 1e3:.2f} ms of thread time under capture ({median('capture', 1) / steps * 1e3:.2f} "
-          f"ms wall); {rounds} rounds of {steps} steps, medians, arms interleaved; the hooks' figures less "
-          f"{clock * 1e6:.2f} µs a call, the timing's own clock reads")
+    where = f"{device}, {torch.cuda.get_device_name()}" if cuda else device
+    print(f"{name} ({where}): a step {base * 1e3:.2f} ms of thread time under capture "
+          f"({median('capture', 1) / steps * 1e3:.2f} ms wall); {rounds} rounds of {steps} steps, medians, arms "
+          f"interleaved; the hooks' figures less {clock * 1e6:.2f} µs a call, the timing's own clock reads")
     for which, label in (("record", "capture + record"), ("memory", "capture + record + memory"),
                          ("python", "capture + record, Python reader"), ("idle", "hooks idle"),
                          ("no hand-over", "capture + record, no hand-over")):
@@ -181,5 +191,6 @@ def case(name: str) -> None:
 
 
 if __name__ == "__main__":
-    for which in sys.argv[1:] or ["mlp", "gpt2"]:
-        case(which)
+    wanted = [a for a in sys.argv[1:] if a != "cuda"] or ["mlp", "gpt2"]
+    for which in wanted:
+        case(which, "cuda" if "cuda" in sys.argv[1:] else "cpu")

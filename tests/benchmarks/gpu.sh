@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The GPU list, for a session lent a CUDA GPU: the CUDA tests, then the GPU arms of the benchmarks.
 # From the repository root: bash tests/benchmarks/gpu.sh [what ...], where what is any of
-# sync capture tests compile (all four by default, in this order: the likeliest to matter first, since a
-# lease is short) cadence (%fv grads each / every 10 / shown) profile (bench_capture.py profile: where the
-# default arm's time goes) kernels (bench_kernels.py: the summary kernels against torch's reads, ~15 s)
-# (those three not by default). With FORGEVIZ_BENCH_ROUNDS=3 allow ~330 s for sync + capture (an outer
+# sync capture tests compile record (all five by default, in this order: the likeliest to matter first, since a
+# lease is short; record: bench_record.py on the GPU, ~2 min) cadence (%fv grads each / every 10 / shown)
+# profile (bench_capture.py profile: where the default arm's time goes) kernels (bench_kernels.py: the summary
+# kernels against torch's reads, ~15 s) (those three not by default). With FORGEVIZ_BENCH_ROUNDS=3 allow ~330 s for sync + capture (an outer
 # timeout of 200 s cut the GPT-2 arms once). The native libraries are built first, so that no arm is timed
 # while they build. Figures go to stdout and to $OUT/gpu.log if $OUT is set.
 #
@@ -24,7 +24,7 @@ if compgen -G ".whl/*.whl" >/dev/null; then
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
 export FORGEVIZ_BENCH_ROUNDS=${FORGEVIZ_BENCH_ROUNDS:-5}
-what=${*:-sync capture tests compile}
+what=${*:-sync capture tests compile record}
 {
   nvidia-smi -L
   $py -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
@@ -41,7 +41,7 @@ what=${*:-sync capture tests compile}
       tests)  # every other CUDA test, and CPU tests beside them
         (cd tests && timeout 300 $py -m pytest -c ../pyproject.toml --rootdir .. -q -p no:cacheprovider -rs \
           -k "cuda or compile" test_memory_cuda.py test_record_memory.py test_compile.py test_graph.py test_strides.py test_broadcast.py \
-          test_panel.py test_doctor.py test_summary.py) ;;
+          test_panel.py test_doctor.py test_summary.py test_record.py) ;;
       capture)
         timeout 100 $py tests/benchmarks/bench_capture.py 256 32 cuda
         timeout 180 $py tests/benchmarks/bench_capture.py gpt2 cuda
@@ -49,6 +49,8 @@ what=${*:-sync capture tests compile}
       profile)  # where the default arm's time goes: not by default (its figures are places to look, not ratios)
         for m in gpt2 resnet mlp; do timeout 120 $py tests/benchmarks/bench_capture.py profile $m cuda; done ;;
       compile) timeout 300 $py tests/benchmarks/bench_compile.py cuda inductor ;;
+      record)  # recording on top of capture: the parameters' gradients on the device path (no host read)
+        timeout 150 $py tests/benchmarks/bench_record.py mlp gpt2 cuda ;;
       kernels) FORGEVIZ_KERNEL_VARIANTS=1 timeout 120 $py tests/benchmarks/bench_kernels.py ;;
       cadence)
         FORGEVIZ_BENCH_CADENCE=1 timeout 90 $py tests/benchmarks/bench_capture.py 256 32 cuda
