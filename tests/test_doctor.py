@@ -591,6 +591,33 @@ def test_log_of_zero_names_log_backward_as_the_first_nonfinite_node(nb, doctor):
     assert f"cell [{cell}], line 3" in finding.explanation  # the backward
 
 
+@pytest.mark.parametrize("told_at", ["cell-end", "next-backward"])
+def test_nonfinite_on_the_device_path_is_told_once_its_numbers_come(nb, doctor, monkeypatch, told_at):
+    """On a GPU a backward's numbers come after it, when its read-back's event says so. Here the device path runs
+    on the CPU (FORGEVIZ_SUMMARIES=device) with its read-back held back: nothing is told at the cell's end; once
+    the numbers can come, the finding is told at the next cell's end (a poll) or at the next backward's end (its
+    pass waits for the one before), naming the Node and line of the backward that went non-finite."""
+    from forgeviz._capture.device_summary import DeviceSummaries
+
+    monkeypatch.setenv("FORGEVIZ_SUMMARIES", "device")
+    held = [True]
+    poll = DeviceSummaries.poll
+    monkeypatch.setattr(DeviceSummaries, "poll", lambda self: not self._reading if held[0] else poll(self))
+    monkeypatch.setattr(DeviceSummaries, "wait", lambda self: poll(self))
+    cell, result = run(nb, LOG_ZERO)
+    assert result.error_in_exec is None and nb["z"].grad.tolist() == [float("inf")]
+    assert found(doctor, "nonfinite-grad") == []  # its numbers are still to come
+    held[0] = False
+    if told_at == "cell-end":
+        nb.ok("w = 1")
+    else:
+        nb.ok("torch.ones(1, requires_grad=True).sum().backward()")  # a finite one: its flush waits for the first
+    finding = only(doctor, "nonfinite-grad")
+    assert (finding.cell, finding.line, finding.source) == (cell, 2, "loss = torch.log(z).sum()")
+    assert finding.explanation.startswith("LogBackward0") and "infinite" in finding.explanation
+    assert f"cell [{cell}], line 3" in finding.explanation  # the backward's line, looked up when it ended
+
+
 def test_finite_gradients_are_not_a_finding(nb, doctor):
     nb.ok(LOG_ZERO.replace("torch.log(z)", "torch.log(z + 1)"))
     assert doctor.findings == [] and doctor.warnings == []

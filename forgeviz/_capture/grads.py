@@ -256,6 +256,7 @@ class GradStore:
         # (pass, Node id) of each pass's first Node whose gradients went non-finite, as found (on CUDA, a poll
         # after the pass): recording.py takes them
         self.nonfinite_found: deque = deque(maxlen=64)
+        self.first_nonfinite_of: OrderedDict[int, int] = OrderedDict()  # the same by pass, the last 64 (the doctor's)
         self._dead_but_shown: set[int] = set()
 
     @property
@@ -417,6 +418,10 @@ class GradStore:
         """
         entry.first_nonfinite_pass = index
         self.nonfinite_found.append((index, nid))
+        found = self.first_nonfinite_of
+        found[index] = nid
+        if len(found) > 64:
+            found.popitem(last=False)
         return nid
 
     def python_recorded(self, index: int) -> list[tuple[int, NodeGrads]]:

@@ -1,9 +1,16 @@
 """``nonfinite-grad``: the first Node of a backward whose gradients went NaN or infinite, as the session's
-gradient hooks recorded them (``GradStore``); told at the line that made that Node."""
+gradient hooks recorded them (``GradStore``); told at the line that made that Node.
+
+On a GPU a backward's numbers come after it (device_summary.py: its read-back's event): the backward's Checkup
+(its Nodes, whose saved tensors the backward freed, and its line, looked up then) is kept until they have come,
+and the finding is told then: at the next backward's end (its pass waited for this one's read-back) or at the
+cell's end, whichever comes first."""
 
 from __future__ import annotations
 
-from .detector import Checkup, Detector
+from typing import Optional
+
+from .detector import CellEnd, Checkup, Detector
 from .graphs import walk
 from .sites import node_text, tag_site
 
@@ -16,15 +23,22 @@ class NonfiniteGrad(Detector):
     def __init__(self, doctor) -> None:
         super().__init__(doctor)
         self._seen = 0  # the last gradient-store pass looked at for a non-finite gradient
+        self._waiting: Optional[Checkup] = None  # a backward whose numbers are still to come (a GPU's)
 
     def backward_ends(self, checkup: Checkup, returned: bool) -> None:
+        self._told_late()  # (the pass before this one waited for its read-back: its numbers are in)
         index = checkup.passes
         if index <= self._seen:
             return
         session = self.doctor.session
         store = session.store
+        if index != store.passes or not session.record_grads:
+            return
+        if session.recorder.device.reading and checkup.frees is not False:
+            checkup.site()  # (its line now: later the stack is elsewhere)
+            self._waiting = checkup
         nodes = getattr(store, "_nodes", None)  # (GradStore.nodes would make records of every pass not read yet)
-        if not nodes or index != store.passes or not session.record_grads:
+        if not nodes:
             return
         first = None
         for nid, entry in reversed(nodes.items()):
@@ -36,8 +50,36 @@ class NonfiniteGrad(Detector):
                 break
         if first is None:
             return
-        self._seen = index
-        nid, record = first
+        self._waiting = None
+        self._report(checkup, *first)
+
+    def end_cell(self, end: CellEnd) -> None:
+        if self._waiting is not None:
+            self.doctor.session.recorder.device.poll()  # (no wait: an event's query)
+            self._told_late(done=not self.doctor.session.recorder.device.reading)
+
+    def _told_late(self, done: bool = True) -> None:
+        """The waiting backward's finding, if its numbers came and went non-finite; ``done``: they have come
+        (else it waits on, unless found)."""
+        checkup = self._waiting
+        if checkup is None:
+            return
+        store = self.doctor.session.store
+        nid = store.first_nonfinite_of.get(checkup.passes)
+        if nid is None:
+            if done:
+                self._waiting = None
+            return
+        self._waiting = None
+        entry = store.get(nid)
+        records = entry.records if entry is not None else []
+        record = next((r for r in reversed(records) if r.backward_index == checkup.passes), None)
+        if record is not None and checkup.passes > self._seen:
+            self._report(checkup, nid, record)
+
+    def _report(self, checkup: Checkup, nid: int, record) -> None:
+        """Tell Node ``nid`` (its ``record``) of ``checkup``'s backward as its first non-finite one."""
+        self._seen = checkup.passes
         node = next((n for n in walk(checkup.roots) if n.metadata.get("fv_id") == nid), None)
         sent = [s for s in record.grad_inputs if s is not None]
         got = [s for s in record.grad_outputs if s is not None]
