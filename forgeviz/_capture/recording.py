@@ -599,15 +599,17 @@ class Recorder:
             launched = _launch_bit_sums(taken) if self.world > 1 else None
         if launched is not None:
             self.writer.meta["fingerprint"] = "bit-sum"  # (fold_bit_sum's: ranks compare fingerprints of one kind)
-        summaries.flush(on_nonfinite=functools.partial(self._nonfinite_parameters, self.step, on_device, made))
+        summaries.flush(on_nonfinite=functools.partial(self._nonfinite_parameters, self.step, on_device, made, []))
         self._rows[GRADS].append(_Later(_device_parameter_rows, (self.step, on_device, made, launched), len(made)))
         self._later = self._later_on_device = True
         self._later_rows += len(made)
 
-    def _nonfinite_parameters(self, step: int, described: list, made: list) -> None:
-        """A step's read-back on the device path counted NaN or infinity: its ``nonfinite-grad`` finding."""
+    def _nonfinite_parameters(self, step: int, described: list, made: list, told: list) -> None:
+        """A step's read-back on the device path counted NaN or infinity: its ``nonfinite-grad`` finding, once
+        (``told``: a step whose gradients are on two devices has two read-backs)."""
         named = [(d[0], d[1]) for d, s in zip(described, made) if s.nan_count or s.inf_count]
-        if named:
+        if named and not told:
+            told.append(step)
             self._rows[FINDINGS].append(nonfinite_parameters(step, named))
 
     def _plan(self, optimizer) -> tuple:
