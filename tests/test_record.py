@@ -125,6 +125,11 @@ def test_rank_that_diverges_is_flagged(tmp_path, summaries):
     assert (finding.kind, finding.ranks, finding.step, finding.parameter) == ("rank_divergence", (0, 1), 3,
                                                                               "module.0.weight")
     assert "step 3" in finding.message
+    # ranks whose fingerprints are of two kinds (a CRC-32 and a device's bit-sum) are not compared: no false finding
+    meta = tmp_path / "run" / "rank1" / "meta.json"
+    other = "crc32" if summaries else "bit-sum"
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "fingerprint": other}))
+    assert [f for f in forgeviz.open(tmp_path / "run").findings if f.kind == "rank_divergence"] == []
 
 
 @PATHS
