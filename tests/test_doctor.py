@@ -591,13 +591,15 @@ def test_log_of_zero_names_log_backward_as_the_first_nonfinite_node(nb, doctor):
     assert f"cell [{cell}], line 3" in finding.explanation  # the backward
 
 
-@pytest.mark.parametrize("told_at", ["cell-end", "next-backward"])
+@pytest.mark.parametrize("told_at", ["cell-end", "next-backward", "after-a-skipped-backward"])
 def test_nonfinite_on_the_device_path_is_told_once_its_numbers_come(nb, doctor, monkeypatch, told_at):
     """On a GPU a backward's numbers come after it, when its read-back's event says so. Here the device path runs
     on the CPU (FORGEVIZ_SUMMARIES=device) with its read-back held back: nothing is told at the cell's end; once
     the numbers can come, the finding is told at the next cell's end (a poll) or at the next backward's end (its
-    pass waits for the one before), naming the Node and line of the backward that went non-finite."""
+    pass waits for the one before), naming the Node and line of the backward that went non-finite. A backward
+    that the cadence skips (%fv grads off) waits for nothing: the finding still waits for its numbers."""
     from forgeviz._capture.device_summary import DeviceSummaries
+    from forgeviz._capture.grads import EACH, OFF
 
     monkeypatch.setenv("FORGEVIZ_SUMMARIES", "device")
     held = [True]
@@ -607,8 +609,15 @@ def test_nonfinite_on_the_device_path_is_told_once_its_numbers_come(nb, doctor, 
     cell, result = run(nb, LOG_ZERO)
     assert result.error_in_exec is None and nb["z"].grad.tolist() == [float("inf")]
     assert found(doctor, "nonfinite-grad") == []  # its numbers are still to come
+    if told_at == "after-a-skipped-backward":
+        get_session().recorder.cadence = OFF
+        try:
+            nb.ok("torch.ones(1, requires_grad=True).sum().backward()")
+        finally:
+            get_session().recorder.cadence = EACH
+        assert found(doctor, "nonfinite-grad") == []
     held[0] = False
-    if told_at == "cell-end":
+    if told_at in ("cell-end", "after-a-skipped-backward"):
         nb.ok("w = 1")
     else:
         nb.ok("torch.ones(1, requires_grad=True).sum().backward()")  # a finite one: its flush waits for the first

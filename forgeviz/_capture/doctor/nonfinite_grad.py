@@ -26,7 +26,7 @@ class NonfiniteGrad(Detector):
         self._waiting: Optional[Checkup] = None  # a backward whose numbers are still to come (a GPU's)
 
     def backward_ends(self, checkup: Checkup, returned: bool) -> None:
-        self._told_late()  # (the pass before this one waited for its read-back: its numbers are in)
+        self._told_late()  # (a pass recorded since waited for its read-back: its numbers are in)
         index = checkup.passes
         if index <= self._seen:
             return
@@ -34,7 +34,7 @@ class NonfiniteGrad(Detector):
         store = session.store
         if index != store.passes or not session.record_grads:
             return
-        if session.recorder.device.reading and checkup.frees is not False:
+        if store.recorded == index and session.recorder.device.reading and checkup.frees is not False:
             checkup.site()  # (its line now: later the stack is elsewhere)
             self._waiting = checkup
         nodes = getattr(store, "_nodes", None)  # (GradStore.nodes would make records of every pass not read yet)
@@ -56,18 +56,19 @@ class NonfiniteGrad(Detector):
     def end_cell(self, end: CellEnd) -> None:
         if self._waiting is not None:
             self.doctor.session.recorder.device.poll()  # (no wait: an event's query)
-            self._told_late(done=not self.doctor.session.recorder.device.reading)
+            self._told_late()
 
-    def _told_late(self, done: bool = True) -> None:
-        """The waiting backward's finding, if its numbers came and went non-finite; ``done``: they have come
-        (else it waits on, unless found)."""
+    def _told_late(self) -> None:
+        """The waiting backward's finding, if its numbers came and went non-finite; it waits on while they may
+        still come (no pass recorded since, whose end waited for them, and a read-back in flight)."""
         checkup = self._waiting
         if checkup is None:
             return
-        store = self.doctor.session.store
+        session = self.doctor.session
+        store = session.store
         nid = store.first_nonfinite_of.get(checkup.passes)
         if nid is None:
-            if done:
+            if store.recorded > checkup.passes or not session.recorder.device.reading:
                 self._waiting = None
             return
         self._waiting = None
