@@ -457,11 +457,11 @@ def test_recorded_node_rows_come_from_the_device_path_summaries(monkeypatch):
     ids = [node_id(n) for n in nodes]
     stats, on_device = recorder.store.unread_pass(index).node_stats(ids)
     assert len(stats) == 0 * NODE_STATS_SIZE and sorted(k for k, _ in on_device) == list(range(len(nodes)))
-    described = tuple((type(n).__name__, None) for n in nodes)
-    rows = {row[-1]: row for row in _node_rows(3, 0, described, stats, on_device)}
+    described = tuple((type(n).__name__, None, len(nodes) - 1 - k) for k, n in enumerate(nodes))
+    rows = {row[-1]: row for row in _node_rows(3, 0, described, stats, on_device)}  # at each Node's graph position
     for k, nid in enumerate(ids):
-        s = recorder.store.get(nid).records[-1].grad_outputs[0]
-        assert rows[k][4:9] == (s.norm, s.min, s.max, s.mean, s.numel) and rows[k][2] == described[k][0]
+        s, row = recorder.store.get(nid).records[-1].grad_outputs[0], rows[len(nodes) - 1 - k]
+        assert row[4:9] == (s.norm, s.min, s.max, s.mean, s.numel) and row[2] == described[k][0]
 
 
 def test_ops_each_path_issues():

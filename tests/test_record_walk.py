@@ -1,8 +1,9 @@
-"""The recorder's graph signature (issue 28's cost: the native hooks' ``walk`` replaces a Python walk of the
-backward's Nodes before each recorded step): it must walk exactly as ``walk.reachable`` does, so that a
-Node's position is its index in the recorded graph, and tell apart the graphs the Python signature told
-apart. Then a recording in this process: one graph written for a loop of equal steps, a second one for a
-step that ran another branch, and every Node row at its Node's position, with torch's gradient norm."""
+"""The recorder's graph signature (issue 28's cost): the native hooks' pass gives its graph's signature and
+Node order from arming it (``NativePass.shape``, ``order``), and the library's ``walk`` gives the same for a
+pass the Python hooks recorded. Both must walk exactly as ``grads.iter_graph`` does, and tell apart the graphs
+the Python signature told apart. Then a recording in this process: one graph written for a loop of equal
+steps, a second one for a step that ran another branch, and every Node row at its Node's position in the
+recorded graph (``walk.reachable``'s order), with torch's gradient norm."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import torch
 
 import forgeviz
 from forgeviz._capture import native
+from forgeviz._capture.grads import NODE_STATS_SIZE, BackwardRecorder, GradStore, iter_graph
 from forgeviz._capture.walk import reachable
 
 native.load_if_built()  # (built by dev.sh before the tests; loaded here, whatever ran first)
@@ -26,28 +28,37 @@ def _model():
 
 
 @needs_hooks
-def test_walk_is_reachable_in_cpp():
+def test_walk_and_the_armed_pass_give_iter_graphs_order_and_one_signature():
     model, x = _model(), torch.randn(3, 4)
     with forgeviz.capture() as session:
         session.record_grads = False
         losses = [model(x).pow(2).sum() for _ in range(2)]
         other = (model(x) * 2).sum()
         for loss in (*losses, other):
-            for node in reachable([loss.grad_fn], 100)[0]:
+            for node in iter_graph([loss.grad_fn]):
                 node.metadata["fv_id"] = id(node)  # (ids as arm gives them: any int)
-    walked = [lib.walk([loss.grad_fn], 100) for loss in (*losses, other)]
+    walked = [lib.walk([loss.grad_fn]) for loss in (*losses, other)]
     for loss, (_, found, ids) in zip((*losses, other), walked):
-        nodes, python_found = reachable([loss.grad_fn], 100)
-        assert ids == [id(n) for n in nodes] and found == python_found == len(nodes)
+        nodes = iter_graph([loss.grad_fn])
+        assert ids == [id(n) for n in nodes] and found == len(nodes) == len(reachable([loss.grad_fn], 100)[0])
+        assert [id(n) for n in nodes] != [id(n) for n in reachable([loss.grad_fn], 100)[0]]  # (not its order)
     assert walked[0][0] == walked[1][0]  # the same graph shape, step after step
     assert walked[2][0] != walked[0][0]  # one more Node (MulBackward0)
-    cut, (nodes, found) = lib.walk([losses[0].grad_fn], 3), reachable([losses[0].grad_fn], 3)
-    assert cut[1:] == (found, walked[0][2][:3]) and found > 3  # the first 3 kept, and those seen past them
     other_model = _model()  # the same ops on other parameters: another graph
-    assert lib.walk([other_model(x).pow(2).sum().grad_fn], 100)[0] != walked[0][0]
-    assert lib.walk([None, losses[0].grad_fn], 100)[:2] == walked[0][:2]
+    assert lib.walk([other_model(x).pow(2).sum().grad_fn])[0] != walked[0][0]
+    assert lib.walk([None, losses[0].grad_fn])[:2] == walked[0][:2]
     with pytest.raises(TypeError, match="roots is a list"):
-        lib.walk((losses[0].grad_fn,), 100)
+        lib.walk((losses[0].grad_fn,))
+
+    # the native hooks' pass knows the same, from arming the graph: no second walk
+    store = GradStore()
+    finish = BackwardRecorder(store, pytest.fail).arm([losses[0].grad_fn])
+    losses[0].backward()
+    finish()
+    armed = store.unread_pass(store.recorded)
+    assert armed.shape() == walked[0][:2] and armed.order() == walked[0][2]
+    stats, _ = armed.node_stats()  # by the pass's own order, as by its ids
+    assert stats == armed.node_stats(walked[0][2])[0] and len(stats) >= NODE_STATS_SIZE * 5
 
     # a Python autograd.Function's Node (a PyNode) is named by its class: two classes, two graphs, though
     # the C++ type of their Nodes (kept per type for the others' names) is the same
@@ -64,7 +75,7 @@ def test_walk_is_reachable_in_cpp():
         pass
 
     w = torch.ones(3, requires_grad=True)
-    shapes = [lib.walk([fn.apply(w).sum().grad_fn], 100) for fn in (Double, Twice, Double)]
+    shapes = [lib.walk([fn.apply(w).sum().grad_fn]) for fn in (Double, Twice, Double)]
     assert shapes[0][0] != shapes[1][0] and shapes[0][0] == shapes[2][0]
 
 

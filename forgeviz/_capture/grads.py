@@ -212,12 +212,26 @@ class NativePass:
         the TensorSummary that device_summary made (numbers to come)."""
         return self._lib.summary(self._capsule, slot)
 
-    def node_stats(self, ids: list) -> tuple[bytes, list]:
-        """For each position ``k`` of ``ids`` (a graph's Node ids, None where a Node has none) whose Node ran
-        and received a gradient: (k, numel, min, max, sum, norm) of that gradient, in position order, as six
-        native doubles each (``struct.iter_unpack(NODE_STATS, ...)`` reads them: see recording._node_rows);
-        and (k, TensorSummary) of those the device path summarised (numbers to come)."""
+    def node_stats(self, ids: Optional[list] = None) -> tuple[bytes, list]:
+        """For each position ``k`` of ``ids`` (a graph's Node ids, None where a Node has none; by default the
+        pass's own, :meth:`order`) whose Node ran and received a gradient: (k, numel, min, max, sum, norm) of
+        that gradient, in position order, as six native doubles each (``struct.iter_unpack(NODE_STATS, ...)``
+        reads them: see recording._node_rows); and (k, TensorSummary) of those the device path summarised
+        (numbers to come)."""
         return self._lib.node_stats(self._capsule, ids)
+
+    def shape(self) -> tuple[int, int]:
+        """The armed graph's (signature, Node count), as the library's ``walk(roots)`` gives them: what a
+        recording knows a graph by, with no second walk."""
+        return self._lib.shape(self._capsule)
+
+    def order(self) -> list[int]:
+        """The armed graph's Node ids in the order of :func:`iter_graph` (the ``walk(roots)`` ids)."""
+        return self._lib.order(self._capsule)
+
+    def recorded(self) -> tuple[tuple[int, int], bytes, list]:
+        """What a recording reads of the pass, in one call: (:meth:`shape`, *:meth:`node_stats`)."""
+        return self._lib.recorded(self._capsule)
 
 
 NODE_STATS = "=6d"  # a struct format of one Node's numbers in :meth:`NativePass.node_stats`'s bytes
@@ -248,6 +262,9 @@ class GradStore:
         # Passes the native hooks recorded, oldest first: (backward index, NativePass, the summaries
         # made so far, the ids of the Nodes it still has rows of).
         self._unread: list[tuple[int, NativePass, dict, set]] = []
+        # (backward index, NativePass, whether it handed a Node's gradients to Python) of the newest pass the
+        # native hooks recorded: what a recording reads after each backward (recorded_by)
+        self.newest_native: Optional[tuple[int, NativePass, bool]] = None
         self.passes = 0  # backward passes armed for gradients, recorded or skipped by the cadence
         self.recorded = 0  # the latest of them that recorded (the cadence may skip some)
         self.pinned: Callable[[], set] = set  # the session names the ids its views show
@@ -301,13 +318,14 @@ class GradStore:
             del records[: -self.records_per_node]
         return entry
 
-    def add_unread(self, index: int, source: NativePass, nids: set, leaves: list) -> None:
+    def add_unread(self, index: int, source: NativePass, nids: set, leaves: list, handed: bool = False) -> None:
         """A pass the native hooks recorded (``source``, the Nodes ``nids``): its records are made when
         the store is next read, and its leaves' histories get their entries now, each summary made
         when first read.
 
         ``leaves``: (kind, the .grad's summary slot, a weakref to the leaf, the summary if the device path
         made it, else None) per AccumulateGrad, a slot below 0 standing for an undefined gradient.
+        ``handed``: whether the pass handed any Node's gradients to its Python hook (recorded with :meth:`add`).
 
         A pass with ``records_per_node`` newer ones loses the rows of the Nodes that each of those
         recorded too (reading would drop them for the newer ones), and ``prune`` drops those of dead
@@ -334,6 +352,7 @@ class GradStore:
             values.append(summary if summary is not None else (source, made, slot) if slot >= 0 else None)
             if len(values) > LEAF_HISTORY:
                 del values[:-LEAF_HISTORY]
+        self.newest_native = (index, source, handed)
         unread = self._unread
         unread.append((index, source, made, nids))
         depth = self.records_per_node
@@ -388,6 +407,19 @@ class GradStore:
             if found == index:
                 return source
         return None
+
+    def recorded_by(self, index: int) -> tuple[Optional[NativePass], list[tuple[int, NodeGrads]]]:
+        """Pass ``index`` as a recording reads it: the native hooks' pass if they recorded it (read or not:
+        its numbers stay until its Nodes die), and the Nodes they handed to Python (:meth:`python_recorded`).
+        One attribute when nothing was handed over (a training step's: this runs inside it).
+
+        >>> GradStore().recorded_by(1)
+        (None, [])
+        """
+        newest = self.newest_native
+        if newest is None or newest[0] != index:
+            return None, []
+        return newest[1], self.python_recorded(index) if newest[2] else []
 
     def mark_first_nonfinite(self, index: int, source: NativePass) -> Optional[int]:
         """Give the first Node of native pass ``index`` (``source``; in the order backward ran them) whose
@@ -794,7 +826,7 @@ class BackwardRecorder:
                 for message in faults:
                     fault(message)
                 native_pass.append(NativePass(lib, armed))
-                store.add_unread(index, native_pass[0], nids, leaves)
+                store.add_unread(index, native_pass[0], nids, leaves, bool(handed))
             if device:
                 # CPU: filled now. CUDA: when the copy's event says so (a later device.poll()), and the first
                 # non-finite Node is found then

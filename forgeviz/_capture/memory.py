@@ -381,7 +381,7 @@ class MemoryTracker:
         if not self._claims:
             return []
         hooks = native.hooks()
-        walked = hooks.walk(list(roots), _ALL_NODES) if hooks is not None else None
+        walked = hooks.walk(list(roots)) if hooks is not None else None
         if walked is None:  # (a root the library does not know)
             return self._claiming(roots)
         claims = self._claims
@@ -632,7 +632,6 @@ def _gc_objects(*more: type) -> list:
 
 
 _tracker_ids = itertools.count(1)
-_ALL_NODES = 1 << 62  # no cap on a walk
 
 
 class _Walked(NamedTuple):

@@ -64,8 +64,8 @@ from ..model.run import (
 )
 from . import native
 from .device_summary import DeviceSummaries
-from .fault import boundary, guarded
-from .grads import NODE_STATS, NODE_STATS_SIZE, device_route, no_torch_function, routes_cpu
+from .fault import boundary, report
+from .grads import NODE_STATS, NODE_STATS_SIZE, device_route, iter_graph, no_torch_function, routes_cpu
 from .names import NameIndex
 from .summary import _summarize_natively, summarize
 from .untraced import untraced
@@ -281,33 +281,39 @@ def _native_rows(step: int, described: list, reader, job) -> list[tuple]:
 
 def _node_rows(step: int, graph: int, described: tuple, stats: bytes, on_device: list) -> list[tuple]:
     """The Node rows of one backward from the native hooks' ``node_stats``: six doubles per Node (its
-    position, numel, min, max, sum, norm), and (position, summary) of the gradients the device path
-    summarised, after them (their numbers are in: a segment with such rows waits for the read-back first,
-    :meth:`Recorder._flush`; one with none still has no row).
+    position in the walk, numel, min, max, sum, norm), and (position, summary) of the gradients the device
+    path summarised, after them (their numbers are in: a segment with such rows waits for the read-back
+    first, :meth:`Recorder._flush`; one with none still has no row). ``described``: per position in the walk,
+    (name, module, the Node's position in the recorded graph, None past its cut).
 
     >>> from forgeviz.model.graph import TensorSummary
     >>> s = TensorSummary([2], "float32", "cpu", 2, 5.0, -3.0, 4.0, 0.5)
-    >>> [row[2:9] for row in _node_rows(1, 0, (("MulBackward0", None), ("AddBackward0", "fc")),
-    ...                                 struct.pack(NODE_STATS, 0, 4, -1, 1, 0, 2), [(1, s)])]
-    [('MulBackward0', None, 2.0, -1.0, 1.0, 0.0, 4), ('AddBackward0', 'fc', 5.0, -3.0, 4.0, 0.5, 2)]
+    >>> [row[2:9] + row[-1:] for row in _node_rows(1, 0, (("MulBackward0", None, 1), ("AddBackward0", "fc", 0)),
+    ...                                            struct.pack(NODE_STATS, 0, 4, -1, 1, 0, 2), [(1, s)])]
+    [('MulBackward0', None, 2.0, -1.0, 1.0, 0.0, 4, 1), ('AddBackward0', 'fc', 5.0, -3.0, 4.0, 0.5, 2, 0)]
     """
-    rows = [(step, NODE, *described[int(k)], norm, lo, hi, total / numel if numel else math.nan, int(numel), None,
-             None, graph, int(k)) for k, numel, lo, hi, total, norm in struct.iter_unpack(NODE_STATS, stats)]
+    rows = [(step, NODE, name, module, norm, lo, hi, total / numel if numel else math.nan, int(numel), None, None,
+             graph, at)
+            for k, numel, lo, hi, total, norm in struct.iter_unpack(NODE_STATS, stats)
+            for name, module, at in (described[int(k)],) if at is not None]
     for k, s in on_device:
         # (device_summary fills norm last: a norm read means the rest is there)
-        if s.norm is not None:
+        if s.norm is not None and described[k][2] is not None:
             rows.append(_summary_row(step, graph, described, k, s))
     return rows
 
 
 def _summary_row(step: int, graph: int, described: tuple, k: int, s) -> tuple:
-    """The row of the Node at position ``k`` of ``graph`` (``described``) from its gradient's summary ``s``.
+    """The row of the Node at position ``k`` of the walk of ``graph`` (``described``, as :func:`_node_rows`
+    takes it; one in the recorded graph) from its gradient's summary ``s``.
 
     >>> from forgeviz.model.graph import TensorSummary
-    >>> _summary_row(3, 0, (("MulBackward0", "fc"),), 0, TensorSummary([2], "float32", "cpu", 2, 5.0, -3.0, 4.0, 0.5))
+    >>> s = TensorSummary([2], "float32", "cpu", 2, 5.0, -3.0, 4.0, 0.5)
+    >>> _summary_row(3, 0, (("MulBackward0", "fc", 0),), 0, s)
     (3, 'node', 'MulBackward0', 'fc', 5.0, -3.0, 4.0, 0.5, 2, None, None, 0, 0)
     """
-    return (step, NODE, *described[k], *_figures(s), None, None, graph, k)
+    name, module, at = described[k]
+    return (step, NODE, name, module, *_figures(s), None, None, graph, at)
 
 
 def grads_segment(items: list) -> list[tuple]:
@@ -417,7 +423,7 @@ class Recorder:
         (``cuda_memory.history_once_in_use``; a test gives its own): asked at each backward and step until it
         gives one, whose entries since the last segment (``take()``) go to the cuda_memory stream."""
         self.session = session
-        self.fault = session.fault  # (the @guarded hooks report there)
+        self.fault = session.fault  # (the step hooks report there)
         self.segment_seconds = segment_seconds
         self.every = every  # parameters are recorded on steps 1, 1 + every, …; 0: none
         self.budget = budget_bytes
@@ -439,8 +445,9 @@ class Recorder:
         # Node may be found after it (on CUDA, when its read-back is done)
         self._passes: dict[int, tuple] = {}
         self._names: dict[int, tuple] = {}  # id(parameter) -> (weakref, name, module path)
-        self._graphs: dict[tuple, tuple] = {}  # signature -> (graph id or None, ((name, module) per Node))
-        self._pending: Optional[tuple] = None  # (graph id, Node ids, described) of a backward under way
+        # signature -> (graph id or None, described: per Node in the walk's order, (name, module, position in
+        # the recorded graph or None))
+        self._graphs: dict[tuple, tuple] = {}
         self._counting = None  # a weakref to the optimizer whose steps count
         # a step under way (its optimizer), and how many of its hooks' pairs run inside it: a subclass whose
         # step() calls super().step() runs the global step hooks twice once the parent's step is patched
@@ -491,18 +498,15 @@ class Recorder:
 
         self._handles = [register_optimizer_step_pre_hook(self._step_begins),
                          register_optimizer_step_post_hook(self._step_ends)]
-        self.session.before_backward.append(self._before_backward)
-        self.session.after_backward.append(self._after_backward)
+        self.session.after_backward_of.append(self._after_backward)
 
     def uninstall(self) -> None:
         """Remove the hooks (the writer stays open: :meth:`install` again, or :meth:`close`)."""
         for handle in self._handles:
             handle.remove()
         self._handles = []
-        for hooks, hook in ((self.session.before_backward, self._before_backward),
-                            (self.session.after_backward, self._after_backward)):
-            if hook in hooks:
-                hooks.remove(hook)
+        if self._after_backward in self.session.after_backward_of:
+            self.session.after_backward_of.remove(self._after_backward)
 
     def close(self) -> None:
         """Remove the hooks, write what waits, and the final metadata."""
@@ -528,48 +532,52 @@ class Recorder:
     def _records_step(self) -> bool:
         return bool(self.every) and self.over_budget_at is None and (self.step - 1) % (self.every * self.stride) == 0
 
-    @guarded("recording the gradients the optimizer applies")
+    # The optimizer's step hooks run inside every step: the fault boundary inline (as on the capture's hot paths),
+    # not guarded's extra call.
     def _step_begins(self, optimizer, args, kwargs) -> None:
-        if self._stepping == id(optimizer):  # super().step() inside a subclass's step(): the same step
-            self._nested += 1
-            return
-        self._stepping = id(optimizer)
-        if self._cuda_wanted is not None:
-            self._cuda_in_use()
-        if self._counting is None:
-            self._counting = weakref.ref(optimizer)
-        if not self._records_step():
-            return
-        plan = self._plan(optimizer)
-        if plan[4] or self._route_cpu:  # a parameter off the CPU
-            self._read_on_device(plan)
-            return
-        params, described = plan[2], plan[3]
-        # the training thread's share: one list of the .grad tensors (and, for the Python reader, one of
-        # their versions); names, summaries and fingerprints are the reader's
-        reader = self._native_reader
-        read_now = type(optimizer) in self._in_place
-        if reader is not None and not read_now:
-            # one call: the native reader takes each parameter's .grad itself (a DTensor's: this rank's
-            # shard, handed over); None: no gradient to read
-            # (poll: the reader may poll for the next step's hand-over, sparing this thread its wake-up, when
-            # torch's threads leave it a core: see grad_reader.cpp's Worker)
-            poll = torch.get_num_threads() < self._cores
-            handle = (reader.read(_step_grads(params, described), False, poll) if plan[5]
-                      else reader.read(params, True, poll))
-            if handle is not None:
-                self._reading.append((reader, handle, self.step, described))
-            return
-        grads = _step_grads(params, described) if plan[5] else [p.grad for p in params]
-        if all(g is None for g in grads):  # (not grads.count(None): that compares tensors with ==)
-            return
-        if read_now:
-            rows, found = read_parameters(self.step, _present(described, grads), native.loaded())
-            self._rows[GRADS].extend(rows)
-            self._rows[FINDINGS].extend(found)
-        else:
-            versions = [None if g is None else g._version for g in grads]
-            self._read_behind(_read_present, (grads, versions), self.step, described, grads, native.unlocked())
+        try:
+            if self._stepping == id(optimizer):  # super().step() inside a subclass's step(): the same step
+                self._nested += 1
+                return
+            self._stepping = id(optimizer)
+            if self._cuda_wanted is not None:
+                self._cuda_in_use()
+            if self._counting is None:
+                self._counting = weakref.ref(optimizer)
+            if not self._records_step():
+                return
+            plan = self._plan(optimizer)
+            if plan[4] or self._route_cpu:  # a parameter off the CPU
+                self._read_on_device(plan)
+                return
+            params, described = plan[2], plan[3]
+            # the training thread's share: one list of the .grad tensors (and, for the Python reader, one of
+            # their versions); names, summaries and fingerprints are the reader's
+            reader = self._native_reader
+            read_now = type(optimizer) in self._in_place
+            if reader is not None and not read_now:
+                # one call: the native reader takes each parameter's .grad itself (a DTensor's: this rank's
+                # shard, handed over); None: no gradient to read
+                # (poll: the reader may poll for the next step's hand-over, sparing this thread its wake-up, when
+                # torch's threads leave it a core: see grad_reader.cpp's Worker)
+                poll = torch.get_num_threads() < self._cores
+                handle = (reader.read(_step_grads(params, described), False, poll) if plan[5]
+                          else reader.read(params, True, poll))
+                if handle is not None:
+                    self._reading.append((reader, handle, self.step, described))
+                return
+            grads = _step_grads(params, described) if plan[5] else [p.grad for p in params]
+            if all(g is None for g in grads):  # (not grads.count(None): that compares tensors with ==)
+                return
+            if read_now:
+                rows, found = read_parameters(self.step, _present(described, grads), native.loaded())
+                self._rows[GRADS].extend(rows)
+                self._rows[FINDINGS].extend(found)
+            else:
+                versions = [None if g is None else g._version for g in grads]
+                self._read_behind(_read_present, (grads, versions), self.step, described, grads, native.unlocked())
+        except Exception as exc:  # noqa: BLE001 - the boundary inline
+            report(self.fault, "recording the gradients the optimizer applies", exc)
 
     def _read_on_device(self, plan: tuple) -> None:
         """A step with parameters off the CPU: the gradients of the device path (CUDA's) summarised there and,
@@ -622,7 +630,8 @@ class Recorder:
                 if group["params"] is not params or len(params) != n:
                     break
             else:
-                self._last_plan = (last[0] if plan is last[1] else weakref.ref(optimizer), plan)
+                if plan is not last[1]:
+                    self._last_plan = (weakref.ref(optimizer), plan)
                 return plan
         lists = [group["params"] for group in groups]
         params = [p for group in lists for p in group]
@@ -674,38 +683,41 @@ class Recorder:
         self._names[id(p)] = (weakref.ref(p), name, module)
         return name, module
 
-    @guarded("counting an optimizer step")
     def _step_ends(self, optimizer, args, kwargs) -> None:
-        if self._nested and self._stepping == id(optimizer):
-            self._nested -= 1
-            return
-        self._stepping = None
-        torn = len(self.torn_steps)
-        self._collect()
-        if len(self.torn_steps) > torn and type(optimizer) not in self._in_place:
-            self._in_place.add(type(optimizer))
-            self.session.fault(f"recording: {type(optimizer).__name__}.step() changed .grad in place while it was "
-                               f"read; step {self.torn_steps[-1]}'s parameter gradients are left out, and its "
-                               "later steps are read before step() runs")
-        if self._counting is None or self._counting() is not optimizer:
-            return  # a second optimizer's step is not another step
-        live = peak = None
-        if self._cuda and torch.cuda.is_initialized():
-            live, peak = torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated()
-        else:
-            tracker = self.memory or next(iter(self.session.traces), None)  # or the kernel's timeline
-            if tracker is not None:
-                stats = tracker.ledger.stats()
-                live, peak = stats.live_bytes, stats.peak_bytes
-                if tracker is self.memory:
-                    self._mem_bounds.append((stats.count + stats.dropped, self.step))
-        now = time.perf_counter()
-        self._rows[STEPS].append((self.step, now - self._t0, live, peak))
-        self.step += 1
-        if self.cuda is not None:
-            self.cuda.mark_step(self.step)
-        if len(self._rows[GRADS]) + self._later_rows >= SEGMENT_ROWS or now - self._last_flush >= self.segment_seconds:
-            self._flush(self.step - 1)
+        try:
+            if self._nested and self._stepping == id(optimizer):
+                self._nested -= 1
+                return
+            self._stepping = None
+            torn = len(self.torn_steps)
+            self._collect()
+            if len(self.torn_steps) > torn and type(optimizer) not in self._in_place:
+                self._in_place.add(type(optimizer))
+                self.session.fault(f"recording: {type(optimizer).__name__}.step() changed .grad in place while it was "
+                                   f"read; step {self.torn_steps[-1]}'s parameter gradients are left out, and its "
+                                   "later steps are read before step() runs")
+            if self._counting is None or self._counting() is not optimizer:
+                return  # a second optimizer's step is not another step
+            live = peak = None
+            if self._cuda and torch.cuda.is_initialized():
+                live, peak = torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated()
+            else:
+                tracker = self.memory or next(iter(self.session.traces), None)  # or the kernel's timeline
+                if tracker is not None:
+                    stats = tracker.ledger.stats()
+                    live, peak = stats.live_bytes, stats.peak_bytes
+                    if tracker is self.memory:
+                        self._mem_bounds.append((stats.count + stats.dropped, self.step))
+            now = time.perf_counter()
+            self._rows[STEPS].append((self.step, now - self._t0, live, peak))
+            self.step += 1
+            if self.cuda is not None:
+                self.cuda.mark_step(self.step)
+            if (len(self._rows[GRADS]) + self._later_rows >= SEGMENT_ROWS
+                    or now - self._last_flush >= self.segment_seconds):
+                self._flush(self.step - 1)
+        except Exception as exc:  # noqa: BLE001 - the boundary inline
+            report(self.fault, "counting an optimizer step", exc)
 
     def _flush(self, step: Optional[int] = None) -> None:
         """Hand what waits to the writer; ``step``: the step the CUDA entries taken now belong to, unless
@@ -796,63 +808,33 @@ class Recorder:
             self.downsampled.append([self.step, stride])
 
     # --- per backward ------------------------------------------------------------------------
-    def _before_backward(self, roots: list) -> None:
-        self._pending = None
+    # One hook, after the backward (its Nodes and edges are still there, their saved tensors not): the native
+    # hooks' pass knows its graph's signature and Node order from arming it, so a step walks nothing again.
+    def _after_backward(self, roots: list) -> None:
         self._stepping, self._nested = None, 0  # a step that raised never ran its post hook
         if self._cuda_wanted is not None:
             self._cuda_in_use()
-        if not self._records_step() or not self.session.record_grads:
-            return
-        lib = native.hooks()
-        walked = lib.walk(roots, GRAPH_NODES) if lib is not None else None
-        if walked is not None:
-            # the graph's shape, walked in C++: a hash of its Nodes' names and edges in walk order and of
-            # the parameters they reach (64 bits: two graphs that differ collide one time in 2**64), and
-            # how many Nodes; a Node's position is its index in the ids
-            signature, ids = walked[:2], walked[2]
-            known = self._graphs.get(signature)
-            if known is None:
-                with untraced():
-                    known = self._graphs[signature] = self._new_graph(roots, reachable(roots, GRAPH_NODES)[0])
-        else:
-            with untraced():
-                nodes, _ = reachable(roots, GRAPH_NODES)
-                # the graph's shape, cheaply: its Nodes' types in walk order and the parameters they reach
-                signature = (tuple(map(type, nodes)), tuple(id(n.variable) for n in nodes if type(n) is _ACCUMULATE))
-                known = self._graphs.get(signature)
-                if known is None:
-                    known = self._graphs[signature] = self._new_graph(roots, nodes)
-                ids = [n.metadata.get("fv_id") for n in nodes]
-        if known[0] is not None:
-            self._pending = (known[0], ids, known[1])
-
-    def _new_graph(self, roots: list, nodes: list) -> tuple:
-        """Describe a graph not seen before, and write it (up to MAX_GRAPHS): (graph id or None, described)."""
-        described = []
-        for node in nodes:
-            tag = node.metadata.get("fv_op")
-            if tag is None and hasattr(node, "variable"):  # a leaf's AccumulateGrad: named by its parameter
-                described.append(self._name(node.variable))
-            else:
-                described.append((node.name(), tag[4][2] if tag and tag[4] else None))
-        described = tuple(described)
-        recorded = sum(1 for g, _ in self._graphs.values() if g is not None)
-        if recorded >= MAX_GRAPHS:
-            return None, described
-        live = build_graph(roots, self.session, NameIndex(), max_nodes=GRAPH_NODES)  # (ids the Nodes too)
-        self.writer.submit(GRAPHS, {"graph": [recorded], "step": [self.step], "nodes": [len(described)],
-                                    "json": [json.dumps(graph_trait(live.graph))]})
-        return recorded, described
-
-    def _after_backward(self) -> None:
-        pending, self._pending = self._pending, None
         store = self.session.store
-        if pending is None or store.recorded != store.passes:
-            if store.nonfinite_found:
+        if not self._records_step() or not self.session.record_grads or store.recorded != store.passes:
+            if store.nonfinite_found:  # (an earlier pass's, found since)
                 self._nonfinite_nodes()
             return
-        graph, ids, described = pending
         index = store.recorded
+        source, handed = store.recorded_by(index)  # (handed: with the native hooks, mostly none)
+        if source is not None:  # its graph as the native hooks armed it, and their numbers
+            # (the ids are the pass's own, read only when needed; the numbers now: a dead graph's Nodes are
+            # forgotten, and the rows are the writer's)
+            signature, stats, on_device = source.recorded()
+            ids = source
+        else:
+            signature, ids = self._walk(roots)
+        known = self._graphs.get(signature)
+        if known is None:
+            with untraced():
+                known = self._graphs[signature] = self._new_graph(roots, _ids_of(ids))
+        graph, described = known
+        if graph is None:
+            return
         if store.nonfinite_found or self.session.recorder.device.reading:
             # this pass's first non-finite Node, found as it ended, or (CUDA) to be found once its numbers come
             passes = self._passes
@@ -861,13 +843,9 @@ class Recorder:
                 del passes[next(iter(passes))]
             if store.nonfinite_found:  # (an earlier pass's too, found since)
                 self._nonfinite_nodes()
-        handed = store.python_recorded(index)  # (with the native hooks, mostly none: nothing more to do)
-        source = store.unread_pass(index)
-        if source is not None:  # the native hooks' numbers: one call for the five numbers a Node row keeps
+        if source is not None:  # the native hooks' numbers: the five numbers a Node row keeps, per Node
             if handed:
-                self._handed_over_rows(graph, ids, described, handed)
-            # (now: a dead graph's Nodes are forgotten; the rows are the writer's)
-            stats, on_device = source.node_stats(ids)
+                self._handed_over_rows(graph, _ids_of(ids), described, handed)
             count = len(stats) // NODE_STATS_SIZE + len(on_device)
             self._rows[GRADS].append(_Later(_node_rows, (self.step, graph, described, stats, on_device), count))
             self._later_on_device = self._later_on_device or bool(on_device)
@@ -878,11 +856,11 @@ class Recorder:
         later = []  # (position, summary) of those whose numbers are still to come (the device path's)
         for position, nid in enumerate(ids):
             grads = store.get(nid) if nid is not None else None
-            if not grads or not grads.records or grads.records[-1].backward_index != store.recorded:
+            if not grads or not grads.records or grads.records[-1].backward_index != index:
                 continue
             outputs = grads.records[-1].grad_outputs
             s = outputs[0] if outputs else None
-            if s is None:
+            if s is None or described[position][2] is None:
                 continue
             if s.norm is None:
                 later.append((position, s))
@@ -893,6 +871,44 @@ class Recorder:
             self._later_on_device, self._later = True, True
             self._later_rows += len(later)
 
+    def _walk(self, roots: list) -> tuple:
+        """(signature, Node ids in :func:`iter_graph`'s order) of a graph the Python hooks recorded: walked in
+        C++ where the library is built (the signature the native hooks' pass gives), else in Python."""
+        lib = native.hooks()
+        walked = lib.walk(roots) if lib is not None else None
+        if walked is not None:
+            # a hash of its Nodes' names and edges in walk order and of the parameters they reach (64 bits:
+            # two graphs that differ collide one time in 2**64), and how many Nodes
+            return walked[:2], walked[2]
+        with untraced():
+            nodes = iter_graph(roots)
+            # the graph's shape, cheaply: its Nodes' types in walk order and the parameters they reach
+            signature = (tuple(map(type, nodes)), tuple(id(n.variable) for n in nodes if type(n) is _ACCUMULATE))
+            return signature, [n.metadata.get("fv_id") for n in nodes]
+
+    def _new_graph(self, roots: list, ids: list) -> tuple:
+        """Describe a graph not seen before, and write it (up to MAX_GRAPHS): (graph id or None, described: per
+        Node in the walk's order, ``ids``, its (name, module, position in the recorded graph's Nodes or None
+        past its cut)). The recorded graph lists its Nodes nearest the output first (build_graph's order)."""
+        nodes = iter_graph(roots)
+        if [n.metadata.get("fv_id") for n in nodes] != ids:  # (never, unless the graph changed since it was armed)
+            raise RuntimeError("the graph's Nodes are not those its backward ran")
+        at = {id(n): k for k, n in enumerate(reachable(roots, GRAPH_NODES)[0])}
+        described = []
+        for node in nodes:
+            tag = node.metadata.get("fv_op")
+            if tag is None and hasattr(node, "variable"):  # a leaf's AccumulateGrad: named by its parameter
+                described.append((*self._name(node.variable), at.get(id(node))))
+            else:
+                described.append((node.name(), tag[4][2] if tag and tag[4] else None, at.get(id(node))))
+        described = tuple(described)
+        recorded = sum(1 for g, _ in self._graphs.values() if g is not None)
+        if recorded >= MAX_GRAPHS:
+            return None, described
+        live = build_graph(roots, self.session, NameIndex(), max_nodes=GRAPH_NODES)  # (ids the Nodes too)
+        self.writer.submit(GRAPHS, {"graph": [recorded], "step": [self.step], "nodes": [len(at)],
+                                    "json": [json.dumps(graph_trait(live.graph))]})
+        return recorded, described
 
     def _nonfinite_nodes(self) -> None:
         """The doctor's ``nonfinite-grad`` finding of each recorded backward whose first non-finite Node the
@@ -907,10 +923,11 @@ class Recorder:
             if record is not None:
                 self._nonfinite_node(nid, record, *known)
 
-    def _nonfinite_node(self, nid: int, record, step: int, graph: int, ids: list, described: tuple) -> None:
+    def _nonfinite_node(self, nid: int, record, step: int, graph: int, ids, described: tuple) -> None:
         """The ``nonfinite-grad`` finding of the backward of ``step``: Node ``nid``, its ``record``."""
+        ids = _ids_of(ids)
         k = ids.index(nid) if nid in ids else None
-        name, module = described[k] if k is not None else ("a Node", None)
+        name, module = described[k][:2] if k is not None else ("a Node", None)
         received = not any(s is not None and (s.nan_count or s.inf_count) for s in record.grad_outputs)
         self._rows[FINDINGS].append((step, NONFINITE, None, name, module,
                                      f"{name}{' in ' + module if module else ''} was the first Node whose gradients "
@@ -927,9 +944,14 @@ class Recorder:
             k = position.get(nid)
             outputs = entry.records[-1].grad_outputs
             s = outputs[0] if outputs else None
-            if k is None or s is None:
+            if k is None or s is None or described[k][2] is None:
                 continue
             self._rows[GRADS].append(_summary_row(self.step, graph, described, k, s))
+
+
+def _ids_of(ids) -> list:
+    """A graph's Node ids in walk order: ``ids`` itself, or the order of the native pass ``ids``."""
+    return ids if type(ids) is list else ids.order()
 
 
 def _num(value) -> float:

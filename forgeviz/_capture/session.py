@@ -407,7 +407,9 @@ class CaptureSession:
         self._told: set[str] = set()  # faults told in this cell or capture() block (each is told once)
         self.widgets: "weakref.WeakSet" = weakref.WeakSet()
         self.after_backward: list[Callable[[], None]] = []
-        self.before_backward: list[Callable[[list], None]] = []  # given the roots (a recording walks them)
+        # given the roots once the backward ran (a recording reads the graph from them: its Nodes and edges
+        # stay after backward, their saved tensors do not)
+        self.after_backward_of: list[Callable[[list], None]] = []
         self.explain = True  # %fv explain off turns shape-error diagrams off
         # What to remember of an op that failed with a shape error, to draw it after the cell:
         # ``describe_error(op name, args, kwargs, message)`` returns a record of shapes, or None.
@@ -750,9 +752,6 @@ class CaptureSession:
             self.backward_roots = [node_id(r) for r in roots if hasattr(r, "metadata")]
             if self.record_grads:  # memory_trace() alone wants the backward's line, not its gradients
                 finish = self.recorder.arm(roots)
-        for callback in self.before_backward:
-            with boundary(self.fault, "reading the graph before backward"):
-                callback(roots)
         sites = [t for t in self.traces if t.wants_sites]
         claims = []
         frees = None
@@ -769,12 +768,12 @@ class CaptureSession:
         if doctor is not None:  # only while a side panel is open (its steps, graphs and gradients)
             with boundary(self.fault, "the doctor's look before a backward"):  # the backward runs regardless
                 checkup = doctor.backward_begins(func, roots, frees)
-        return finish, sites, claims, frees, (doctor, checkup)
+        return finish, sites, claims, frees, (doctor, checkup), roots
 
     def backward_ends(self, watch: tuple, returned: bool, failed: Optional[BaseException] = None) -> None:
         """The backward armed by :meth:`backward_begins` returned (or raised ``failed``); never raises: each
         step is in the fault boundary, and the user's backward result (or error) stands."""
-        finish, sites, claims, frees, (doctor, checkup) = watch
+        finish, sites, claims, frees, (doctor, checkup), roots = watch
         for tracker in sites:
             with boundary(self.fault, "closing the backward's memory site"):
                 tracker.set_site(None)
@@ -787,6 +786,9 @@ class CaptureSession:
         if doctor is not None:  # after the gradient records: it reads this pass's first non-finite Node
             with boundary(self.fault, "the doctor's look after a backward"):
                 doctor.backward_ends(checkup, returned, failed)
+        for read_graph in list(self.after_backward_of):
+            with boundary(self.fault, "reading the graph after backward"):
+                read_graph(roots)
         for callback in list(self.after_backward):
             with boundary(self.fault, "refreshing views after backward"):
                 callback()

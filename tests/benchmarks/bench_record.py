@@ -49,7 +49,7 @@ from forgeviz.model.run import rank_folder
 from forgeviz.run.writer import RunWriter
 
 ROUNDS = int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", "30"))
-HOOKS = ("_step_begins", "_step_ends", "_before_backward", "_after_backward")
+HOOKS = ("_step_begins", "_step_ends", "_after_backward")
 
 
 def timed_hooks(recorder, spent: list[float], each: dict[str, float], calls: dict[str, int]) -> None:

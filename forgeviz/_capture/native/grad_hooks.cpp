@@ -184,6 +184,10 @@ struct Pass {
   std::unordered_map<const void*, Seen> same_values;
   std::vector<std::pair<WeakNode, uintptr_t>> hooks;
   std::vector<std::string> faults;
+  // The graph armed, for a recording (fv_shape, fv_order): the signature_of() its Nodes in the walk's
+  // order, and their ids in that order
+  uint64_t signature = 0;
+  std::vector<int64_t> order_ids;
 
   // Whether t goes to device_summary.py (grads.py's on_device): a strided float gradient on CUDA, or on
   // the CPU too with kDeviceAll; not a tensor subclass's (its Python hook reads it with __torch_function__
@@ -611,6 +615,89 @@ int fv_tag(PyObject* out, long long first_new, PyObject* make_tag, PyObject* fun
   return status;
 }
 
+// A Node's name() as a Python str, and a hash of it for a graph's signature. name() demangles the Node's C++
+// type at each call (microseconds, an allocation), so both are kept per type, except for a PyNode (a Python
+// autograd.Function), whose name is its Python class's, made per Node. (PyNode is told by its mangled type
+// name: libtorch_python does not export its type_info.) With the GIL held, so one thread at a time.
+struct NodeName {
+  PyObject* name;  // a new reference; nullptr on a Python error
+  uint64_t hash;
+};
+
+NodeName node_name(Node* node) {
+  struct Known {
+    PyObject* name;  // interned, kept for the process; nullptr: a name per Node
+    uint64_t hash;
+  };
+  static std::unordered_map<std::type_index, Known> by_type;
+  const std::type_index type(typeid(*node));
+  auto found = by_type.find(type);
+  if (found == by_type.end()) {
+    Known known{nullptr, 0};
+    if (std::strcmp(type.name(), "N5torch8autograd6PyNodeE") != 0) {
+      const std::string name = node->name();
+      known = {PyUnicode_InternFromString(name.c_str()), std::hash<std::string>()(name) | 1};
+      if (known.name == nullptr) return {nullptr, 0};
+    }
+    found = by_type.emplace(type, known).first;
+  }
+  if (found->second.name != nullptr) {
+    Py_INCREF(found->second.name);
+    return {found->second.name, found->second.hash};
+  }
+  const std::string name = node->name();
+  return {PyUnicode_FromString(name.c_str()), std::hash<std::string>()(name)};
+}
+
+// Every Node reachable from `roots` (a list of grad_fn objects or None), depth first, each once:
+// grads.iter_graph's order, which positions a Node in fv_arm's and fv_walk's ids. False when a root is
+// not a Node this knows.
+bool walk_graph(PyObject* roots, std::vector<Node*>& order) {
+  std::vector<Node*> todo;
+  for (Py_ssize_t i = PyList_GET_SIZE(roots) - 1; i >= 0; --i) {
+    PyObject* root = PyList_GET_ITEM(roots, i);
+    if (root == Py_None) continue;
+    Node* node = node_of(root);
+    if (node == nullptr) return false;
+    todo.push_back(node);
+  }
+  std::reverse(todo.begin(), todo.end());  // (popped from the back, as iter_graph pops its stack)
+  std::unordered_set<Node*> seen;
+  while (!todo.empty()) {
+    Node* node = todo.back();
+    todo.pop_back();
+    if (!seen.insert(node).second) continue;
+    order.push_back(node);
+    for (const auto& edge : node->next_edges()) {
+      Node* next = edge.function.get();
+      if (next != nullptr && !seen.count(next)) todo.push_back(next);
+    }
+  }
+  return true;
+}
+
+// The shape of a graph, for a recording that writes each distinct graph once (recording.py): a 64-bit
+// FNV-1a hash of each Node's name and number of next edges, in `order`, and for an AccumulateGrad of its
+// leaf's TensorImpl (the parameter it reaches). 0 on a Python error.
+uint64_t signature_of(const std::vector<Node*>& order) {
+  uint64_t signature = 1469598103934665603ULL;
+  auto mix = [&signature](uint64_t word) {
+    signature ^= word;
+    signature *= 1099511628211ULL;
+  };
+  for (Node* node : order) {
+    const NodeName named = node_name(node);
+    if (named.name == nullptr) return 0;
+    Py_DECREF(named.name);
+    mix(named.hash);
+    mix(node->next_edges().size());
+    auto* leaf = dynamic_cast<torch::autograd::AccumulateGrad*>(node);
+    if (leaf != nullptr)
+      mix(reinterpret_cast<uintptr_t>(leaf->variable.defined() ? leaf->variable.unsafeGetTensorImpl() : nullptr));
+  }
+  return signature;
+}
+
 // Adds a hook to every Node reachable from `roots` (a list of grad_fn objects), first giving each its
 // forgeviz id in its metadata as grads.py's node_id() and GradStore.watch() would: "fv_id" from
 // next(ids), and "fv_gone", which calls dead_append(nid) when the Node dies. A Node named in `chain` (a set) or an AccumulateGrad is
@@ -638,33 +725,20 @@ PyObject* fv_arm(PyObject* roots, PyObject* chain, PyObject* ids, PyObject* dead
     PyErr_Format(PyExc_ValueError, "fv_arm: expected a device path code 0, 1 or 2, got %d", device);
     return nullptr;
   }
-  // Every Node reachable, depth first from the roots, each once (grads.iter_graph's order).
-  std::vector<Node*> todo, order;
-  for (Py_ssize_t i = PyList_GET_SIZE(roots) - 1; i >= 0; --i) {
-    PyObject* root = PyList_GET_ITEM(roots, i);
-    if (root == Py_None) continue;
-    Node* node = node_of(root);
-    if (node == nullptr) Py_RETURN_NONE;
-    todo.push_back(node);
-  }
-  std::reverse(todo.begin(), todo.end());  // popped from the back: the first root first, as in Python
-  std::unordered_set<Node*> seen;
+  std::vector<Node*> order;
+  if (!walk_graph(roots, order)) Py_RETURN_NONE;
   // How many edges reach each Node with none of its own (an AccumulateGrad): a leaf fed once is given
   // that one gradient as its .grad, so grads.py may summarise the gradient as the .grad when the pass ends
   std::unordered_map<Node*, int> fed;
-  while (!todo.empty()) {
-    Node* node = todo.back();
-    todo.pop_back();
-    if (!seen.insert(node).second) continue;
-    order.push_back(node);
+  for (Node* node : order)
     for (const auto& edge : node->next_edges()) {
       Node* next = edge.function.get();
-      if (next == nullptr) continue;
-      if (next->next_edges().empty()) ++fed[next];
-      if (!seen.count(next)) todo.push_back(next);
+      if (next != nullptr && next->next_edges().empty()) ++fed[next];
     }
-  }
   auto pass = std::make_shared<Pass>();
+  pass->signature = signature_of(order);
+  if (pass->signature == 0 && PyErr_Occurred()) return nullptr;
+  pass->order_ids.reserve(order.size());
   pass->sample = sample;
   pass->bins = bins;
   pass->values_cap = values_cap;
@@ -703,6 +777,7 @@ PyObject* fv_arm(PyObject* roots, PyObject* chain, PyObject* ids, PyObject* dead
         nid_obj = PyDict_GetItemWithError(dict, key_id);
       }
       const int64_t nid = PyLong_AsLongLong(nid_obj);
+      pass->order_ids.push_back(nid);
       if (PyDict_GetItemWithError(dict, key_gone) == nullptr) {
         PyObject* watch = PyErr_Occurred() ? nullptr : new_gone(dead_append, nid_obj);
         if (watch == nullptr || PyDict_SetItem(dict, key_gone, watch) != 0) {
@@ -723,9 +798,9 @@ PyObject* fv_arm(PyObject* roots, PyObject* chain, PyObject* ids, PyObject* dead
         }
       } else {
         leaf = nullptr;  // released: a plain Node (its Python hook reports what it finds)
-        PyObject* name = PyUnicode_FromString(node->name().c_str());
-        const int named = name != nullptr ? PySet_Contains(chain, name) : -1;
-        Py_XDECREF(name);
+        const NodeName name = node_name(node);
+        const int named = name.name != nullptr ? PySet_Contains(chain, name.name) : -1;
+        Py_XDECREF(name.name);
         if (named < 0) throw std::runtime_error("reading a Node's name failed");
         if (named) kind = kChain;
       }
@@ -810,7 +885,7 @@ PyObject* fv_rows(PyObject* capsule) {
 }
 
 // The numbers a recording keeps of a finished pass, in one call (recording.py's node rows): `ids` is a
-// graph's Node ids by position (a list of ints, None where a Node has none); for each position whose Node
+// graph's Node ids by position (a list of ints, None where a Node has none; None: the pass's own, fv_order's); for each position whose Node
 // ran and received a gradient, (position, numel, min, max, sum, norm) of its first grad_output, in
 // position order, as six native doubles each in one bytes object (a tuple of six numbers per Node cost the
 // training thread ~5 us a step on a 15-Node MLP; the recording's writer thread unpacks them). Reading
@@ -820,14 +895,19 @@ PyObject* fv_rows(PyObject* capsule) {
 PyObject* fv_node_stats(PyObject* capsule, PyObject* ids) {
   Pass* pass = pass_of(capsule);
   if (pass == nullptr) return nullptr;
-  if (!PyList_Check(ids)) {
-    PyErr_SetString(PyExc_TypeError, "node_stats: expected a list of Node ids");
+  if (ids != Py_None && !PyList_Check(ids)) {
+    PyErr_SetString(PyExc_TypeError, "node_stats: expected a list of Node ids, or None");
     return nullptr;
   }
   std::unordered_map<int64_t, Py_ssize_t> position;
-  const Py_ssize_t n = PyList_GET_SIZE(ids);
+  const bool armed = ids == Py_None;  // positions in the pass's own order (fv_order's)
+  const Py_ssize_t n = armed ? static_cast<Py_ssize_t>(pass->order_ids.size()) : PyList_GET_SIZE(ids);
   position.reserve(static_cast<size_t>(n));
   for (Py_ssize_t k = 0; k < n; ++k) {
+    if (armed) {
+      position[pass->order_ids[static_cast<size_t>(k)]] = k;
+      continue;
+    }
     PyObject* nid = PyList_GET_ITEM(ids, k);
     if (nid == Py_None) continue;
     const long long value = PyLong_AsLongLong(nid);
@@ -918,73 +998,30 @@ PyObject* fv_summary(PyObject* capsule, Py_ssize_t slot) {
   return summary_tuple(*pass, s);
 }
 
-// The shape of the graph behind `roots` (a list of grad_fn objects or None), for a recording that writes
-// each distinct graph once (recording.py): walked breadth first as walk.reachable() walks it (the roots
-// in order, then each Node's next edges, each Node once), the first `cap` Nodes kept. Returns
-// (signature, found, ids): a 64-bit hash of each kept Node's name() and number of next edges in that
-// order and, for an AccumulateGrad, of its leaf's TensorImpl (the parameter it reaches); how many Nodes
-// were found (more than cap when the graph goes on); and each kept Node's "fv_id" (None without one).
-// None when a root is not a Node it knows. In C++ because a recording asks before every backward, and
-// in Python the walk makes an object per Node.
-// A hash of node->name(), which demangles the Node's C++ type each call (microseconds, an allocation):
-// kept per type, except for a PyNode (a Python autograd.Function), whose name is its Python class's.
-// (PyNode is told by its mangled type name: libtorch_python does not export its type_info.) Called
-// with the GIL held, so one thread at a time.
-uint64_t name_hash(Node* node) {
-  static std::unordered_map<std::type_index, uint64_t> by_type;  // 0: a name per Node
-  const std::type_index type(typeid(*node));
-  auto found = by_type.find(type);
-  if (found == by_type.end()) {
-    const bool per_node = std::strcmp(type.name(), "N5torch8autograd6PyNodeE") == 0;
-    found = by_type.emplace(type, per_node ? 0 : std::hash<std::string>()(node->name()) | 1).first;
-  }
-  return found->second != 0 ? found->second : std::hash<std::string>()(node->name());
-}
-
-PyObject* fv_walk(PyObject* roots, Py_ssize_t cap) {
+// The shape of the graph behind `roots` (a list of grad_fn objects or None) as fv_arm records it for a pass,
+// for a pass armed without it (Python hooks): (signature, found, ids): signature_of() its Nodes in
+// walk_graph()'s order, how many Nodes there are, and each one's "fv_id" in that order (None without one).
+// None when a root is not a Node it knows. In C++ because in Python the walk makes an object per Node.
+PyObject* fv_walk(PyObject* roots) {
   static PyObject* const key_id = PyUnicode_InternFromString("fv_id");
   if (!PyList_Check(roots)) {
     PyErr_SetString(PyExc_TypeError, "walk: roots is a list");
     return nullptr;
   }
-  std::vector<Node*> kept;
-  std::unordered_set<Node*> seen;
-  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(roots); ++i) {
-    PyObject* root = PyList_GET_ITEM(roots, i);
-    if (root == Py_None) continue;
-    Node* node = node_of(root);
-    if (node == nullptr) Py_RETURN_NONE;
-    seen.insert(node);
-    kept.push_back(node);  // (a root given twice is kept twice, as in walk.reachable)
-  }
-  uint64_t signature = 1469598103934665603ULL;  // FNV-1a over the words below
-  auto mix = [&signature](uint64_t word) {
-    signature ^= word;
-    signature *= 1099511628211ULL;
-  };
+  std::vector<Node*> order;
+  uint64_t signature = 0;
   try {
-    for (size_t i = 0; i < kept.size(); ++i) {
-      Node* node = kept[i];
-      const auto& edges = node->next_edges();
-      mix(name_hash(node));
-      mix(edges.size());
-      auto* leaf = dynamic_cast<torch::autograd::AccumulateGrad*>(node);
-      if (leaf != nullptr)
-        mix(reinterpret_cast<uintptr_t>(leaf->variable.defined() ? leaf->variable.unsafeGetTensorImpl() : nullptr));
-      for (const auto& edge : edges) {
-        Node* next = edge.function.get();
-        if (next == nullptr || !seen.insert(next).second) continue;
-        if (static_cast<Py_ssize_t>(kept.size()) < cap) kept.push_back(next);
-      }
-    }
+    if (!walk_graph(roots, order)) Py_RETURN_NONE;
+    signature = signature_of(order);
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
     return nullptr;
   }
-  PyObject* ids = PyList_New(static_cast<Py_ssize_t>(kept.size()));
+  if (signature == 0 && PyErr_Occurred()) return nullptr;
+  PyObject* ids = PyList_New(static_cast<Py_ssize_t>(order.size()));
   if (ids == nullptr) return nullptr;
-  for (size_t i = 0; i < kept.size(); ++i) {
-    PyObject* dict = static_cast<torch::autograd::PyAnomalyMetadata*>(kept[i]->metadata())->dict();
+  for (size_t i = 0; i < order.size(); ++i) {
+    PyObject* dict = static_cast<torch::autograd::PyAnomalyMetadata*>(order[i]->metadata())->dict();
     PyObject* nid = PyDict_GetItemWithError(dict, key_id);  // borrowed
     if (nid == nullptr && PyErr_Occurred()) {
       Py_DECREF(ids);
@@ -994,8 +1031,47 @@ PyObject* fv_walk(PyObject* roots, Py_ssize_t cap) {
     Py_INCREF(nid);
     PyList_SET_ITEM(ids, static_cast<Py_ssize_t>(i), nid);
   }
-  return Py_BuildValue("(KnN)", static_cast<unsigned long long>(signature), static_cast<Py_ssize_t>(seen.size()),
+  return Py_BuildValue("(KnN)", static_cast<unsigned long long>(signature), static_cast<Py_ssize_t>(order.size()),
                        ids);
+}
+
+// A pass's graph as fv_walk gives it, from what fv_arm recorded (no second walk): (signature, found).
+PyObject* fv_shape(PyObject* capsule) {
+  Pass* pass = pass_of(capsule);
+  if (pass == nullptr) return nullptr;
+  return Py_BuildValue("(Kn)", static_cast<unsigned long long>(pass->signature),
+                       static_cast<Py_ssize_t>(pass->order_ids.size()));
+}
+
+// What a recording reads of a finished pass, in one call: ((signature, found), and fv_node_stats by the
+// pass's own order).
+PyObject* fv_recorded(PyObject* capsule) {
+  PyObject* shape = fv_shape(capsule);
+  PyObject* stats = shape != nullptr ? fv_node_stats(capsule, Py_None) : nullptr;
+  if (stats == nullptr) {
+    Py_XDECREF(shape);
+    return nullptr;
+  }
+  PyObject* out = PyTuple_Pack(3, shape, PyTuple_GET_ITEM(stats, 0), PyTuple_GET_ITEM(stats, 1));
+  Py_DECREF(shape);
+  Py_DECREF(stats);
+  return out;
+}
+
+// A pass's Node ids in fv_walk's order: a Node's position in a recording's rows.
+PyObject* fv_order(PyObject* capsule) {
+  Pass* pass = pass_of(capsule);
+  if (pass == nullptr) return nullptr;
+  PyObject* ids = PyList_New(static_cast<Py_ssize_t>(pass->order_ids.size()));
+  for (size_t i = 0; ids != nullptr && i < pass->order_ids.size(); ++i) {
+    PyObject* nid = PyLong_FromLongLong(pass->order_ids[i]);
+    if (nid == nullptr) {
+      Py_CLEAR(ids);
+      break;
+    }
+    PyList_SET_ITEM(ids, static_cast<Py_ssize_t>(i), nid);
+  }
+  return ids;
 }
 
 // Python's view: the module forgeviz._capture.native._grad_hooks, loaded from the built library.
@@ -1053,10 +1129,19 @@ PyObject* py_node_stats(PyObject*, PyObject* const* args, Py_ssize_t n) {
 }
 
 PyObject* py_walk(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  if (!args_ok<void>("walk", n, 2)) return nullptr;
-  const Py_ssize_t cap = PyLong_AsSsize_t(args[1]);
-  if (cap == -1 && PyErr_Occurred()) return nullptr;
-  return fv_walk(args[0], cap);
+  return args_ok<void>("walk", n, 1) ? fv_walk(args[0]) : nullptr;
+}
+
+PyObject* py_shape(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  return args_ok<void>("shape", n, 1) ? fv_shape(args[0]) : nullptr;
+}
+
+PyObject* py_recorded(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  return args_ok<void>("recorded", n, 1) ? fv_recorded(args[0]) : nullptr;
+}
+
+PyObject* py_order(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  return args_ok<void>("order", n, 1) ? fv_order(args[0]) : nullptr;
 }
 
 PyMethodDef methods[] = {
@@ -1067,11 +1152,14 @@ PyMethodDef methods[] = {
     FV_METHOD(rows, "rows(pass) -> rows: fv_rows"),
     FV_METHOD(forget, "forget(pass, gone) -> rows left: fv_forget"),
     FV_METHOD(summary, "summary(pass, slot) -> summary: fv_summary"),
-    FV_METHOD(walk, "walk(roots, cap) -> (signature, found, ids): fv_walk"),
+    FV_METHOD(walk, "walk(roots) -> (signature, found, ids): fv_walk"),
+    FV_METHOD(shape, "shape(pass) -> (signature, found): fv_shape"),
+    FV_METHOD(order, "order(pass) -> ids: fv_order"),
+    FV_METHOD(recorded, "recorded(pass) -> ((signature, found), bytes, [(position, summary)]): fv_recorded"),
     FV_METHOD(node_stats, "node_stats(pass, ids) -> (bytes, [(position, summary)]): fv_node_stats"),
     {nullptr, nullptr, 0, nullptr},
 };
 
 }  // namespace
 
-FV_MODULE(_grad_hooks, "forgeviz's gradient hooks and op tags in C++ (forgeviz/_capture/native/grad_hooks.cpp)", 9)
+FV_MODULE(_grad_hooks, "forgeviz's gradient hooks and op tags in C++ (forgeviz/_capture/native/grad_hooks.cpp)", 10)
