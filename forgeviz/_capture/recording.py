@@ -433,6 +433,7 @@ class Recorder:
         self.downsampled: list[list[int]] = []  # [from step, stride]
         self.over_budget_at: Optional[int] = None
         self.torn_steps: list[int] = []  # steps whose parameter rows were dropped (.grad changed in step())
+        self._records = bool(every)  # whether the step under way records (_records_step(), kept as it changes)
         self._t0 = time.perf_counter()
         self._last_flush = self._t0
         # rows in schema order (and in GRADS, _Later items: rows the writer's thread builds)
@@ -530,6 +531,7 @@ class Recorder:
 
     # --- per step ----------------------------------------------------------------------------
     def _records_step(self) -> bool:
+        """Whether the step under way records (kept in ``_records``: the hooks read that)."""
         return bool(self.every) and self.over_budget_at is None and (self.step - 1) % (self.every * self.stride) == 0
 
     # The optimizer's step hooks run inside every step: the fault boundary inline (as on the capture's hot paths),
@@ -544,7 +546,7 @@ class Recorder:
                 self._cuda_in_use()
             if self._counting is None:
                 self._counting = weakref.ref(optimizer)
-            if not self._records_step():
+            if not self._records:
                 return
             plan = self._plan(optimizer)
             if plan[4] or self._route_cpu:  # a parameter off the CPU
@@ -702,7 +704,8 @@ class Recorder:
             if self._cuda and torch.cuda.is_initialized():
                 live, peak = torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated()
             else:
-                tracker = self.memory or next(iter(self.session.traces), None)  # or the kernel's timeline
+                traces = self.session.traces
+                tracker = self.memory or (traces[0] if traces else None)  # or the kernel's timeline
                 if tracker is not None:
                     stats = tracker.ledger.stats()
                     live, peak = stats.live_bytes, stats.peak_bytes
@@ -710,7 +713,9 @@ class Recorder:
                         self._mem_bounds.append((stats.count + stats.dropped, self.step))
             now = time.perf_counter()
             self._rows[STEPS].append((self.step, now - self._t0, live, peak))
-            self.step += 1
+            step = self.step = self.step + 1
+            every = self.every  # (_records_step(), inline)
+            self._records = bool(every) and self.over_budget_at is None and (step - 1) % (every * self.stride) == 0
             if self.cuda is not None:
                 self.cuda.mark_step(self.step)
             if (len(self._rows[GRADS]) + self._later_rows >= SEGMENT_ROWS
@@ -798,6 +803,7 @@ class Recorder:
         if used >= self.budget:
             if self.over_budget_at is None:
                 self.over_budget_at = self.step
+                self._records = False
             return
         wanted = 1
         while used >= self.budget * (1 - 0.5 ** wanted) and wanted < 16:
@@ -806,6 +812,7 @@ class Recorder:
         if stride > self.stride:
             self.stride = stride
             self.downsampled.append([self.step, stride])
+            self._records = self._records_step()
 
     # --- per backward ------------------------------------------------------------------------
     # One hook, after the backward (its Nodes and edges are still there, their saved tensors not): the native
@@ -815,7 +822,7 @@ class Recorder:
         if self._cuda_wanted is not None:
             self._cuda_in_use()
         store = self.session.store
-        if not self._records_step() or not self.session.record_grads or store.recorded != store.passes:
+        if not self._records or not self.session.record_grads or store.recorded != store.passes:
             if store.nonfinite_found:  # (an earlier pass's, found since)
                 self._nonfinite_nodes()
             return

@@ -786,12 +786,17 @@ class CaptureSession:
         if doctor is not None:  # after the gradient records: it reads this pass's first non-finite Node
             with boundary(self.fault, "the doctor's look after a backward"):
                 doctor.backward_ends(checkup, returned, failed)
+        # (each backward: the boundary inline, not a boundary object per callback)
         for read_graph in list(self.after_backward_of):
-            with boundary(self.fault, "reading the graph after backward"):
+            try:
                 read_graph(roots)
+            except Exception as exc:  # noqa: BLE001 - the boundary inline
+                report(self.fault, "reading the graph after backward", exc)
         for callback in list(self.after_backward):
-            with boundary(self.fault, "refreshing views after backward"):
+            try:
                 callback()
+            except Exception as exc:  # noqa: BLE001 - the boundary inline
+                report(self.fault, "refreshing views after backward", exc)
 
     def own_bytes(self) -> int:
         """What the session holds for itself: the gradient records of each Node and leaf (the memory

@@ -10,13 +10,15 @@ other loads disturb least) and of wall time.
                      MemoryTracker on the CPU ledger runs, and its events go to the memory stream)
   Python reader      capture + record with the applied gradients read by the Python reader thread, as
                      without the native reader (grad_reader.cpp): what that library saves
-  hooks idle         a Recorder installed whose four hooks do nothing: what installing them costs
+  hooks idle         a Recorder installed whose three hooks do nothing: what installing them costs
   no hand-over       capture + record with a native reader that takes no job (its read() gives None): what
                      handing the .grad tensors over and reading them beside the step cost, by difference
 
 It also prints the training thread's CPU time inside the recorder's own hooks per step (each hook timed
 with thread_time, less what a timed hook that does nothing measures: the clock reads' own cost): the
-part of the ratio that is recording's own, not the noise between arms.
+part of the ratio that is recording's own, not the noise between arms; and the same from each round's third
+step on: a round follows the other arms' rounds, a pause after which the native reader's thread sleeps and
+the next two hand-overs each pay its wake-up, which a training loop's steady steps do not.
 
 Models: the benchmark MLP-256 at batch 32 and the GPT-2-shaped CPU model of bench_capture.py.
 Run: ``.venv/bin/python tests/benchmarks/bench_record.py [mlp|gpt2 ...] [cuda]`` (``FORGEVIZ_BENCH_THREADS=2``:
@@ -54,7 +56,12 @@ HOOKS = ("_step_begins", "_step_ends", "_after_backward")
 
 def timed_hooks(recorder, spent: list[float], each: dict[str, float], calls: dict[str, int]) -> None:
     """Wrap the recorder's hooks (on the instance) so that their thread time adds up in ``spent[0]``, each
-    hook's own in ``each[name]``, and its calls in ``calls[name]``."""
+    hook's own in ``each[name]``, and its calls in ``calls[name]``; and, from the third step of a round on
+    (``recorder.round_step``, set to 0 as a round starts), in ``recorder.steady[name]`` and
+    ``recorder.steady_calls[name]``: a round's first steps follow the other arms' rounds, a pause after
+    which the native reader's thread sleeps and each hand-over pays its wake-up."""
+    recorder.round_step = 0
+    recorder.steady, recorder.steady_calls = dict.fromkeys(HOOKS, 0.0), dict.fromkeys(HOOKS, 0)
     for name in HOOKS:
         hook = getattr(recorder, name)
 
@@ -68,6 +75,11 @@ def timed_hooks(recorder, spent: list[float], each: dict[str, float], calls: dic
                 spent[0] += took
                 each[_name] += took
                 calls[_name] += 1
+                if recorder.round_step >= 2:
+                    recorder.steady[_name] += took
+                    recorder.steady_calls[_name] += 1
+                if _name == "_step_ends":
+                    recorder.round_step += 1
 
         setattr(recorder, name, timed)
 
@@ -130,6 +142,8 @@ def case(name: str, device: str = "cpu") -> None:
             recorder.first, recorder.spent[0] = recorder.step, 0.0
             recorder.each.update(dict.fromkeys(HOOKS, 0.0))
             recorder.calls.update(dict.fromkeys(HOOKS, 0))
+            recorder.steady.update(dict.fromkeys(HOOKS, 0.0))
+            recorder.steady_calls.update(dict.fromkeys(HOOKS, 0))
         tracker.stop()
 
         def arm(which: str) -> tuple[float, float]:
@@ -138,6 +152,7 @@ def case(name: str, device: str = "cpu") -> None:
                 tracker.start()
             if recorder is not None:
                 recorder.install()
+                recorder.round_step = 0
             if cuda:
                 torch.cuda.synchronize()
             thread, wall = time.thread_time(), time.perf_counter()
@@ -163,9 +178,11 @@ def case(name: str, device: str = "cpu") -> None:
             counted = max(recorder.calls["_after_backward"], 1)  # (steps: an idle recorder counts none)
             each = {name: (spent - clock * recorder.calls[name]) / counted for name, spent in recorder.each.items()}
             hooks = sum(each.values())
+            steady = sum(spent - clock * recorder.steady_calls[name] for name, spent in recorder.steady.items()) / max(
+                recorder.steady_calls["_after_backward"], 1)
             recorder.close()
             report[which] = (hooks, each, recorder.writer.bytes / max(recorder.step - 1, 1), recorder.step - 1,
-                             recorder.writer.segments, recorder.writer.meta.get("memory_downsampled"))
+                             recorder.writer.segments, recorder.writer.meta.get("memory_downsampled"), steady)
 
     def median(which: str, column: int) -> float:
         return statistics.median(t[column] for t in times[which])
@@ -180,11 +197,12 @@ def case(name: str, device: str = "cpu") -> None:
                          ("no hand-over", "capture + record, no hand-over")):
         if which not in report:
             continue
-        hooks, each, per_step, recorded, segments, thinned = report[which]
+        hooks, each, per_step, recorded, segments, thinned, steady = report[which]
         print(f"  {label}: {median(which, 0) / median('capture', 0):.3f}× thread, "
               f"{median(which, 1) / median('capture', 1):.3f}× wall; vs capture + record "
               f"{median(which, 0) / median('record', 0):.3f}× thread, {median(which, 1) / median('record', 1):.3f}× "
-              f"wall; the recorder's hooks {hooks * 1e6:.1f} µs a step ({hooks / base:.1%}); "
+              f"wall; the recorder's hooks {hooks * 1e6:.1f} µs a step ({hooks / base:.1%}; from a round's third "
+              f"step on {steady * 1e6:.1f} µs, {steady / base:.1%}); "
               f"{per_step / 1024:.2f} KiB written per step ({recorded} steps, {segments} segments"
               f"{', memory thinned from ' + str(thinned) if thinned else ''})")
         print("    per hook, µs a step: " + ", ".join(f"{name} {spent * 1e6:.1f}" for name, spent in each.items()))

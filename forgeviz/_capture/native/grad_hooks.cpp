@@ -146,6 +146,7 @@ struct Summary {
 
 struct Row {
   int64_t nid;  // the Node's forgeviz id (its metadata's fv_id)
+  Py_ssize_t position;  // the Node's index in the pass's order_ids
   int kind;
   c10::SmallVector<int, 4> outs, ins;  // summaries of grad_outputs and grad_inputs
   int leaf;  // the leaf's .grad after the pass (AccumulateGrad); kNone when it has none
@@ -347,12 +348,14 @@ struct Hook : torch::autograd::FunctionPostHook {
   std::shared_ptr<Pass> pass;
   Node* node;  // the Node that owns this hook
   int64_t nid;
+  Py_ssize_t position;  // in the pass's order_ids
   int kind;
   torch::autograd::AccumulateGrad* leaf;  // the same Node, for an AccumulateGrad
   ToLeaves to_leaves;  // (the Node's next edges hold those Nodes alive)
 
-  Hook(std::shared_ptr<Pass> p, Node* n, int64_t i, int k, torch::autograd::AccumulateGrad* l, ToLeaves t)
-      : pass(std::move(p)), node(n), nid(i), kind(k), leaf(l), to_leaves(std::move(t)) {}
+  Hook(std::shared_ptr<Pass> p, Node* n, int64_t i, Py_ssize_t at, int k, torch::autograd::AccumulateGrad* l,
+       ToLeaves t)
+      : pass(std::move(p)), node(n), nid(i), position(at), kind(k), leaf(l), to_leaves(std::move(t)) {}
 
   variable_list operator()(const variable_list& grad_inputs, const variable_list& grad_outputs) override {
     try {
@@ -395,7 +398,7 @@ struct Hook : torch::autograd::FunctionPostHook {
     if (kind == kChain && !grad_outputs.empty() && grad_outputs[0].defined() &&
         grad_outputs[0].numel() <= pass->chain_cap && !pass->to_device(grad_outputs[0]))
       return false;  // small and elementwise: its Python hook reads the local derivatives too
-    Row row{nid, kind, {}, {}, kNone, {}};
+    Row row{nid, position, kind, {}, {}, kNone, {}};
     row.outs.reserve(grad_outputs.size());
     row.ins.reserve(grad_inputs.size());
     for (const auto& g : grad_outputs) {
@@ -812,7 +815,8 @@ PyObject* fv_arm(PyObject* roots, PyObject* chain, PyObject* ids, PyObject* dead
           to_leaves.emplace_back(i, to);
       }
       const uintptr_t key =
-          node->add_post_hook(std::make_unique<Hook>(pass, node, nid, kind, leaf, std::move(to_leaves)));
+          node->add_post_hook(std::make_unique<Hook>(pass, node, nid, static_cast<Py_ssize_t>(pass->order_ids.size()) - 1,
+                                                     kind, leaf, std::move(to_leaves)));
       pass->hooks.emplace_back(weak_node(node), key);
     }
   } catch (const std::exception& e) {
@@ -900,14 +904,9 @@ PyObject* fv_node_stats(PyObject* capsule, PyObject* ids) {
     return nullptr;
   }
   std::unordered_map<int64_t, Py_ssize_t> position;
-  const bool armed = ids == Py_None;  // positions in the pass's own order (fv_order's)
+  const bool armed = ids == Py_None;  // positions in the pass's own order (fv_order's): each row knows its own
   const Py_ssize_t n = armed ? static_cast<Py_ssize_t>(pass->order_ids.size()) : PyList_GET_SIZE(ids);
-  position.reserve(static_cast<size_t>(n));
-  for (Py_ssize_t k = 0; k < n; ++k) {
-    if (armed) {
-      position[pass->order_ids[static_cast<size_t>(k)]] = k;
-      continue;
-    }
+  for (Py_ssize_t k = 0; !armed && k < n; ++k) {
     PyObject* nid = PyList_GET_ITEM(ids, k);
     if (nid == Py_None) continue;
     const long long value = PyLong_AsLongLong(nid);
@@ -917,9 +916,13 @@ PyObject* fv_node_stats(PyObject* capsule, PyObject* ids) {
   std::vector<int> slot_at(static_cast<size_t>(n), -1);  // a Node that ran twice in one pass: its last row
   std::lock_guard<std::mutex> lock(pass->mu);
   for (const Row& row : pass->rows) {
+    if (row.outs.empty() || row.outs[0] < 0) continue;
+    if (armed) {
+      slot_at[static_cast<size_t>(row.position)] = row.outs[0];
+      continue;
+    }
     auto at = position.find(row.nid);
-    if (at != position.end() && !row.outs.empty() && row.outs[0] >= 0)
-      slot_at[static_cast<size_t>(at->second)] = row.outs[0];
+    if (at != position.end()) slot_at[static_cast<size_t>(at->second)] = row.outs[0];
   }
   Py_ssize_t found = 0;  // the Nodes whose numbers are here
   for (const int slot : slot_at) found += slot >= 0 && pass->summaries[static_cast<size_t>(slot)].external < 0;
