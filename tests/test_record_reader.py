@@ -173,7 +173,7 @@ def test_gradients_changed_inside_step_are_dropped_then_read_before_it(tmp_path,
 
 
 def test_rows_built_on_the_writer_thread_that_fail_are_a_fault_and_writing_goes_on(tmp_path):
-    """The recorder hands the writer functions that build a segment's rows (``_Later``): one that raises is
+    """The recorder hands the writer functions that build a segment's rows (grads_segment): one that raises is
     forgeviz's fault, said once, and only that segment is lost; later segments are written and read."""
     from forgeviz.model.run import GRADS
     from forgeviz.run.writer import RunWriter

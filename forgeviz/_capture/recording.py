@@ -7,7 +7,8 @@ segment at a time; the disk is the writer thread's.
 
 What the training thread pays is kept to a few microseconds a step (recording costs at most 2% on top of
 capture, issue 28): it hands references to a *reader* thread, which summarises and fingerprints, and keeps
-numbers, not rows: the writer's thread builds the rows of a segment (``_Later``) as it writes it.
+numbers, not rows: the writer's thread builds the rows of a segment (from the ``functools.partial`` of a row
+builder and its numbers that stand in the segment's list: see :func:`grads_segment`) as it writes it.
 
 - Parameters: the optimizer step pre-hook hands over each parameter (the native reader takes its ``.grad``
   and version counter in C++); the reader reads them while ``step()`` runs (optimizers read ``.grad``, they
@@ -23,9 +24,11 @@ numbers, not rows: the writer's thread builds the rows of a segment (``_Later``)
 - Nodes: the native hooks' pass keeps its summaries in C++; ``node_stats`` takes five numbers per Node
   once a backward (and, for the gradients the device path summarised, their summaries, filled when the
   pass's one read-back is done), and the writer's thread turns them into rows.
-- The graph: a walk of the Nodes' types and parameters (in C++ with the native hooks: ``walk`` in
-  grad_hooks.cpp) says whether this backward's graph is one already recorded; only a new one is built
-  and written.
+- The graph: a signature of the Nodes' types, edges and parameters says whether this backward's graph is one
+  already recorded; only a new one is built and written. The native hooks' pass has it from arming the graph
+  (``NativePass.recorded``: no second walk, and no hook before backward); a pass the Python hooks recorded is
+  walked after the backward (its Nodes and edges outlive it), in C++ where the library is built
+  (``walk`` in grad_hooks.cpp).
 """
 
 from __future__ import annotations
@@ -256,20 +259,6 @@ def _read_present(step: int, described: list, grads: list, lib) -> tuple[list[tu
     return read_parameters(step, _present(described, grads), lib)
 
 
-class _Later:
-    """Rows of the grads stream that the writer's thread builds from the numbers kept (a tuple per row costs
-    the training thread about a microsecond; the writer's thread builds a segment's rows at once):
-    ``build(*args)`` gives them; ``count`` is about how many (for the segment's size)."""
-
-    __slots__ = ("build", "args", "count")
-
-    def __init__(self, build: Callable, args: tuple, count: int) -> None:
-        self.build, self.args, self.count = build, args, count
-
-    def __call__(self) -> list[tuple]:
-        return self.build(*self.args)
-
-
 def _native_rows(step: int, described: list, reader, job) -> list[tuple]:
     """The parameter and module rows of a step whose gradients the native reader read, every one (none
     left to Python: all finite, so no finding), from the numbers its ``job`` keeps."""
@@ -317,11 +306,12 @@ def _summary_row(step: int, graph: int, described: tuple, k: int, s) -> tuple:
 
 
 def grads_segment(items: list) -> list[tuple]:
-    """A segment of the grads stream as rows: its rows, and the rows each :class:`_Later` among them builds,
-    in order (on the writer's thread).
+    """A segment of the grads stream as rows: its rows, and the rows each builder among them gives (the
+    ``functools.partial`` of a row builder and the numbers the training thread kept: a tuple per row would cost
+    it about a microsecond), in order, on the writer's thread.
 
-    >>> grads_segment([(1, "a"), _Later(lambda: [(2, "b"), (3, "c")], (), 2)])
-    [(1, 'a'), (2, 'b'), (3, 'c')]
+    >>> grads_segment([(1, "a"), functools.partial(lambda n: [(2, n), (3, n)], "b")])
+    [(1, 'a'), (2, 'b'), (3, 'b')]
     """
     rows: list[tuple] = []
     for item in items:
@@ -436,10 +426,10 @@ class Recorder:
         self._records = bool(every)  # whether the step under way records (_records_step(), kept as it changes)
         self._t0 = time.perf_counter()
         self._last_flush = self._t0
-        # rows in schema order (and in GRADS, _Later items: rows the writer's thread builds)
+        # rows in schema order (and in GRADS, row builders: rows the writer's thread builds, grads_segment)
         self._rows: dict[str, list] = {GRADS: [], STEPS: [], FINDINGS: []}
-        self._later_rows = 0  # about how many rows the _Later items in self._rows[GRADS] build
-        self._later = False  # whether self._rows[GRADS] holds a _Later (one may build no row: none counted)
+        self._later_rows = 0  # about how many rows the builders in self._rows[GRADS] build
+        self._later = False  # whether self._rows[GRADS] holds a builder (one may build no row: none counted)
         # whether one of them holds summaries of the device path, whose numbers come with a pass's read-back
         self._later_on_device = False
         # step, graph, ids and described of the recent recorded backward passes, by pass: a pass's first non-finite
@@ -610,7 +600,7 @@ class Recorder:
         if launched is not None:
             self.writer.meta["fingerprint"] = "bit-sum"  # (fold_bit_sum's: ranks compare fingerprints of one kind)
         summaries.flush(on_nonfinite=functools.partial(self._nonfinite_parameters, self.step, on_device, made, []))
-        self._rows[GRADS].append(_Later(_device_parameter_rows, (self.step, on_device, made, launched), len(made)))
+        self._rows[GRADS].append(functools.partial(_device_parameter_rows, self.step, on_device, made, launched))
         self._later = self._later_on_device = True
         self._later_rows += len(made)
 
@@ -659,7 +649,7 @@ class Recorder:
                 if changed:
                     torn = step
                 elif not left:  # every number is there, and finite (no finding): the writer makes the rows
-                    rows.append(_Later(_native_rows, (step, described, reader, handle), len(described)))
+                    rows.append(functools.partial(_native_rows, step, described, reader, handle))
                     self._later_rows += len(described)
                     self._later = True
                     continue
@@ -854,7 +844,7 @@ class Recorder:
             if handed:
                 self._handed_over_rows(graph, _ids_of(ids), described, handed)
             count = len(stats) // NODE_STATS_SIZE + len(on_device)
-            self._rows[GRADS].append(_Later(_node_rows, (self.step, graph, described, stats, on_device), count))
+            self._rows[GRADS].append(functools.partial(_node_rows, self.step, graph, described, stats, on_device))
             self._later_on_device = self._later_on_device or bool(on_device)
             self._later_rows += count
             self._later = True
@@ -874,7 +864,7 @@ class Recorder:
                 continue
             rows.append(_summary_row(self.step, graph, described, position, s))
         if later:
-            rows.append(_Later(_node_rows, (self.step, graph, described, b"", later), len(later)))
+            rows.append(functools.partial(_node_rows, self.step, graph, described, b"", later))
             self._later_on_device, self._later = True, True
             self._later_rows += len(later)
 
