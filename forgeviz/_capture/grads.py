@@ -323,8 +323,8 @@ class GradStore:
         the store is next read, and its leaves' histories get their entries now, each summary made
         when first read.
 
-        ``leaves``: (kind, the .grad's summary slot, a weakref to the leaf, the summary if the device path
-        made it, else None) per AccumulateGrad, a slot below 0 standing for an undefined gradient.
+        ``leaves``: (kind, the .grad's summary slot, the leaf (the store keeps a weakref of it), the summary if the
+        device path made it, else None) per AccumulateGrad, a slot below 0 standing for an undefined gradient.
         ``handed``: whether the pass handed any Node's gradients to its Python hook (recorded with :meth:`add`).
 
         A pass with ``records_per_node`` newer ones loses the rows of the Nodes that each of those
@@ -340,10 +340,7 @@ class GradStore:
         [1.0, 2.0]
         """
         made: dict = {}  # the summaries made so far, shared by every reader
-        for kind, slot, leaf_ref, summary in leaves:
-            leaf = leaf_ref()
-            if leaf is None:
-                continue
+        for kind, slot, leaf, summary in leaves:
             values = self._leaf_history(leaf, create=True).values
             if kind == _LEAF_WITHOUT_GRAD and values:
                 values.append(None)  # .grad was reset (zero_grad) since the last pass

@@ -829,7 +829,9 @@ PyObject* fv_arm(PyObject* roots, PyObject* chain, PyObject* ids, PyObject* dead
 
 // Removes the pass's hooks and returns (nids, leaves, faults): the set of the ids of the Nodes it
 // recorded, and for each AccumulateGrad recorded, in the order they ran, (kind, its .grad's summary
-// slot, a weakref to its leaf, the summary if the device path made it, else None); a slot -2 stands for None. What the Nodes recorded stays here until
+// slot, its leaf, the summary if the device path made it, else None); a slot -2 stands for None. (The leaf itself,
+// not a weakref: the list lives as long as the caller's call to GradStore.add_unread, which keeps weakrefs of
+// its own, made once per leaf.) What the Nodes recorded stays here until
 // Python reads it: fv_rows and fv_summary.
 PyObject* fv_finish(PyObject* capsule) {
   Pass* pass = pass_of(capsule);
@@ -841,12 +843,9 @@ PyObject* fv_finish(PyObject* capsule) {
   PyObject* leaves = PyList_New(0);
   for (Row& row : pass->rows) {
     if (!row.variable.defined()) continue;
-    // A weakref: the records must not keep the leaf alive.
     PyObject* leaf = THPVariable_Wrap(row.variable);
-    PyObject* ref = leaf != nullptr ? PyWeakref_NewRef(leaf, nullptr) : nullptr;
-    Py_XDECREF(leaf);
     row.variable = at::Tensor();
-    if (ref == nullptr) {
+    if (leaf == nullptr) {
       PyErr_Clear();
       continue;
     }
@@ -857,7 +856,7 @@ PyObject* fv_finish(PyObject* capsule) {
       const Summary& s = pass->summaries[static_cast<size_t>(row.leaf)];
       if (s.external >= 0) made = PyList_GET_ITEM(pass->externals, s.external);
     }
-    PyObject* entry = Py_BuildValue("(iiNO)", row.kind, row.leaf, ref, made);
+    PyObject* entry = Py_BuildValue("(iiNO)", row.kind, row.leaf, leaf, made);
     PyList_Append(leaves, entry);
     Py_DECREF(entry);
   }
