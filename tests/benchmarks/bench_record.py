@@ -178,8 +178,8 @@ def case(name: str, device: str = "cpu") -> None:
             counted = max(recorder.calls["_after_backward"], 1)  # (steps: an idle recorder counts none)
             each = {name: (spent - clock * recorder.calls[name]) / counted for name, spent in recorder.each.items()}
             hooks = sum(each.values())
-            steady = sum(spent - clock * recorder.steady_calls[name] for name, spent in recorder.steady.items()) / max(
-                recorder.steady_calls["_after_backward"], 1)
+            steady = (sum(spent - clock * recorder.steady_calls[name] for name, spent in recorder.steady.items())
+                      / recorder.steady_calls["_after_backward"] if recorder.steady_calls["_after_backward"] else None)
             recorder.close()
             report[which] = (hooks, each, recorder.writer.bytes / max(recorder.step - 1, 1), recorder.step - 1,
                              recorder.writer.segments, recorder.writer.meta.get("memory_downsampled"), steady)
@@ -201,8 +201,9 @@ def case(name: str, device: str = "cpu") -> None:
         print(f"  {label}: {median(which, 0) / median('capture', 0):.3f}× thread, "
               f"{median(which, 1) / median('capture', 1):.3f}× wall; vs capture + record "
               f"{median(which, 0) / median('record', 0):.3f}× thread, {median(which, 1) / median('record', 1):.3f}× "
-              f"wall; the recorder's hooks {hooks * 1e6:.1f} µs a step ({hooks / base:.1%}; from a round's third "
-              f"step on {steady * 1e6:.1f} µs, {steady / base:.1%}); "
+              f"wall; the recorder's hooks {hooks * 1e6:.1f} µs a step ({hooks / base:.1%}"
+              + (f"; from a round's third step on {steady * 1e6:.1f} µs, {steady / base:.1%}" if steady else "")
+              + "); "
               f"{per_step / 1024:.2f} KiB written per step ({recorded} steps, {segments} segments"
               f"{', memory thinned from ' + str(thinned) if thinned else ''})")
         print("    per hook, µs a step: " + ", ".join(f"{name} {spent * 1e6:.1f}" for name, spent in each.items()))
