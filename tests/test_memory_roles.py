@@ -110,6 +110,33 @@ def test_a_resnet_like_training_step_leaves_no_activation_and_exact_roles(backen
     assert after_step["input"] == x.untyped_storage().nbytes()
 
 
+def test_with_gradients_recorded_the_claims_come_from_the_armed_pass_not_a_walk(monkeypatch):
+    """As under ``%load_ext forgeviz`` (gradients recorded, memory traced): the native hooks' pass armed for the
+    backward gives the timeline its Nodes, so the timeline walks nothing itself, and every activation a Node
+    saved is released when the backward frees it."""
+    from forgeviz._capture import native
+
+    native.load_if_built()
+    lib = native.hooks()
+    if lib is None:
+        pytest.skip("the native gradient hooks are not built (python -m forgeviz._capture.native)")
+    walks = []
+    walk = lib.walk
+    monkeypatch.setattr(lib, "walk", lambda *args: walks.append(args) or walk(*args))
+    model = make_cnn(seed=3).train()
+    torch.manual_seed(4)
+    x, target = torch.randn(4, 3, 8, 8), torch.tensor([1, 2, 3, 4])
+    with forgeviz.capture() as session, forgeviz.memory_trace() as trace:
+        loss = F.cross_entropy(model(x), target)
+        assert totals_are_exact(trace, graph_alive=True)["activation"] > 0
+        loss.backward()
+        assert session.recorder.armed is not None  # (the native hooks recorded this backward)
+        del loss
+        after_backward = totals_are_exact(trace, list(model.parameters()))
+    assert after_backward["activation"] == 0 and not walks
+    assert after_backward["gradient"] == nbytes(p.grad for p in model.parameters())
+
+
 def test_a_graph_that_dies_without_backward_releases_its_activations(backend):
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Tanh(), torch.nn.Linear(64, 1))
     target = torch.randn(16, 1)

@@ -606,6 +606,9 @@ class BackwardRecorder:
         self.device = DeviceSummaries()
         self._cadence: Cadence = EACH
         self._cadence_from = 0  # the pass count when it was set: every N counts from the next pass
+        # the pass the native hooks armed last (None when the latest arm() did not arm them): its Node order
+        # spares a memory timeline a walk of its own (CaptureSession.backward_begins)
+        self.armed: Optional[NativePass] = None
 
     @property
     def cadence(self) -> Cadence:
@@ -638,6 +641,7 @@ class BackwardRecorder:
         >>> store.get(y.grad_fn.metadata["fv_id"]).records[-1].grad_inputs[0].values
         [3.0]
         """
+        self.armed = None
         store = self.store
         store.passes += 1
         index = store.passes
@@ -784,7 +788,10 @@ class BackwardRecorder:
                 armed = lib.arm(list(roots), _CHAIN_NAMES, _node_ids, dead.append, hand_over,
                                 HISTOGRAM_SAMPLE, HISTOGRAM_BINS if histogram else 0, SMALL_NUMEL, CHAIN_NUMEL,
                                 device_code, device.add, device.add_leaf)
+            if armed is not None:
+                self.armed = NativePass(lib, armed)
         handles = []
+        armed_pass = self.armed
         if armed is None:
             nodes = iter_graph(roots)
             if leaf_path:  # each leaf without .grad: how many edges feed it (fv_arm counts them in C++)
@@ -822,7 +829,7 @@ class BackwardRecorder:
                 nids, leaves, faults = lib.finish(armed)
                 for message in faults:
                     fault(message)
-                native_pass.append(NativePass(lib, armed))
+                native_pass.append(armed_pass)
                 store.add_unread(index, native_pass[0], nids, leaves, bool(handed))
             if device:
                 # CPU: filled now. CUDA: when the copy's event says so (a later device.poll()), and the first

@@ -373,19 +373,24 @@ class MemoryTracker:
             self._claims[nid] = (probe, claimed)
             grad_fn.metadata[self._gone_key] = NodeGone(self._gone, nid)
 
-    def before_backward(self, roots: list):
+    def before_backward(self, roots: list, armed=None):
         """The claiming Nodes a backward from ``roots`` may run: give them to :meth:`after_backward`.
 
-        Walked in C++ when the gradient hooks library is loaded (no Python object per Node): their ids,
-        with the roots to walk again in Python should the backward not free them all."""
+        Their ids, from ``armed`` (the native hooks' pass armed for this backward: grads.NativePass, which
+        walked the graph already) or walked in C++ when the gradient hooks library is loaded (no Python object
+        per Node), with the roots to walk again in Python should the backward not free them all."""
         if not self._claims:
             return []
-        hooks = native.hooks()
-        walked = hooks.walk(list(roots)) if hooks is not None else None
-        if walked is None:  # (a root the library does not know)
-            return self._claiming(roots)
+        if armed is not None:
+            ids = armed.order()
+        else:
+            hooks = native.hooks()
+            walked = hooks.walk(list(roots)) if hooks is not None else None
+            if walked is None:  # (a root the library does not know)
+                return self._claiming(roots)
+            ids = walked[2]
         claims = self._claims
-        return _Walked(roots, [nid for nid in walked[2] if nid is not None and nid in claims])
+        return _Walked(roots, [nid for nid in ids if nid is not None and nid in claims])
 
     def _claiming(self, roots: list) -> list[tuple[Any, int]]:
         """(Node, id) of each claiming Node reachable from ``roots``."""

@@ -763,7 +763,8 @@ class CaptureSession:
                 if tracker in sites:  # the backward's allocations happen in C++, on behalf of this line
                     tracker.set_site(user_location(3))
                 if frees is not False:  # (retain_graph: the Nodes keep what they saved)
-                    claims.append((tracker, tracker.before_backward(roots)))
+                    # (the native hooks' pass armed for this backward knows its Nodes: no second walk)
+                    claims.append((tracker, tracker.before_backward(roots, self.recorder.armed if finish else None)))
         checkup = None
         if doctor is not None:  # only while a side panel is open (its steps, graphs and gradients)
             with boundary(self.fault, "the doctor's look before a backward"):  # the backward runs regardless
