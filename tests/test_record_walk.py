@@ -7,6 +7,8 @@ recorded graph (``walk.reachable``'s order), with torch's gradient norm."""
 
 from __future__ import annotations
 
+import math
+
 import pyarrow.ipc as ipc
 import pytest
 import torch
@@ -117,3 +119,39 @@ def test_recorded_graphs_and_node_rows(tmp_path, dtype):
         assert set(recorded) == set(seen) and len(recorded) == count, (step, sorted(recorded), count)
         for k, numbers in recorded.items():  # norm, min, max, mean
             assert numbers == pytest.approx(seen[k], rel=1e-6, abs=1e-9), (step, k)
+
+
+@pytest.mark.parametrize("read_first", [False, True], ids=["unread", "read-first"])
+def test_a_step_whose_gradients_went_nan_has_one_row_per_node(tmp_path, read_first):
+    """A NaN gradient is handed to its Node's Python hook; and when a panel's doctor is open it reads the
+    store as the backward ends (to name the first non-finite Node), before the recording reads the pass
+    (``read-first``). Either way each Node that ran gets one row, with torch's norm (NaN where it went NaN)."""
+    model, x = _model(), torch.randn(3, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)  # (lr 0: the NaN step leaves the weights as they are)
+    seen_by_step = []
+    with forgeviz.capture() as session:
+        if read_first:
+            session.after_backward_of.append(lambda roots: session.store.get(-1))  # reads every pass waiting
+        with forgeviz.record(tmp_path / "run"):
+            for step in range(3):
+                out = model(x)
+                loss = (out.log() if step == 1 else out).pow(2).sum()  # step 2: the log of negatives is NaN
+                nodes = reachable([loss.grad_fn], 100)[0]
+                seen = {}
+                handles = [n.register_prehook(lambda g, k=k: seen.__setitem__(k, g[0].double().norm().item()))
+                           for k, n in enumerate(nodes)]
+                opt.zero_grad()
+                loss.backward()
+                for handle in handles:
+                    handle.remove()
+                seen_by_step.append(seen)
+                opt.step()
+    frame = forgeviz.open(tmp_path / "run").frame()
+    nodes = frame[frame["kind"] == "node"]
+    for step, seen in enumerate(seen_by_step, 1):
+        rows = nodes[nodes["step"] == step]
+        positions = [int(k) for k in rows["node"]]
+        assert sorted(positions) == sorted(set(positions)) == sorted(seen), (step, sorted(positions))
+        for k, norm in zip(positions, rows["norm"]):
+            assert norm == pytest.approx(seen[k], rel=1e-6, nan_ok=True), (step, k)
+    assert any(math.isnan(norm) for norm in nodes[nodes["step"] == 2]["norm"])

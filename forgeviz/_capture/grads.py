@@ -406,15 +406,16 @@ class GradStore:
         return None
 
     def recorded_by(self, index: int) -> tuple[Optional[NativePass], list[tuple[int, NodeGrads]]]:
-        """Pass ``index`` as a recording reads it: the native hooks' pass if they recorded it (read or not:
-        its numbers stay until its Nodes die), and the Nodes they handed to Python (:meth:`python_recorded`).
-        One attribute when nothing was handed over (a training step's: this runs inside it).
+        """Pass ``index`` as a recording reads it: the native hooks' pass while it waits unread, and the Nodes
+        they handed to Python (:meth:`python_recorded`); (None, []) once it was read (its records are then the
+        store's, every Node's) or when Python hooks recorded it. A few attribute reads when nothing was handed
+        over (a training step's: this runs inside it).
 
         >>> GradStore().recorded_by(1)
         (None, [])
         """
-        newest = self.newest_native
-        if newest is None or newest[0] != index:
+        newest, unread = self.newest_native, self._unread
+        if newest is None or newest[0] != index or not unread or unread[-1][1] is not newest[1]:
             return None, []
         return newest[1], self.python_recorded(index) if newest[2] else []
 

@@ -622,7 +622,7 @@ class Recorder:
                 if group["params"] is not params or len(params) != n:
                     break
             else:
-                if plan is not last[1]:
+                if last is None or plan is not last[1]:
                     self._last_plan = (weakref.ref(optimizer), plan)
                 return plan
         lists = [group["params"] for group in groups]
