@@ -192,13 +192,18 @@ def test_a_cuda_rank_records_the_allocator_history_as_the_notebook_parses_it(tmp
     net = torch.nn.Linear(4, 2)
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
     before = get_session().fault_count
-    with forgeviz.record(tmp_path / "run", memory=True, segment_seconds=0.0, _cuda=lambda: history) as session:
+    events = []  # the history asked for and the backwards run, in order
+    with forgeviz.record(tmp_path / "run", memory=True, segment_seconds=0.0,
+                         _cuda=lambda: events.append("history") or history) as session:
         for _ in range(3):
             opt.zero_grad()
-            net(torch.ones(2, 4)).sum().backward()
+            out = net(torch.ones(2, 4)).sum()
+            out.register_hook(lambda g: events.append("backward"))
+            out.backward()
             opt.step()
     assert session.fault_count == before, session.faults[-3:]
     assert history.marks == [1, 2, 3, 4] and history.stopped  # started at the first backward, stamped per step
+    assert events == ["history", "backward", "backward", "backward"]  # (before it: its allocations are recorded)
     run = forgeviz.open(tmp_path / "run")
     expected = CudaTimelineSource(parse_snapshot(synthetic_snapshot()))
     timeline = run.memory(0)

@@ -490,6 +490,8 @@ class Recorder:
         self._handles = [register_optimizer_step_pre_hook(self._step_begins),
                          register_optimizer_step_post_hook(self._step_ends)]
         self.session.after_backward_of.append(self._after_backward)
+        if self._cuda_wanted is not None:  # (until CUDA is in use: then its history records the first backward too)
+            self.session.before_backward.append(self._cuda_before_backward)
 
     def uninstall(self) -> None:
         """Remove the hooks (the writer stays open: :meth:`install` again, or :meth:`close`)."""
@@ -498,6 +500,8 @@ class Recorder:
         self._handles = []
         if self._after_backward in self.session.after_backward_of:
             self.session.after_backward_of.remove(self._after_backward)
+        if self._cuda_before_backward in self.session.before_backward:
+            self.session.before_backward.remove(self._cuda_before_backward)
 
     def close(self) -> None:
         """Remove the hooks, write what waits, and the final metadata."""
@@ -759,6 +763,13 @@ class Recorder:
                                     "ops": list(tracker.ops), "modules": list(tracker.modules)})
         tracker.publish(stats.count)
         self._mem_written = stats.count + stats.dropped
+
+    def _cuda_before_backward(self) -> None:
+        """Before a backward, while CUDA is not in use yet: start its history if it is now (then no more)."""
+        if self._cuda_wanted is not None:
+            self._cuda_in_use()
+        if self._cuda_wanted is None:
+            self.session.before_backward.remove(self._cuda_before_backward)
 
     def _cuda_in_use(self) -> None:
         """Start the CUDA history once this process uses CUDA (a step or a backward asks)."""

@@ -410,6 +410,7 @@ class CaptureSession:
         # given the roots once the backward ran (a recording reads the graph from them: its Nodes and edges
         # stay after backward, their saved tensors do not)
         self.after_backward_of: list[Callable[[list], None]] = []
+        self.before_backward: list[Callable[[], None]] = []  # before each backward runs
         self.explain = True  # %fv explain off turns shape-error diagrams off
         # What to remember of an op that failed with a shape error, to draw it after the cell:
         # ``describe_error(op name, args, kwargs, message)`` returns a record of shapes, or None.
@@ -752,6 +753,11 @@ class CaptureSession:
             self.backward_roots = [node_id(r) for r in roots if hasattr(r, "metadata")]
             if self.record_grads:  # memory_trace() alone wants the backward's line, not its gradients
                 finish = self.recorder.arm(roots)
+        for callback in list(self.before_backward):
+            try:
+                callback()
+            except Exception as exc:  # noqa: BLE001 - the boundary inline
+                report(self.fault, "preparing for a backward", exc)
         sites = [t for t in self.traces if t.wants_sites]
         claims = []
         frees = None
