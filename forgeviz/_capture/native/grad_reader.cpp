@@ -173,8 +173,8 @@ struct Job {
 // call and, on a virtual machine, an interrupt to another CPU: ~15 us of the training thread's time each
 // step, measured on a 2-core VM (a third of what a recorded MLP step paid for recording). A training loop
 // hands a job over every step, evenly spaced: so the worker waits (woken by a hand-off) until shortly
-// before the next is due at the last two hand-offs' spacing, then polls for it without being woken, and
-// only a job that comes early or at no steady pace costs a wake-up. (The pace is the hand-offs', not the
+// before the next is due at the shorter of the last two hand-offs' spacings, then polls for it without
+// being woken, and only a job that comes early or at no steady pace costs a wake-up. (The pace is the hand-offs', not the
 // worker's pick-ups': those are late by its own waits, which would keep a slow pace slow.) Only when the
 // job says so (read()'s `poll`: torch's threads leave a core free): polling on a core that torch's own
 // threads use delays them by more than the wake-up costs (a 2-core VM with two torch threads: a recorded
@@ -191,11 +191,16 @@ struct Worker {
   void run() {
     prctl(PR_SET_TIMERSLACK, 1000UL);  // (the default 50 us slack would stretch each poll's sleep)
     Clock::time_point last{};         // when the last job was handed over
-    Clock::duration pace{};           // the time between the last two hand-offs
+    Clock::duration pace{}, before{};  // the time between the last two hand-offs, and the two before them
     bool poll = false;                // whether the last job let it poll
     for (;;) {
-      Job* job = next(last, poll ? pace : Clock::duration{});
+      // Expected at the shorter of the last two paces: a step that a pause of the training thread's own (a
+      // garbage collection, a log line) made longer would otherwise make the next hand-over look early, and
+      // pay a wake-up
+      const Clock::duration expected = before > Clock::duration{} && before < pace ? before : pace;
+      Job* job = next(last, poll ? expected : Clock::duration{});
       poll = job->poll;
+      before = pace;
       pace = last == Clock::time_point{} ? Clock::duration{} : job->handed - last;
       last = job->handed;
       for (Entry& e : job->entries) read(e);
