@@ -641,11 +641,11 @@ class Recorder:
     def _read_behind(self, job: Callable, versions, *args) -> None:
         self._reading.append(self._reader.submit(job, args, versions))
 
-    def _collect(self) -> None:
+    def _collect(self) -> bool:
         """Wait for the reader's jobs; their rows join the segment (a job whose ``.grad`` changed while it
-        was read is dropped)."""
+        was read is dropped: returns whether one was)."""
         reading, self._reading = self._reading, []
-        rows, findings = self._rows[GRADS], self._rows[FINDINGS]
+        rows, torn_any = self._rows[GRADS], False
         for job in reading:
             if type(job) is tuple:  # the native reader's (reader, job, step, described)
                 reader, handle, step, described = job
@@ -664,11 +664,13 @@ class Recorder:
                 read, found = job.wait()
                 torn = (read[0][0] if read else self.step) if job.torn() else None
             if torn is not None:
+                torn_any = True
                 if torn not in self.torn_steps:
                     self.torn_steps.append(torn)
                 continue
             rows.extend(read)
-            findings.extend(found)
+            self._rows[FINDINGS].extend(found)
+        return torn_any
 
     def _name(self, p) -> tuple[str, str]:
         known = self._names.get(id(p))
@@ -685,9 +687,7 @@ class Recorder:
                 self._nested -= 1
                 return
             self._stepping = None
-            torn = len(self.torn_steps)
-            self._collect()
-            if len(self.torn_steps) > torn and type(optimizer) not in self._in_place:
+            if self._collect() and type(optimizer) not in self._in_place:
                 self._in_place.add(type(optimizer))
                 self.session.fault(f"recording: {type(optimizer).__name__}.step() changed .grad in place while it was "
                                    f"read; step {self.torn_steps[-1]}'s parameter gradients are left out, and its "
@@ -819,11 +819,13 @@ class Recorder:
     # One hook, after the backward (its Nodes and edges are still there, their saved tensors not): the native
     # hooks' pass knows its graph's signature and Node order from arming it, so a step walks nothing again.
     def _after_backward(self, roots: list) -> None:
-        self._stepping, self._nested = None, 0  # a step that raised never ran its post hook
+        if self._stepping is not None:  # a step that raised never ran its post hook
+            self._stepping, self._nested = None, 0
         if self._cuda_wanted is not None:
             self._cuda_in_use()
-        store = self.session.store
-        if not self._records or not self.session.record_grads or store.recorded != store.passes:
+        session = self.session
+        store = session.store
+        if not self._records or not session.record_grads or store.recorded != store.passes:
             if store.nonfinite_found:  # (an earlier pass's, found since)
                 self._nonfinite_nodes()
             return
@@ -843,7 +845,7 @@ class Recorder:
         graph, described = known
         if graph is None:
             return
-        if store.nonfinite_found or self.session.recorder.device.reading:
+        if store.nonfinite_found or session.recorder.device.reading:
             # this pass's first non-finite Node, found as it ended, or (CUDA) to be found once its numbers come
             passes = self._passes
             passes[index] = (self.step, graph, ids, described)
@@ -856,7 +858,8 @@ class Recorder:
                 self._handed_over_rows(graph, _ids_of(ids), described, handed)
             count = len(stats) // NODE_STATS_SIZE + len(on_device)
             self._rows[GRADS].append(functools.partial(_node_rows, self.step, graph, described, stats, on_device))
-            self._later_on_device = self._later_on_device or bool(on_device)
+            if on_device:
+                self._later_on_device = True
             self._later_rows += count
             self._later = True
             return
