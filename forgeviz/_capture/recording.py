@@ -707,9 +707,8 @@ class Recorder:
                         self._mem_bounds.append((stats.count + stats.dropped, self.step))
             now = time.perf_counter()
             self._rows[STEPS].append((self.step, now - self._t0, live, peak))
-            step = self.step = self.step + 1
-            every = self.every  # (_records_step(), inline)
-            self._records = bool(every) and self.over_budget_at is None and (step - 1) % (every * self.stride) == 0
+            self.step += 1
+            self._records = self._records_step()
             if self.cuda is not None:
                 self.cuda.mark_step(self.step)
             if (len(self._rows[GRADS]) + self._later_rows >= SEGMENT_ROWS
