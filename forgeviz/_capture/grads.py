@@ -262,9 +262,8 @@ class GradStore:
         # Passes the native hooks recorded, oldest first: (backward index, NativePass, the summaries
         # made so far, the ids of the Nodes it still has rows of).
         self._unread: list[tuple[int, NativePass, dict, set]] = []
-        # (backward index, NativePass, whether it handed a Node's gradients to Python) of the newest pass the
-        # native hooks recorded: what a recording reads after each backward (recorded_by)
-        self.newest_native: Optional[tuple[int, NativePass, bool]] = None
+        # whether the newest of them handed a Node's gradients to Python (recorded_by)
+        self._newest_handed = False
         self.passes = 0  # backward passes armed for gradients, recorded or skipped by the cadence
         self.recorded = 0  # the latest of them that recorded (the cadence may skip some)
         self.pinned: Callable[[], set] = set  # the session names the ids its views show
@@ -349,7 +348,7 @@ class GradStore:
             values.append(summary if summary is not None else (source, made, slot) if slot >= 0 else None)
             if len(values) > LEAF_HISTORY:
                 del values[:-LEAF_HISTORY]
-        self.newest_native = (index, source, handed)
+        self._newest_handed = handed
         unread = self._unread
         unread.append((index, source, made, nids))
         depth = self.records_per_node
@@ -414,10 +413,10 @@ class GradStore:
         >>> GradStore().recorded_by(1)
         (None, [])
         """
-        newest, unread = self.newest_native, self._unread
-        if newest is None or newest[0] != index or not unread or unread[-1][1] is not newest[1]:
+        unread = self._unread
+        if not unread or unread[-1][0] != index:  # (the newest pass waiting is the last one added)
             return None, []
-        return newest[1], self.python_recorded(index) if newest[2] else []
+        return unread[-1][1], self.python_recorded(index) if self._newest_handed else []
 
     def mark_first_nonfinite(self, index: int, source: NativePass) -> Optional[int]:
         """Give the first Node of native pass ``index`` (``source``; in the order backward ran them) whose
