@@ -170,7 +170,9 @@ def test_without_a_compiler_the_message_says_what_is_missing_and_the_cells_work(
     with kernel.client.setup_kernel():
         load = kernel.run("%load_ext forgeviz")
         assert "dispatch-mode tracker" in kernel.text(load) and "Python hooks" in kernel.text(load)
-        got = kernel.report("import torch\n" + STATE + "_background().wait(60)\n" + S1_CHECK
+        # STATE reads the panel's status, so the wait comes first (the failing build may still be starting)
+        got = kernel.report("import torch\nfrom forgeviz._capture.native.background import background as _background\n"
+                            "_background().wait(60)\n" + STATE + S1_CHECK
                             + "big = torch.ones(1000, 1000)\n", """{
             "state": _background().state, "message": _s.message, "panel": _s.state, "grad": x.grad.tolist(),
             "backend": _memory.backend, "hooks": _native.hooks() is not None, "unread": _unread,
