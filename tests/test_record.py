@@ -312,9 +312,14 @@ def test_node_rows_wait_for_a_read_back_that_lags(tmp_path, monkeypatch, hooks):
     """On a GPU a pass's summaries arrive when its copy's event says so, a step or more later: a segment
     written before that waits for them (once, after the optimizer step), so every Node has its row, and the
     backward that went NaN (step 2) gets its finding. Here the device path runs on the CPU
-    (FORGEVIZ_SUMMARIES=device) with its read-back held back until wait()."""
+    (FORGEVIZ_SUMMARIES=device) with its read-back held back until wait(). The store forgets dead Nodes at every
+    pass here (every 256 deaths otherwise, so whether step 2's Nodes were forgotten before their numbers came
+    hung on what ran before): a pass whose numbers are still to come keeps its Nodes."""
     from forgeviz._capture import native
     from forgeviz._capture.device_summary import DeviceSummaries
+    from forgeviz._capture.session import get_session
+
+    monkeypatch.setattr(get_session().store, "prune_every", 1)
 
     monkeypatch.setenv("FORGEVIZ_SUMMARIES", "device")
     if hooks == "python":  # as without the native library

@@ -645,7 +645,11 @@ class BackwardRecorder:
         store = self.store
         store.passes += 1
         index = store.passes
-        store.prune()
+        device = self.device
+        # the copies done fill their summaries; a pass whose numbers are still to come (CUDA: a copy in flight)
+        # keeps its Nodes, so its first non-finite Node is found, and told by id, once they come
+        if not device.reading or device.poll():
+            store.prune()
         cadence = self.cadence
         only = None  # the ids of the Nodes to hook, when not all
         if cadence != EACH:
@@ -664,8 +668,6 @@ class BackwardRecorder:
         # Gradients on an accelerator are summarised there and read back when the pass ends.
         cache: dict = {}
         pending = DeferredSummaries()
-        device = self.device
-        device.poll()
         recorded: list = []  # (Node id, entry, record) in the order backward ran the Nodes
         nonfinite = False  # a summary so far counted NaN or infinity
         ref = weakref.ref
