@@ -450,6 +450,10 @@ class Recorder:
         self._reader = _Reader()
         self._native_reader = native.reader()  # the parameters' reader, in C++ (None: the Python reader's)
         self._cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        # whether the native reader may poll for the next step's hand-over, sparing this thread its wake-up: when
+        # torch's threads leave it a core (see grad_reader.cpp's Worker). Asked again once a segment, not each
+        # step (a cold call into torch inside the step: 2-3 us of a recorded MLP step's ~35)
+        self._poll = self._reader_polls()
         # optimizer -> what its step hands over: (its param lists, their lengths, the parameters, their
         # (name, module, sharded), whether any is off the CPU); made again when its param_groups change
         self._plans: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -524,6 +528,10 @@ class Recorder:
         self.writer.close(final)
 
     # --- per step ----------------------------------------------------------------------------
+    def _reader_polls(self) -> bool:
+        """Whether torch's intra-op threads leave the native reader a core to poll on (``_poll``)."""
+        return torch.get_num_threads() < self._cores
+
     def _records_step(self) -> bool:
         """Whether the step under way records (kept in ``_records``: the hooks read that)."""
         return bool(self.every) and self.over_budget_at is None and (self.step - 1) % (self.every * self.stride) == 0
@@ -554,9 +562,7 @@ class Recorder:
             if reader is not None and not read_now:
                 # one call: the native reader takes each parameter's .grad itself (a DTensor's: this rank's
                 # shard, handed over); None: no gradient to read
-                # (poll: the reader may poll for the next step's hand-over, sparing this thread its wake-up, when
-                # torch's threads leave it a core: see grad_reader.cpp's Worker)
-                poll = torch.get_num_threads() < self._cores
+                poll = self._poll
                 handle = (reader.read(_step_grads(params, described), False, poll) if plan[5]
                           else reader.read(params, True, poll))
                 if handle is not None:
@@ -738,6 +744,7 @@ class Recorder:
                 self.writer.submit(name, rows)  # the writer thread turns rows into columns
                 self._rows[name] = []
         self._later_rows, self._later = 0, False
+        self._poll = self._reader_polls()  # (torch.set_num_threads may have run since)
         if self.memory is not None:
             self._memory_segment()
         if self.cuda is not None:
