@@ -15,7 +15,8 @@ other loads disturb least) and of wall time.
                      handing the .grad tensors over and reading them beside the step cost, by difference
 
 It also prints the training thread's CPU time inside the recorder's own hooks per step (each hook timed
-with thread_time, less what a timed hook that does nothing measures: the clock reads' own cost): the
+with thread_time, less what a timed hook that does nothing measures: the clock reads' own cost; and, last,
+less the idle arm's hooks, whose clock reads inside a step are cold and cost more than in a warm loop): the
 part of the ratio that is recording's own, not the noise between arms; and the same from each round's third
 step on: a round follows the other arms' rounds, a pause after which the native reader's thread sleeps and
 the next two hand-overs each pay its wake-up, which a training loop's steady steps do not.
@@ -207,6 +208,15 @@ def case(name: str, device: str = "cpu") -> None:
               f"{per_step / 1024:.2f} KiB written per step ({recorded} steps, {segments} segments"
               f"{', memory thinned from ' + str(thinned) if thinned else ''})")
         print("    per hook, µs a step: " + ", ".join(f"{name} {spent * 1e6:.1f}" for name, spent in each.items()))
+    if "idle" in report and "record" in report:
+        # the idle arm's hooks do nothing: what they measure is the timing's own cost inside a step (its clock
+        # reads, cold there, dearer than clock_cost's warm loop), which the record arm's figure holds too
+        hooks, steady = report["record"][0] - report["idle"][0], None
+        if report["record"][6] and report["idle"][6]:
+            steady = report["record"][6] - report["idle"][6]
+        later = "" if steady is None else f"; from a round's third step on {steady * 1e6:.1f} µs ({steady / base:.1%})"
+        print(f"  the recorder's hooks less the idle arm's (the timing's cost inside a step): {hooks * 1e6:.1f} µs a "
+              f"step ({hooks / base:.1%}){later}")
 
 
 if __name__ == "__main__":
