@@ -390,6 +390,43 @@ def test_native_device_path_finds_the_first_nonfinite_node(monkeypatch, read_bac
 
 
 @pytest.mark.parametrize("python_hooks", [False, True], ids=["native", "python-hooks"])
+def test_a_read_back_still_in_flight_keeps_its_pass_of_dead_nodes_and_no_more(monkeypatch, python_hooks):
+    """On a GPU the CPU runs ahead: a pass's copy may still be in flight when the next pass is armed (a pass's
+    flush waits only for the pass before). The store then forgets every dead Node but that pass's, which it
+    keeps until its numbers come: its first non-finite Node is told with its record, and the store never
+    stops forgetting. Here the read-back is held back until the next flush waits for it, and the store prunes
+    dead Nodes at every pass."""
+    from forgeviz._capture.grads import iter_graph, node_id
+    monkeypatch.setenv("FORGEVIZ_SUMMARIES", "device")
+    monkeypatch.setenv("FORGEVIZ_TRITON", "0")
+    poll = DeviceSummaries.poll
+    monkeypatch.setattr(DeviceSummaries, "poll", lambda self: not self._reading)
+    monkeypatch.setattr(DeviceSummaries, "wait", lambda self: poll(self))
+    store = GradStore(prune_every=1)
+    recorder = BackwardRecorder(store, pytest.fail)
+    w = torch.tensor([0.0, 1.0, 2.0], requires_grad=True)
+    held, nan_pass, sqrt_id = [], None, None
+    for k in range(30):
+        x = torch.full((3,), float(k + 1), requires_grad=True)
+        loss = ((torch.sqrt(w) if k == 20 else w * 2) * x).tanh().sum()  # sqrt'(0) = inf at pass 21
+        index = one_pass(recorder, loss, python_hooks, monkeypatch)
+        nodes = {node_id(n): type(n).__name__ for n in iter_graph([loss.grad_fn])}
+        if k == 20:
+            nan_pass, sqrt_id = index, next(nid for nid, name in nodes.items() if name == "SqrtBackward0")
+            assert store.first_nonfinite(index) is None and not store.nonfinite_found  # (its numbers: a pass later)
+        if k == 21:  # the NaN pass's numbers came as this pass ended: its first non-finite Node, still recorded
+            assert list(store.nonfinite_found) == [(nan_pass, sqrt_id)]
+            entry = store.get(sqrt_id)
+            assert entry is not None and entry.records[-1].backward_index == nan_pass
+            assert entry.records[-1].grad_inputs[0].inf_count == 1
+        del loss, x  # this pass's Nodes die
+        kept = set(store._nodes).union(*(batch[3] for batch in store._unread))
+        held.append(len(kept))
+        assert len(kept) <= 2 * len(nodes), (k, held)  # this pass's, and the one before at most
+    assert w.grad[0] == math.inf
+
+
+@pytest.mark.parametrize("python_hooks", [False, True], ids=["native", "python-hooks"])
 def test_autograd_grad_on_the_device_path_summarises_what_it_returns(monkeypatch, python_hooks):
     """torch.autograd.grad runs no AccumulateGrad, so a gradient bound for a parameter without .grad is not
     summarised as that .grad when the pass ends (it stays None) but as itself, the gradient returned."""

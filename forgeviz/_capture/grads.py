@@ -375,14 +375,23 @@ class GradStore:
             self._add(nid, GradRecord(index, [_made(source, made, k) for k in outs],
                                       [_made(source, made, k) for k in ins]))
 
-    def prune(self, force: bool = False) -> None:
-        """Forget dead Nodes that no view shows (every ``prune_every`` deaths, or when forced)."""
+    def prune(self, force: bool = False, keep_from: Optional[int] = None) -> None:
+        """Forget dead Nodes that no view shows (every ``prune_every`` deaths, or when forced). ``keep_from``: the
+        first backward pass whose numbers are still to come (CUDA: its copy in flight); the Nodes it and later
+        passes recorded are kept to a later prune, so its first non-finite Node can still be found and told.
+
+        >>> store = GradStore(); _ = store.add(7, GradRecord(3, [], [])); _ = store.add(8, GradRecord(2, [], []))
+        >>> store.dead.extend([7, 8]); store.prune(force=True, keep_from=3); sorted(store.nodes)
+        [7]
+        """
         if not force and len(self.dead) < self.prune_every:
             return
         shown = self.pinned()
         candidates = self._dead_but_shown
         while self.dead:
             candidates.add(self.dead.popleft())
+        if keep_from is not None:
+            shown = set(shown) | self._recorded_since(keep_from, candidates)
         self._dead_but_shown = {nid for nid in candidates if nid in shown}
         gone = candidates - self._dead_but_shown
         for nid in gone:
@@ -391,6 +400,19 @@ class GradStore:
             self._unread = [batch for batch in self._unread if batch[1].forget(gone)]
             for batch in self._unread:
                 batch[3].difference_update(gone)
+
+    def _recorded_since(self, index: int, among: set) -> set:
+        """The Nodes of ``among`` that backward pass ``index`` or a later one recorded (natively, or in Python)."""
+        held: set = set()
+        for found, _, _, nids in self._unread:
+            if found >= index:
+                held |= nids & among
+        nodes = self._nodes
+        for nid in among:
+            entry = nodes.get(nid)
+            if entry is not None and entry.records and entry.records[-1].backward_index >= index:
+                held.add(nid)
+        return held
 
     def unread_pass(self, index: int) -> Optional[NativePass]:
         """Backward pass ``index`` as the native hooks recorded it, while it waits unread, else None: a
@@ -604,6 +626,7 @@ class BackwardRecorder:
         # Summaries on the gradients' devices: its buffers last across passes; a pass's read-back (CUDA)
         # is filled in by the next poll() or flush()
         self.device = DeviceSummaries()
+        self._reading_from = 0  # the pass whose device summaries were last flushed (read back once its copy is done)
         self._cadence: Cadence = EACH
         self._cadence_from = 0  # the pass count when it was set: every N counts from the next pass
         # the pass the native hooks armed last (None when the latest arm() did not arm them): its Node order
@@ -648,8 +671,7 @@ class BackwardRecorder:
         device = self.device
         # the copies done fill their summaries; a pass whose numbers are still to come (CUDA: a copy in flight)
         # keeps its Nodes, so its first non-finite Node is found, and told by id, once they come
-        if not device.reading or device.poll():
-            store.prune()
+        store.prune(keep_from=self._reading_from if device.reading and not device.poll() else None)
         cadence = self.cadence
         only = None  # the ids of the Nodes to hook, when not all
         if cadence != EACH:
@@ -837,6 +859,7 @@ class BackwardRecorder:
                 # CPU: filled now. CUDA: when the copy's event says so (a later device.poll()), and the first
                 # non-finite Node is found then
                 device.flush(on_nonfinite=first_nonfinite)
+                self._reading_from = index  # (the copy of the pass before is done: flush waited for it)
             waited = bool(pending)
             if waited:
                 pending.flush()
