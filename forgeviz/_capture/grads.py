@@ -339,8 +339,12 @@ class GradStore:
         [1.0, 2.0]
         """
         made: dict = {}  # the summaries made so far, shared by every reader
+        histories = self._leaves  # (each pass, each parameter: _leaf_history's look-up inline)
         for kind, slot, leaf, summary in leaves:
-            values = self._leaf_history(leaf, create=True).values
+            entry = histories.get(id(leaf))
+            if entry is None or entry.variable() is not leaf:
+                entry = self._leaf_history(leaf, create=True)
+            values = entry.values
             if kind == _LEAF_WITHOUT_GRAD and values:
                 values.append(None)  # .grad was reset (zero_grad) since the last pass
             # made when the history is read; the device path's, made already, kept as they are (a reference to
@@ -356,7 +360,9 @@ class GradStore:
             # The pass that now has `depth` newer ones: a Node each of them recorded too would lose
             # this pass's record to them when read.
             behind = unread[-1 - depth][3]
-            newer = behind.intersection(*(batch[3] for batch in unread[-depth:]))
+            # (a training loop's passes each record a new graph: none of its Nodes in the newest pass, and no
+            # look at the others)
+            newer = None if behind.isdisjoint(nids) else behind.intersection(*(batch[3] for batch in unread[-depth:]))
             if newer:
                 behind -= newer
                 if not unread[-1 - depth][1].forget(newer):
@@ -577,8 +583,27 @@ def device_route(default: Callable[[torch.Tensor], bool] = _cuda_float) -> Calla
     >>> device_route()(torch.ones(2))  # a CPU gradient is read at once, by default
     False
     """
-    mode = os.environ.get("FORGEVIZ_SUMMARIES", "")
+    mode = _summaries_setting()
     return _float if mode == "device" else _never if mode == "read" else default
+
+
+# os.environ.get of a variable that is not set raises and catches a KeyError inside (Mapping.get): ~7 us of a
+# small training step's backward, which asks every pass. The mapping's own dict of encoded names and values is
+# read instead, where CPython has one (it is kept in step with every write to os.environ).
+_ENVIRON_DATA = getattr(os.environ, "_data", None)
+_SUMMARIES_KEY = os.environ.encodekey("FORGEVIZ_SUMMARIES") if hasattr(os.environ, "encodekey") else None
+
+
+def _summaries_setting() -> str:
+    """``$FORGEVIZ_SUMMARIES`` (device, read or ""), read as it is now.
+
+    >>> _summaries_setting() == os.environ.get("FORGEVIZ_SUMMARIES", "")
+    True
+    """
+    if _ENVIRON_DATA is None or _SUMMARIES_KEY is None:
+        return os.environ.get("FORGEVIZ_SUMMARIES", "")
+    value = _ENVIRON_DATA.get(_SUMMARIES_KEY)
+    return "" if value is None else os.environ.decodevalue(value)
 
 
 def routes_cpu(route: Callable[[torch.Tensor], bool]) -> bool:

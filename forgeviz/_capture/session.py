@@ -18,7 +18,7 @@ from .fault import boundary, guarded, report
 from .grads import BackwardRecorder, GradStore, node_id
 from .modules import ModuleStack
 from .own import deep_bytes
-from .source import user_frame_above, user_location
+from .source import use_native_walk, user_frame_above, user_location
 from .untraced import untraced
 
 log = logging.getLogger("forgeviz")
@@ -139,8 +139,15 @@ def _backward_arguments(func, args, kwargs) -> dict:
 
 
 def _roots_of_backward(func, args, kwargs) -> list:
-    """The Nodes a backward/grad call starts from."""
-    outputs = _backward_arguments(func, args, kwargs).get(_BACKWARD_PARAMS[func][0])
+    """The Nodes a backward/grad call starts from.
+
+    >>> x = torch.ones(2, requires_grad=True); y = x * 2
+    >>> [type(n).__name__ for n in _roots_of_backward(torch.autograd.grad, (), {"outputs": [y, x]})]
+    ['MulBackward0', 'AccumulateGrad']
+    """
+    # (each backward's first parameter names the outputs: args[0] when given by position, as they are
+    # in ``loss.backward()``, without building the dict of every argument per step)
+    outputs = args[0] if args else kwargs.get(_BACKWARD_PARAMS[func][0])
     if isinstance(outputs, (torch.Tensor, torch.autograd.graph.GradientEdge)):
         outputs = [outputs]
     roots = []
@@ -551,6 +558,7 @@ class CaptureSession:
             self._step_depth = self._stepped_aside = 0
             hooks = native.hooks()
             self.native_tag = hooks.tag if hooks is not None else None
+            use_native_walk(hooks.user_location if hooks is not None else None)
             self._mode = _TagMode(self)
             self._mode.__enter__()
         self._depth += 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import linecache
 import os
 import sys
-from typing import Mapping, Optional
+from typing import Callable, Mapping, Optional
 
 import torch
 
@@ -24,11 +24,35 @@ def _user_file(filename: str) -> bool:
     return known
 
 
+# native/grad_hooks.cpp's walk of the same frames (CaptureSession.enter sets it once the library is loaded)
+_native_walk: Optional[Callable] = None
+
+
+def use_native_walk(walk: Optional[Callable]) -> None:
+    """Walk the frames with ``walk(depth, known, classify)`` (the native library's ``user_location``) from now on;
+    None: in Python.
+
+    >>> use_native_walk(lambda depth, known, classify: ("cell", 7)); user_location()
+    ('cell', 7)
+    >>> use_native_walk(None)
+    """
+    global _native_walk
+    _native_walk = walk
+
+
 def user_location(depth: int = 2) -> tuple[Optional[str], Optional[int]]:
-    """(filename, line) of the nearest caller frame that is user code, not torch or forgeviz.
+    """(filename, line) of the nearest caller frame that is user code, not torch or forgeviz, from
+    ``sys._getframe(depth)`` up.
 
     For an op inside ``model(x)`` this is the line of ``model(x)`` in the cell.
+
+    >>> import sys
+    >>> user_location(1) == (sys._getframe().f_code.co_filename, sys._getframe().f_lineno)
+    True
     """
+    walk = _native_walk
+    if walk is not None:  # (the same walk, in C++: one per op that makes a Node)
+        return walk(depth, _is_user_file, _user_file)
     frame = sys._getframe(depth)
     known = _is_user_file  # asked for every op: the lookup inline, a call only for a new file
     while frame is not None:

@@ -36,7 +36,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
-#include <typeindex>
+#include <typeinfo>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -632,12 +632,14 @@ NodeName node_name(Node* node) {
     PyObject* name;  // interned, kept for the process; nullptr: a name per Node
     uint64_t hash;
   };
-  static std::unordered_map<std::type_index, Known> by_type;
-  const std::type_index type(typeid(*node));
+  // Keyed by the type_info's address: std::type_index hashes the mangled name, a strlen and a hash of it per
+  // Node. (A type with two type_info objects, one per shared library, is cached twice, under the same name.)
+  static std::unordered_map<const std::type_info*, Known> by_type;
+  const std::type_info* type = &typeid(*node);
   auto found = by_type.find(type);
   if (found == by_type.end()) {
     Known known{nullptr, 0};
-    if (std::strcmp(type.name(), "N5torch8autograd6PyNodeE") != 0) {
+    if (std::strcmp(type->name(), "N5torch8autograd6PyNodeE") != 0) {
       const std::string name = node->name();
       known = {PyUnicode_InternFromString(name.c_str()), std::hash<std::string>()(name) | 1};
       if (known.name == nullptr) return {nullptr, 0};
@@ -1092,6 +1094,57 @@ PyObject* py_tag(PyObject*, PyObject* const* args, Py_ssize_t n) {
   Py_RETURN_NONE;
 }
 
+// user_location(depth, known, classify) -> (filename, line) of the nearest frame whose file is the user's, from
+// the one `depth` frames above the Python function that called this (sys._getframe(depth) there) up, else
+// (None, None): source.py's user_location, asked once per op that makes a Node (its walk of about ten frames of
+// torch's and forgeviz's code, in Python, cost more than the rest of tagging the op). `known`: a dict, filename
+// -> whether it is the user's (source.py's, shared); `classify(filename)` decides one it does not hold (and
+// records it there).
+PyObject* py_user_location(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (!args_ok<void>("user_location", n, 3)) return nullptr;
+  const long depth = PyLong_AsLong(args[0]);
+  if (depth == -1 && PyErr_Occurred()) return nullptr;
+  PyObject* const known_files = args[1];
+  PyObject* const classify = args[2];
+  if (!PyDict_Check(known_files)) {
+    PyErr_SetString(PyExc_TypeError, "user_location(depth, known, classify): expected a dict of filenames");
+    return nullptr;
+  }
+  PyFrameObject* frame = PyEval_GetFrame();  // (borrowed) the Python frame that called this
+  Py_XINCREF(frame);
+  for (long up = 0; up < depth && frame != nullptr; ++up) {
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = back;
+  }
+  while (frame != nullptr) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    PyObject* filename = code->co_filename;
+    PyObject* known = PyDict_GetItemWithError(known_files, filename);
+    int user;
+    if (known != nullptr) {
+      user = known == Py_True;
+    } else if (PyErr_Occurred()) {
+      user = -1;
+    } else {
+      PyObject* decided = PyObject_CallOneArg(classify, filename);
+      user = decided != nullptr ? PyObject_IsTrue(decided) : -1;
+      Py_XDECREF(decided);
+    }
+    if (user != 0) {
+      PyObject* found = user > 0 ? Py_BuildValue("(Oi)", filename, PyFrame_GetLineNumber(frame)) : nullptr;
+      Py_DECREF(code);
+      Py_DECREF(frame);
+      return found;
+    }
+    Py_DECREF(code);
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = back;
+  }
+  return Py_BuildValue("(OO)", Py_None, Py_None);
+}
+
 PyObject* py_arm(PyObject*, PyObject* const* args, Py_ssize_t n) {
   if (!args_ok<void>("arm", n, 12)) return nullptr;
   int numbers[5];
@@ -1148,6 +1201,7 @@ PyObject* py_order(PyObject*, PyObject* const* args, Py_ssize_t n) {
 
 PyMethodDef methods[] = {
     FV_METHOD(tag, "tag(out, first_new, make_tag, func, where): fv_tag"),
+    FV_METHOD(user_location, "user_location(depth, known, classify) -> (filename, line): source.user_location's walk"),
     FV_METHOD(arm, "arm(roots, chain, ids, dead_append, fallback, sample, bins, values_cap, chain_cap, device, "
                    "device_add, device_add_leaf): fv_arm"),
     FV_METHOD(finish, "finish(pass) -> (nids, leaves, faults): fv_finish"),
@@ -1164,4 +1218,4 @@ PyMethodDef methods[] = {
 
 }  // namespace
 
-FV_MODULE(_grad_hooks, "forgeviz's gradient hooks and op tags in C++ (forgeviz/_capture/native/grad_hooks.cpp)", 10)
+FV_MODULE(_grad_hooks, "forgeviz's gradient hooks and op tags in C++ (forgeviz/_capture/native/grad_hooks.cpp)", 11)
