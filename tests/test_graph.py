@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import json
+import sys
 import weakref
 
 import pytest
@@ -107,6 +108,45 @@ def test_cell_and_line_point_at_the_op(nb):
     b, c = by_label(graph, "b"), by_label(graph, "c")
     assert (b.cell, b.line) == (result.execution_count, 1)
     assert (c.cell, c.line) == (result.execution_count, 2)
+
+
+def test_the_native_frame_walk_finds_the_line_pythons_does(monkeypatch):
+    """The op's line is the nearest frame outside torch and forgeviz, found by the native library's walk
+    (source.user_location in C++) where it is built: from every depth, through library frames it has met and
+    through a file it has not, the same (filename, line) as the Python walk, and the new file recorded."""
+    from forgeviz._capture import native, source
+
+    hooks = native.hooks()
+    if hooks is None:
+        pytest.skip("the native gradient hooks are not built here (./dev.sh builds them)")
+    library: dict = {}
+    exec(compile("def call(f, *args):\n    return f(*args)\n", "/fake/site-packages/lib.py", "exec"), library)  # noqa: S102 - a frame of a file of its own
+    monkeypatch.setitem(source._is_user_file, "/fake/site-packages/lib.py", False)
+    fresh = "/fake/never/seen/before.py"  # (outside torch and forgeviz: the user's, once classified)
+    monkeypatch.delitem(source._is_user_file, fresh, raising=False)
+    user: dict = {}
+    exec(compile("def step(call, f, depth):\n    return call(call, f, depth)\n", fresh, "exec"), user)  # noqa: S102
+
+    def through_the_library(depth):
+        line = sys._getframe().f_lineno + 1
+        return library["call"](library["call"], source.user_location, depth), line
+
+    was = source._native_walk
+    try:
+        found = {}
+        for walk in (None, hooks.user_location):
+            source.use_native_walk(walk)
+            source._is_user_file.pop(fresh, None)  # each walk meets it first, and classifies it
+            found[walk] = ([through_the_library(depth) for depth in (0, 1, 2, 3, 4)],
+                           user["step"](library["call"], source.user_location, 1))
+    finally:
+        source.use_native_walk(was)
+    python, native_walk = found[None], found[hooks.user_location]
+    assert native_walk == python
+    here = __file__
+    assert [where for where, _ in python[0][:4]] == [(here, line) for _, line in python[0][:4]]
+    assert python[0][4][0][0] == here  # (depth 4: this test's own frame, past the helper's)
+    assert python[1] == (fresh, 2) and source._is_user_file[fresh] is True
 
 
 def test_counts_equal_an_independent_walk_on_a_cnn(nb):
