@@ -14,7 +14,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from . import native
-from .fault import boundary, guarded, report
+from .fault import boundary, report
 from .grads import BackwardRecorder, GradStore, node_id
 from .modules import ModuleStack
 from .own import deep_bytes
@@ -174,6 +174,11 @@ def _frees_saved(func, args, kwargs) -> Optional[bool]:
 
 
 _next_sequence_nr = torch._C._autograd._get_sequence_nr  # the number the next Node made on this thread gets
+# The TorchFunctionMode stack, which an optimizer step takes our mode off (CaptureSession._step_aside)
+_function_modes = torch._C._len_torch_function_stack
+_function_mode_at = torch._C._get_function_stack_at
+_pop_function_mode = torch._C._pop_torch_function_stack
+_push_function_mode = torch._C._push_on_torch_function_stack
 
 
 def _tag_inner_nodes(grad_fn, tag: tuple, first_new: int) -> None:
@@ -519,35 +524,40 @@ class CaptureSession:
         finally:
             self._step_ends(optimizer, args, kwargs)
 
+    # Twice a training step each (its optimizer step and zero_grad): the fault boundary inline, and torch's
+    # stack functions bound once, as on the other hot paths.
     def _step_aside(self, may: bool) -> None:
         self._step_depth += 1
-        self._pop_mode(may)
-
-    @guarded("stepping aside for an optimizer step or a compiled call")  # it then runs under the mode
-    def _pop_mode(self, may: bool) -> None:
         if self._step_depth != 1 or self._mode is None or not may:
             return
-        if self._mode_on_top():
-            self._stepped_aside = torch._C._len_torch_function_stack()
-            torch._C._pop_torch_function_stack()
+        try:
+            size = self._mode_on_top()
+            if size:
+                self._stepped_aside = size
+                _pop_function_mode()
+        except Exception as exc:  # noqa: BLE001 - the boundary inline: the step then runs under the mode
+            report(self.fault, "stepping aside for an optimizer step or a compiled call", exc)
 
-    def _mode_on_top(self) -> bool:
-        size = torch._C._len_torch_function_stack()
-        return bool(size) and torch._C._get_function_stack_at(size - 1) is self._mode
+    def _mode_on_top(self) -> int:
+        """The mode stack's length when our mode is on top of it, else 0."""
+        size = _function_modes()
+        return size if size and _function_mode_at(size - 1) is self._mode else 0
 
-    @guarded("putting forgeviz's mode back after an optimizer step")
     def _step_ends(self, optimizer, args, kwargs) -> None:
-        self._step_depth = max(0, self._step_depth - 1)
-        if self._step_depth == 0:
-            self._step_back()
+        try:
+            self._step_depth = depth = max(0, self._step_depth - 1)
+            if depth == 0 and self._stepped_aside:
+                self._step_back()
+        except Exception as exc:  # noqa: BLE001 - the boundary inline
+            report(self.fault, "putting forgeviz's mode back after an optimizer step", exc)
 
     def _step_back(self) -> None:
         """Put our mode back on top of the stack after a step (or, when a step raised, at exit)."""
         size, self._stepped_aside = self._stepped_aside, 0
         if not size or self._mode is None:
             return
-        if torch._C._len_torch_function_stack() == size - 1:
-            torch._C._push_on_torch_function_stack(self._mode)
+        if _function_modes() == size - 1:
+            _push_function_mode(self._mode)
         else:  # the step left a mode of its own on the stack: ours stays off rather than above it
             self.fault("an optimizer step changed the TorchFunctionMode stack; forgeviz stops watching ops "
                        "until the cell ends")
