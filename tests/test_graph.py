@@ -123,7 +123,6 @@ def test_the_native_frame_walk_finds_the_line_pythons_does(monkeypatch):
     exec(compile("def call(f, *args):\n    return f(*args)\n", "/fake/site-packages/lib.py", "exec"), library)  # noqa: S102 - a frame of a file of its own
     monkeypatch.setitem(source._is_user_file, "/fake/site-packages/lib.py", False)
     fresh = "/fake/never/seen/before.py"  # (outside torch and forgeviz: the user's, once classified)
-    monkeypatch.delitem(source._is_user_file, fresh, raising=False)
     user: dict = {}
     exec(compile("def step(call, f, depth):\n    return call(call, f, depth)\n", fresh, "exec"), user)  # noqa: S102
 
@@ -138,15 +137,16 @@ def test_the_native_frame_walk_finds_the_line_pythons_does(monkeypatch):
             source.use_native_walk(walk)
             source._is_user_file.pop(fresh, None)  # each walk meets it first, and classifies it
             found[walk] = ([through_the_library(depth) for depth in (0, 1, 2, 3, 4)],
-                           user["step"](library["call"], source.user_location, 1))
+                           user["step"](library["call"], source.user_location, 1), source._is_user_file.get(fresh))
     finally:
         source.use_native_walk(was)
+        source._is_user_file.pop(fresh, None)
     python, native_walk = found[None], found[hooks.user_location]
     assert native_walk == python
     here = __file__
     assert [where for where, _ in python[0][:4]] == [(here, line) for _, line in python[0][:4]]
     assert python[0][4][0][0] == here  # (depth 4: this test's own frame, past the helper's)
-    assert python[1] == (fresh, 2) and source._is_user_file[fresh] is True
+    assert python[1] == (fresh, 2) and python[2] is True  # (each walk classified the new file, and recorded it)
 
 
 def test_counts_equal_an_independent_walk_on_a_cnn(nb):
