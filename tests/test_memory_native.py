@@ -15,7 +15,7 @@ import torch
 import forgeviz
 from forgeviz._capture.grads import node_id
 from forgeviz._capture.memory_choice import make_tracker
-from forgeviz.model.memory import ALLOC, FREE, GRADIENT, OTHER
+from forgeviz.model.memory import ALLOC, FREE, GRADIENT, NO_ID, OTHER
 
 
 def ops_of(trace) -> set[str]:
@@ -63,6 +63,60 @@ def test_gradients_are_gradients_from_their_allocation_on():
     for i in range(len(events["time"])):
         if int(events["storage"][i]) in grad_sids:
             assert events["category"][i] == GRADIENT  # never a temporary first: the hook only learnt it late
+
+
+def _training_timeline(direct: bool) -> tuple[dict, dict]:
+    """Every event column but the time, and the bytes by category, of three Adam steps of a small MLP in
+    memory_trace(), with the ledger's hot calls made by the gradient hooks extension (``direct``) or through
+    ctypes."""
+    from forgeviz._capture import ledger_native
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    opt = torch.optim.Adam(model.parameters())
+    x = torch.randn(8, 16)
+    with pytest.MonkeyPatch.context() as patch:
+        if not direct:
+            patch.setattr(ledger_native, "_direct_calls", lambda lib: None)
+        with forgeviz.memory_trace() as trace:
+            assert (trace.tracker.ledger._direct is not None) == direct
+            for _ in range(3):
+                loss = model(x).square().mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            by_category = trace.bytes_by_category()
+            events = {name: column.tolist() for name, column in trace.events.items()}
+    assert trace.tracker.faults == []
+    # the training's events: not the storages that existed before (baseline events at time 0, in the order the
+    # garbage collector lists them), each storage numbered by its first event
+    kept = [i for i, when in enumerate(events.pop("time")) if when > 0]
+    numbers: dict = {}
+    events = {name: [column[i] for i in kept] for name, column in events.items()}
+    events["storage"] = [numbers.setdefault(sid, len(numbers)) for sid in events["storage"]]
+    nodes: dict = {NO_ID: -1}  # Node ids count on across runs: numbered by first event too
+    events["node"] = [nodes.setdefault(node, len(nodes)) for node in events["node"]]
+    assert len(nodes) > 6  # the claiming Nodes of three steps, named in their events
+    return events, by_category
+
+
+def test_the_ledgers_calls_without_ctypes_record_what_ctypes_records():
+    """The hot calls (claims, naming an op's allocations, categories, releases) made by the gradient hooks
+    extension give the timeline ctypes gives: every event's storage, bytes, action, category, op, line and
+    module; and the bytes by category are torch's own."""
+    from forgeviz._capture import native
+
+    assert native.hooks() is not None  # the path under test (the README's install builds it)
+    gc.collect()
+    direct, direct_totals = _training_timeline(True)
+    gc.collect()
+    through_ctypes, ctypes_totals = _training_timeline(False)
+    assert direct == through_ctypes and direct_totals == ctypes_totals
+    # after the steps: no Node saves anything, and the .grad of each parameter is float32 (4 bytes an element)
+    assert direct_totals["activation"] == 0
+    assert direct_totals["gradient"] == sum(4 * n for n in (16 * 16, 16, 4 * 16, 4))
+    categories = set(direct["category"])
+    assert len(direct["storage"]) > 100 and len(categories) >= 4
 
 
 def test_forgeviz_own_work_is_not_the_users_memory():

@@ -25,7 +25,8 @@ import torch
 
 from ..model import memory as m
 from . import native
-from .fault import guarded
+from .fault import boundary, guarded
+from .grads import _node_ids
 from .ledger import CLAIMABLE, LedgerStats, StorageRecord, intern
 from .own import FINALIZER_BYTES, deep_bytes
 from .session import current_module_path
@@ -37,7 +38,29 @@ _CLAIM_MASK = sum(1 << c for c in CLAIMABLE)
 # training loop frees thousands each step, and what is remembered must not grow with the steps.
 _MAX_SHAPES = 4096
 _MASKS: dict[tuple, int] = {}  # only_from categories → the ledger's bit mask
+_NODE_NAMES: dict[type, str] = {}  # a Node class → its Nodes' name(), where its class says it
 _ITEMSIZE = {"float32": 4, "float64": 8, "uint32": 4, "uint16": 2, "uint8": 1}
+
+
+def _direct_calls(lib) -> Optional[object]:
+    """The gradient hooks extension (``native.hooks()``) bound to ``lib``'s hot functions, or None without it: its
+    ``ledger_*`` calls take tensors as they are and cost a C call each, where ctypes converts every argument in
+    Python (about 2 µs a call inside a training step; the memory timeline makes several an op).
+
+    >>> _direct_calls(native.load()) is None or callable(_direct_calls(native.load()).ledger_claim)  # doctest: +SKIP
+    True
+    """
+    hooks = native.hooks()
+    if hooks is None:
+        return None
+    address = ctypes.c_void_p
+    hooks.ledger_bind(tuple(ctypes.cast(getattr(lib, name), address).value for name in _DIRECT_CALLS))
+    return hooks
+
+
+# the ledger functions the hooks extension calls, in the order its LedgerCalls lists them
+_DIRECT_CALLS = ("fv_claim", "fv_name_fresh", "fv_sid_of", "fv_set_context", "fv_recategorize",
+                 "fv_recategorize_many", "fv_release_many", "fv_forget_fresh")
 
 
 class NativeLedger:
@@ -65,6 +88,9 @@ class NativeLedger:
         self._t0n = lib.fv_now()
         self._h = lib.fv_ledger_new(max_events, self._t0n)
         self._fresh = ctypes.c_int64.from_address(lib.fv_fresh_address(self._h))  # the ledger's counter
+        self._direct = None  # the hot calls without ctypes (None: through ctypes, as before)
+        with boundary(fault, "binding the ledger's calls to the gradient hooks library"):  # (ctypes then)
+            self._direct = _direct_calls(lib)
         # The C++ ledger goes when this one does (its storages' frees then find no ledger to tell).
         weakref.finalize(self, lib.fv_ledger_delete, self._h)
         self._finalizers: dict[int, weakref.finalize] = {}  # storages Python tracks (not the allocator's)
@@ -113,7 +139,7 @@ class NativeLedger:
     def _set_site(self, site: tuple[int, int, int, int]) -> None:
         if site != self._site:
             self._site = site
-            self._lib.fv_set_context(self._h, *site)
+            (self._direct.ledger_set_context if self._direct is not None else self._lib.fv_set_context)(self._h, *site)
 
     def _where(self, where: Optional[tuple], module: Optional[str]) -> tuple[int, int, int]:
         # Called for every allocating op: the same few lines recur, step after step.
@@ -159,15 +185,18 @@ class NativeLedger:
         if self._in_step > 1:  # super().step() inside the step: the outer step names what it allocates
             return
         self.push_site(where, None, name)
-        self._lib.fv_forget_fresh(self._h)
+        self._forget_fresh()
 
     def step_ends(self) -> None:
         if not self._in_step:
             return
         self._in_step -= 1
         if not self._in_step:  # the step's allocations have their names: the next op must not claim them
-            self._lib.fv_forget_fresh(self._h)
+            self._forget_fresh()
             self.pop_site()
+
+    def _forget_fresh(self) -> None:
+        (self._direct.ledger_forget_fresh if self._direct is not None else self._lib.fv_forget_fresh)(self._h)
 
     def after_op(self, out, where: tuple, op: Optional[str] = None) -> None:
         """Name what the op ``op`` called at ``where`` just allocated (its outputs and intermediates):
@@ -188,12 +217,17 @@ class NativeLedger:
                        if isinstance(t, torch.Tensor) and t.layout == torch.strided]
         # A CUDA or meta output's pointer is simply not in this CPU ledger.
         first = outputs[0] if outputs else None
-        sid = self._lib.fv_name_fresh(self._h, site, first.untyped_storage().data_ptr() if first is not None else 0,
-                                      float(first.numel() * first.element_size()) if first is not None else 0.0)
+        direct = self._direct
+        if direct is not None:
+            sid = direct.ledger_name_fresh(self._h, site, first)
+        else:
+            sid = self._lib.fv_name_fresh(self._h, site, first.untyped_storage().data_ptr() if first is not None else 0,
+                                          float(first.numel() * first.element_size()) if first is not None else 0.0)
         if sid >= 0 and sid not in self._shapes:
             self._remember_shape(sid, first)
         for t in outputs[1:]:
-            sid = self._lib.fv_sid_of(self._h, t.untyped_storage().data_ptr(), float(t.numel() * t.element_size()))
+            sid = (direct.ledger_sid_of(self._h, t) if direct is not None else
+                   self._lib.fv_sid_of(self._h, t.untyped_storage().data_ptr(), float(t.numel() * t.element_size())))
             if sid >= 0:
                 self._remember_shape(sid, t)
 
@@ -327,14 +361,19 @@ class NativeLedger:
 
     def recategorize(self, tensor: torch.Tensor, category: int, only_from: tuple = ()) -> None:
         # The hooks' hot path (every gradient and optimizer state, every step): one call, no record.
-        if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.strided or not tensor.is_cpu:
-            return  # this ledger is CPU memory; CUDA memory has the allocator's own history
-        storage = tensor.untyped_storage()
         mask = _MASKS.get(only_from)
         if mask is None:
             mask = _MASKS[only_from] = sum(1 << c for c in only_from)
-        sid = self._lib.fv_recategorize(self._h, storage.data_ptr(), category, m.NO_ID, mask)
+        if self._direct is not None:
+            sid = self._direct.ledger_recategorize(self._h, tensor, category, m.NO_ID, mask)
+            if sid == -2:
+                return  # not a CPU tensor: this ledger is CPU memory; CUDA memory has the allocator's own history
+        elif not isinstance(tensor, torch.Tensor) or tensor.layout != torch.strided or not tensor.is_cpu:
+            return
+        else:
+            sid = self._lib.fv_recategorize(self._h, tensor.untyped_storage().data_ptr(), category, m.NO_ID, mask)
         if sid < 0:
+            storage = tensor.untyped_storage()
             if storage.nbytes():
                 self.track(storage, category, None, tuple(tensor.shape), tensor.dtype)
         else:
@@ -342,40 +381,79 @@ class NativeLedger:
 
     def recategorize_all(self, tensors: list, category: int) -> None:
         # After every backward, every parameter's .grad: one call into the ledger for all of them.
-        tensors = [t for t in tensors if t.layout == torch.strided and t.is_cpu]
-        if not tensors:
-            return
-        ptrs = array.array("Q", [t.untyped_storage().data_ptr() for t in tensors])
-        sids = array.array("q", bytes(8 * len(ptrs)))
-        self._lib.fv_recategorize_many(self._h, ptrs.buffer_info()[0], len(ptrs), category, sids.buffer_info()[0])
+        if self._direct is not None:
+            sids = self._direct.ledger_recategorize_many(self._h, tensors, category)  # (-2: not a CPU tensor)
+        else:
+            tensors = [t for t in tensors if t.layout == torch.strided and t.is_cpu]
+            if not tensors:
+                return
+            ptrs = array.array("Q", [t.untyped_storage().data_ptr() for t in tensors])
+            sids = array.array("q", bytes(8 * len(ptrs)))
+            self._lib.fv_recategorize_many(self._h, ptrs.buffer_info()[0], len(ptrs), category, sids.buffer_info()[0])
         shapes = self._shapes
         for t, sid in zip(tensors, sids):
-            if sid < 0:
+            if sid == -1:
                 self.recategorize(t, category)  # not tracked yet: tracked now
-            elif sid not in shapes:
+            elif sid >= 0 and sid not in shapes:
                 self._remember_shape(sid, t)
 
     def claim(self, t: torch.Tensor, nid: int, grad_fn) -> Optional[tuple[int, int]]:
         # Every forward op with a grad_fn comes here: one call into the ledger, no record built.
-        if not t.is_cpu:  # (is_cpu: a sixth of device.type's cost, on the hot path)
-            return None
         node = nid & 0xFFFFFFFF
-        key = t.untyped_storage().data_ptr()
-        sid = self._lib.fv_claim(self._h, key, node, _CLAIM_MASK, m.ACTIVATION)
-        if sid < 0:
-            return None
-        if node not in self._node_names:
-            self._node_names[node] = grad_fn.name()
-            if len(self._node_names) > self._names_cap:  # a long loop that nobody reads meanwhile
-                self._forget_old_names(hot=True)
+        if self._direct is not None:  # (a tensor off the CPU: None)
+            got = self._direct.ledger_claim(self._h, t, node, _CLAIM_MASK, m.ACTIVATION)
+            if got is None:
+                return None
+            key, sid = got
+        else:
+            if not t.is_cpu:  # (is_cpu: a sixth of device.type's cost, on the hot path)
+                return None
+            key = t.untyped_storage().data_ptr()
+            sid = self._lib.fv_claim(self._h, key, node, _CLAIM_MASK, m.ACTIVATION)
+            if sid < 0:
+                return None
+        self._name_node(node, grad_fn)
         self._remember_shape(sid, t)
         return key, sid
+
+    @property
+    def claim_saved_directly(self) -> Optional[Callable]:
+        """:meth:`claim_saved` with the gradient hooks extension, else None (MemoryTracker's own loop then)."""
+        return self.claim_saved if self._direct is not None else None
+
+    def claim_saved(self, grad_fn, names: list, claims: dict, gone_append: Callable[[int], None],
+                    gone_key: str) -> None:
+        """MemoryTracker.claim_saved's reads and claims for ``grad_fn`` in one call (native/grad_hooks.cpp's
+        ledger_claim_saved): each of its saved tensors ``names`` claimed as :meth:`claim` does; ``claims[nid]``
+        and the Node's NodeGone (``gone_append(nid)`` when it dies, at ``metadata[gone_key]``) set when one was.
+        Only with the hooks extension (``self._direct``)."""
+        found = self._direct.ledger_claim_saved(self._h, grad_fn, names, _node_ids, claims, gone_append, gone_key,
+                                                _CLAIM_MASK, m.ACTIVATION)
+        if found:
+            self._name_node(grad_fn.metadata["fv_id"] & 0xFFFFFFFF, grad_fn)
+            for sid, tensor in found:
+                self._remember_shape(sid, tensor)
+
+    def _name_node(self, node: int, grad_fn) -> None:
+        if node not in self._node_names:
+            # a C++ Node's class is named as its name() (which demangles its C++ type at every call)
+            cls = type(grad_fn)
+            name = _NODE_NAMES.get(cls)
+            if name is None:
+                name = grad_fn.name()
+                if cls.__name__ == name:
+                    _NODE_NAMES[cls] = name
+            self._node_names[node] = name
+            if len(self._node_names) > self._names_cap:  # a long loop that nobody reads meanwhile
+                self._forget_old_names(hot=True)
 
     def release(self, key: int, sid: int) -> None:
         self._lib.fv_release(self._h, key, sid)
 
     def release_all(self, claims: list) -> None:
-        if claims:
+        if claims and self._direct is not None:
+            self._direct.ledger_release_many(self._h, claims)
+        elif claims:
             keys, sids = array.array("Q", [k for k, _ in claims]), array.array("q", [s for _, s in claims])
             self._lib.fv_release_many(self._h, keys.buffer_info()[0], sids.buffer_info()[0], len(keys))
 

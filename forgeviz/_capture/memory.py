@@ -107,6 +107,9 @@ class MemoryTracker:
         self._claims: dict[int, tuple[str, list[tuple[int, int]]]] = {}
         self._gone: deque = deque()  # ids of claiming Nodes that died, to release
         self._gone_key = f"fv_claims_{next(_tracker_ids)}"  # its sentinel's key in a Node's metadata
+        # claim_saved's reads and claims in one call, where the ledger has one (the native ledger, with the
+        # gradient hooks extension built): see NativeLedger.claim_saved
+        self._claim_direct = getattr(self.ledger, "claim_saved_directly", None)
         self._own: tuple[float, Optional[int]] = (0.0, None)  # (when, bytes) of the last own_bytes()
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -348,6 +351,10 @@ class MemoryTracker:
             return
         names = tensor_slots(grad_fn)
         if not names:
+            return
+        direct = self._claim_direct
+        if direct is not None:  # the native ledger's: these reads and claims in one C call
+            direct(grad_fn, names, self._claims, self._gone.append, self._gone_key)
             return
         nid = None
         claim = self.ledger.claim

@@ -24,6 +24,7 @@ from .untraced import untraced
 log = logging.getLogger("forgeviz")
 
 _BACKWARD_FUNCS = {torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad}
+_SLOW = object()  # what the mode's native body returns for an op that its Python body runs
 
 # Reached through the mode but never an op of the user's graph nor an allocation: reading or
 # resetting .grad and friends, reading a tensor's numbers or its metadata, and the profiler's
@@ -288,14 +289,28 @@ def leave_traceback(exc: BaseException) -> None:
 class _TagMode(TorchFunctionMode):
     """Tags each new ``grad_fn`` with the op, its source line and module; arms backward hooks."""
 
-    def __init__(self, session: "CaptureSession") -> None:
+    def __init__(self, session: "CaptureSession", native_op: Optional[Callable] = None) -> None:
         super().__init__()
         self.session = session
+        # native/grad_hooks.cpp's torch_function(config, func, args, kwargs): this body for most ops, in C++
+        # (None without the library: all in Python, below)
+        self.native_op = native_op
+        self.config = session.native_config() if native_op is not None else None
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         # IPython leaves a frame with this local out of a traceback it shows (a local's store, near-free
         # per op): for any traceback still holding this frame, e.g. one read while the op runs.
         __tracebackhide__ = True  # noqa: F841
+        # Dynamo, tracing this mode, reads no further than is_compiling() here (and lets the op through below)
+        if not _is_compiling() and self.native_op is not None:
+            try:
+                out = self.native_op(self.config, func, args, kwargs)  # your op runs in there (errors are torch's)
+            except BaseException as exc:
+                args = kwargs = None
+                leave_traceback(exc)
+                raise
+            if out is not _SLOW:
+                return out
         kwargs = kwargs or {}
         try:  # first: zero_grad's .grad writes and the profiler's marks outnumber a small model's ops
             not_op = func in _NOT_OPS
@@ -342,28 +357,12 @@ class _TagMode(TorchFunctionMode):
             out = func(*args, **kwargs)  # your torch op runs here; forgeviz only watches (errors are torch's)
         except BaseException as exc:
             leave_traceback(exc)
-            if isinstance(exc, RuntimeError):
-                session.note_error(func, args, kwargs, exc)
-            doctor = session.doctor
-            if doctor is not None and isinstance(exc, Exception):  # only while a side panel is open
-                # it reads the operands' devices and the line; the exception stays as it is
-                with boundary(session.fault, "the doctor's look at a raised op"):
-                    doctor.op_raised(func, args, kwargs, exc)
-            args = kwargs = doctor = None
+            session.op_failed(func, args, kwargs, exc)
+            args = kwargs = None
             raise  # the user's exception, unchanged
         session.seen_seq = _next_sequence_nr()
-        where = None  # the op's line: found once, for the memory timeline and the graph
-        if session.traces:
-            with _not_your_subclass():
-                for tracker in session.traces:
-                    try:
-                        if tracker.wants_sites and tracker.allocated_since():  # the ledger saw it, not its line
-                            where = where or user_location(2)
-                            tracker.after_op(out, where, _op_name(func)[0])
-                        if isinstance(out, torch.Tensor) and out.grad_fn is not None:
-                            tracker.claim_saved(out.grad_fn)
-                    except Exception as exc:  # noqa: BLE001 - the boundary inline (per op: free until a fault)
-                        report(session.fault, "linking memory to its op and node", exc)
+        # the op's line: found once, for the memory timeline and the graph
+        where = session.after_op_traces(func, out) if session.traces else None
         try:
             if session.native_tag is not None:  # native/grad_hooks.cpp's tag: no Python object per Node
                 session.native_tag(out, first_new, session.make_tag, func, where)
@@ -376,16 +375,15 @@ class _TagMode(TorchFunctionMode):
                 with _not_your_subclass():
                     session.tag(func, out, where, first_new)
         except Exception as exc:  # noqa: BLE001 - the boundary inline (per op: free until a fault)
-            report(session.fault, f"tagging {getattr(func, '__name__', 'an op')}", exc)
+            session.tag_failed(func, exc)
         doctor = session.doctor
         if doctor is not None:  # in-place writes into tensors a Node saved (a set lookup for any other op)
             try:
-                if func not in doctor.no_writes:
-                    doctor.after_op(func, args, kwargs, out)
+                writes = func not in doctor.no_writes
             except TypeError:  # an unhashable callable: an op that writes nothing the doctor can follow
-                pass
-            except Exception as exc:  # noqa: BLE001 - the boundary inline (per op: free until a fault)
-                report(session.fault, f"the doctor's look after {getattr(func, '__name__', 'an op')}", exc)
+                writes = False
+            if writes:
+                session.after_op_doctor(func, args, kwargs, out)
         return out
 
 
@@ -569,7 +567,7 @@ class CaptureSession:
             hooks = native.hooks()
             self.native_tag = hooks.tag if hooks is not None else None
             use_native_walk(hooks.user_location if hooks is not None else None)
-            self._mode = _TagMode(self)
+            self._mode = _TagMode(self, hooks.torch_function if hooks is not None else None)
             self._mode.__enter__()
         self._depth += 1
 
@@ -746,6 +744,50 @@ class CaptureSession:
         tag = (cls.__name__, qualname) + (site[1:4] if site else (None, None, None))
         meta["fv_op"] = tag
         return tag
+
+    # --- what the mode does around an op, in Python (its native body, grad_hooks.cpp's fv_torch_function,
+    # calls these too, each only when it is needed) ----------------------------------------------------
+    def native_config(self) -> tuple:
+        """The config of native/grad_hooks.cpp's ``torch_function``: the slots of its ConfigSlot, in order."""
+        return (self, _NOT_OPS, _BACKWARD_FUNCS, _in_transform, self.make_tag, self.op_failed,
+                self.after_op_traces, self.after_op_doctor, self.tag_failed, _SLOW)
+
+    def op_failed(self, func, args, kwargs, exc: BaseException) -> None:
+        """An op the mode ran raised ``exc`` (on its way to the user, unchanged): a shape error is noted for its
+        diagram, and the doctor (while a side panel is open) reads the operands' devices and the line."""
+        if isinstance(exc, RuntimeError):
+            self.note_error(func, args, kwargs, exc)
+        doctor = self.doctor
+        if doctor is not None and isinstance(exc, Exception):
+            with boundary(self.fault, "the doctor's look at a raised op"):
+                doctor.op_raised(func, args, kwargs, exc)
+
+    def after_op_traces(self, func, out) -> Optional[tuple]:
+        """The memory timelines link what the op allocated to its line and what its Node saved to the Node;
+        returns the op's (filename, line) if that was looked up (the graph's tag then reuses it), else None."""
+        where = None
+        with _not_your_subclass():
+            for tracker in self.traces:
+                try:
+                    if tracker.wants_sites and tracker.allocated_since():  # the ledger saw it, not its line
+                        where = where or user_location(2)
+                        tracker.after_op(out, where, _op_name(func)[0])
+                    if isinstance(out, torch.Tensor) and out.grad_fn is not None:
+                        tracker.claim_saved(out.grad_fn)
+                except Exception as exc:  # noqa: BLE001 - the boundary inline (per op: free until a fault)
+                    report(self.fault, "linking memory to its op and node", exc)
+        return where
+
+    def after_op_doctor(self, func, args, kwargs, out) -> None:
+        """The doctor's look after an op that may write in place (into a tensor a Node saved)."""
+        doctor = self.doctor
+        if doctor is not None:
+            with boundary(self.fault, f"the doctor's look after {getattr(func, '__name__', 'an op')}"):
+                doctor.after_op(func, args, kwargs or {}, out)
+
+    def tag_failed(self, func, exc: BaseException) -> None:
+        """Tagging the Nodes of ``func``'s output failed: a fault (the op's result stays as it is)."""
+        report(self.fault, f"tagging {getattr(func, '__name__', 'an op')}", exc)
 
     def note_error(self, func, args, kwargs, exc: RuntimeError) -> None:
         """Remember the shapes of an op that raised a shape error, to draw it after the cell."""

@@ -618,6 +618,160 @@ int fv_tag(PyObject* out, long long first_new, PyObject* make_tag, PyObject* fun
   return status;
 }
 
+// The capture mode's __torch_function__ for one op, in C++: session.py's _TagMode calls it first (see
+// CaptureSession.op_in_native) and runs its own Python body only for what this sends back as `slow`. An op
+// through the mode cost about 5 us of Python a call (a 3-layer MLP's step sends about 20): here it is a few
+// set lookups, the op and the tag. `config` is a tuple in ConfigSlot's order. What this leaves to Python: a
+// backward (its hooks are armed there), an op after Nodes made out of the mode's sight (a custom
+// Function's: its line is found there), and, through the session's helpers, a failed op, the memory
+// timeline's and the doctor's look after an op. Returns the op's result, `slow`, or nullptr with the op's
+// own exception (the helpers' faults never replace it: they are reported where they happen).
+enum ConfigSlot { kSession, kNotOps, kBackwardFuncs, kInTransform, kMakeTag, kFailed, kAfterTraces, kAfterDoctor,
+                  kTagFailed, kSlow, kConfigSize };
+
+// Whether `item` is in `set`; an unhashable one is not (as the Python body's `except TypeError`).
+bool in_set(PyObject* set, PyObject* item) {
+  const int found = PySet_Contains(set, item);
+  if (found < 0) PyErr_Clear();
+  return found > 0;
+}
+
+// Calls helper(args...) with the error being raised (if any) kept aside and put back after: a helper
+// that raises anyway is dropped (the op's own error, or its result, is what the user gets).
+template <typename... A>
+PyObject* call_aside(PyObject* helper, A... args) {
+  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyObject* result = PyObject_CallFunctionObjArgs(helper, args..., nullptr);
+  if (result == nullptr) PyErr_Clear();
+  PyErr_Restore(type, value, traceback);
+  return result;
+}
+
+PyObject* fv_torch_function(PyObject* config, PyObject* func, PyObject* args, PyObject* kwargs) {
+  static PyObject* const seen_name = PyUnicode_InternFromString("seen_seq");
+  static PyObject* const traces_name = PyUnicode_InternFromString("traces");
+  static PyObject* const doctor_name = PyUnicode_InternFromString("doctor");
+  static PyObject* const no_writes_name = PyUnicode_InternFromString("no_writes");
+  if (!PyTuple_Check(config) || PyTuple_GET_SIZE(config) != kConfigSize) {
+    PyErr_SetString(PyExc_TypeError, "torch_function: the config is a tuple in ConfigSlot's order");
+    return nullptr;
+  }
+  PyObject* const* c = &PyTuple_GET_ITEM(config, 0);
+  if (!PyTuple_Check(args) || (kwargs != nullptr && !PyDict_Check(kwargs))) return Py_NewRef(c[kSlow]);
+  if (in_set(c[kNotOps], func)) return PyObject_Call(func, args, kwargs);  // .grad writes, record_function
+  PyObject* transform = PyObject_CallNoArgs(c[kInTransform]);
+  if (transform == nullptr) return nullptr;
+  const int in_transform = PyObject_IsTrue(transform);
+  Py_DECREF(transform);
+  if (in_transform != 0) return in_transform < 0 ? nullptr : PyObject_Call(func, args, kwargs);
+  if (in_set(c[kBackwardFuncs], func)) return Py_NewRef(c[kSlow]);
+  PyObject* const session = c[kSession];
+  PyObject* seen = PyObject_GetAttr(session, seen_name);
+  if (seen == nullptr) return nullptr;
+  const long long seen_seq = PyLong_AsLongLong(seen);
+  Py_DECREF(seen);
+  if (seen_seq == -1 && PyErr_Occurred()) return nullptr;
+  const auto first_new = static_cast<long long>(at::sequence_number::peek());
+  if (first_new != seen_seq) return Py_NewRef(c[kSlow]);  // a Node made out of sight: a Function's, perhaps
+  PyObject* out = PyObject_Call(func, args, kwargs);  // the user's op
+  if (out == nullptr) {  // the session's op_failed(func, args, kwargs, exc) hears of it; the error goes on as it is
+    PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (value != nullptr && traceback != nullptr) PyException_SetTraceback(value, traceback);
+    PyObject* told = PyObject_CallFunctionObjArgs(c[kFailed], func, args, kwargs != nullptr ? kwargs : Py_None,
+                                                  value != nullptr ? value : Py_None, nullptr);
+    if (told == nullptr) PyErr_Clear();
+    Py_XDECREF(told);
+    PyErr_Restore(type, value, traceback);
+    return nullptr;
+  }
+  PyObject* next = PyLong_FromLongLong(static_cast<long long>(at::sequence_number::peek()));
+  if (next == nullptr || PyObject_SetAttr(session, seen_name, next) != 0) {
+    Py_XDECREF(next);
+    Py_DECREF(out);
+    return nullptr;
+  }
+  Py_DECREF(next);
+  PyObject* traces = PyObject_GetAttr(session, traces_name);
+  if (traces == nullptr) {
+    Py_DECREF(out);
+    return nullptr;
+  }
+  PyObject* where = (PyList_Check(traces) && PyList_GET_SIZE(traces) == 0) ? nullptr
+                                                                          : call_aside(c[kAfterTraces], func, out);
+  Py_DECREF(traces);
+  if (fv_tag(out, first_new, c[kMakeTag], func, where != nullptr ? where : Py_None) != 0) {
+    PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;  // a fault of forgeviz's: reported
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    PyObject* told = PyObject_CallFunctionObjArgs(c[kTagFailed], func, value != nullptr ? value : Py_None, nullptr);
+    if (told == nullptr) PyErr_Clear();
+    Py_XDECREF(told);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+  }
+  Py_XDECREF(where);
+  PyObject* doctor = PyObject_GetAttr(session, doctor_name);
+  if (doctor == nullptr) {
+    Py_DECREF(out);
+    return nullptr;
+  }
+  if (doctor != Py_None) {  // in-place writes into tensors a Node saved: a set lookup for any other op
+    PyObject* no_writes = PyObject_GetAttr(doctor, no_writes_name);
+    const bool skip = no_writes != nullptr && PyAnySet_Check(no_writes) && in_set(no_writes, func);
+    if (no_writes == nullptr) PyErr_Clear();
+    Py_XDECREF(no_writes);
+    if (!skip) Py_XDECREF(call_aside(c[kAfterDoctor], func, args, kwargs != nullptr ? kwargs : Py_None, out));
+  }
+  Py_DECREF(doctor);
+  return out;
+}
+
+// The CPU ledger's hot calls (native/cpu_ledger.cpp, a library of its own that Python loads through ctypes),
+// made from here: a ctypes call converts each argument in Python, about 2 us a call inside a training step, and
+// the memory timeline makes several an op (a claim per tensor a Node saves, the naming of what the op
+// allocated). ledger_bind gives the ledger functions' addresses once; the calls take the tensors themselves and
+// read their storage here, as Tensor.untyped_storage().data_ptr() does.
+struct LedgerCalls {  // in ledger_bind's order
+  int64_t (*claim)(void*, uint64_t, uint32_t, uint32_t, int) = nullptr;
+  int64_t (*name_fresh)(void*, uint64_t, uint64_t, double) = nullptr;
+  int64_t (*sid_of)(void*, uint64_t, double) = nullptr;
+  void (*set_context)(void*, uint32_t, uint32_t, uint32_t, uint32_t) = nullptr;
+  int64_t (*recategorize)(void*, uint64_t, int, uint32_t, uint32_t) = nullptr;
+  int64_t (*recategorize_many)(void*, const uint64_t*, int64_t, int, int64_t*) = nullptr;
+  int64_t (*release_many)(void*, const uint64_t*, const int64_t*, int64_t) = nullptr;
+  void (*forget_fresh)(void*) = nullptr;
+};
+constexpr int kLedgerCalls = 8;
+LedgerCalls ledger_calls;
+
+// The CPU storage `obj` (a tensor) lives in: its data pointer, and the tensor's own bytes (numel times element
+// size, as the ledger compares them), or false for anything else (not a tensor, not strided, not on the CPU).
+bool cpu_storage(PyObject* obj, uint64_t& ptr, double& bytes) {
+  if (!THPVariable_Check(obj)) return false;
+  const at::Tensor& t = THPVariable_Unpack(obj);
+  if (!t.defined() || t.layout() != c10::kStrided || !t.device().is_cpu() || !t.has_storage()) return false;
+  ptr = reinterpret_cast<uint64_t>(t.storage().mutable_data());
+  bytes = static_cast<double>(t.numel()) * static_cast<double>(t.element_size());
+  return true;
+}
+
+// The ledger handle (an int) or nullptr with a Python error set.
+void* ledger_handle(PyObject* obj) {
+  void* handle = PyLong_AsVoidPtr(obj);
+  if (handle == nullptr && !PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a ledger handle, not 0");
+  return handle;
+}
+
+bool ledger_bound(const char* name) {
+  if (ledger_calls.claim != nullptr) return true;
+  PyErr_Format(PyExc_RuntimeError, "%s: ledger_bind() first", name);
+  return false;
+}
+
 // A Node's name() as a Python str, and a hash of it for a graph's signature. name() demangles the Node's C++
 // type at each call (microseconds, an allocation), so both are kept per type, except for a PyNode (a Python
 // autograd.Function), whose name is its Python class's, made per Node. (PyNode is told by its mangled type
@@ -1094,6 +1248,11 @@ PyObject* py_tag(PyObject*, PyObject* const* args, Py_ssize_t n) {
   Py_RETURN_NONE;
 }
 
+PyObject* py_torch_function(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (!args_ok<void>("torch_function", n, 4)) return nullptr;
+  return fv_torch_function(args[0], args[1], args[2], args[3] == Py_None ? nullptr : args[3]);
+}
+
 // user_location(depth, known, classify) -> (filename, line) of the nearest frame whose file is the user's, from
 // the one `depth` frames above the Python function that called this (sys._getframe(depth) there) up, else
 // (None, None): source.py's user_location, asked once per op that makes a Node (its walk of about ten frames of
@@ -1143,6 +1302,321 @@ PyObject* py_user_location(PyObject*, PyObject* const* args, Py_ssize_t n) {
     frame = back;
   }
   return Py_BuildValue("(OO)", Py_None, Py_None);
+}
+
+// ledger_bind(addresses): the addresses of cpu_ledger.cpp's fv_claim, fv_name_fresh, fv_sid_of, fv_set_context,
+// fv_recategorize, fv_recategorize_many, fv_release_many and fv_forget_fresh, in that order (a tuple of ints:
+// ctypes.cast(lib.fv_claim, c_void_p).value ...), kept for the calls below.
+PyObject* py_ledger_bind(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (!args_ok<void>("ledger_bind", n, 1)) return nullptr;
+  if (!PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != kLedgerCalls) {
+    PyErr_Format(PyExc_TypeError, "ledger_bind: a tuple of %d function addresses", kLedgerCalls);
+    return nullptr;
+  }
+  void* found[kLedgerCalls];
+  for (int i = 0; i < kLedgerCalls; ++i) {
+    found[i] = PyLong_AsVoidPtr(PyTuple_GET_ITEM(args[0], i));
+    if (found[i] == nullptr) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "ledger_bind: a function's address, not 0");
+      return nullptr;
+    }
+  }
+  LedgerCalls calls;
+  calls.claim = reinterpret_cast<decltype(calls.claim)>(found[0]);
+  calls.name_fresh = reinterpret_cast<decltype(calls.name_fresh)>(found[1]);
+  calls.sid_of = reinterpret_cast<decltype(calls.sid_of)>(found[2]);
+  calls.set_context = reinterpret_cast<decltype(calls.set_context)>(found[3]);
+  calls.recategorize = reinterpret_cast<decltype(calls.recategorize)>(found[4]);
+  calls.recategorize_many = reinterpret_cast<decltype(calls.recategorize_many)>(found[5]);
+  calls.release_many = reinterpret_cast<decltype(calls.release_many)>(found[6]);
+  calls.forget_fresh = reinterpret_cast<decltype(calls.forget_fresh)>(found[7]);
+  ledger_calls = calls;
+  Py_RETURN_NONE;
+}
+
+// ledger_claim(handle, tensor, node, claimable, activation) -> (storage pointer, storage id), or None: fv_claim
+// for the CPU storage the tensor lives in (None too for a tensor elsewhere, and for one the ledger did not claim).
+PyObject* py_ledger_claim(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (!args_ok<void>("ledger_claim", n, 5) || !ledger_bound("ledger_claim")) return nullptr;
+  void* handle = ledger_handle(args[0]);
+  if (handle == nullptr) return nullptr;
+  const unsigned long node = PyLong_AsUnsignedLongMask(args[2]);
+  const unsigned long claimable = PyLong_AsUnsignedLongMask(args[3]);
+  const long activation = PyLong_AsLong(args[4]);
+  if (PyErr_Occurred()) return nullptr;
+  uint64_t ptr = 0;
+  double bytes = 0;
+  try {
+    if (!cpu_storage(args[1], ptr, bytes)) Py_RETURN_NONE;
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+  const int64_t sid = ledger_calls.claim(handle, ptr, static_cast<uint32_t>(node), static_cast<uint32_t>(claimable),
+                                         static_cast<int>(activation));
+  if (sid < 0) Py_RETURN_NONE;
+  return Py_BuildValue("(KL)", static_cast<unsigned long long>(ptr), static_cast<long long>(sid));
+}
+
+// ledger_name_fresh(handle, site, output) -> the output's storage id or -1: fv_name_fresh, with the op's first
+// output (a CPU tensor, else None: nothing to look up) read here.
+PyObject* py_ledger_name_fresh(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (!args_ok<void>("ledger_name_fresh", n, 3) || !ledger_bound("ledger_name_fresh")) return nullptr;
+  void* handle = ledger_handle(args[0]);
+  if (handle == nullptr) return nullptr;
+  const unsigned long long site = PyLong_AsUnsignedLongLongMask(args[1]);
+  if (PyErr_Occurred()) return nullptr;
+  uint64_t ptr = 0;
+  double bytes = 0;
+  try {
+    if (!cpu_storage(args[2], ptr, bytes)) ptr = 0, bytes = 0;
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+  return PyLong_FromLongLong(ledger_calls.name_fresh(handle, site, ptr, bytes));
+}
+
+// ledger_sid_of(handle, tensor) -> its storage id or -1: fv_sid_of for a CPU tensor (-1 for anything else).
+PyObject* py_ledger_sid_of(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (!args_ok<void>("ledger_sid_of", n, 2) || !ledger_bound("ledger_sid_of")) return nullptr;
+  void* handle = ledger_handle(args[0]);
+  if (handle == nullptr) return nullptr;
+  uint64_t ptr = 0;
+  double bytes = 0;
+  try {
+    if (!cpu_storage(args[1], ptr, bytes)) return PyLong_FromLong(-1);
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+  return PyLong_FromLongLong(ledger_calls.sid_of(handle, ptr, bytes));
+}
+
+// ledger_set_context(handle, cell, module, line, op): fv_set_context.
+PyObject* py_ledger_set_context(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (!args_ok<void>("ledger_set_context", n, 5) || !ledger_bound("ledger_set_context")) return nullptr;
+  void* handle = ledger_handle(args[0]);
+  if (handle == nullptr) return nullptr;
+  uint32_t numbers[4];
+  for (int i = 0; i < 4; ++i) numbers[i] = static_cast<uint32_t>(PyLong_AsUnsignedLongMask(args[1 + i]));
+  if (PyErr_Occurred()) return nullptr;
+  ledger_calls.set_context(handle, numbers[0], numbers[1], numbers[2], numbers[3]);
+  Py_RETURN_NONE;
+}
+
+// ledger_recategorize(handle, tensor, category, node, only_from) -> fv_recategorize's storage id (-1: not
+// tracked), or -2 for a tensor that is not a CPU one (this ledger's memory).
+PyObject* py_ledger_recategorize(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (!args_ok<void>("ledger_recategorize", n, 5) || !ledger_bound("ledger_recategorize")) return nullptr;
+  void* handle = ledger_handle(args[0]);
+  if (handle == nullptr) return nullptr;
+  const long category = PyLong_AsLong(args[2]);
+  const unsigned long node = PyLong_AsUnsignedLongMask(args[3]);
+  const unsigned long only_from = PyLong_AsUnsignedLongMask(args[4]);
+  if (PyErr_Occurred()) return nullptr;
+  uint64_t ptr = 0;
+  double bytes = 0;
+  try {
+    if (!cpu_storage(args[1], ptr, bytes)) return PyLong_FromLong(-2);
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+  return PyLong_FromLongLong(ledger_calls.recategorize(handle, ptr, static_cast<int>(category),
+                                                       static_cast<uint32_t>(node), static_cast<uint32_t>(only_from)));
+}
+
+// ledger_recategorize_many(handle, tensors, category) -> a list of storage ids, one a tensor: fv_recategorize_many
+// for the CPU ones (-1: not tracked), -2 for the others. One call for every parameter's .grad after a backward.
+PyObject* py_ledger_recategorize_many(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (!args_ok<void>("ledger_recategorize_many", n, 3) || !ledger_bound("ledger_recategorize_many")) return nullptr;
+  void* handle = ledger_handle(args[0]);
+  if (handle == nullptr) return nullptr;
+  const long category = PyLong_AsLong(args[2]);
+  if (PyErr_Occurred()) return nullptr;
+  PyObject* items = PySequence_Fast(args[1], "ledger_recategorize_many: a list of tensors");
+  if (items == nullptr) return nullptr;
+  const Py_ssize_t count = PySequence_Fast_GET_SIZE(items);
+  std::vector<uint64_t> ptrs;
+  std::vector<Py_ssize_t> at;  // the item each pointer is of
+  ptrs.reserve(count);
+  at.reserve(count);
+  try {
+    for (Py_ssize_t i = 0; i < count; ++i) {
+      uint64_t ptr = 0;
+      double bytes = 0;
+      if (cpu_storage(PySequence_Fast_GET_ITEM(items, i), ptr, bytes)) {
+        ptrs.push_back(ptr);
+        at.push_back(i);
+      }
+    }
+  } catch (const std::exception& e) {
+    Py_DECREF(items);
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+  std::vector<int64_t> sids(ptrs.size(), -1);
+  if (!ptrs.empty())
+    ledger_calls.recategorize_many(handle, ptrs.data(), static_cast<int64_t>(ptrs.size()), static_cast<int>(category),
+                                   sids.data());
+  Py_DECREF(items);
+  PyObject* out = PyList_New(count);
+  if (out == nullptr) return nullptr;
+  for (Py_ssize_t i = 0; i < count; ++i) PyList_SET_ITEM(out, i, PyLong_FromLong(-2));
+  for (size_t k = 0; k < at.size(); ++k) {
+    PyObject* sid = PyLong_FromLongLong(sids[k]);
+    if (sid == nullptr) {
+      Py_DECREF(out);
+      return nullptr;
+    }
+    Py_SETREF(PyList_GET_ITEM(out, at[k]), sid);
+  }
+  return out;
+}
+
+// ledger_release_many(handle, claims): fv_release_many for the (storage pointer, storage id) pairs in `claims`.
+PyObject* py_ledger_release_many(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (!args_ok<void>("ledger_release_many", n, 2) || !ledger_bound("ledger_release_many")) return nullptr;
+  void* handle = ledger_handle(args[0]);
+  if (handle == nullptr) return nullptr;
+  PyObject* items = PySequence_Fast(args[1], "ledger_release_many: a list of (pointer, storage id) pairs");
+  if (items == nullptr) return nullptr;
+  const Py_ssize_t count = PySequence_Fast_GET_SIZE(items);
+  std::vector<uint64_t> ptrs(static_cast<size_t>(count));
+  std::vector<int64_t> sids(static_cast<size_t>(count));
+  for (Py_ssize_t i = 0; i < count; ++i) {
+    PyObject* pair = PySequence_Fast_GET_ITEM(items, i);
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+      Py_DECREF(items);
+      PyErr_SetString(PyExc_TypeError, "ledger_release_many: each claim is a (pointer, storage id) pair");
+      return nullptr;
+    }
+    ptrs[i] = PyLong_AsUnsignedLongLongMask(PyTuple_GET_ITEM(pair, 0));
+    sids[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(pair, 1));
+  }
+  Py_DECREF(items);
+  if (PyErr_Occurred()) return nullptr;
+  return PyLong_FromLongLong(count ? ledger_calls.release_many(handle, ptrs.data(), sids.data(), count) : 0);
+}
+
+// ledger_claim_saved(handle, grad_fn, names, ids, claims, gone_append, gone_key, claimable, activation) -> None, or
+// [(storage id, tensor)]: memory.py's MemoryTracker.claim_saved in one call, for a Node an op just made. Each CPU
+// tensor among grad_fn's saved `names` (attributes such as "_saved_self"; a tuple or list of tensors too; one
+// already freed is skipped) is claimed with fv_claim as the Node's (its "fv_id", given from `ids`, an
+// itertools.count, when it has none). When one was: claims[nid] = (the first name claimed from, [(pointer, storage
+// id)]) and the Node's metadata[gone_key] = a NodeGone that calls gone_append(nid) when the Node dies; the
+// claimed storages' ids and tensors are returned (Python remembers their shapes). None when nothing was claimed,
+// or the Node had claimed already (an op that returned an older tensor).
+PyObject* py_ledger_claim_saved(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  static PyObject* const key_id = PyUnicode_InternFromString("fv_id");
+  if (!args_ok<void>("ledger_claim_saved", n, 9) || !ledger_bound("ledger_claim_saved")) return nullptr;
+  void* handle = ledger_handle(args[0]);
+  if (handle == nullptr) return nullptr;
+  PyObject *const grad_fn = args[1], *const names = args[2], *const ids = args[3], *const claims = args[4];
+  const unsigned long claimable = PyLong_AsUnsignedLongMask(args[7]);
+  const long activation = PyLong_AsLong(args[8]);
+  if (PyErr_Occurred()) return nullptr;
+  Node* node = node_of(grad_fn);
+  if (node == nullptr || !(PyTuple_Check(names) || PyList_Check(names)) || !PyDict_Check(claims)) {
+    PyErr_SetString(PyExc_TypeError, "ledger_claim_saved: a Node, a list of names and a dict of claims");
+    return nullptr;
+  }
+  PyObject* meta = static_cast<torch::autograd::PyAnomalyMetadata*>(node->metadata())->dict();
+  PyObject* nid = nullptr;  // (a new reference once known)
+  PyObject* claimed = nullptr;  // [(pointer, storage id)]
+  PyObject* found = nullptr;  // [(storage id, tensor)]
+  PyObject* probe = nullptr;  // (borrowed) the first name claimed from
+  bool failed = false, already = false;  // already: the Node claimed before
+  auto claim_one = [&](PyObject* item, PyObject* name) -> bool {  // false: a Python error is set
+    if (!THPVariable_Check(item)) return true;
+    const at::Tensor& t = THPVariable_Unpack(item);
+    if (!t.defined() || t.layout() != c10::kStrided || t.is_meta()) return true;
+    if (nid == nullptr) {
+      nid = PyDict_GetItemWithError(meta, key_id);
+      if (nid != nullptr) {
+        Py_INCREF(nid);
+      } else {
+        if (PyErr_Occurred()) return false;
+        nid = PyIter_Next(ids);
+        if (nid == nullptr) {
+          if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "ledger_claim_saved: the ids ran out");
+          return false;
+        }
+        if (PyDict_SetItem(meta, key_id, nid) != 0) return false;
+      }
+      const int known = PyDict_Contains(claims, nid);
+      if (known < 0) return false;
+      already = known > 0;
+    }
+    if (already || !t.device().is_cpu() || !t.has_storage()) return true;
+    const auto ptr = reinterpret_cast<uint64_t>(t.storage().mutable_data());
+    const unsigned long long number = PyLong_AsUnsignedLongLongMask(nid);
+    if (number == static_cast<unsigned long long>(-1) && PyErr_Occurred()) return false;
+    const int64_t sid = ledger_calls.claim(handle, ptr, static_cast<uint32_t>(number & 0xFFFFFFFFu),
+                                           static_cast<uint32_t>(claimable), static_cast<int>(activation));
+    if (sid < 0) return true;
+    if (claimed == nullptr && ((claimed = PyList_New(0)) == nullptr || (found = PyList_New(0)) == nullptr)) return false;
+    PyObject* pair = Py_BuildValue("(KL)", static_cast<unsigned long long>(ptr), static_cast<long long>(sid));
+    PyObject* seen = pair != nullptr ? Py_BuildValue("(LO)", static_cast<long long>(sid), item) : nullptr;
+    const bool ok = seen != nullptr && PyList_Append(claimed, pair) == 0 && PyList_Append(found, seen) == 0;
+    Py_XDECREF(pair);
+    Py_XDECREF(seen);
+    if (ok && probe == nullptr) probe = name;
+    return ok;
+  };
+  try {
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(names) && !failed && !already; ++i) {
+      PyObject* name = PySequence_Fast_GET_ITEM(names, i);
+      PyObject* value = PyObject_GetAttr(grad_fn, name);
+      if (value == nullptr) {
+        if (!PyErr_ExceptionMatches(PyExc_RuntimeError)) {  // (RuntimeError: freed already)
+          failed = true;
+          break;
+        }
+        PyErr_Clear();
+        continue;
+      }
+      if (PyTuple_Check(value) || PyList_Check(value)) {
+        PyObject* items = PySequence_Fast(value, "saved tensors");
+        for (Py_ssize_t k = 0; items != nullptr && k < PySequence_Fast_GET_SIZE(items) && !failed; ++k)
+          failed = !claim_one(PySequence_Fast_GET_ITEM(items, k), name);
+        failed = failed || items == nullptr;
+        Py_XDECREF(items);
+      } else {
+        failed = !claim_one(value, name);
+      }
+      Py_DECREF(value);
+    }
+  } catch (const std::exception& e) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, e.what());
+    failed = true;
+  }
+  PyObject* result = nullptr;
+  if (!failed && !already && claimed != nullptr) {
+    PyObject* entry = Py_BuildValue("(OO)", probe, claimed);
+    PyObject* gone = entry != nullptr ? new_gone(args[5], nid) : nullptr;
+    if (gone != nullptr && PyDict_SetItem(claims, nid, entry) == 0 && PyDict_SetItem(meta, args[6], gone) == 0) {
+      result = Py_NewRef(found);
+    }
+    Py_XDECREF(entry);
+    Py_XDECREF(gone);
+  } else if (!failed) {
+    result = Py_NewRef(Py_None);
+  }
+  Py_XDECREF(nid);
+  Py_XDECREF(claimed);
+  Py_XDECREF(found);
+  return result;
+}
+
+// ledger_forget_fresh(handle): fv_forget_fresh.
+PyObject* py_ledger_forget_fresh(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (!args_ok<void>("ledger_forget_fresh", n, 1) || !ledger_bound("ledger_forget_fresh")) return nullptr;
+  void* handle = ledger_handle(args[0]);
+  if (handle == nullptr) return nullptr;
+  ledger_calls.forget_fresh(handle);
+  Py_RETURN_NONE;
 }
 
 PyObject* py_arm(PyObject*, PyObject* const* args, Py_ssize_t n) {
@@ -1201,6 +1675,19 @@ PyObject* py_order(PyObject*, PyObject* const* args, Py_ssize_t n) {
 
 PyMethodDef methods[] = {
     FV_METHOD(tag, "tag(out, first_new, make_tag, func, where): fv_tag"),
+    FV_METHOD(torch_function, "torch_function(config, func, args, kwargs) -> the op's result, or config's slow: "
+                              "fv_torch_function"),
+    FV_METHOD(ledger_bind, "ledger_bind(addresses): cpu_ledger.cpp's functions' addresses, in LedgerCalls' order"),
+    FV_METHOD(ledger_claim, "ledger_claim(handle, tensor, node, claimable, activation) -> (pointer, sid) or None"),
+    FV_METHOD(ledger_name_fresh, "ledger_name_fresh(handle, site, output) -> the output's sid or -1"),
+    FV_METHOD(ledger_sid_of, "ledger_sid_of(handle, tensor) -> sid or -1"),
+    FV_METHOD(ledger_set_context, "ledger_set_context(handle, cell, module, line, op)"),
+    FV_METHOD(ledger_recategorize, "ledger_recategorize(handle, tensor, category, node, only_from) -> sid, -1 or -2"),
+    FV_METHOD(ledger_recategorize_many, "ledger_recategorize_many(handle, tensors, category) -> [sid, -1 or -2]"),
+    FV_METHOD(ledger_release_many, "ledger_release_many(handle, [(pointer, sid)]) -> how many went back"),
+    FV_METHOD(ledger_forget_fresh, "ledger_forget_fresh(handle)"),
+    FV_METHOD(ledger_claim_saved, "ledger_claim_saved(handle, grad_fn, names, ids, claims, gone_append, gone_key, "
+                                  "claimable, activation) -> [(sid, tensor)] or None"),
     FV_METHOD(user_location, "user_location(depth, known, classify) -> (filename, line): source.user_location's walk"),
     FV_METHOD(arm, "arm(roots, chain, ids, dead_append, fallback, sample, bins, values_cap, chain_cap, device, "
                    "device_add, device_add_leaf): fv_arm"),
@@ -1218,4 +1705,4 @@ PyMethodDef methods[] = {
 
 }  // namespace
 
-FV_MODULE(_grad_hooks, "forgeviz's gradient hooks and op tags in C++ (forgeviz/_capture/native/grad_hooks.cpp)", 11)
+FV_MODULE(_grad_hooks, "forgeviz's gradient hooks and op tags in C++ (forgeviz/_capture/native/grad_hooks.cpp)", 12)
