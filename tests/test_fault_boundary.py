@@ -262,3 +262,29 @@ def test_a_fault_inside_capture_or_memory_trace_stays_out_of_the_users_block(ora
         exec(compile(TRAIN, "<block>", "exec"), namespace)  # noqa: S102 - the test's own code
     assert_results(namespace, expected)
     assert session.fault_count == before
+
+
+@pytest.mark.parametrize("path", ["native", "python"])
+def test_a_fault_while_looking_at_a_failed_op_leaves_the_users_error_as_it_was(oracle, monkeypatch, path):
+    """An op raises inside capture, and forgeviz's look at it (the shape error's diagram; the doctor's look)
+    fails too: the user gets torch's exception, type and message, not forgeviz's; the fault is told once. On
+    both bodies of the mode: native/grad_hooks.cpp's torch_function (with the library) and the Python one."""
+    from forgeviz._capture import native
+
+    _, errors = oracle
+    kind, text = errors[0]  # SHAPE_ERROR's, without forgeviz
+    session = get_session()
+    if path == "python":
+        monkeypatch.setattr(native, "hooks", lambda: None)
+    else:
+        assert native.hooks() is not None  # the README's install builds it
+    monkeypatch.setattr(CaptureSession, "note_error", fail)
+    seen = session.fault_count
+    namespace: dict = {"torch": torch}
+    with pytest.raises(kind) as caught, forgeviz.capture():
+        assert (session._mode.native_op is not None) == (path == "native")
+        exec(compile(SHAPE_ERROR, "<block>", "exec"), namespace)  # noqa: S102 - the test's own code
+    assert type(caught.value) is kind and str(caught.value) == text
+    told = injected(told_since(session, seen))
+    assert len(told) == 1 and "noting a failed op's shapes" in told[0], told
+    assert torch._C._len_torch_function_stack() == 0

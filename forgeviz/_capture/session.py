@@ -754,9 +754,11 @@ class CaptureSession:
 
     def op_failed(self, func, args, kwargs, exc: BaseException) -> None:
         """An op the mode ran raised ``exc`` (on its way to the user, unchanged): a shape error is noted for its
-        diagram, and the doctor (while a side panel is open) reads the operands' devices and the line."""
+        diagram, and the doctor (while a side panel is open) reads the operands' devices and the line. Never
+        raises: a fault here is forgeviz's, reported, and the user's exception goes on as it is."""
         if isinstance(exc, RuntimeError):
-            self.note_error(func, args, kwargs, exc)
+            with boundary(self.fault, "noting a failed op's shapes"):
+                self.note_error(func, args, kwargs, exc)
         doctor = self.doctor
         if doctor is not None and isinstance(exc, Exception):
             with boundary(self.fault, "the doctor's look at a raised op"):
