@@ -766,10 +766,28 @@ void* ledger_handle(PyObject* obj) {
   return handle;
 }
 
-bool ledger_bound(const char* name) {
-  if (ledger_calls.claim != nullptr) return true;
-  PyErr_Format(PyExc_RuntimeError, "%s: ledger_bind() first", name);
-  return false;
+// The handle (the first argument) of the ledger call `name`, given `n` arguments where it takes `wanted`, once
+// ledger_bind ran; nullptr with a Python error set.
+void* ledger_call(const char* name, PyObject* const* args, Py_ssize_t n, Py_ssize_t wanted) {
+  if (n != wanted) {
+    PyErr_Format(PyExc_TypeError, "%s takes %zd arguments (%zd given)", name, wanted, n);
+    return nullptr;
+  }
+  if (ledger_calls.claim == nullptr) {
+    PyErr_Format(PyExc_RuntimeError, "%s: ledger_bind() first", name);
+    return nullptr;
+  }
+  return ledger_handle(args[0]);
+}
+
+// cpu_storage, with a C++ exception made a Python error: 1 for a CPU tensor, 0 for anything else, -1 on an error.
+int storage_of(PyObject* obj, uint64_t& ptr, double& bytes) {
+  try {
+    return cpu_storage(obj, ptr, bytes) ? 1 : 0;
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return -1;
+  }
 }
 
 // A Node's name() as a Python str, and a hash of it for a graph's signature. name() demangles the Node's C++
@@ -1337,8 +1355,7 @@ PyObject* py_ledger_bind(PyObject*, PyObject* const* args, Py_ssize_t n) {
 // ledger_claim(handle, tensor, node, claimable, activation) -> (storage pointer, storage id), or None: fv_claim
 // for the CPU storage the tensor lives in (None too for a tensor elsewhere, and for one the ledger did not claim).
 PyObject* py_ledger_claim(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  if (!args_ok<void>("ledger_claim", n, 5) || !ledger_bound("ledger_claim")) return nullptr;
-  void* handle = ledger_handle(args[0]);
+  void* handle = ledger_call("ledger_claim", args, n, 5);
   if (handle == nullptr) return nullptr;
   const unsigned long node = PyLong_AsUnsignedLongMask(args[2]);
   const unsigned long claimable = PyLong_AsUnsignedLongMask(args[3]);
@@ -1346,12 +1363,9 @@ PyObject* py_ledger_claim(PyObject*, PyObject* const* args, Py_ssize_t n) {
   if (PyErr_Occurred()) return nullptr;
   uint64_t ptr = 0;
   double bytes = 0;
-  try {
-    if (!cpu_storage(args[1], ptr, bytes)) Py_RETURN_NONE;
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-    return nullptr;
-  }
+  const int cpu = storage_of(args[1], ptr, bytes);
+  if (cpu < 0) return nullptr;
+  if (cpu == 0) Py_RETURN_NONE;
   const int64_t sid = ledger_calls.claim(handle, ptr, static_cast<uint32_t>(node), static_cast<uint32_t>(claimable),
                                          static_cast<int>(activation));
   if (sid < 0) Py_RETURN_NONE;
@@ -1361,42 +1375,33 @@ PyObject* py_ledger_claim(PyObject*, PyObject* const* args, Py_ssize_t n) {
 // ledger_name_fresh(handle, site, output) -> the output's storage id or -1: fv_name_fresh, with the op's first
 // output (a CPU tensor, else None: nothing to look up) read here.
 PyObject* py_ledger_name_fresh(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  if (!args_ok<void>("ledger_name_fresh", n, 3) || !ledger_bound("ledger_name_fresh")) return nullptr;
-  void* handle = ledger_handle(args[0]);
+  void* handle = ledger_call("ledger_name_fresh", args, n, 3);
   if (handle == nullptr) return nullptr;
   const unsigned long long site = PyLong_AsUnsignedLongLongMask(args[1]);
   if (PyErr_Occurred()) return nullptr;
   uint64_t ptr = 0;
   double bytes = 0;
-  try {
-    if (!cpu_storage(args[2], ptr, bytes)) ptr = 0, bytes = 0;
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-    return nullptr;
-  }
+  const int cpu = storage_of(args[2], ptr, bytes);
+  if (cpu < 0) return nullptr;
+  if (cpu == 0) ptr = 0, bytes = 0;
   return PyLong_FromLongLong(ledger_calls.name_fresh(handle, site, ptr, bytes));
 }
 
 // ledger_sid_of(handle, tensor) -> its storage id or -1: fv_sid_of for a CPU tensor (-1 for anything else).
 PyObject* py_ledger_sid_of(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  if (!args_ok<void>("ledger_sid_of", n, 2) || !ledger_bound("ledger_sid_of")) return nullptr;
-  void* handle = ledger_handle(args[0]);
+  void* handle = ledger_call("ledger_sid_of", args, n, 2);
   if (handle == nullptr) return nullptr;
   uint64_t ptr = 0;
   double bytes = 0;
-  try {
-    if (!cpu_storage(args[1], ptr, bytes)) return PyLong_FromLong(-1);
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-    return nullptr;
-  }
+  const int cpu = storage_of(args[1], ptr, bytes);
+  if (cpu < 0) return nullptr;
+  if (cpu == 0) return PyLong_FromLong(-1);
   return PyLong_FromLongLong(ledger_calls.sid_of(handle, ptr, bytes));
 }
 
 // ledger_set_context(handle, cell, module, line, op): fv_set_context.
 PyObject* py_ledger_set_context(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  if (!args_ok<void>("ledger_set_context", n, 5) || !ledger_bound("ledger_set_context")) return nullptr;
-  void* handle = ledger_handle(args[0]);
+  void* handle = ledger_call("ledger_set_context", args, n, 5);
   if (handle == nullptr) return nullptr;
   uint32_t numbers[4];
   for (int i = 0; i < 4; ++i) numbers[i] = static_cast<uint32_t>(PyLong_AsUnsignedLongMask(args[1 + i]));
@@ -1408,8 +1413,7 @@ PyObject* py_ledger_set_context(PyObject*, PyObject* const* args, Py_ssize_t n) 
 // ledger_recategorize(handle, tensor, category, node, only_from) -> fv_recategorize's storage id (-1: not
 // tracked), or -2 for a tensor that is not a CPU one (this ledger's memory).
 PyObject* py_ledger_recategorize(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  if (!args_ok<void>("ledger_recategorize", n, 5) || !ledger_bound("ledger_recategorize")) return nullptr;
-  void* handle = ledger_handle(args[0]);
+  void* handle = ledger_call("ledger_recategorize", args, n, 5);
   if (handle == nullptr) return nullptr;
   const long category = PyLong_AsLong(args[2]);
   const unsigned long node = PyLong_AsUnsignedLongMask(args[3]);
@@ -1417,12 +1421,9 @@ PyObject* py_ledger_recategorize(PyObject*, PyObject* const* args, Py_ssize_t n)
   if (PyErr_Occurred()) return nullptr;
   uint64_t ptr = 0;
   double bytes = 0;
-  try {
-    if (!cpu_storage(args[1], ptr, bytes)) return PyLong_FromLong(-2);
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-    return nullptr;
-  }
+  const int cpu = storage_of(args[1], ptr, bytes);
+  if (cpu < 0) return nullptr;
+  if (cpu == 0) return PyLong_FromLong(-2);
   return PyLong_FromLongLong(ledger_calls.recategorize(handle, ptr, static_cast<int>(category),
                                                        static_cast<uint32_t>(node), static_cast<uint32_t>(only_from)));
 }
@@ -1430,8 +1431,7 @@ PyObject* py_ledger_recategorize(PyObject*, PyObject* const* args, Py_ssize_t n)
 // ledger_recategorize_many(handle, tensors, category) -> a list of storage ids, one a tensor: fv_recategorize_many
 // for the CPU ones (-1: not tracked), -2 for the others. One call for every parameter's .grad after a backward.
 PyObject* py_ledger_recategorize_many(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  if (!args_ok<void>("ledger_recategorize_many", n, 3) || !ledger_bound("ledger_recategorize_many")) return nullptr;
-  void* handle = ledger_handle(args[0]);
+  void* handle = ledger_call("ledger_recategorize_many", args, n, 3);
   if (handle == nullptr) return nullptr;
   const long category = PyLong_AsLong(args[2]);
   if (PyErr_Occurred()) return nullptr;
@@ -1442,19 +1442,18 @@ PyObject* py_ledger_recategorize_many(PyObject*, PyObject* const* args, Py_ssize
   std::vector<Py_ssize_t> at;  // the item each pointer is of
   ptrs.reserve(count);
   at.reserve(count);
-  try {
-    for (Py_ssize_t i = 0; i < count; ++i) {
-      uint64_t ptr = 0;
-      double bytes = 0;
-      if (cpu_storage(PySequence_Fast_GET_ITEM(items, i), ptr, bytes)) {
-        ptrs.push_back(ptr);
-        at.push_back(i);
-      }
+  for (Py_ssize_t i = 0; i < count; ++i) {
+    uint64_t ptr = 0;
+    double bytes = 0;
+    const int cpu = storage_of(PySequence_Fast_GET_ITEM(items, i), ptr, bytes);
+    if (cpu < 0) {
+      Py_DECREF(items);
+      return nullptr;
     }
-  } catch (const std::exception& e) {
-    Py_DECREF(items);
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-    return nullptr;
+    if (cpu > 0) {
+      ptrs.push_back(ptr);
+      at.push_back(i);
+    }
   }
   std::vector<int64_t> sids(ptrs.size(), -1);
   if (!ptrs.empty())
@@ -1477,8 +1476,7 @@ PyObject* py_ledger_recategorize_many(PyObject*, PyObject* const* args, Py_ssize
 
 // ledger_release_many(handle, claims): fv_release_many for the (storage pointer, storage id) pairs in `claims`.
 PyObject* py_ledger_release_many(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  if (!args_ok<void>("ledger_release_many", n, 2) || !ledger_bound("ledger_release_many")) return nullptr;
-  void* handle = ledger_handle(args[0]);
+  void* handle = ledger_call("ledger_release_many", args, n, 2);
   if (handle == nullptr) return nullptr;
   PyObject* items = PySequence_Fast(args[1], "ledger_release_many: a list of (pointer, storage id) pairs");
   if (items == nullptr) return nullptr;
@@ -1510,8 +1508,7 @@ PyObject* py_ledger_release_many(PyObject*, PyObject* const* args, Py_ssize_t n)
 // or the Node had claimed already (an op that returned an older tensor).
 PyObject* py_ledger_claim_saved(PyObject*, PyObject* const* args, Py_ssize_t n) {
   static PyObject* const key_id = PyUnicode_InternFromString("fv_id");
-  if (!args_ok<void>("ledger_claim_saved", n, 9) || !ledger_bound("ledger_claim_saved")) return nullptr;
-  void* handle = ledger_handle(args[0]);
+  void* handle = ledger_call("ledger_claim_saved", args, n, 9);
   if (handle == nullptr) return nullptr;
   PyObject *const grad_fn = args[1], *const names = args[2], *const ids = args[3], *const claims = args[4];
   const unsigned long claimable = PyLong_AsUnsignedLongMask(args[7]);
@@ -1612,8 +1609,7 @@ PyObject* py_ledger_claim_saved(PyObject*, PyObject* const* args, Py_ssize_t n) 
 
 // ledger_forget_fresh(handle): fv_forget_fresh.
 PyObject* py_ledger_forget_fresh(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  if (!args_ok<void>("ledger_forget_fresh", n, 1) || !ledger_bound("ledger_forget_fresh")) return nullptr;
-  void* handle = ledger_handle(args[0]);
+  void* handle = ledger_call("ledger_forget_fresh", args, n, 1);
   if (handle == nullptr) return nullptr;
   ledger_calls.forget_fresh(handle);
   Py_RETURN_NONE;
