@@ -67,9 +67,10 @@ def test_gradients_are_gradients_from_their_allocation_on():
 
 def _training_timeline(direct: bool) -> tuple[dict, dict]:
     """Every event column but the time, and the bytes by category, of three Adam steps of a small MLP in
-    memory_trace(), with the ledger's hot calls made by the gradient hooks extension (``direct``) or through
-    ctypes."""
-    from forgeviz._capture import ledger_native
+    memory_trace(), with the gradient hooks extension (``direct``: the ledger's hot calls, the claims, the
+    gradients after backward and the optimizer state read in C, and the mode's body) or without it (ctypes and
+    Python, as where the extension cannot be built)."""
+    from forgeviz._capture import native
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
@@ -77,7 +78,7 @@ def _training_timeline(direct: bool) -> tuple[dict, dict]:
     x = torch.randn(8, 16)
     with pytest.MonkeyPatch.context() as patch:
         if not direct:
-            patch.setattr(ledger_native, "_direct_calls", lambda lib: None)
+            patch.setattr(native, "hooks", lambda: None)
         with forgeviz.memory_trace() as trace:
             assert (trace.tracker.ledger._direct is not None) == direct
             for _ in range(3):
@@ -100,10 +101,11 @@ def _training_timeline(direct: bool) -> tuple[dict, dict]:
     return events, by_category
 
 
-def test_the_ledgers_calls_without_ctypes_record_what_ctypes_records():
-    """The hot calls (claims, naming an op's allocations, categories, releases) made by the gradient hooks
-    extension give the timeline ctypes gives: every event's storage, bytes, action, category, op, line and
-    module; and the bytes by category are torch's own."""
+def test_the_ledgers_calls_in_c_record_what_ctypes_and_python_record():
+    """The hot calls (claims, naming an op's allocations, categories, releases, the gradients after backward, the
+    optimizer state) made by the gradient hooks extension give the timeline that ctypes and Python give without
+    it: every event's storage, bytes, action, category, op, line and module; and the bytes by category are
+    torch's own."""
     from forgeviz._capture import native
 
     assert native.hooks() is not None  # the path under test (the README's install builds it)

@@ -397,6 +397,22 @@ class NativeLedger:
             elif sid >= 0 and sid not in shapes:
                 self._remember_shape(sid, t)
 
+    def recategorize_grads(self, params: dict, category: int) -> bool:
+        """The ``.grad`` of each live parameter among ``params`` (id → weakref) made ``category``, as
+        :meth:`recategorize_all` of them does, in one C call; False (nothing done) without the hooks extension.
+
+        >>> NativeLedger(1024, print).recategorize_grads({}, m.GRADIENT)  # doctest: +SKIP
+        True
+        """
+        if self._direct is None:
+            return False
+        for sid, grad in self._direct.ledger_recategorize_grads(self._h, params, category, self._shapes):
+            if sid < 0:
+                self.recategorize(grad, category)  # not tracked yet: tracked now
+            else:
+                self._remember_shape(sid, grad)
+        return True
+
     def claim(self, t: torch.Tensor, nid: int, grad_fn) -> Optional[tuple[int, int]]:
         # Every forward op with a grad_fn comes here: one call into the ledger, no record built.
         node = nid & 0xFFFFFFFF

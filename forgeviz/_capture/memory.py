@@ -26,7 +26,7 @@ import operator
 import time
 import warnings
 import weakref
-from collections import deque
+from collections import defaultdict, deque
 from typing import Any, Callable, NamedTuple, Optional
 
 import torch
@@ -557,19 +557,25 @@ class MemoryTracker:
         if self.wants_sites:
             self.ledger.step_ends()
         seen = self._states_seen
-        for state in optimizer.state.values():
-            for value in state.values():
-                if isinstance(value, torch.Tensor) and value.numel() > 1:
-                    # Most state is updated in place, step after step: categorise it once.
-                    known = seen.get(id(value))
-                    if known is not None and known[0]() is value and known[1] == value.data_ptr():
-                        continue
-                    self.ledger.recategorize(value, m.OPTIMIZER_STATE)
-                    seen[id(value)] = (weakref.ref(value), value.data_ptr())
+        # Most state is updated in place, step after step: each tensor is categorised once (again if it moved)
+        hooks = native.hooks()
+        state = optimizer.state
+        if hooks is not None and type(state) in (dict, defaultdict):  # the loop below, in C
+            unseen = hooks.unseen_state(state, seen)
+        else:
+            unseen = [value for values in state.values() for value in values.values()
+                      if isinstance(value, torch.Tensor) and value.numel() > 1
+                      and not _seen_as_it_is(seen.get(id(value)), value)]
+        for value in unseen:
+            self.ledger.recategorize(value, m.OPTIMIZER_STATE)
+            seen[id(value)] = (weakref.ref(value), value.data_ptr())
 
     def _sync_grads(self) -> None:
         """Parameters' ``.grad`` are gradients (read all at once, where a hook per parameter costs)."""
         with boundary(self.fault, "recording gradients"):  # between the user's ops
+            at_once = getattr(self.ledger, "recategorize_grads", None)  # (the native ledger's, in one C call)
+            if at_once is not None and at_once(self._params, m.GRADIENT):
+                return
             grads = [g for g in map(_grad_of, self._live_params()) if g is not None]
             if grads:
                 self.ledger.recategorize_all(grads, m.GRADIENT)
@@ -655,6 +661,11 @@ class _Walked(NamedTuple):
 
 
 _grad_of = operator.attrgetter("grad")
+
+
+def _seen_as_it_is(known: Optional[tuple], value: torch.Tensor) -> bool:
+    """Whether ``known`` (a (weakref, data pointer) of ``_states_seen``) is ``value`` where it is now."""
+    return known is not None and known[0]() is value and known[1] == value.data_ptr()
 
 
 def quiet(hook: Callable) -> Callable:

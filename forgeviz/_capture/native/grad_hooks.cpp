@@ -1607,6 +1607,120 @@ PyObject* py_ledger_claim_saved(PyObject*, PyObject* const* args, Py_ssize_t n) 
   return result;
 }
 
+// ledger_recategorize_grads(handle, params, category, shapes) -> [(storage id, grad)]: after a backward, the
+// `.grad` of each parameter still alive among `params` (a dict's values: weakrefs to them) made `category` in one
+// fv_recategorize_many; returns the gradients Python still has to look at: one the ledger does not track yet
+// (storage id -1) and one whose storage id `shapes` does not hold (its shape to remember). memory.py's
+// _sync_grads and NativeLedger.recategorize_all in one call (a list of the parameters, of their .grad, of their
+// storages' pointers, each Python-built, were most of a small step's memory timeline after its backward).
+PyObject* py_ledger_recategorize_grads(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  static PyObject* const grad_name = PyUnicode_InternFromString("grad");
+  void* handle = ledger_call("ledger_recategorize_grads", args, n, 4);
+  if (handle == nullptr) return nullptr;
+  PyObject *const params = args[1], *const shapes = args[3];
+  const long category = PyLong_AsLong(args[2]);
+  if (PyErr_Occurred()) return nullptr;
+  if (!PyDict_Check(params) || !PyDict_Check(shapes)) {
+    PyErr_SetString(PyExc_TypeError, "ledger_recategorize_grads: a dict of weakrefs and a dict of shapes");
+    return nullptr;
+  }
+  std::vector<PyObject*> grads;  // (new references)
+  std::vector<uint64_t> ptrs;
+  auto release = [&grads] {
+    for (PyObject* grad : grads) Py_DECREF(grad);
+  };
+  Py_ssize_t position = 0;
+  PyObject *key = nullptr, *ref = nullptr;
+  while (PyDict_Next(params, &position, &key, &ref)) {
+    if (!PyWeakref_Check(ref)) continue;
+    PyObject* param = PyWeakref_GetObject(ref);  // (borrowed; None once it died)
+    if (param == Py_None) continue;
+    Py_INCREF(param);
+    PyObject* grad = PyObject_GetAttr(param, grad_name);  // as Python reads it (a subclass's too)
+    Py_DECREF(param);
+    if (grad == nullptr) {
+      release();
+      return nullptr;
+    }
+    uint64_t ptr = 0;
+    double bytes = 0;
+    const int cpu = grad == Py_None ? 0 : storage_of(grad, ptr, bytes);
+    if (cpu <= 0) {
+      Py_DECREF(grad);
+      if (cpu < 0) {
+        release();
+        return nullptr;
+      }
+      continue;
+    }
+    grads.push_back(grad);
+    ptrs.push_back(ptr);
+  }
+  std::vector<int64_t> sids(ptrs.size(), -1);
+  if (!ptrs.empty())
+    ledger_calls.recategorize_many(handle, ptrs.data(), static_cast<int64_t>(ptrs.size()), static_cast<int>(category),
+                                   sids.data());
+  PyObject* out = PyList_New(0);
+  for (size_t k = 0; out != nullptr && k < grads.size(); ++k) {
+    PyObject* sid = PyLong_FromLongLong(sids[k]);
+    const int known = sid == nullptr ? -1 : sids[k] < 0 ? 0 : PyDict_Contains(shapes, sid);
+    PyObject* pair = known == 0 ? PyTuple_Pack(2, sid, grads[k]) : nullptr;
+    if (known < 0 || (known == 0 && (pair == nullptr || PyList_Append(out, pair) != 0))) Py_CLEAR(out);
+    Py_XDECREF(pair);
+    Py_XDECREF(sid);
+  }
+  release();
+  return out;
+}
+
+// unseen_state(state, seen) -> [tensor]: the optimizer state tensors (the values of each dict among `state`'s
+// values: an Optimizer's state, parameter -> {name: value}) with more than one element that `seen` does not know
+// as they are: seen[id(tensor)] == (a weakref to that tensor, its data_ptr()). memory.py's _after_step loop, for
+// every step (most state is updated in place: each tensor is categorised once, and again if its memory moved).
+PyObject* py_unseen_state(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (!args_ok<void>("unseen_state", n, 2)) return nullptr;
+  PyObject *const state = args[0], *const seen = args[1];
+  if (!PyDict_Check(state) || !PyDict_Check(seen)) {
+    PyErr_SetString(PyExc_TypeError, "unseen_state: an optimizer's state (a dict of dicts) and a dict");
+    return nullptr;
+  }
+  PyObject* out = PyList_New(0);
+  Py_ssize_t outer = 0;
+  PyObject *param = nullptr, *values = nullptr;
+  try {
+    while (out != nullptr && PyDict_Next(state, &outer, &param, &values)) {
+      if (!PyDict_Check(values)) continue;
+      Py_ssize_t inner = 0;
+      PyObject *name = nullptr, *value = nullptr;
+      while (out != nullptr && PyDict_Next(values, &inner, &name, &value)) {
+        if (!THPVariable_Check(value)) continue;
+        const at::Tensor& t = THPVariable_Unpack(value);
+        if (!t.defined() || t.numel() <= 1) continue;
+        PyObject* id = PyLong_FromVoidPtr(value);
+        PyObject* known = id != nullptr ? PyDict_GetItemWithError(seen, id) : nullptr;  // (borrowed)
+        Py_XDECREF(id);
+        if (known == nullptr && PyErr_Occurred()) {
+          Py_CLEAR(out);
+          break;
+        }
+        bool same = false;
+        if (known != nullptr && PyTuple_Check(known) && PyTuple_GET_SIZE(known) == 2 &&
+            PyWeakref_Check(PyTuple_GET_ITEM(known, 0)) &&
+            PyWeakref_GetObject(PyTuple_GET_ITEM(known, 0)) == value) {
+          const unsigned long long ptr = PyLong_AsUnsignedLongLongMask(PyTuple_GET_ITEM(known, 1));
+          if (ptr == static_cast<unsigned long long>(-1) && PyErr_Occurred()) PyErr_Clear();
+          same = ptr == reinterpret_cast<uint64_t>(t.data_ptr());
+        }
+        if (!same && PyList_Append(out, value) != 0) Py_CLEAR(out);
+      }
+    }
+  } catch (const std::exception& e) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, e.what());
+    Py_CLEAR(out);
+  }
+  return out;
+}
+
 // ledger_forget_fresh(handle): fv_forget_fresh.
 PyObject* py_ledger_forget_fresh(PyObject*, PyObject* const* args, Py_ssize_t n) {
   void* handle = ledger_call("ledger_forget_fresh", args, n, 1);
@@ -1682,6 +1796,8 @@ PyMethodDef methods[] = {
     FV_METHOD(ledger_recategorize_many, "ledger_recategorize_many(handle, tensors, category) -> [sid, -1 or -2]"),
     FV_METHOD(ledger_release_many, "ledger_release_many(handle, [(pointer, sid)]) -> how many went back"),
     FV_METHOD(ledger_forget_fresh, "ledger_forget_fresh(handle)"),
+    FV_METHOD(ledger_recategorize_grads, "ledger_recategorize_grads(handle, params, category, shapes) -> [(sid, grad)]"),
+    FV_METHOD(unseen_state, "unseen_state(state, seen) -> [tensor]: optimizer state not seen as it is"),
     FV_METHOD(ledger_claim_saved, "ledger_claim_saved(handle, grad_fn, names, ids, claims, gone_append, gone_key, "
                                   "claimable, activation) -> [(sid, tensor)] or None"),
     FV_METHOD(user_location, "user_location(depth, known, classify) -> (filename, line): source.user_location's walk"),
