@@ -210,6 +210,10 @@ class NativeLedger:
             cell, module_id, line = self._where(where, module)
             site = self._packed[key] = (self._op_id(op) | (cell & 0xFFFF) << 16 | (line & 0xFFFF) << 32
                                         | (module_id & 0xFFFF) << 48)
+        if self._direct is not None:  # the calls below, in one C call
+            self._direct.ledger_name_fresh(self._h, site, out, self._shapes)
+            self._prune_names()
+            return
         if isinstance(out, torch.Tensor):  # most ops: one output, which rides along with the naming call
             outputs = (out,) if out.layout == torch.strided else ()
         else:
@@ -217,17 +221,12 @@ class NativeLedger:
                        if isinstance(t, torch.Tensor) and t.layout == torch.strided]
         # A CUDA or meta output's pointer is simply not in this CPU ledger.
         first = outputs[0] if outputs else None
-        direct = self._direct
-        if direct is not None:
-            sid = direct.ledger_name_fresh(self._h, site, first)
-        else:
-            sid = self._lib.fv_name_fresh(self._h, site, first.untyped_storage().data_ptr() if first is not None else 0,
-                                          float(first.numel() * first.element_size()) if first is not None else 0.0)
+        sid = self._lib.fv_name_fresh(self._h, site, first.untyped_storage().data_ptr() if first is not None else 0,
+                                      float(first.numel() * first.element_size()) if first is not None else 0.0)
         if sid >= 0 and sid not in self._shapes:
             self._remember_shape(sid, first)
         for t in outputs[1:]:
-            sid = (direct.ledger_sid_of(self._h, t) if direct is not None else
-                   self._lib.fv_sid_of(self._h, t.untyped_storage().data_ptr(), float(t.numel() * t.element_size())))
+            sid = self._lib.fv_sid_of(self._h, t.untyped_storage().data_ptr(), float(t.numel() * t.element_size()))
             if sid >= 0:
                 self._remember_shape(sid, t)
 
@@ -441,14 +440,16 @@ class NativeLedger:
                     gone_key: str) -> None:
         """MemoryTracker.claim_saved's reads and claims for ``grad_fn`` in one call (native/grad_hooks.cpp's
         ledger_claim_saved): each of its saved tensors ``names`` claimed as :meth:`claim` does; ``claims[nid]``
-        and the Node's NodeGone (``gone_append(nid)`` when it dies, at ``metadata[gone_key]``) set when one was.
-        Only with the hooks extension (``self._direct``)."""
-        found = self._direct.ledger_claim_saved(self._h, grad_fn, names, _node_ids, claims, gone_append, gone_key,
-                                                _CLAIM_MASK, m.ACTIVATION)
-        if found:
-            self._name_node(grad_fn.metadata["fv_id"] & 0xFFFFFFFF, grad_fn)
-            for sid, tensor in found:
-                self._remember_shape(sid, tensor)
+        and the Node's NodeGone (``gone_append(nid)`` when it dies, at ``metadata[gone_key]``) set when one was,
+        with the Node's name and the storages' shapes. Only with the hooks extension (``self._direct``)."""
+        if self._direct.ledger_claim_saved(self._h, grad_fn, names, _node_ids, claims, gone_append, gone_key,
+                                           _CLAIM_MASK, m.ACTIVATION, self._shapes, self._node_names):
+            self._prune_names()
+
+    def _prune_names(self) -> None:
+        """The shapes and Node names tables pruned once past their cap (see _forget_old_names)."""
+        if len(self._shapes) > self._names_cap or len(self._node_names) > self._names_cap:
+            self._forget_old_names(hot=True)
 
     def _name_node(self, node: int, grad_fn) -> None:
         if node not in self._node_names:

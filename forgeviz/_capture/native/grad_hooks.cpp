@@ -780,6 +780,27 @@ void* ledger_call(const char* name, PyObject* const* args, Py_ssize_t n, Py_ssiz
   return ledger_handle(args[0]);
 }
 
+// shapes[sid] = (tensor.shape, tensor.dtype) unless `shapes` holds sid (NativeLedger._remember_shape: the first
+// tensor seen on a storage names its shape and dtype). False with a Python error set.
+bool remember_shape(PyObject* shapes, int64_t sid, PyObject* tensor) {
+  static PyObject* const shape_name = PyUnicode_InternFromString("shape");
+  static PyObject* const dtype_name = PyUnicode_InternFromString("dtype");
+  PyObject* key = PyLong_FromLongLong(sid);
+  const int known = key != nullptr ? PyDict_Contains(shapes, key) : -1;
+  bool ok = known > 0;
+  if (known == 0) {
+    PyObject* shape = PyObject_GetAttr(tensor, shape_name);
+    PyObject* dtype = shape != nullptr ? PyObject_GetAttr(tensor, dtype_name) : nullptr;
+    PyObject* value = dtype != nullptr ? PyTuple_Pack(2, shape, dtype) : nullptr;
+    ok = value != nullptr && PyDict_SetItem(shapes, key, value) == 0;
+    Py_XDECREF(shape);
+    Py_XDECREF(dtype);
+    Py_XDECREF(value);
+  }
+  Py_XDECREF(key);
+  return ok;
+}
+
 // cpu_storage, with a C++ exception made a Python error: 1 for a CPU tensor, 0 for anything else, -1 on an error.
 int storage_of(PyObject* obj, uint64_t& ptr, double& bytes) {
   try {
@@ -1372,31 +1393,51 @@ PyObject* py_ledger_claim(PyObject*, PyObject* const* args, Py_ssize_t n) {
   return Py_BuildValue("(KL)", static_cast<unsigned long long>(ptr), static_cast<long long>(sid));
 }
 
-// ledger_name_fresh(handle, site, output) -> the output's storage id or -1: fv_name_fresh, with the op's first
-// output (a CPU tensor, else None: nothing to look up) read here.
+// ledger_name_fresh(handle, site, out, shapes): NativeLedger.after_op's calls into the ledger for an op that
+// returned `out` (a tensor, or a tuple or list with tensors): fv_name_fresh with its first strided tensor, then
+// fv_sid_of for its other CPU ones; each output the ledger holds has its shape remembered in `shapes`.
 PyObject* py_ledger_name_fresh(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  void* handle = ledger_call("ledger_name_fresh", args, n, 3);
+  void* handle = ledger_call("ledger_name_fresh", args, n, 4);
   if (handle == nullptr) return nullptr;
   const unsigned long long site = PyLong_AsUnsignedLongLongMask(args[1]);
   if (PyErr_Occurred()) return nullptr;
-  uint64_t ptr = 0;
-  double bytes = 0;
-  const int cpu = storage_of(args[2], ptr, bytes);
-  if (cpu < 0) return nullptr;
-  if (cpu == 0) ptr = 0, bytes = 0;
-  return PyLong_FromLongLong(ledger_calls.name_fresh(handle, site, ptr, bytes));
-}
-
-// ledger_sid_of(handle, tensor) -> its storage id or -1: fv_sid_of for a CPU tensor (-1 for anything else).
-PyObject* py_ledger_sid_of(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  void* handle = ledger_call("ledger_sid_of", args, n, 2);
-  if (handle == nullptr) return nullptr;
-  uint64_t ptr = 0;
-  double bytes = 0;
-  const int cpu = storage_of(args[1], ptr, bytes);
-  if (cpu < 0) return nullptr;
-  if (cpu == 0) return PyLong_FromLong(-1);
-  return PyLong_FromLongLong(ledger_calls.sid_of(handle, ptr, bytes));
+  PyObject *const out = args[2], *const shapes = args[3];
+  if (!PyDict_Check(shapes)) {
+    PyErr_SetString(PyExc_TypeError, "ledger_name_fresh: a dict of shapes");
+    return nullptr;
+  }
+  PyObject* items = (PyTuple_Check(out) || PyList_Check(out)) ? PySequence_Fast(out, "outputs") : nullptr;
+  if (items == nullptr && PyErr_Occurred()) return nullptr;
+  PyObject* const* each = items != nullptr ? PySequence_Fast_ITEMS(items) : &out;
+  const Py_ssize_t count = items != nullptr ? PySequence_Fast_GET_SIZE(items) : 1;
+  bool first = true, ok = true;
+  try {
+    for (Py_ssize_t i = 0; i < count && ok; ++i) {
+      if (!THPVariable_Check(each[i]) || THPVariable_Unpack(each[i]).layout() != c10::kStrided) continue;
+      uint64_t ptr = 0;
+      double bytes = 0;
+      const int cpu = storage_of(each[i], ptr, bytes);
+      if (cpu < 0) {
+        ok = false;
+        break;
+      }
+      int64_t sid = -1;
+      if (first) {  // (a CUDA or meta output's pointer is simply not in this CPU ledger)
+        sid = ledger_calls.name_fresh(handle, site, cpu ? ptr : 0, cpu ? bytes : 0);
+        first = false;
+      } else if (cpu) {
+        sid = ledger_calls.sid_of(handle, ptr, bytes);
+      }
+      if (sid >= 0) ok = remember_shape(shapes, sid, each[i]);
+    }
+    if (first) ledger_calls.name_fresh(handle, site, 0, 0);  // no tensor: what the op allocated is named all the same
+  } catch (const std::exception& e) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, e.what());
+    ok = false;
+  }
+  Py_XDECREF(items);
+  if (!ok) return nullptr;
+  Py_RETURN_NONE;
 }
 
 // ledger_set_context(handle, cell, module, line, op): fv_set_context.
@@ -1498,31 +1539,32 @@ PyObject* py_ledger_release_many(PyObject*, PyObject* const* args, Py_ssize_t n)
   return PyLong_FromLongLong(count ? ledger_calls.release_many(handle, ptrs.data(), sids.data(), count) : 0);
 }
 
-// ledger_claim_saved(handle, grad_fn, names, ids, claims, gone_append, gone_key, claimable, activation) -> None, or
-// [(storage id, tensor)]: memory.py's MemoryTracker.claim_saved in one call, for a Node an op just made. Each CPU
-// tensor among grad_fn's saved `names` (attributes such as "_saved_self"; a tuple or list of tensors too; one
-// already freed is skipped) is claimed with fv_claim as the Node's (its "fv_id", given from `ids`, an
+// ledger_claim_saved(handle, grad_fn, names, ids, claims, gone_append, gone_key, claimable, activation, shapes,
+// node_names) -> whether it claimed: memory.py's MemoryTracker.claim_saved in one call, for a Node an op just made.
+// Each CPU tensor among grad_fn's saved `names` (attributes such as "_saved_self"; a tuple or list of tensors too;
+// one already freed is skipped) is claimed with fv_claim as the Node's (its "fv_id", given from `ids`, an
 // itertools.count, when it has none). When one was: claims[nid] = (the first name claimed from, [(pointer, storage
-// id)]) and the Node's metadata[gone_key] = a NodeGone that calls gone_append(nid) when the Node dies; the
-// claimed storages' ids and tensors are returned (Python remembers their shapes). None when nothing was claimed,
-// or the Node had claimed already (an op that returned an older tensor).
+// id)]), the Node's metadata[gone_key] = a NodeGone that calls gone_append(nid) when the Node dies, the claimed
+// storages' shapes in `shapes` and the Node's name in node_names[nid & 0xFFFFFFFF] (NativeLedger's tables).
+// False when nothing was claimed, or the Node had claimed already (an op that returned an older tensor).
 PyObject* py_ledger_claim_saved(PyObject*, PyObject* const* args, Py_ssize_t n) {
   static PyObject* const key_id = PyUnicode_InternFromString("fv_id");
-  void* handle = ledger_call("ledger_claim_saved", args, n, 9);
+  void* handle = ledger_call("ledger_claim_saved", args, n, 11);
   if (handle == nullptr) return nullptr;
   PyObject *const grad_fn = args[1], *const names = args[2], *const ids = args[3], *const claims = args[4];
   const unsigned long claimable = PyLong_AsUnsignedLongMask(args[7]);
   const long activation = PyLong_AsLong(args[8]);
   if (PyErr_Occurred()) return nullptr;
   Node* node = node_of(grad_fn);
-  if (node == nullptr || !(PyTuple_Check(names) || PyList_Check(names)) || !PyDict_Check(claims)) {
-    PyErr_SetString(PyExc_TypeError, "ledger_claim_saved: a Node, a list of names and a dict of claims");
+  PyObject *const shapes = args[9], *const node_names = args[10];
+  if (node == nullptr || !(PyTuple_Check(names) || PyList_Check(names)) || !PyDict_Check(claims) ||
+      !PyDict_Check(shapes) || !PyDict_Check(node_names)) {
+    PyErr_SetString(PyExc_TypeError, "ledger_claim_saved: a Node, a list of names, and dicts of claims, shapes and names");
     return nullptr;
   }
   PyObject* meta = static_cast<torch::autograd::PyAnomalyMetadata*>(node->metadata())->dict();
   PyObject* nid = nullptr;  // (a new reference once known)
   PyObject* claimed = nullptr;  // [(pointer, storage id)]
-  PyObject* found = nullptr;  // [(storage id, tensor)]
   PyObject* probe = nullptr;  // (borrowed) the first name claimed from
   bool failed = false, already = false;  // already: the Node claimed before
   auto claim_one = [&](PyObject* item, PyObject* name) -> bool {  // false: a Python error is set
@@ -1553,12 +1595,10 @@ PyObject* py_ledger_claim_saved(PyObject*, PyObject* const* args, Py_ssize_t n) 
     const int64_t sid = ledger_calls.claim(handle, ptr, static_cast<uint32_t>(number & 0xFFFFFFFFu),
                                            static_cast<uint32_t>(claimable), static_cast<int>(activation));
     if (sid < 0) return true;
-    if (claimed == nullptr && ((claimed = PyList_New(0)) == nullptr || (found = PyList_New(0)) == nullptr)) return false;
+    if (claimed == nullptr && (claimed = PyList_New(0)) == nullptr) return false;
     PyObject* pair = Py_BuildValue("(KL)", static_cast<unsigned long long>(ptr), static_cast<long long>(sid));
-    PyObject* seen = pair != nullptr ? Py_BuildValue("(LO)", static_cast<long long>(sid), item) : nullptr;
-    const bool ok = seen != nullptr && PyList_Append(claimed, pair) == 0 && PyList_Append(found, seen) == 0;
+    const bool ok = pair != nullptr && PyList_Append(claimed, pair) == 0 && remember_shape(shapes, sid, item);
     Py_XDECREF(pair);
-    Py_XDECREF(seen);
     if (ok && probe == nullptr) probe = name;
     return ok;
   };
@@ -1593,17 +1633,24 @@ PyObject* py_ledger_claim_saved(PyObject*, PyObject* const* args, Py_ssize_t n) 
   if (!failed && !already && claimed != nullptr) {
     PyObject* entry = Py_BuildValue("(OO)", probe, claimed);
     PyObject* gone = entry != nullptr ? new_gone(args[5], nid) : nullptr;
-    if (gone != nullptr && PyDict_SetItem(claims, nid, entry) == 0 && PyDict_SetItem(meta, args[6], gone) == 0) {
-      result = Py_NewRef(found);
+    const unsigned long long number = PyLong_AsUnsignedLongLongMask(nid);
+    PyObject* short_id = PyErr_Occurred() ? nullptr : PyLong_FromUnsignedLongLong(number & 0xFFFFFFFFull);
+    const int named = short_id != nullptr ? PyDict_Contains(node_names, short_id) : -1;
+    NodeName name = named == 0 ? node_name(node) : NodeName{nullptr, 0};
+    if (gone != nullptr && named >= 0 && (named == 1 || name.name != nullptr) &&
+        PyDict_SetItem(claims, nid, entry) == 0 && PyDict_SetItem(meta, args[6], gone) == 0 &&
+        (named == 1 || PyDict_SetItem(node_names, short_id, name.name) == 0)) {
+      result = Py_NewRef(Py_True);
     }
+    Py_XDECREF(name.name);
+    Py_XDECREF(short_id);
     Py_XDECREF(entry);
     Py_XDECREF(gone);
   } else if (!failed) {
-    result = Py_NewRef(Py_None);
+    result = Py_NewRef(Py_False);
   }
   Py_XDECREF(nid);
   Py_XDECREF(claimed);
-  Py_XDECREF(found);
   return result;
 }
 
@@ -1789,8 +1836,7 @@ PyMethodDef methods[] = {
                               "fv_torch_function"),
     FV_METHOD(ledger_bind, "ledger_bind(addresses): cpu_ledger.cpp's functions' addresses, in LedgerCalls' order"),
     FV_METHOD(ledger_claim, "ledger_claim(handle, tensor, node, claimable, activation) -> (pointer, sid) or None"),
-    FV_METHOD(ledger_name_fresh, "ledger_name_fresh(handle, site, output) -> the output's sid or -1"),
-    FV_METHOD(ledger_sid_of, "ledger_sid_of(handle, tensor) -> sid or -1"),
+    FV_METHOD(ledger_name_fresh, "ledger_name_fresh(handle, site, out, shapes): NativeLedger.after_op's ledger calls"),
     FV_METHOD(ledger_set_context, "ledger_set_context(handle, cell, module, line, op)"),
     FV_METHOD(ledger_recategorize, "ledger_recategorize(handle, tensor, category, node, only_from) -> sid, -1 or -2"),
     FV_METHOD(ledger_recategorize_many, "ledger_recategorize_many(handle, tensors, category) -> [sid, -1 or -2]"),
@@ -1799,7 +1845,7 @@ PyMethodDef methods[] = {
     FV_METHOD(ledger_recategorize_grads, "ledger_recategorize_grads(handle, params, category, shapes) -> [(sid, grad)]"),
     FV_METHOD(unseen_state, "unseen_state(state, seen) -> [tensor]: optimizer state not seen as it is"),
     FV_METHOD(ledger_claim_saved, "ledger_claim_saved(handle, grad_fn, names, ids, claims, gone_append, gone_key, "
-                                  "claimable, activation) -> [(sid, tensor)] or None"),
+                                  "claimable, activation, shapes, node_names) -> whether it claimed"),
     FV_METHOD(user_location, "user_location(depth, known, classify) -> (filename, line): source.user_location's walk"),
     FV_METHOD(arm, "arm(roots, chain, ids, dead_append, fallback, sample, bins, values_cap, chain_cap, device, "
                    "device_add, device_add_leaf): fv_arm"),
