@@ -801,6 +801,15 @@ bool remember_shape(PyObject* shapes, int64_t sid, PyObject* tensor) {
   return ok;
 }
 
+// fv_recategorize_many for the storages at `ptrs`: their storage ids (-1: not tracked).
+std::vector<int64_t> recategorize_many(void* handle, const std::vector<uint64_t>& ptrs, long category) {
+  std::vector<int64_t> sids(ptrs.size(), -1);
+  if (!ptrs.empty())
+    ledger_calls.recategorize_many(handle, ptrs.data(), static_cast<int64_t>(ptrs.size()), static_cast<int>(category),
+                                   sids.data());
+  return sids;
+}
+
 // cpu_storage, with a C++ exception made a Python error: 1 for a CPU tensor, 0 for anything else, -1 on an error.
 int storage_of(PyObject* obj, uint64_t& ptr, double& bytes) {
   try {
@@ -1496,10 +1505,7 @@ PyObject* py_ledger_recategorize_many(PyObject*, PyObject* const* args, Py_ssize
       at.push_back(i);
     }
   }
-  std::vector<int64_t> sids(ptrs.size(), -1);
-  if (!ptrs.empty())
-    ledger_calls.recategorize_many(handle, ptrs.data(), static_cast<int64_t>(ptrs.size()), static_cast<int>(category),
-                                   sids.data());
+  const std::vector<int64_t> sids = recategorize_many(handle, ptrs, category);
   Py_DECREF(items);
   PyObject* out = PyList_New(count);
   if (out == nullptr) return nullptr;
@@ -1703,10 +1709,7 @@ PyObject* py_ledger_recategorize_grads(PyObject*, PyObject* const* args, Py_ssiz
     grads.push_back(grad);
     ptrs.push_back(ptr);
   }
-  std::vector<int64_t> sids(ptrs.size(), -1);
-  if (!ptrs.empty())
-    ledger_calls.recategorize_many(handle, ptrs.data(), static_cast<int64_t>(ptrs.size()), static_cast<int>(category),
-                                   sids.data());
+  const std::vector<int64_t> sids = recategorize_many(handle, ptrs, category);
   PyObject* out = PyList_New(0);
   for (size_t k = 0; out != nullptr && k < grads.size(); ++k) {
     PyObject* sid = PyLong_FromLongLong(sids[k]);
