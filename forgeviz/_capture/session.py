@@ -748,14 +748,22 @@ class CaptureSession:
     # --- what the mode does around an op, in Python (its native body, grad_hooks.cpp's fv_torch_function,
     # calls these too, each only when it is needed) ----------------------------------------------------
     def native_config(self) -> tuple:
-        """The config of native/grad_hooks.cpp's ``torch_function``: the slots of its ConfigSlot, in order."""
+        """The config of native/grad_hooks.cpp's ``torch_function``: the slots of its ConfigSlot, in order.
+
+        >>> config = CaptureSession().native_config(); len(config), config[-1] is _SLOW
+        (10, True)
+        """
         return (self, _NOT_OPS, _BACKWARD_FUNCS, _in_transform, self.make_tag, self.op_failed,
                 self.after_op_traces, self.after_op_doctor, self.tag_failed, _SLOW)
 
     def op_failed(self, func, args, kwargs, exc: BaseException) -> None:
         """An op the mode ran raised ``exc`` (on its way to the user, unchanged): a shape error is noted for its
         diagram, and the doctor (while a side panel is open) reads the operands' devices and the line. Never
-        raises: a fault here is forgeviz's, reported, and the user's exception goes on as it is."""
+        raises: a fault here is forgeviz's, reported, and the user's exception goes on as it is.
+
+        >>> s = CaptureSession(); s.op_failed(torch.mul, (), {}, ValueError("not a shape error")); s.faults
+        []
+        """
         if isinstance(exc, RuntimeError):
             with boundary(self.fault, "noting a failed op's shapes"):
                 self.note_error(func, args, kwargs, exc)
@@ -766,7 +774,11 @@ class CaptureSession:
 
     def after_op_traces(self, func, out) -> Optional[tuple]:
         """The memory timelines link what the op allocated to its line and what its Node saved to the Node;
-        returns the op's (filename, line) if that was looked up (the graph's tag then reuses it), else None."""
+        returns the op's (filename, line) if that was looked up (the graph's tag then reuses it), else None.
+
+        >>> CaptureSession().after_op_traces(torch.mul, torch.ones(2)) is None  # no timeline records
+        True
+        """
         where = None
         with _not_your_subclass():
             for tracker in self.traces:
@@ -781,14 +793,23 @@ class CaptureSession:
         return where
 
     def after_op_doctor(self, func, args, kwargs, out) -> None:
-        """The doctor's look after an op that may write in place (into a tensor a Node saved)."""
+        """The doctor's look after an op that may write in place (into a tensor a Node saved).
+
+        >>> CaptureSession().after_op_doctor(torch.Tensor.add_, (), {}, None)  # no side panel: no doctor
+        """
         doctor = self.doctor
         if doctor is not None:
-            with boundary(self.fault, f"the doctor's look after {getattr(func, '__name__', 'an op')}"):
+            try:
                 doctor.after_op(func, args, kwargs or {}, out)
+            except Exception as exc:  # noqa: BLE001 - the boundary inline (per op: its words only on a fault)
+                report(self.fault, f"the doctor's look after {getattr(func, '__name__', 'an op')}", exc)
 
     def tag_failed(self, func, exc: BaseException) -> None:
-        """Tagging the Nodes of ``func``'s output failed: a fault (the op's result stays as it is)."""
+        """Tagging the Nodes of ``func``'s output failed: a fault (the op's result stays as it is).
+
+        >>> s = CaptureSession(); s.tag_failed(torch.mul, ValueError("x")); s.faults
+        ['tagging mul failed: ValueError: x']
+        """
         report(self.fault, f"tagging {getattr(func, '__name__', 'an op')}", exc)
 
     def note_error(self, func, args, kwargs, exc: RuntimeError) -> None:
