@@ -42,6 +42,11 @@ _NODE_NAMES: dict[type, str] = {}  # a Node class → its Nodes' name(), where i
 _ITEMSIZE = {"float32": 4, "float64": 8, "uint32": 4, "uint16": 2, "uint8": 1}
 
 
+# the ledger functions the hooks extension calls, in the order its LedgerCalls lists them
+_DIRECT_CALLS = ("fv_claim", "fv_name_fresh", "fv_sid_of", "fv_set_context", "fv_recategorize",
+                 "fv_recategorize_many", "fv_release_many", "fv_forget_fresh")
+
+
 def _direct_calls(lib) -> Optional[object]:
     """The gradient hooks extension (``native.hooks()``) bound to ``lib``'s hot functions, or None without it: its
     ``ledger_*`` calls take tensors as they are and cost a C call each, where ctypes converts every argument in
@@ -57,10 +62,6 @@ def _direct_calls(lib) -> Optional[object]:
     hooks.ledger_bind(tuple(ctypes.cast(getattr(lib, name), address).value for name in _DIRECT_CALLS))
     return hooks
 
-
-# the ledger functions the hooks extension calls, in the order its LedgerCalls lists them
-_DIRECT_CALLS = ("fv_claim", "fv_name_fresh", "fv_sid_of", "fv_set_context", "fv_recategorize",
-                 "fv_recategorize_many", "fv_release_many", "fv_forget_fresh")
 
 
 class NativeLedger:

@@ -618,8 +618,8 @@ int fv_tag(PyObject* out, long long first_new, PyObject* make_tag, PyObject* fun
   return status;
 }
 
-// The capture mode's __torch_function__ for one op, in C++: session.py's _TagMode calls it first (see
-// CaptureSession.op_in_native) and runs its own Python body only for what this sends back as `slow`. An op
+// The capture mode's __torch_function__ for one op, in C++: session.py's _TagMode.__torch_function__ calls it
+// first (with CaptureSession.native_config's config) and runs its own Python body only for what this sends back as `slow`. An op
 // through the mode cost about 5 us of Python a call (a 3-layer MLP's step sends about 20): here it is a few
 // set lookups, the op and the tag. `config` is a tuple in ConfigSlot's order. What this leaves to Python: a
 // backward (its hooks are armed there), an op after Nodes made out of the mode's sight (a custom
@@ -646,6 +646,27 @@ PyObject* call_aside(PyObject* helper, A... args) {
   if (result == nullptr) PyErr_Clear();
   PyErr_Restore(type, value, traceback);
   return result;
+}
+
+// Hands the Python error being raised, normalised, to helper(args..., the exception), then puts it back (`keep`: the
+// user's own error goes on as it is) or drops it (a fault of forgeviz's, reported by the helper). A helper that
+// raises in turn is dropped.
+template <typename... A>
+void tell_error(bool keep, PyObject* helper, A... args) {
+  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  if (value != nullptr && traceback != nullptr) PyException_SetTraceback(value, traceback);
+  PyObject* told = PyObject_CallFunctionObjArgs(helper, args..., value != nullptr ? value : Py_None, nullptr);
+  if (told == nullptr) PyErr_Clear();
+  Py_XDECREF(told);
+  if (keep) {
+    PyErr_Restore(type, value, traceback);
+  } else {
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+  }
 }
 
 PyObject* fv_torch_function(PyObject* config, PyObject* func, PyObject* args, PyObject* kwargs) {
@@ -676,15 +697,7 @@ PyObject* fv_torch_function(PyObject* config, PyObject* func, PyObject* args, Py
   if (first_new != seen_seq) return Py_NewRef(c[kSlow]);  // a Node made out of sight: a Function's, perhaps
   PyObject* out = PyObject_Call(func, args, kwargs);  // the user's op
   if (out == nullptr) {  // the session's op_failed(func, args, kwargs, exc) hears of it; the error goes on as it is
-    PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
-    PyErr_Fetch(&type, &value, &traceback);
-    PyErr_NormalizeException(&type, &value, &traceback);
-    if (value != nullptr && traceback != nullptr) PyException_SetTraceback(value, traceback);
-    PyObject* told = PyObject_CallFunctionObjArgs(c[kFailed], func, args, kwargs != nullptr ? kwargs : Py_None,
-                                                  value != nullptr ? value : Py_None, nullptr);
-    if (told == nullptr) PyErr_Clear();
-    Py_XDECREF(told);
-    PyErr_Restore(type, value, traceback);
+    tell_error(true, c[kFailed], func, args, kwargs != nullptr ? kwargs : Py_None);
     return nullptr;
   }
   PyObject* next = PyLong_FromLongLong(static_cast<long long>(at::sequence_number::peek()));
@@ -702,17 +715,8 @@ PyObject* fv_torch_function(PyObject* config, PyObject* func, PyObject* args, Py
   PyObject* where = (PyList_Check(traces) && PyList_GET_SIZE(traces) == 0) ? nullptr
                                                                           : call_aside(c[kAfterTraces], func, out);
   Py_DECREF(traces);
-  if (fv_tag(out, first_new, c[kMakeTag], func, where != nullptr ? where : Py_None) != 0) {
-    PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;  // a fault of forgeviz's: reported
-    PyErr_Fetch(&type, &value, &traceback);
-    PyErr_NormalizeException(&type, &value, &traceback);
-    PyObject* told = PyObject_CallFunctionObjArgs(c[kTagFailed], func, value != nullptr ? value : Py_None, nullptr);
-    if (told == nullptr) PyErr_Clear();
-    Py_XDECREF(told);
-    Py_XDECREF(type);
-    Py_XDECREF(value);
-    Py_XDECREF(traceback);
-  }
+  if (fv_tag(out, first_new, c[kMakeTag], func, where != nullptr ? where : Py_None) != 0)
+    tell_error(false, c[kTagFailed], func);  // a fault of forgeviz's: reported, the op's result stands
   Py_XDECREF(where);
   PyObject* doctor = PyObject_GetAttr(session, doctor_name);
   if (doctor == nullptr) {
@@ -748,23 +752,6 @@ struct LedgerCalls {  // in ledger_bind's order
 constexpr int kLedgerCalls = 8;
 LedgerCalls ledger_calls;
 
-// The CPU storage `obj` (a tensor) lives in: its data pointer, and the tensor's own bytes (numel times element
-// size, as the ledger compares them), or false for anything else (not a tensor, not strided, not on the CPU).
-bool cpu_storage(PyObject* obj, uint64_t& ptr, double& bytes) {
-  if (!THPVariable_Check(obj)) return false;
-  const at::Tensor& t = THPVariable_Unpack(obj);
-  if (!t.defined() || t.layout() != c10::kStrided || !t.device().is_cpu() || !t.has_storage()) return false;
-  ptr = reinterpret_cast<uint64_t>(t.storage().mutable_data());
-  bytes = static_cast<double>(t.numel()) * static_cast<double>(t.element_size());
-  return true;
-}
-
-// The ledger handle (an int) or nullptr with a Python error set.
-void* ledger_handle(PyObject* obj) {
-  void* handle = PyLong_AsVoidPtr(obj);
-  if (handle == nullptr && !PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a ledger handle, not 0");
-  return handle;
-}
 
 // The handle (the first argument) of the ledger call `name`, given `n` arguments where it takes `wanted`, once
 // ledger_bind ran; nullptr with a Python error set.
@@ -777,7 +764,9 @@ void* ledger_call(const char* name, PyObject* const* args, Py_ssize_t n, Py_ssiz
     PyErr_Format(PyExc_RuntimeError, "%s: ledger_bind() first", name);
     return nullptr;
   }
-  return ledger_handle(args[0]);
+  void* handle = PyLong_AsVoidPtr(args[0]);
+  if (handle == nullptr && !PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "%s: a ledger handle, not 0", name);
+  return handle;
 }
 
 // shapes[sid] = (tensor.shape, tensor.dtype) unless `shapes` holds sid (NativeLedger._remember_shape: the first
@@ -810,10 +799,17 @@ std::vector<int64_t> recategorize_many(void* handle, const std::vector<uint64_t>
   return sids;
 }
 
-// cpu_storage, with a C++ exception made a Python error: 1 for a CPU tensor, 0 for anything else, -1 on an error.
+// The CPU storage `obj` (a tensor) lives in: its data pointer (as Tensor.untyped_storage().data_ptr() gives it) and
+// the tensor's own bytes (numel times element size, as the ledger compares them). 1 for a CPU tensor, 0 for
+// anything else (not a tensor, not strided, not on the CPU), -1 with a Python error set.
 int storage_of(PyObject* obj, uint64_t& ptr, double& bytes) {
+  if (!THPVariable_Check(obj)) return 0;
   try {
-    return cpu_storage(obj, ptr, bytes) ? 1 : 0;
+    const at::Tensor& t = THPVariable_Unpack(obj);
+    if (!t.defined() || t.layout() != c10::kStrided || !t.device().is_cpu() || !t.has_storage()) return 0;
+    ptr = reinterpret_cast<uint64_t>(t.storage().mutable_data());
+    bytes = static_cast<double>(t.numel()) * static_cast<double>(t.element_size());
+    return 1;
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
     return -1;
