@@ -88,6 +88,16 @@ def _recategorize_fails(monkeypatch, session):
     monkeypatch.setattr(DispatchLedger, "recategorize", fail)
 
 
+def _naming_an_op_fails(monkeypatch, session):
+    """Making an op's tag fails, on both bodies of the mode: the Python one's make_tag and the C++ one, which makes
+    the tag itself and asks Python only to name an op it has not named before (here: every op)."""
+    from forgeviz._capture import session as session_module
+
+    for func in list(session_module._OP_NAMES):  # (in place: a mode entered before reads this dict)
+        monkeypatch.delitem(session_module._OP_NAMES, func)
+    monkeypatch.setattr(session_module, "_name_op", fail)
+
+
 def _step_line_fails(monkeypatch, session):
     from forgeviz._capture.ledger_native import NativeLedger
 
@@ -113,7 +123,7 @@ ENTRIES = {
     "memory_trace-enter": Entry(lambda mp, s: mp.setattr(MemoryTracker, "_seed_existing", fail)),
     "memory_trace-exit": Entry(lambda mp, s: mp.setattr(MemoryTracker, "_release_gone", fail)),
     # mode dispatch: the tagger, and the memory links it makes per op
-    "mode-tag": Entry(lambda mp, s: mp.setattr(CaptureSession, "make_tag", fail)),
+    "mode-tag": Entry(_naming_an_op_fails),
     "mode-memory": Entry(lambda mp, s: mp.setattr(MemoryTracker, "claim_saved", fail)),
     # module hooks: the module stack's push, and what its pop tells
     "module-push": Entry(lambda mp, s: mp.setattr(ModuleStack, "_paths_of", fail)),

@@ -149,6 +149,114 @@ def test_the_native_frame_walk_finds_the_line_pythons_does(monkeypatch):
     assert python[1] == (fresh, 2) and python[2] is True  # (each walk classified the new file, and recorded it)
 
 
+class _Block(torch.nn.Module):
+    """Two Linears, one of them called twice, and a module it does not own (passed in) called from inside."""
+
+    def __init__(self, outside: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner, self.out = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+        self._outside = [outside]  # (a list: not registered, so not under the root's paths)
+
+    def forward(self, x):
+        x = torch.relu(self.inner(x))
+        x = self._outside[0](x) * 2
+        return self.out(self.inner(x))
+
+
+class _Fails(torch.nn.Module):
+    def forward(self, x):
+        x = x * 3  # (a Node made before the raise)
+        raise ValueError(f"the user's own: {tuple(x.shape)}")
+
+
+class _Twice(torch.nn.Module):
+    def forward(self, x):
+        return x * 2 + 1
+
+
+def _tags(loss) -> list:
+    """Each Node's tag, in the walk's order: (op, qualified name, filename, line, (root type, path, module type))."""
+    tags = []
+    for node in iter_graph([loss.grad_fn]):
+        tag = node.metadata.get("fv_op")
+        tags.append(None if tag is None else (*tag[:4], tag[4] and tag[4][1:]))
+    return tags
+
+
+def test_the_native_tags_and_module_pushes_are_pythons(monkeypatch):
+    """With the native library, the mode's C++ body makes each op's tag (op, line, running module) and the module
+    hooks push and pop a module called inside another in C++: the same tags as the Python body and hooks give,
+    through nested modules, a module called twice, one its caller does not own, a call that raised inside (and was
+    caught), and a submodule replaced by another of a different class between calls; the paths and module types are
+    torch's named_modules(). The C++ push handles the inner calls (the Python hook sees only the outermost and the
+    first of each module under its root)."""
+    from forgeviz._capture import native
+    from forgeviz._capture.modules import ModuleStack
+
+    if native.hooks() is None:
+        pytest.skip("the native gradient hooks are not built here (./dev.sh builds them)")
+    torch.manual_seed(0)
+    outside = torch.nn.Linear(4, 4)
+    model = torch.nn.Sequential(_Block(outside), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    fails = torch.nn.Sequential(torch.nn.Linear(4, 4), _Fails())
+    x = torch.randn(3, 4)
+    session = get_session()
+    slow = ModuleStack._pre
+    calls: list = []
+
+    def counted(stack, module, args):
+        calls.append(type(module).__name__)
+        return slow(stack, module, args)
+
+    monkeypatch.setattr(ModuleStack, "_pre", counted)
+
+    def run(path: str) -> tuple:
+        phases: list = []  # the Python hook's calls in each model call
+        with monkeypatch.context() as m:
+            if path == "python":
+                m.setattr(native, "hooks", lambda: None)
+            model[2] = torch.nn.Linear(4, 2)  # (the same path, a new module each run: the entries must miss)
+            with forgeviz.capture():
+                assert (session._mode.native_op is not None) == (path == "native")
+                calls.clear()
+                first = model(x).sum()
+                phases.append(calls[:])
+                calls.clear()
+                with pytest.raises(ValueError, match="the user's own"):
+                    fails(x)
+                second = model(x).sum()
+                phases.append(calls[:])
+                calls.clear()
+                model[1] = _Twice()  # another class at the ReLU's path (its id may be the dead one's)
+                third = model(x).sum()
+                phases.append(calls[:])
+                model[1] = torch.nn.ReLU()
+            return [_tags(loss) for loss in (first, second, third)], phases
+
+    native_tags, native_calls = run("native")
+    python_tags, python_calls = run("python")
+    assert native_tags == python_tags
+    named = dict(model.named_modules())
+    for tags in native_tags:
+        modules = [tag[4] for tag in tags if tag is not None and tag[4]]
+        assert modules, tags
+        for root_type, path, module_type in modules:
+            assert root_type == "Sequential"
+            if "<" not in path:  # (the module its caller does not own: named under its caller's path)
+                assert path in named
+    third = {(tag[0], tag[4][1], tag[4][2]) for tag in native_tags[2] if tag is not None and tag[4]}
+    assert {("mul", "1", "_Twice"), ("add", "1", "_Twice"), ("mul", "0", "_Block"), ("relu", "0", "_Block"),
+            ("linear", "0.<Linear>", "Linear"), ("linear", "0.inner", "Linear"), ("linear", "2", "Linear")} <= third
+    # The Python hook hears of every module call without the library. With it: the outermost call, and a module's
+    # first call under its root (after the failed call, the stack is as before it), and the one not owned each time.
+    assert [len(calls) for calls in python_calls] == [8, 3 + 8, 8]
+    assert len(native_calls[0]) == 8 - 1  # (inner's second call)
+    assert native_calls[1] == ["Sequential", "Linear", "_Fails", "Sequential", "Linear"]
+    # the replacing module is met first under its root, which is indexed again: the modules still at their paths
+    # keep their entries
+    assert native_calls[2] == ["Sequential", "Linear", "_Twice"]
+
+
 def test_counts_equal_an_independent_walk_on_a_cnn(nb):
     nb.shell.user_ns["make_cnn"] = make_cnn
     nb.ok("model = make_cnn()\nout = model(torch.randn(2, 3, 8, 8))\nloss = out.square().mean()")

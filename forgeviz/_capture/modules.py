@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import sys
@@ -223,6 +224,14 @@ class _Subscription:
     def __init__(self, hooks: ModuleHooks, entry) -> None:
         self._hooks, self._entry = hooks, entry
 
+    def replace(self, pre: PreHook, post: PostHook) -> None:
+        """Call ``pre`` and ``post`` from now on, in the same place among the subscribers."""
+        subscribers, entry = self._hooks._subscribers, (pre, post)
+        for k, subscribed in enumerate(subscribers):
+            if subscribed is self._entry:
+                subscribers[k] = entry
+        self._entry = entry
+
     def remove(self) -> None:
         self._hooks._unsubscribe(self._entry)
 
@@ -247,6 +256,12 @@ class ModuleStack:
         self._roots: dict[int, weakref.ref] = {}  # id(root module) -> weakref, for types and names
         self._root: Optional[torch.nn.Module] = None
         self._root_paths: dict[int, str] = {}  # _paths_of(self._root), while it runs
+        # id(module) -> (its entry on _stack, a weakref to it): the entries _pre made under a root, kept with its
+        # paths, which the native library's push reads (native/grad_hooks.cpp's module_pre); _entries: the running
+        # root's, while it runs
+        self._entries_of: "weakref.WeakKeyDictionary[torch.nn.Module, dict[int, tuple]]" = weakref.WeakKeyDictionary()
+        self._entries: dict[int, tuple] = {}
+        self._native = None  # the native library whose push and pop the hooks call (use_native)
         # Told when an outermost module call starts (root_call(module, args)) and ends
         # (root_return(module)): the memory timeline rides on these hooks instead of adding its own.
         self.root_listeners: list = []
@@ -266,16 +281,35 @@ class ModuleStack:
 
     def install(self) -> None:
         self._handles = [module_hooks.subscribe(self._pre, self._post)]
+        self._native = None
+
+    def use_native(self, hooks) -> None:
+        """Push and pop a module called inside another with ``hooks`` (the native library: its ``module_pre`` and
+        ``module_post``), which leave the rest to :meth:`_pre` and :meth:`_post`; None: those alone.
+
+        >>> stack = ModuleStack(); stack.install(); stack.use_native(None); stack.uninstall()
+        """
+        if not self._handles or hooks is self._native:
+            return
+        self._native = hooks
+        if hooks is None:
+            self._handles[0].replace(self._pre, self._post)
+        else:
+            self._handles[0].replace(functools.partial(hooks.module_pre, self, module_hooks),
+                                     functools.partial(hooks.module_post, self, module_hooks))
 
     def uninstall(self) -> None:
         for handle in self._handles:
             handle.remove()
         self._handles = []
+        self._native = None
         self._stack.clear()
+        self._entries = {}
 
     def reset(self) -> None:
         """Forget running modules (a cell that raised mid-forward may leave some)."""
         self._stack.clear()
+        self._entries = {}
 
     def current(self) -> Optional[tuple[int, str, str, str]]:
         """(id(root), root type, path, module type) of the innermost running module."""
@@ -286,6 +320,7 @@ class ModuleStack:
         if paths is None:
             paths = {id(m): name for name, m in root.named_modules(remove_duplicate=False)}
             self._paths[root] = paths
+            self._entries_of[root] = {}
             key = id(root)
             self._roots[key] = weakref.ref(root, lambda _: self._roots.pop(key, None))
             self.parameters.add_module(root)
@@ -323,16 +358,25 @@ class ModuleStack:
                 if path is None:  # added after we indexed the root: index again once
                     root = self._root
                     self._paths.pop(root, None)
-                    self._root_paths = self._paths_of(root)
-                    path = self._root_paths.get(id(module))
-                if path is None:  # a module called from inside another that does not own it
+                    known, paths = self._entries, self._paths_of(root)
+                    self._root_paths = paths
+                    # (a module not owned comes here at each call: the entries of modules still at their paths stay)
+                    self._entries = self._entries_of[root] = {
+                        key: entry for key, entry in known.items() if paths.get(key) == entry[0][1][2]}
+                    path = paths.get(id(module))
+                owned = path is not None
+                if not owned:  # a module called from inside another that does not own it
                     path = f"{stack[-1][1][2]}.<{type(module).__name__}>".lstrip(".")
             else:
                 self._root = module
                 root_id, root_type = id(module), type(module).__name__
                 self._root_paths = self._paths_of(module)
-                path = ""
-            stack.append((id(module), (root_id, root_type, path, type(module).__name__)))
+                self._entries = self._entries_of.get(module, {})
+                path, owned = "", False
+            entry = (id(module), (root_id, root_type, path, type(module).__name__))
+            stack.append(entry)
+            if owned:  # the next call of this module under this root: pushed by the native library, if built
+                self._entries[id(module)] = (entry, weakref.ref(module))
             if module_hooks.per_module and module in module_hooks.wrappers:
                 for listener in self.compiled_calls:
                     listener(module, None, True)
@@ -356,6 +400,7 @@ class ModuleStack:
             if not self._stack:
                 self._root = None
                 self._root_paths = {}
+                self._entries = {}
                 for listener in list(self.root_listeners):
                     with boundary(self.fault, "telling of a module call's end"):  # the others still hear
                         listener.root_return(module)

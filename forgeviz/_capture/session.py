@@ -18,7 +18,7 @@ from .fault import boundary, report
 from .grads import BackwardRecorder, GradStore, node_id
 from .modules import ModuleStack
 from .own import deep_bytes
-from .source import use_native_walk, user_frame_above, user_location
+from .source import use_native_walk, user_files, user_frame_above, user_location
 from .untraced import untraced
 
 log = logging.getLogger("forgeviz")
@@ -567,6 +567,8 @@ class CaptureSession:
             hooks = native.hooks()
             self.native_tag = hooks.tag if hooks is not None else None
             use_native_walk(hooks.user_location if hooks is not None else None)
+            with boundary(self.fault, "pushing module calls natively"):  # (else in Python, as without the library)
+                self.modules.use_native(hooks)
             self._mode = _TagMode(self, hooks.torch_function if hooks is not None else None)
             self._mode.__enter__()
         self._depth += 1
@@ -751,10 +753,12 @@ class CaptureSession:
         """The config of native/grad_hooks.cpp's ``torch_function``: the slots of its ConfigSlot, in order.
 
         >>> config = CaptureSession().native_config(); len(config), config[-1] is _SLOW
-        (10, True)
+        (15, True)
         """
+        # (then what make_tag reads, which the C++ reads there itself: the op names, the user's files, the modules)
         return (self, _NOT_OPS, _BACKWARD_FUNCS, _in_transform, self.make_tag, self.op_failed,
-                self.after_op_traces, self.after_op_doctor, self.tag_failed, _SLOW)
+                self.after_op_traces, self.after_op_doctor, self.tag_failed, _OP_NAMES, _op_name, *user_files(),
+                self.modules, _SLOW)
 
     def op_failed(self, func, args, kwargs, exc: BaseException) -> None:
         """An op the mode ran raised ``exc`` (on its way to the user, unchanged): a shape error is noted for its

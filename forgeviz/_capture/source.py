@@ -24,6 +24,16 @@ def _user_file(filename: str) -> bool:
     return known
 
 
+def user_files() -> tuple[dict[str, bool], Callable[[str], bool]]:
+    """(filename -> whether it is the user's, the function that decides a filename it does not hold and records it
+    there): what a native walk of the frames reads, as :func:`user_location` does.
+
+    >>> known, classify = user_files(); classify(torch.__file__), known[torch.__file__]
+    (False, False)
+    """
+    return _is_user_file, _user_file
+
+
 # native/grad_hooks.cpp's walk of the same frames (CaptureSession.enter sets it once the library is loaded)
 _native_walk: Optional[Callable] = None
 

@@ -560,12 +560,98 @@ PyObject* slots_tuple(const c10::SmallVector<int, 4>& slots) {
 // converts its arguments in Python, which costs more than most of what these do).
 
 // Tags the Nodes an op made, as session.py's CaptureSession.tag() does: the grad_fn of `out` (a tensor,
-// or a tuple or list of them) gets "fv_op" = make_tag(func, where) in its metadata unless it has one,
+// or a tuple or list of them) gets "fv_op" = make_tag(func, where) (or make_tag_natively's) in its metadata unless it has one,
 // and so do the untagged Nodes behind it numbered from first_new (a composite op's inner Nodes).
 // make_tag is called at most once. Returns 0, or -1 with a Python error set. In C++ because every
 // op the user runs while forgeviz captures comes here: in Python, reading grad_fn and its metadata
 // makes a Python object for the Node, and the inner walk one for each Node it passes.
-int fv_tag(PyObject* out, long long first_new, PyObject* make_tag, PyObject* func, PyObject* where) {
+// The user's (filename, line) nearest `frame` (a new reference, which this takes) and up: the first frame whose file
+// `known` (a dict: filename -> whether it is the user's) says is the user's, asking `classify(filename)` about one it
+// does not hold; (None, None) when there is none. nullptr with a Python error set.
+PyObject* walk_user_location(PyFrameObject* frame, PyObject* known_files, PyObject* classify) {
+  while (frame != nullptr) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    PyObject* filename = code->co_filename;
+    PyObject* known = PyDict_GetItemWithError(known_files, filename);
+    int user;
+    if (known != nullptr) {
+      user = known == Py_True;
+    } else if (PyErr_Occurred()) {
+      user = -1;
+    } else {
+      PyObject* decided = PyObject_CallOneArg(classify, filename);
+      user = decided != nullptr ? PyObject_IsTrue(decided) : -1;
+      Py_XDECREF(decided);
+    }
+    if (user != 0) {
+      PyObject* found = user > 0 ? Py_BuildValue("(Oi)", filename, PyFrame_GetLineNumber(frame)) : nullptr;
+      Py_DECREF(code);
+      Py_DECREF(frame);
+      return found;
+    }
+    Py_DECREF(code);
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = back;
+  }
+  return Py_BuildValue("(OO)", Py_None, Py_None);
+}
+
+// What an op's tag is made of, for CaptureSession.make_tag's work done here (fv_torch_function's ops): four
+// Python calls an op (make_tag, _op_name, user_location, ModuleStack.current) cost about 3 us of a step's op.
+struct TagParts {
+  PyObject* op_names;  // session.py's _OP_NAMES: func -> (op, qualified name)
+  PyObject* op_name;   // session.py's _op_name(func), which fills it (asked only when it misses)
+  PyObject* known;     // source.py's _is_user_file
+  PyObject* classify;  // source.py's _user_file
+  PyObject* modules;   // the session's ModuleStack: its _stack's top names the running module
+};
+
+// make_tag(func, where) as session.py makes it: (op, qualified name, filename, line, the running module), where
+// `where` (None: the nearest user frame's) is (filename, line). A new reference, or nullptr with an error set.
+PyObject* make_tag_natively(const TagParts& parts, PyObject* func, PyObject* where) {
+  static PyObject* const stack_name = PyUnicode_InternFromString("_stack");
+  PyObject* names = PyDict_GetItemWithError(parts.op_names, func);
+  if (names != nullptr) {
+    Py_INCREF(names);
+  } else {
+    PyErr_Clear();  // (an unhashable callable: _op_name names it without its cache)
+    names = PyObject_CallOneArg(parts.op_name, func);
+    if (names == nullptr) return nullptr;
+  }
+  PyObject* location = nullptr;
+  if (where != Py_None) {
+    location = Py_NewRef(where);
+  } else {
+    PyFrameObject* frame = PyEval_GetFrame();  // (borrowed) the mode's: forgeviz's file, so the walk passes it
+    Py_XINCREF(frame);
+    location = walk_user_location(frame, parts.known, parts.classify);
+  }
+  PyObject* stack = location != nullptr ? PyObject_GetAttr(parts.modules, stack_name) : nullptr;
+  PyObject* tag = nullptr;
+  if (stack != nullptr) {
+    PyObject* current = Py_None;  // ModuleStack.current(): the innermost running module's (root id, root type, ...)
+    if (PyList_Check(stack) && PyList_GET_SIZE(stack) > 0) {
+      PyObject* top = PyList_GET_ITEM(stack, PyList_GET_SIZE(stack) - 1);
+      current = PyTuple_Check(top) && PyTuple_GET_SIZE(top) == 2 ? PyTuple_GET_ITEM(top, 1) : Py_None;
+    }
+    if (!PyTuple_Check(names) || PyTuple_GET_SIZE(names) != 2 || !PyTuple_Check(location) ||
+        PyTuple_GET_SIZE(location) != 2) {
+      PyErr_SetString(PyExc_TypeError, "make_tag: _op_name gives (op, qualified name), a location (filename, line)");
+    } else {
+      tag = PyTuple_Pack(5, PyTuple_GET_ITEM(names, 0), PyTuple_GET_ITEM(names, 1), PyTuple_GET_ITEM(location, 0),
+                         PyTuple_GET_ITEM(location, 1), current);
+    }
+  }
+  Py_XDECREF(stack);
+  Py_XDECREF(location);
+  Py_DECREF(names);
+  return tag;
+}
+
+// `native`: the tag's parts, made here (fv_torch_function's); nullptr: make_tag(func, where) makes it.
+int fv_tag(PyObject* out, long long first_new, PyObject* make_tag, PyObject* func, PyObject* where,
+           const TagParts* native = nullptr) {
   static PyObject* const key_op = PyUnicode_InternFromString("fv_op");
   PyObject* tag = nullptr;
   int status = 0;
@@ -577,7 +663,8 @@ int fv_tag(PyObject* out, long long first_new, PyObject* make_tag, PyObject* fun
     if (PyDict_GetItemWithError(dict, key_op) != nullptr) return true;
     if (PyErr_Occurred()) return false;
     if (tag == nullptr) {
-      tag = PyObject_CallFunctionObjArgs(make_tag, func, where, nullptr);
+      tag = native != nullptr ? make_tag_natively(*native, func, where)
+                            : PyObject_CallFunctionObjArgs(make_tag, func, where, nullptr);
       if (tag == nullptr) return false;
     }
     if (PyDict_SetItem(dict, key_op, tag) != 0) return false;
@@ -627,7 +714,7 @@ int fv_tag(PyObject* out, long long first_new, PyObject* make_tag, PyObject* fun
 // timeline's and the doctor's look after an op. Returns the op's result, `slow`, or nullptr with the op's
 // own exception (the helpers' faults never replace it: they are reported where they happen).
 enum ConfigSlot { kSession, kNotOps, kBackwardFuncs, kInTransform, kMakeTag, kFailed, kAfterTraces, kAfterDoctor,
-                  kTagFailed, kSlow, kConfigSize };
+                  kTagFailed, kOpNames, kOpName, kKnownFiles, kClassify, kModules, kSlow, kConfigSize };
 
 // Whether `item` is in `set`; an unhashable one is not (as the Python body's `except TypeError`).
 bool in_set(PyObject* set, PyObject* item) {
@@ -715,7 +802,9 @@ PyObject* fv_torch_function(PyObject* config, PyObject* func, PyObject* args, Py
   PyObject* where = (PyList_Check(traces) && PyList_GET_SIZE(traces) == 0) ? nullptr
                                                                           : call_aside(c[kAfterTraces], func, out);
   Py_DECREF(traces);
-  if (fv_tag(out, first_new, c[kMakeTag], func, where != nullptr ? where : Py_None) != 0)
+  const TagParts parts{c[kOpNames], c[kOpName], c[kKnownFiles], c[kClassify], c[kModules]};
+  const bool parts_ok = PyDict_Check(parts.op_names) && PyDict_Check(parts.known);  // (else make_tag, in Python)
+  if (fv_tag(out, first_new, c[kMakeTag], func, where != nullptr ? where : Py_None, parts_ok ? &parts : nullptr) != 0)
     tell_error(false, c[kTagFailed], func);  // a fault of forgeviz's: reported, the op's result stands
   Py_XDECREF(where);
   PyObject* doctor = PyObject_GetAttr(session, doctor_name);
@@ -1320,32 +1409,7 @@ PyObject* py_user_location(PyObject*, PyObject* const* args, Py_ssize_t n) {
     Py_DECREF(frame);
     frame = back;
   }
-  while (frame != nullptr) {
-    PyCodeObject* code = PyFrame_GetCode(frame);
-    PyObject* filename = code->co_filename;
-    PyObject* known = PyDict_GetItemWithError(known_files, filename);
-    int user;
-    if (known != nullptr) {
-      user = known == Py_True;
-    } else if (PyErr_Occurred()) {
-      user = -1;
-    } else {
-      PyObject* decided = PyObject_CallOneArg(classify, filename);
-      user = decided != nullptr ? PyObject_IsTrue(decided) : -1;
-      Py_XDECREF(decided);
-    }
-    if (user != 0) {
-      PyObject* found = user > 0 ? Py_BuildValue("(Oi)", filename, PyFrame_GetLineNumber(frame)) : nullptr;
-      Py_DECREF(code);
-      Py_DECREF(frame);
-      return found;
-    }
-    Py_DECREF(code);
-    PyFrameObject* back = PyFrame_GetBack(frame);
-    Py_DECREF(frame);
-    frame = back;
-  }
-  return Py_BuildValue("(OO)", Py_None, Py_None);
+  return walk_user_location(frame, known_files, classify);
 }
 
 // ledger_bind(addresses): the addresses of cpu_ledger.cpp's fv_claim, fv_name_fresh, fv_sid_of, fv_set_context,
@@ -1829,6 +1893,80 @@ PyObject* py_order(PyObject*, PyObject* const* args, Py_ssize_t n) {
   return args_ok<void>("order", n, 1) ? fv_order(args[0]) : nullptr;
 }
 
+// ModuleStack's push and pop (modules.py) for a module called inside another, while no compiled module lives (its
+// hooks are torch's global ones): in Python, a module call's two hooks cost about 2 us each inside a step (a 3-layer
+// MLP's forward makes twelve). The push is the entry ModuleStack._pre made for this module under the running root
+// (stack._entries: id(module) -> (the stack's entry, a weak reference to the module)). Whatever else happens, the
+// outermost call, a module not met under this root yet, hooks on each module, an error here, goes to the Python hook.
+
+bool per_module_hooks(PyObject* hooks) {
+  static PyObject* const per_module_name = PyUnicode_InternFromString("per_module");
+  PyObject* per_module = PyObject_GetAttr(hooks, per_module_name);
+  const bool per = per_module != Py_False;
+  if (per_module == nullptr) PyErr_Clear();
+  Py_XDECREF(per_module);
+  return per;
+}
+
+// The running modules' list (a new reference) while it holds at least `least`; else nullptr, with no error set.
+PyObject* running_modules(PyObject* stack, Py_ssize_t least) {
+  static PyObject* const stack_name = PyUnicode_InternFromString("_stack");
+  PyObject* running = PyObject_GetAttr(stack, stack_name);
+  if (running != nullptr && PyList_Check(running) && PyList_GET_SIZE(running) >= least) return running;
+  Py_XDECREF(running);
+  PyErr_Clear();
+  return nullptr;
+}
+
+bool module_pushed(PyObject* stack, PyObject* hooks, PyObject* module) {
+  static PyObject* const entries_name = PyUnicode_InternFromString("_entries");
+  if (per_module_hooks(hooks)) return false;
+  PyObject* running = running_modules(stack, 1);
+  if (running == nullptr) return false;
+  PyObject* entries = PyObject_GetAttr(stack, entries_name);
+  PyObject* key = entries != nullptr && PyDict_Check(entries) ? PyLong_FromVoidPtr(module) : nullptr;
+  PyObject* known = key != nullptr ? PyDict_GetItemWithError(entries, key) : nullptr;  // (borrowed)
+  bool pushed = false;
+  if (known != nullptr && PyTuple_Check(known) && PyTuple_GET_SIZE(known) == 2 &&
+      PyWeakref_Check(PyTuple_GET_ITEM(known, 1)) && PyWeakref_GetObject(PyTuple_GET_ITEM(known, 1)) == module)
+    pushed = PyList_Append(running, PyTuple_GET_ITEM(known, 0)) == 0;  // (another module at a dead one's id: not)
+  Py_XDECREF(key);
+  Py_XDECREF(entries);
+  Py_DECREF(running);
+  if (!pushed) PyErr_Clear();
+  return pushed;
+}
+
+bool module_popped(PyObject* stack, PyObject* hooks, PyObject* module) {
+  if (per_module_hooks(hooks)) return false;
+  PyObject* running = running_modules(stack, 2);  // (the outermost's pop tells its listeners: Python's)
+  if (running == nullptr) return false;
+  const Py_ssize_t size = PyList_GET_SIZE(running);
+  PyObject* top = PyList_GET_ITEM(running, size - 1);
+  bool popped = PyTuple_Check(top) && PyTuple_GET_SIZE(top) == 2 && PyLong_Check(PyTuple_GET_ITEM(top, 0)) &&
+                PyLong_AsVoidPtr(PyTuple_GET_ITEM(top, 0)) == module &&
+                PyList_SetSlice(running, size - 1, size, nullptr) == 0;  // (else an inner call raised: Python pops)
+  Py_DECREF(running);
+  if (!popped) PyErr_Clear();
+  return popped;
+}
+
+// module_pre(stack, hooks, module, args): ModuleStack._pre's push, else stack._pre(module, args).
+PyObject* py_module_pre(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  static PyObject* const slow_name = PyUnicode_InternFromString("_pre");
+  if (!args_ok<void>("module_pre", n, 4)) return nullptr;
+  if (module_pushed(args[0], args[1], args[2])) Py_RETURN_NONE;
+  return PyObject_CallMethodObjArgs(args[0], slow_name, args[2], args[3], nullptr);
+}
+
+// module_post(stack, hooks, module, args, output): ModuleStack._post's pop, else stack._post(module, args, output).
+PyObject* py_module_post(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  static PyObject* const slow_name = PyUnicode_InternFromString("_post");
+  if (!args_ok<void>("module_post", n, 5)) return nullptr;
+  if (module_popped(args[0], args[1], args[2])) Py_RETURN_NONE;
+  return PyObject_CallMethodObjArgs(args[0], slow_name, args[2], args[3], args[4], nullptr);
+}
+
 PyMethodDef methods[] = {
     FV_METHOD(tag, "tag(out, first_new, make_tag, func, where): fv_tag"),
     FV_METHOD(torch_function, "torch_function(config, func, args, kwargs) -> the op's result, or config's slow: "
@@ -1846,6 +1984,8 @@ PyMethodDef methods[] = {
     FV_METHOD(ledger_claim_saved, "ledger_claim_saved(handle, grad_fn, names, ids, claims, gone_append, gone_key, "
                                   "claimable, activation, shapes, node_names) -> whether it claimed"),
     FV_METHOD(user_location, "user_location(depth, known, classify) -> (filename, line): source.user_location's walk"),
+    FV_METHOD(module_pre, "module_pre(stack, hooks, module, args): ModuleStack._pre's common push"),
+    FV_METHOD(module_post, "module_post(stack, hooks, module, args, output): ModuleStack._post's common pop"),
     FV_METHOD(arm, "arm(roots, chain, ids, dead_append, fallback, sample, bins, values_cap, chain_cap, device, "
                    "device_add, device_add_leaf): fv_arm"),
     FV_METHOD(finish, "finish(pass) -> (nids, leaves, faults): fv_finish"),
@@ -1862,4 +2002,4 @@ PyMethodDef methods[] = {
 
 }  // namespace
 
-FV_MODULE(_grad_hooks, "forgeviz's gradient hooks and op tags in C++ (forgeviz/_capture/native/grad_hooks.cpp)", 12)
+FV_MODULE(_grad_hooks, "forgeviz's gradient hooks and op tags in C++ (forgeviz/_capture/native/grad_hooks.cpp)", 13)
