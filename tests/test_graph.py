@@ -364,6 +364,59 @@ def test_leaf_history_is_the_grad_after_accumulation_whatever_its_layout(nb):
             assert history[-1]["norm"] == pytest.approx(expected.norm().item())
 
 
+@pytest.mark.parametrize("hooks", ["native", "python"])
+def test_leaf_histories_over_many_passes_are_the_grads_torch_had(monkeypatch, hooks):
+    """Forty passes of a training loop, .grad reset before most and accumulated into before some: each parameter's
+    history holds the .grad after each of its last LEAF_HISTORY passes, with a None where .grad was reset, on the
+    native hooks (the pass's summaries made when first read) as on the Python ones; a parameter made at a dead
+    one's id starts a history of its own."""
+    from forgeviz._capture import native
+    from forgeviz._capture.grads import LEAF_HISTORY, BackwardRecorder, GradStore
+
+    if hooks == "python":
+        monkeypatch.setattr(native, "hooks", lambda: None)
+    elif native.hooks() is None:
+        pytest.skip("the native gradient hooks are not built here (./dev.sh builds them)")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 1))
+    x = torch.randn(4, 6)
+    recorder = BackwardRecorder(GradStore(), pytest.fail)
+    expected: dict = {p: [] for p in model.parameters()}  # what each history should hold: torch's .grad, or None
+    for step in range(40):
+        reset = step % 7 != 3  # (every seventh pass accumulates into the last one's .grad)
+        if reset:
+            for p in model.parameters():
+                if p.grad is not None:
+                    expected[p].append(None)
+                p.grad = None
+        loss = model(x * (step + 1)).pow(2).mean()
+        finish = recorder.arm([loss.grad_fn])
+        assert (recorder.armed is not None) == (hooks == "native")
+        loss.backward()
+        finish()
+        for p in model.parameters():
+            expected[p].append(p.grad.clone())
+    store = recorder.store
+    for p, want in expected.items():
+        got = store.leaf_history(p).values
+        assert len(got) == LEAF_HISTORY
+        want = want[-LEAF_HISTORY:]
+        assert [s is None for s in got] == [g is None for g in want]
+        for s, grad in zip(got, want):
+            if grad is not None:
+                assert s.shape == list(grad.shape) and s.norm == pytest.approx(grad.norm().item(), rel=1e-6)
+                assert (s.min, s.max) == (grad.min().item(), grad.max().item())
+    # another parameter at a dead one's id: a history of its own (the id is confirmed by a weak reference)
+    del model[2].bias, expected
+    fresh = torch.nn.Parameter(torch.zeros(1))
+    model[2].bias = fresh
+    loss = model(x).pow(2).mean()
+    finish = recorder.arm([loss.grad_fn])
+    loss.backward()
+    finish()
+    assert [s.values for s in store.leaf_history(fresh).values] == [[fresh.grad.item()]]
+
+
 def test_dead_graphs_are_forgotten_unless_a_view_shows_them(nb):
     # S1 drawn, backward, then its tensors die; a training loop then makes 300 graphs that die too.
     nb.ok(S1 + "g = forgeviz.graph(loss)\nloss.backward()")

@@ -363,11 +363,7 @@ class GradStore:
             # Those the newest pass recorded first, then narrowed pass by pass: in a training loop that is each
             # parameter's AccumulateGrad (kept from one step's graph to the next), a handful, where intersecting
             # the whole pass with each newer one made a set per pass (8 us a step)
-            newer = behind & nids
-            for batch in unread[-depth:-1]:
-                if not newer:
-                    break
-                newer &= batch[3]
+            newer = behind.intersection(nids, *[batch[3] for batch in unread[-depth:-1]])  # (one call: in C)
             if newer:
                 behind -= newer
                 if not unread[-1 - depth][1].forget(newer):
@@ -714,7 +710,8 @@ class BackwardRecorder:
         store.recorded = index
         histogram, deferred, fault, add = self.histograms, self.deferred, self.on_fault, store.add
         on_device = device_route(self.on_device)
-        leaf_path = on_device is _float or (on_device is _cuda_float and torch.cuda.is_initialized())
+        cuda = torch.cuda.is_initialized()
+        leaf_path = on_device is _float or (on_device is _cuda_float and cuda)
         # One gradient is usually both one node's grad_input and the next node's grad_output:
         # summarise it once per pass. Keyed by id, confirmed by a weakref so a reused id misses.
         # Gradients on an accelerator are summarised there and read back when the pass ends.
@@ -823,7 +820,7 @@ class BackwardRecorder:
         # device path they call device.add per gradient, not a Python hook per Node: GPT-2's backward on an H100
         # ran 532 Python hooks a step, and its GPU waited on them.
         device_code = _DEVICE_CODES.get(on_device)
-        if device_code == _DEVICE_CUDA and not torch.cuda.is_initialized():
+        if device_code == _DEVICE_CUDA and not cuda:
             device_code = _DEVICE_NONE  # (no CUDA tensor yet: the C++ hooks then check no gradient's device)
         native_ok = only is None and deferred is _on_device and device_code is not None and not _compiled_autograd()
         lib = native.hooks() if native_ok else None
