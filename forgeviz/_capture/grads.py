@@ -27,7 +27,9 @@ from .summary import HISTOGRAM_BINS, HISTOGRAM_SAMPLE, SMALL_NUMEL, DeferredSumm
 
 log = logging.getLogger("forgeviz")
 
-_node_ids = itertools.count(1)
+#: Where every Node's id comes from (node_id's, and the native hooks' and the CPU ledger's, which give Nodes ids in C++
+#: from this same count): ids never repeat within the process.
+NODE_IDS = itertools.count(1)
 
 
 def node_id(node) -> int:
@@ -35,7 +37,7 @@ def node_id(node) -> int:
     meta = node.metadata
     nid = meta.get("fv_id")
     if nid is None:
-        nid = meta["fv_id"] = next(_node_ids)
+        nid = meta["fv_id"] = next(NODE_IDS)
     return nid
 
 
@@ -836,7 +838,7 @@ class BackwardRecorder:
             # the walk, the ids and the hooks, in C++; None: a root it does not know (on a fault, Python
             # hooks record this pass, as without the library)
             with boundary(fault, "arming native gradient hooks"):
-                armed = lib.arm(list(roots), _CHAIN_NAMES, _node_ids, dead.append, hand_over,
+                armed = lib.arm(list(roots), _CHAIN_NAMES, NODE_IDS, dead.append, hand_over,
                                 HISTOGRAM_SAMPLE, HISTOGRAM_BINS if histogram else 0, SMALL_NUMEL, CHAIN_NUMEL,
                                 device_code, device.add, device.add_leaf)
             if armed is not None:
@@ -861,7 +863,7 @@ class BackwardRecorder:
                 if only is not None and nid not in only:
                     continue
                 if nid is None:
-                    nid = meta["fv_id"] = next(_node_ids)
+                    nid = meta["fv_id"] = next(NODE_IDS)
                 if "fv_gone" not in meta:
                     meta["fv_gone"] = NodeGone(dead, nid)
                 name = type(node).__name__  # a C++ Node's class is its name(): "MulBackward0"

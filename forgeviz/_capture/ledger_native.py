@@ -26,7 +26,7 @@ import torch
 from ..model import memory as m
 from . import native
 from .fault import boundary, guarded
-from .grads import _node_ids
+from .grads import NODE_IDS
 from .ledger import CLAIMABLE, LedgerStats, StorageRecord, intern
 from .own import FINALIZER_BYTES, deep_bytes
 from .session import current_module_path
@@ -443,7 +443,7 @@ class NativeLedger:
         ledger_claim_saved): each of its saved tensors ``names`` claimed as :meth:`claim` does; ``claims[nid]``
         and the Node's NodeGone (``gone_append(nid)`` when it dies, at ``metadata[gone_key]``) set when one was,
         with the Node's name and the storages' shapes. Only with the hooks extension (``self._direct``)."""
-        if self._direct.ledger_claim_saved(self._h, grad_fn, names, _node_ids, claims, gone_append, gone_key,
+        if self._direct.ledger_claim_saved(self._h, grad_fn, names, NODE_IDS, claims, gone_append, gone_key,
                                            _CLAIM_MASK, m.ACTIVATION, self._shapes, self._node_names):
             self._prune_names()
 
