@@ -364,6 +364,37 @@ def test_leaf_history_is_the_grad_after_accumulation_whatever_its_layout(nb):
             assert history[-1]["norm"] == pytest.approx(expected.norm().item())
 
 
+def test_a_module_outside_its_roots_tree_costs_one_walk_of_the_tree(monkeypatch):
+    """A module its root does not own (kept in a list, say), called at every step: its ops are named under its
+    caller's path, and the root's tree is walked again once to look for it, not at each call; once the user
+    registers it, its ops carry its path in the tree."""
+    torch.manual_seed(0)
+    outside = torch.nn.Linear(4, 4)
+    model = _Block(outside)
+    walks: list = []
+    named_modules = torch.nn.Module.named_modules
+
+    def counted(self, *args, **kwargs):
+        if self is model and sys._getframe(1).f_code.co_name == "_paths_of":  # (the module stack's index of paths)
+            walks.append(1)
+        return named_modules(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.Module, "named_modules", counted)
+    x = torch.randn(3, 4)
+    with forgeviz.capture():
+        for _ in range(20):
+            loss = model(x).sum()
+        before = len(walks)
+        model.helper = outside  # (registered: the tree grew)
+        registered = model(x).sum()
+    assert before == 2  # (its first index, and one more when the outside module is first met)
+    assert len(walks) == before + 1
+    modules = {tag[4] for tag in _tags(loss) if tag is not None and tag[4]}
+    assert ("_Block", "<Linear>", "Linear") in modules and ("_Block", "inner", "Linear") in modules
+    modules = {tag[4] for tag in _tags(registered) if tag is not None and tag[4]}
+    assert ("_Block", "helper", "Linear") in modules and ("_Block", "inner", "Linear") in modules
+
+
 @pytest.mark.parametrize("hooks", ["native", "python"])
 def test_leaf_histories_over_many_passes_are_the_grads_torch_had(monkeypatch, hooks):
     """Forty passes of a training loop, .grad reset before most and accumulated into before some: each parameter's

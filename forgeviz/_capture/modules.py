@@ -88,6 +88,7 @@ class ModuleHooks:
         self._known: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
         self._compiled: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
         self.wrappers: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()  # torch.compile's, living
+        self.registrations = 0  # submodules registered anywhere since the census began (a module tree may have grown)
 
     def subscribe(self, pre: PreHook, post: PostHook) -> "_Subscription":
         """Call ``pre(module, args)`` before and ``post(module, args, output)`` after every module call
@@ -180,6 +181,7 @@ class ModuleHooks:
                                 module.register_forward_hook(self._post, prepend=True, always_call=True))
 
     def _module_registered(self, module, name, submodule):
+        self.registrations += 1
         self._known.add(module)
         if submodule is not None:
             for inner in submodule.modules():
@@ -261,6 +263,10 @@ class ModuleStack:
         # root's, while it runs
         self._entries_of: "weakref.WeakKeyDictionary[torch.nn.Module, dict[int, tuple]]" = weakref.WeakKeyDictionary()
         self._entries: dict[int, tuple] = {}
+        # id(module) -> module_hooks.registrations when a module called under the root was found not to be in its
+        # tree: called again with no registration since, it is not in it still (no walk of the tree per call)
+        self._unowned_of: "weakref.WeakKeyDictionary[torch.nn.Module, dict[int, int]]" = weakref.WeakKeyDictionary()
+        self._unowned: dict[int, int] = {}
         self._native = None  # the native library whose push and pop the hooks call (use_native)
         # Told when an outermost module call starts (root_call(module, args)) and ends
         # (root_return(module)): the memory timeline rides on these hooks instead of adding its own.
@@ -304,12 +310,12 @@ class ModuleStack:
         self._handles = []
         self._native = None
         self._stack.clear()
-        self._entries = {}
+        self._entries, self._unowned = {}, {}
 
     def reset(self) -> None:
         """Forget running modules (a cell that raised mid-forward may leave some)."""
         self._stack.clear()
-        self._entries = {}
+        self._entries, self._unowned = {}, {}
 
     def current(self) -> Optional[tuple[int, str, str, str]]:
         """(id(root), root type, path, module type) of the innermost running module."""
@@ -321,6 +327,7 @@ class ModuleStack:
             paths = {id(m): name for name, m in root.named_modules(remove_duplicate=False)}
             self._paths[root] = paths
             self._entries_of[root] = {}
+            self._unowned_of.setdefault(root, {})
             key = id(root)
             self._roots[key] = weakref.ref(root, lambda _: self._roots.pop(key, None))
             self.parameters.add_module(root)
@@ -355,15 +362,19 @@ class ModuleStack:
             if stack:
                 root_id, root_type = stack[0][1][:2]
                 path = self._root_paths.get(id(module))
-                if path is None:  # added after we indexed the root: index again once
+                unowned = self._unowned
+                if path is None and unowned.get(id(module)) != module_hooks.registrations:
+                    # added after we indexed the root (or some module registered a submodule since): index again
                     root = self._root
                     self._paths.pop(root, None)
                     known, paths = self._entries, self._paths_of(root)
                     self._root_paths = paths
-                    # (a module not owned comes here at each call: the entries of modules still at their paths stay)
+                    # (the entries of modules still at their paths stay)
                     self._entries = self._entries_of[root] = {
                         key: entry for key, entry in known.items() if paths.get(key) == entry[0][1][2]}
                     path = paths.get(id(module))
+                    if path is None:
+                        unowned[id(module)] = module_hooks.registrations
                 owned = path is not None
                 if not owned:  # a module called from inside another that does not own it
                     path = f"{stack[-1][1][2]}.<{type(module).__name__}>".lstrip(".")
@@ -372,6 +383,7 @@ class ModuleStack:
                 root_id, root_type = id(module), type(module).__name__
                 self._root_paths = self._paths_of(module)
                 self._entries = self._entries_of.get(module, {})
+                self._unowned = self._unowned_of.get(module, {})
                 path, owned = "", False
             entry = (id(module), (root_id, root_type, path, type(module).__name__))
             stack.append(entry)
@@ -400,7 +412,7 @@ class ModuleStack:
             if not self._stack:
                 self._root = None
                 self._root_paths = {}
-                self._entries = {}
+                self._entries, self._unowned = {}, {}
                 for listener in list(self.root_listeners):
                     with boundary(self.fault, "telling of a module call's end"):  # the others still hear
                         listener.root_return(module)
