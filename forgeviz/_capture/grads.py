@@ -365,7 +365,11 @@ class GradStore:
             # Those the newest pass recorded first, then narrowed pass by pass: in a training loop that is each
             # parameter's AccumulateGrad (kept from one step's graph to the next), a handful, where intersecting
             # the whole pass with each newer one made a set per pass (8 us a step)
-            newer = behind.intersection(nids, *[batch[3] for batch in unread[-depth:-1]])  # (one call: in C)
+            newer = behind & nids
+            for batch in unread[-depth:-1]:
+                if not newer:
+                    break
+                newer &= batch[3]
             if newer:
                 behind -= newer
                 if not unread[-1 - depth][1].forget(newer):
