@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import forgeviz
-from forgeviz._capture import grads, native
+from forgeviz._capture import grads, native, session as session_module
 from forgeviz._capture.doctor import Doctor, disable_doctor, enable_doctor
 from forgeviz._capture.ledger_dispatch import DispatchLedger
 from forgeviz._capture.memory import MemoryTracker
@@ -91,8 +91,6 @@ def _recategorize_fails(monkeypatch, session):
 def _naming_an_op_fails(monkeypatch, session):
     """Making an op's tag fails, on both bodies of the mode: the Python one's make_tag and the C++ one, which makes
     the tag itself and asks Python only to name an op it has not named before (here: every op)."""
-    from forgeviz._capture import session as session_module
-
     for func in list(session_module._OP_NAMES):  # (in place: a mode entered before reads this dict)
         monkeypatch.delitem(session_module._OP_NAMES, func)
     monkeypatch.setattr(session_module, "_name_op", fail)
