@@ -63,7 +63,6 @@ def _direct_calls(lib) -> Optional[object]:
     return hooks
 
 
-
 class NativeLedger:
     """The C++ CPU allocator ledger, told by Python where its allocations come from.
 

@@ -241,6 +241,21 @@ class _Subscription:
 module_hooks = ModuleHooks()  # the one place for the process: each subscriber is called from it
 
 
+class _RootIndex:
+    """What a :class:`ModuleStack` knows of one root module's tree, made once and again only when the tree grew."""
+
+    __slots__ = ("paths", "entries", "unowned")
+
+    def __init__(self, paths: dict[int, str]) -> None:
+        self.paths = paths  # id(module) -> its named_modules() path under the root
+        # id(module) -> (its entry on the stack, a weakref to it): what _pre pushed for a module in the tree, which
+        # the native library pushes itself at its next call (native/grad_hooks.cpp's module_pre)
+        self.entries: dict[int, tuple] = {}
+        # id(module) -> module_hooks.registrations when a module called under the root was found not to be in its
+        # tree: called again with no registration since, it is not in it still (no walk of the tree per call)
+        self.unowned: dict[int, int] = {}
+
+
 class ModuleStack:
     """Tracks which module's forward is running, as a qualified path from its root module.
 
@@ -252,21 +267,13 @@ class ModuleStack:
         # (id(module), (id(root), root type, path, module type)): the second is what current() gives,
         # made once per module call rather than once per op.
         self._stack: list[tuple[int, tuple[int, str, str, str]]] = []
-        self._paths: "weakref.WeakKeyDictionary[torch.nn.Module, dict[int, str]]" = weakref.WeakKeyDictionary()
+        self._indexes: "weakref.WeakKeyDictionary[torch.nn.Module, _RootIndex]" = weakref.WeakKeyDictionary()
         self._handles: list = []
         self.parameters = ParameterIndex()  # parameters of every root seen in a forward
         self._roots: dict[int, weakref.ref] = {}  # id(root module) -> weakref, for types and names
         self._root: Optional[torch.nn.Module] = None
-        self._root_paths: dict[int, str] = {}  # _paths_of(self._root), while it runs
-        # id(module) -> (its entry on _stack, a weakref to it): the entries _pre made under a root, kept with its
-        # paths, which the native library's push reads (native/grad_hooks.cpp's module_pre); _entries: the running
-        # root's, while it runs
-        self._entries_of: "weakref.WeakKeyDictionary[torch.nn.Module, dict[int, tuple]]" = weakref.WeakKeyDictionary()
-        self._entries: dict[int, tuple] = {}
-        # id(module) -> module_hooks.registrations when a module called under the root was found not to be in its
-        # tree: called again with no registration since, it is not in it still (no walk of the tree per call)
-        self._unowned_of: "weakref.WeakKeyDictionary[torch.nn.Module, dict[int, int]]" = weakref.WeakKeyDictionary()
-        self._unowned: dict[int, int] = {}
+        self._index = _RootIndex({})  # the running root's, while it runs
+        self._entries: dict[int, tuple] = {}  # self._index.entries: the attribute module_pre reads
         self._native = None  # the native library whose push and pop the hooks call (use_native)
         # Told when an outermost module call starts (root_call(module, args)) and ends
         # (root_return(module)): the memory timeline rides on these hooks instead of adding its own.
@@ -309,29 +316,42 @@ class ModuleStack:
             handle.remove()
         self._handles = []
         self._native = None
-        self._stack.clear()
-        self._entries, self._unowned = {}, {}
+        self._stack.clear()  # (not reset(): whatever fails there, the hooks are gone)
+        self._running(_RootIndex({}))
 
     def reset(self) -> None:
         """Forget running modules (a cell that raised mid-forward may leave some)."""
         self._stack.clear()
-        self._entries, self._unowned = {}, {}
+        self._running(_RootIndex({}))
+
+    def _running(self, index: _RootIndex) -> None:  # (the entries too, where module_pre reads them)
+        self._index, self._entries = index, index.entries
 
     def current(self) -> Optional[tuple[int, str, str, str]]:
         """(id(root), root type, path, module type) of the innermost running module."""
         return self._stack[-1][1] if self._stack else None
 
-    def _paths_of(self, root: torch.nn.Module) -> dict[int, str]:
-        paths = self._paths.get(root)
-        if paths is None:
+    def _paths_of(self, root: torch.nn.Module) -> _RootIndex:
+        """The index of ``root``'s tree, made now (a walk of it) if there is none."""
+        index = self._indexes.get(root)
+        if index is None:
             paths = {id(m): name for name, m in root.named_modules(remove_duplicate=False)}
-            self._paths[root] = paths
-            self._entries_of[root] = {}
-            self._unowned_of.setdefault(root, {})
+            index = self._indexes[root] = _RootIndex(paths)
             key = id(root)
             self._roots[key] = weakref.ref(root, lambda _: self._roots.pop(key, None))
             self.parameters.add_module(root)
-        return paths
+        return index
+
+    def _index_again(self, root: torch.nn.Module) -> _RootIndex:
+        """``root``'s tree indexed again (it may have grown): the entries of modules still at their paths, and the
+        modules known to be outside it, stay."""
+        known = self._indexes.pop(root, None)
+        index = self._paths_of(root)
+        if known is not None:
+            index.entries = {key: entry for key, entry in known.entries.items()
+                             if index.paths.get(key) == entry[0][1][2]}
+            index.unowned = known.unowned
+        return index
 
     def root(self, root_id: int) -> Optional[torch.nn.Module]:
         """The root module with this id, while it lives (and was seen in a forward)."""
@@ -361,29 +381,22 @@ class ModuleStack:
             stack = self._stack
             if stack:
                 root_id, root_type = stack[0][1][:2]
-                path = self._root_paths.get(id(module))
-                unowned = self._unowned
-                if path is None and unowned.get(id(module)) != module_hooks.registrations:
+                index = self._index
+                path = index.paths.get(id(module))
+                if path is None and index.unowned.get(id(module)) != module_hooks.registrations:
                     # added after we indexed the root (or some module registered a submodule since): index again
-                    root = self._root
-                    self._paths.pop(root, None)
-                    known, paths = self._entries, self._paths_of(root)
-                    self._root_paths = paths
-                    # (the entries of modules still at their paths stay)
-                    self._entries = self._entries_of[root] = {
-                        key: entry for key, entry in known.items() if paths.get(key) == entry[0][1][2]}
-                    path = paths.get(id(module))
+                    index = self._index_again(self._root)
+                    self._running(index)
+                    path = index.paths.get(id(module))
                     if path is None:
-                        unowned[id(module)] = module_hooks.registrations
+                        index.unowned[id(module)] = module_hooks.registrations
                 owned = path is not None
                 if not owned:  # a module called from inside another that does not own it
                     path = f"{stack[-1][1][2]}.<{type(module).__name__}>".lstrip(".")
             else:
                 self._root = module
                 root_id, root_type = id(module), type(module).__name__
-                self._root_paths = self._paths_of(module)
-                self._entries = self._entries_of.get(module, {})
-                self._unowned = self._unowned_of.get(module, {})
+                self._running(self._paths_of(module))
                 path, owned = "", False
             entry = (id(module), (root_id, root_type, path, type(module).__name__))
             stack.append(entry)
@@ -411,8 +424,7 @@ class ModuleStack:
                     break
             if not self._stack:
                 self._root = None
-                self._root_paths = {}
-                self._entries, self._unowned = {}, {}
+                self._running(_RootIndex({}))
                 for listener in list(self.root_listeners):
                     with boundary(self.fault, "telling of a module call's end"):  # the others still hear
                         listener.root_return(module)
