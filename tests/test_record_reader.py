@@ -1,7 +1,8 @@
 """The native reader of the gradients an optimizer applies (grad_reader.cpp, issue 28's cost): its CRC-32 is
 zlib's, bit for bit (the rank-divergence check compares CRCs across ranks, so a CRC must mean the same bytes
 whoever computed it); a recording read by it writes exactly the rows the Python reader writes, with torch's
-norms; and an optimizer that changes ``.grad`` inside ``step()`` is caught by either reader."""
+norms; and an optimizer that changes ``.grad`` inside ``step()`` is caught by either reader. CRCs are made only
+where there are ranks to compare them (a run of one rank has none: most of the reader's work saved)."""
 
 from __future__ import annotations
 
@@ -59,6 +60,21 @@ def test_read_gives_tensor_stats_and_crc_or_none():
 
 
 @needs_reader
+def test_read_without_fingerprints_gives_the_same_stats_and_no_crc():
+    """``read(grads, False, poll, False)`` (one rank: nothing to compare): the same summary, CRC None; and a
+    gradient that is not row-major as it lies is read here too (only its CRC needed its bytes in order)."""
+    torch.manual_seed(1)
+    grads = [torch.randn(300, 70), None, torch.randn(6, 4).t(), torch.tensor([1.0, float("nan")])]
+    with_crc, without = reader.read(grads), reader.read(grads, False, False, False)
+    assert reader.wait(with_crc) == (False, 2) and reader.wait(without) == (False, 1)  # only the NaN one is left
+    numbers = reader.numbers(without)
+    assert numbers[0] == (*reader.numbers(with_crc)[0][:5], None)
+    lo, hi, total, norm, numel, crc = numbers[2]
+    assert (norm, lo, hi, total / numel, numel) == _stats(grads[2], native.load_if_built()) and crc is None
+    assert numbers[1] is None and numbers[3] is grads[3]
+
+
+@needs_reader
 def test_read_takes_each_parameters_grad_itself():
     """``read(params, True)``: the reader takes each parameter's ``.grad`` (the training thread builds no list)."""
     params = [torch.nn.Parameter(torch.randn(4, 3)), torch.nn.Parameter(torch.randn(2))]
@@ -103,8 +119,9 @@ def test_every_hand_over_is_read_at_a_steady_pace_after_a_pause_and_back_to_back
             assert norm == pytest.approx((k + 1) * p.numel() ** 0.5, rel=1e-6)
             assert crc == fingerprint(torch.full_like(p, float(k + 1)))
 
-def _record(folder, model, opt, x, steps: int, native_reader: bool):
-    """``steps`` training steps recorded into ``folder``, the applied gradients read natively or not."""
+def _record(folder, model, opt, x, steps: int, native_reader: bool, world: int = 2):
+    """``steps`` training steps recorded into ``folder``, the applied gradients read natively or not, as a rank of
+    ``world`` (more than one: the gradients are fingerprinted)."""
     from forgeviz.model.run import rank_folder
     from forgeviz.run.writer import RunWriter
 
@@ -112,6 +129,7 @@ def _record(folder, model, opt, x, steps: int, native_reader: bool):
         recorder = Recorder(session, lambda rank, meta: RunWriter(folder / rank_folder(rank), meta, session.fault))
         if not native_reader:
             recorder._native_reader = None
+        recorder.world = world
         recorder.install()
         applied = []
         for _ in range(steps):
@@ -131,11 +149,12 @@ def _mlp():
 
 
 @needs_reader
-def test_native_and_python_readers_record_the_same_rows(tmp_path):
+@pytest.mark.parametrize("world", [2, 1], ids=["ranks", "one rank"])
+def test_native_and_python_readers_record_the_same_rows(tmp_path, world):
     frames = []
     for native_reader in (True, False):
         model, opt, x = _mlp()
-        run, applied, _ = _record(tmp_path / str(native_reader), model, opt, x, 3, native_reader)
+        run, applied, _ = _record(tmp_path / str(native_reader), model, opt, x, 3, native_reader, world)
         frame = run.frame()
         params = frame[frame["kind"] == "parameter"]
         for step, grads in enumerate(applied, 1):
@@ -143,9 +162,46 @@ def test_native_and_python_readers_record_the_same_rows(tmp_path):
             assert set(rows.index) == set(grads)
             for name, g in grads.items():
                 assert rows.loc[name, "norm"] == pytest.approx(g.norm().item(), rel=1e-6)
-                assert rows.loc[name, "fingerprint"] == zlib.crc32(g.numpy())
+                if world > 1:
+                    assert rows.loc[name, "fingerprint"] == zlib.crc32(g.numpy())
+        if world == 1:  # nothing to compare a fingerprint with: none made
+            assert params["fingerprint"].isna().all() and len(params) == 3 * 4
         frames.append(frame[frame["kind"] != "node"].reset_index(drop=True))
     assert frames[0].equals(frames[1])  # every number, bit for bit, and every CRC
+
+
+def test_fingerprints_begin_when_torch_distributed_starts_after_recording(tmp_path, monkeypatch):
+    """mp.spawn's ranks start torch.distributed after recording began (no torchrun variables): a rank is one
+    of one until then, so its first steps have no fingerprint; its steps once it has started each have one."""
+    from forgeviz._capture import recording
+    from forgeviz.model.run import rank_folder
+    from forgeviz.run.writer import RunWriter
+
+    started = []
+    monkeypatch.setattr(recording, "_distributed", lambda: bool(started))
+    monkeypatch.setattr(recording, "rank_and_world", lambda: (0, 2) if started else (0, 1))
+    model, opt, x = _mlp()
+    applied = []
+    with forgeviz.capture() as session:
+        recorder = Recorder(session, lambda rank, meta: RunWriter(tmp_path / rank_folder(rank), meta, session.fault))
+        recorder.install()
+        for step in (1, 2, 3, 4):
+            if step == 3:
+                started.append(True)  # init_process_group ran in the script
+            loss = model(x).pow(2).sum()
+            opt.zero_grad()
+            loss.backward()
+            applied.append({n: p.grad.clone() for n, p in model.named_parameters()})
+            opt.step()
+        recorder.close()
+    run = forgeviz.open(tmp_path)
+    params = run.frame().query("kind == 'parameter'")
+    assert run.meta(0)["world_size"] == 2 and recorder.world == 2
+    assert params[params["step"] <= 2]["fingerprint"].isna().all()
+    for step in (3, 4):
+        rows = params[params["step"] == step].set_index("name")
+        assert {name: rows.loc[name, "fingerprint"] for name in applied[step - 1]} == {
+            name: zlib.crc32(g.numpy()) for name, g in applied[step - 1].items()}
 
 
 def _halve_grads(optimizer, args, kwargs):
@@ -161,7 +217,7 @@ def test_gradients_changed_inside_step_are_dropped_then_read_before_it(tmp_path,
     model, _, x = _mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     opt.register_step_pre_hook(_halve_grads)
-    run, applied, recorder = _record(tmp_path / "run", model, opt, x, 3, native_reader)
+    run, applied, recorder = _record(tmp_path / "run", model, opt, x, 3, native_reader)  # (CRCs: what was read)
     assert recorder.torn_steps == [1]
     params = run.frame().query("kind == 'parameter'")
     assert sorted(set(params["step"])) == [2, 3]  # step 1 left out, then read before step() changes them
@@ -201,9 +257,10 @@ def test_rows_built_on_the_writer_thread_that_fail_are_a_fault_and_writing_goes_
 
 @needs_reader
 def test_a_step_with_a_gradient_left_to_python_keeps_every_row_in_order(tmp_path):
-    """At step 2 a weight's gradient is not row-major as it lies (the native reader leaves it to Python): that
-    step's rows are built on the training thread, the other steps' on the writer's (from the numbers the
-    native job keeps), and every row is torch's, in step order."""
+    """At step 2 a weight's gradient is not row-major as it lies (with ranks to compare, whose CRC needs its bytes
+    in that order, the native reader leaves it to Python): that step's rows are built on the training thread,
+    the other steps' on the writer's (from the numbers the native job keeps), and every row is torch's, in step
+    order."""
     from forgeviz.model.run import rank_folder
     from forgeviz.run.writer import RunWriter
 
@@ -211,6 +268,7 @@ def test_a_step_with_a_gradient_left_to_python_keeps_every_row_in_order(tmp_path
     applied = []
     with forgeviz.capture() as session:
         recorder = Recorder(session, lambda rank, meta: RunWriter(tmp_path / rank_folder(rank), meta, session.fault))
+        recorder.world = 2  # (a rank of two: fingerprinted)
         recorder.install()
         for step in (1, 2, 3):
             loss = model(x).pow(2).sum()

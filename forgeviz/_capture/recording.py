@@ -15,7 +15,10 @@ builder and its numbers that stand in the segment's list: see :func:`grads_segme
   do not write it), and the post-hook waits for it before ``step()`` returns, so ``zero_grad()`` and the
   next backward never race it. An optimizer that did change a ``.grad`` in place during ``step()`` (its
   version moved) has that step's parameter rows dropped, and its later steps read on the training thread,
-  before ``step()``. The numbers stay with the native job until the writer's thread makes the rows.
+  before ``step()``. The numbers stay with the native job until the writer's thread makes the rows. With more
+  than one rank each gradient is fingerprinted too (a CRC-32 of its bytes, compared across ranks); with one,
+  nothing is compared and none is made (a rank's world is asked again at each step until torch.distributed
+  has started: mp.spawn's ranks start it after recording began).
   On a GPU (the device path, ``grads.device_route``) the pre-hook launches their summaries on the device
   (device_summary.py: with Triton one launch per dtype) and, with more than one rank, their fingerprints
   (each gradient's bit patterns summed, exactly), queued before ``step()``'s kernels, so ``step()`` cannot
@@ -91,6 +94,9 @@ def rank_and_world() -> tuple[int, int]:
     return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
 
 
+# whether torch.distributed has started (a step asks while the world is one rank: mp.spawn's ranks start it after
+# recording began, and their fingerprints are then wanted)
+_distributed = torch.distributed.is_initialized if torch.distributed.is_available() else lambda: False
 _ACCUMULATE = torch._C._functions.AccumulateGrad
 NONFINITE = "nonfinite-grad"  # the doctor's kind (doctor/nonfinite_grad.py), headless
 
@@ -127,16 +133,18 @@ def _figures(s) -> tuple[float, float, float, float, int]:
     return _num(s.norm), _num(s.min), _num(s.max), _num(s.mean), s.numel
 
 
-def _read_one(grad: torch.Tensor, lib) -> tuple[float, float, float, float, int, int]:
-    """(norm, min, max, mean, numel, CRC-32) of one gradient, in Python (and tensor_stats.cpp's pass);
-    called inside ``untraced()`` and ``torch.no_grad()`` (the CPU ledger's pause is the thread's own)."""
-    return (*_stats(grad, lib), fingerprint(grad))
+def _read_one(grad: torch.Tensor, lib, fingerprinted: bool = True) -> tuple:
+    """(norm, min, max, mean, numel, CRC-32 or None when not ``fingerprinted``) of one gradient, in Python
+    (and tensor_stats.cpp's pass); called inside ``untraced()`` and ``torch.no_grad()`` (the CPU ledger's pause
+    is the thread's own)."""
+    return (*_stats(grad, lib), fingerprint(grad) if fingerprinted else None)
 
 
-def read_parameters(step: int, params: list, lib=None) -> tuple[list[tuple], list[tuple]]:
+def read_parameters(step: int, params: list, lib=None, fingerprinted: bool = True) -> tuple[list[tuple], list[tuple]]:
     """The gradient rows of one optimizer step: a parameter row per ``(name, module, grad, sharded)`` of
     ``params`` and a module row per module, its parameters together (grads rows, in schema order); and
     a ``nonfinite-grad`` finding (findings row) for the first parameter whose gradient is not finite.
+    ``fingerprinted``: whether each gradient's CRC-32 is made (ranks to compare; else its row has None).
 
     >>> rows, found = read_parameters(1, [("w", "fc", torch.tensor([3., 4.]), False),
     ...                                   ("b", "fc", torch.tensor([float("nan")]), False)])
@@ -144,7 +152,7 @@ def read_parameters(step: int, params: list, lib=None) -> tuple[list[tuple], lis
     ([('parameter', 'w', 5.0)], [('nonfinite-grad', 'b')])
     """
     with untraced(), torch.no_grad():
-        read = [(name, module, sharded, _read_one(grad, lib)) for name, module, grad, sharded in params]
+        read = [(name, module, sharded, _read_one(grad, lib, fingerprinted)) for name, module, grad, sharded in params]
     return parameter_rows(step, read)
 
 
@@ -223,7 +231,7 @@ def nonfinite_parameters(step: int, named: list[tuple[str, str]]) -> tuple:
 
 def parameter_rows(step: int, read: list) -> tuple[list[tuple], list[tuple]]:
     """:func:`read_parameters`' rows and findings from ``(name, module, sharded, (norm, min, max, mean, numel,
-    CRC-32))`` per parameter, its gradient read already (by :func:`_read_one` or the native reader)."""
+    CRC-32 or None))`` per parameter, its gradient read already (by :func:`_read_one` or the native reader)."""
     rows, nonfinite = [], []
     modules: dict[str, list[float]] = {}  # path -> [sum of squares, min, max, sum, numel]
     for name, module, sharded, (norm, lo, hi, mean, numel, crc) in read:
@@ -254,9 +262,9 @@ def _present(described: list, grads: list) -> list[tuple]:
     return [(d[0], d[1], g, d[2]) for d, g in zip(described, grads) if g is not None]
 
 
-def _read_present(step: int, described: list, grads: list, lib) -> tuple[list[tuple], list[tuple]]:
+def _read_present(step: int, described: list, grads: list, lib, fingerprinted: bool) -> tuple[list[tuple], list[tuple]]:
     """:func:`read_parameters` of the parameters that have a gradient (on the reader thread)."""
-    return read_parameters(step, _present(described, grads), lib)
+    return read_parameters(step, _present(described, grads), lib, fingerprinted)
 
 
 def _native_rows(step: int, described: list, reader, job) -> list[tuple]:
@@ -357,9 +365,10 @@ class _Job:
             [None if g is None else g._version for g in self.versions[0]] != self.versions[1]
 
 
-def _native_read_rows(reader, job, step: int, described: list) -> tuple[list[tuple], list[tuple]]:
+def _native_read_rows(reader, job, step: int, described: list, fingerprinted: bool) -> tuple[list[tuple], list[tuple]]:
     """The rows and findings of a native reader's ``job`` that left gradients to Python (``numbers`` gives
-    those tensors back: another dtype or layout, or not finite), read here with :func:`_read_one`."""
+    those tensors back: another dtype or layout, or not finite), read here with :func:`_read_one`
+    (``fingerprinted``: as the job was read)."""
     read = []
     for (name, module, sharded), got in zip(described, reader.numbers(job)):
         if got is None:
@@ -369,7 +378,7 @@ def _native_read_rows(reader, job, step: int, described: list) -> tuple[list[tup
             read.append((name, module, sharded, (norm, lo, hi, total / numel, numel, crc)))
         else:
             with untraced(), torch.no_grad():
-                read.append((name, module, sharded, _read_one(got, native.loaded())))
+                read.append((name, module, sharded, _read_one(got, native.loaded(), fingerprinted)))
     return parameter_rows(step, read)
 
 
@@ -445,7 +454,8 @@ class Recorder:
         self._stepping: Optional[int] = None  # (an id: a step that raised must not keep its optimizer alive)
         self._nested = 0
         self._in_place: set[type] = set()  # optimizer classes seen changing .grad during step()
-        # reader jobs: a _Job (the Python reader's), or the native reader's (reader, job, step, described)
+        # reader jobs: a _Job (the Python reader's), or the native reader's (reader, job, step, described,
+        # fingerprinted)
         self._reading: list = []
         self._reader = _Reader()
         self._native_reader = native.reader()  # the parameters' reader, in C++ (None: the Python reader's)
@@ -550,6 +560,11 @@ class Recorder:
                 self._counting = weakref.ref(optimizer)
             if not self._records:
                 return
+            if self.world == 1 and _distributed():
+                self.world = rank_and_world()[1]
+            # fingerprints are compared across ranks: with one rank none is made (a CRC-32 of every gradient's
+            # bytes was most of the reader's work)
+            fingerprinted = self.world > 1
             plan = self._plan(optimizer)
             if plan[4] or self._route_cpu:  # a parameter off the CPU
                 self._read_on_device(plan)
@@ -563,21 +578,22 @@ class Recorder:
                 # one call: the native reader takes each parameter's .grad itself (a DTensor's: this rank's
                 # shard, handed over); None: no gradient to read
                 poll = self._poll
-                handle = (reader.read(_step_grads(params, described), False, poll) if plan[5]
-                          else reader.read(params, True, poll))
+                handle = (reader.read(_step_grads(params, described), False, poll, fingerprinted) if plan[5]
+                          else reader.read(params, True, poll, fingerprinted))
                 if handle is not None:
-                    self._reading.append((reader, handle, self.step, described))
+                    self._reading.append((reader, handle, self.step, described, fingerprinted))
                 return
             grads = _step_grads(params, described) if plan[5] else [p.grad for p in params]
             if all(g is None for g in grads):  # (not grads.count(None): that compares tensors with ==)
                 return
             if read_now:
-                rows, found = read_parameters(self.step, _present(described, grads), native.loaded())
+                rows, found = read_parameters(self.step, _present(described, grads), native.loaded(), fingerprinted)
                 self._rows[GRADS].extend(rows)
                 self._rows[FINDINGS].extend(found)
             else:
                 versions = [None if g is None else g._version for g in grads]
-                self._read_behind(_read_present, (grads, versions), self.step, described, grads, native.unlocked())
+                self._read_behind(_read_present, (grads, versions), self.step, described, grads, native.unlocked(),
+                                  fingerprinted)
         except Exception as exc:  # noqa: BLE001 - the boundary inline
             report(self.fault, "recording the gradients the optimizer applies", exc)
 
@@ -596,7 +612,7 @@ class Recorder:
                 else:
                     now.append((d[0], d[1], g, d[2]))
         if now:  # (another device's, a sparse one: read at once, as before the device path)
-            rows, found = read_parameters(self.step, now, native.loaded())
+            rows, found = read_parameters(self.step, now, native.loaded(), self.world > 1)
             self._rows[GRADS].extend(rows)
             self._rows[FINDINGS].extend(found)
         if not taken:
@@ -653,8 +669,8 @@ class Recorder:
         reading, self._reading = self._reading, []
         rows, torn_any = self._rows[GRADS], False
         for job in reading:
-            if type(job) is tuple:  # the native reader's (reader, job, step, described)
-                reader, handle, step, described = job
+            if type(job) is tuple:  # the native reader's (reader, job, step, described, fingerprinted)
+                reader, handle, step, described, fingerprinted = job
                 changed, left = reader.wait(handle)
                 if changed:
                     torn = step
@@ -664,7 +680,7 @@ class Recorder:
                     self._later = True
                     continue
                 else:
-                    read, found = _native_read_rows(reader, handle, step, described)
+                    read, found = _native_read_rows(reader, handle, step, described, fingerprinted)
                     torn = None
             else:
                 read, found = job.wait()

@@ -212,7 +212,7 @@ class Run:
         """Every gradient summary as a pandas DataFrame, one row per rank, step and parameter, module or
         Node: columns ``rank, step, kind ("module" | "node" | "parameter"), name, module, norm, min, max,
         mean``, then ``numel``, ``fingerprint`` (parameter rows: CRC-32 of the applied gradient's bytes, or
-        on the device path the sum of its bit patterns),
+        on the device path the sum of its bit patterns; made to compare ranks, so None in a run of one),
         ``sharded`` (a DTensor shard), ``graph`` and ``node`` (node rows: the recorded graph and the Node's
         position in its ``nodes``)."""
         import pandas as pd

@@ -14,6 +14,11 @@ other loads disturb least) and of wall time.
   no hand-over       capture + record with a native reader that takes no job (its read() gives None): what
                      handing the .grad tensors over and reading them beside the step cost, by difference
 
+Each arm also says what the process's other threads spent per step (``time.process_time`` less the training
+thread's: the native reader's reading and polling, the writer's compressing), which a machine whose other cores
+are busy (a data loader's workers) pays for. A rank of one makes no fingerprints (nothing to compare them with);
+``FORGEVIZ_BENCH_WORLD=2`` records as a rank of two, each gradient's CRC-32 made too.
+
 It also prints the training thread's CPU time inside the recorder's own hooks per step (each hook timed
 with thread_time, less what a timed hook that does nothing measures: the clock reads' own cost; and, last,
 less the idle arm's hooks, whose clock reads inside a step are cold and cost more than in a warm loop): the
@@ -124,6 +129,7 @@ def case(name: str, device: str = "cpu") -> None:
                 return RunWriter(Path(folder) / sub / rank_folder(rank), meta, session.fault)
 
             recorder = recorders[arm_name] = Recorder(session, open_writer, memory=memory)
+            recorder.world = max(recorder.world, int(os.environ.get("FORGEVIZ_BENCH_WORLD", "1")))
             if arm_name == "python":
                 if recorder._native_reader is None:  # not built: the record arm reads in Python already
                     recorder.close()
@@ -147,7 +153,7 @@ def case(name: str, device: str = "cpu") -> None:
             recorder.steady_calls.update(dict.fromkeys(HOOKS, 0))
         tracker.stop()
 
-        def arm(which: str) -> tuple[float, float]:
+        def arm(which: str) -> tuple[float, float, float]:
             recorder = recorders.get(which)
             if which == "memory":
                 tracker.start()
@@ -156,20 +162,21 @@ def case(name: str, device: str = "cpu") -> None:
                 recorder.round_step = 0
             if cuda:
                 torch.cuda.synchronize()
-            thread, wall = time.thread_time(), time.perf_counter()
+            thread, wall, process = time.thread_time(), time.perf_counter(), time.process_time()
             train(model, opt, x, y, steps, loss_fn)
             if cuda:
                 torch.cuda.synchronize()
             thread, wall = time.thread_time() - thread, time.perf_counter() - wall
+            process = time.process_time() - process
             if recorder is not None:
                 recorder.uninstall()
             if which == "memory":
                 recorder._flush()  # (its last events, while the tracker still counts them)
                 tracker.stop()
-            return thread, wall
+            return thread, wall, process - thread
 
         arms = ("capture", *recorders)
-        times: dict[str, list[tuple[float, float]]] = {a: [] for a in arms}
+        times: dict[str, list[tuple[float, float, float]]] = {a: [] for a in arms}
         for k in range(rounds):
             for which in arms[k % len(arms):] + arms[:k % len(arms)]:  # each arm first in turn
                 times[which].append(arm(which))
@@ -192,7 +199,8 @@ def case(name: str, device: str = "cpu") -> None:
     where = f"{device}, {torch.cuda.get_device_name()}" if cuda else device
     print(f"{name} ({where}): a step {base * 1e3:.2f} ms of thread time under capture "
           f"({median('capture', 1) / steps * 1e3:.2f} ms wall); {rounds} rounds of {steps} steps, medians, arms "
-          f"interleaved; the hooks' figures less {clock * 1e6:.2f} µs a call, the timing's own clock reads")
+          f"interleaved; the hooks' figures less {clock * 1e6:.2f} µs a call, the timing's own clock reads; other "
+          f"threads' CPU {median('capture', 2) / steps * 1e6:.0f} µs a step under capture")
     for which, label in (("record", "capture + record"), ("memory", "capture + record + memory"),
                          ("python", "capture + record, Python reader"), ("idle", "hooks idle"),
                          ("no hand-over", "capture + record, no hand-over")):
@@ -206,7 +214,8 @@ def case(name: str, device: str = "cpu") -> None:
               + (f"; from a round's third step on {steady * 1e6:.1f} µs, {steady / base:.1%}" if steady else "")
               + "); "
               f"{per_step / 1024:.2f} KiB written per step ({recorded} steps, {segments} segments"
-              f"{', memory thinned from ' + str(thinned) if thinned else ''})")
+              f"{', memory thinned from ' + str(thinned) if thinned else ''}); other threads' CPU "
+              f"{(median(which, 2) - median('capture', 2)) / steps * 1e6:+.0f} µs a step")
         print("    per hook, µs a step: " + ", ".join(f"{name} {spent * 1e6:.1f}" for name, spent in each.items()))
     if "idle" in report and "record" in report:
         # the idle arm's hooks do nothing: what they measure is the timing's own cost inside a step (its clock

@@ -52,7 +52,7 @@ ABI_VERSION = 3
 # a build on 2 cores shared with other busy processes had not finished after 10 minutes (20-40 s alone).
 BACKGROUND_NICE = 5
 HOOKS_ABI_VERSION = 13
-READER_ABI_VERSION = 3
+READER_ABI_VERSION = 4
 
 
 class FvRecord(ctypes.Structure):

@@ -1,8 +1,8 @@
 // forgeviz's reader of the gradients an optimizer applies, for a recording (recording.py), in C++.
 //
 // Why C++: a recording reads every parameter's .grad at each optimizer step: a one-pass summary
-// (tensor_stats.cpp) and a CRC-32 of its bytes, the number the rank-divergence check compares across
-// ranks. A Python reader thread did that beside step(), but each of its calls took the GIL back from
+// (tensor_stats.cpp) and, with more than one rank, a CRC-32 of its bytes, the number the rank-divergence
+// check compares across ranks. A Python reader thread did that beside step(), but each of its calls took the GIL back from
 // the training thread (a hand-off per tensor and per call), and zlib's CRC-32 reads about 1 GB/s: on a
 // millisecond step that was most of what recording cost. Here the training thread hands the list of
 // tensors over in one call (`read`), a C++ thread that never touches Python summarises and
@@ -43,7 +43,7 @@ extern "C" int fv_summarize_tensor(const void* impl, int sample, int bins, int v
 
 namespace {
 
-constexpr int kAbiVersion = 3;
+constexpr int kAbiVersion = 4;
 
 // --- CRC-32 (zlib's: reflected polynomial 0xEDB88320), on the running state (not inverted) ----------
 struct Table {
@@ -156,13 +156,14 @@ struct Entry {
   int64_t numel = 0;
   double stats[4] = {0, 0, 0, 0};  // min, max, sum, norm
   uint32_t crc = 0;
-  bool read = false;  // false: Python reads this one (not a float CPU tensor, not contiguous, NaN or inf)
+  bool read = false, fingerprinted = false;  // false: Python reads this one (not a float CPU tensor, not contiguous, NaN or inf)
 };
 
 struct Job {
   std::vector<Entry> entries;
   std::chrono::steady_clock::time_point handed;  // when read() handed it over
   bool poll = false;  // whether the worker may poll for the next job (a core free of torch's threads)
+  bool fingerprint = false;  // whether each gradient's CRC-32 is wanted (ranks to compare)
   bool done = false;  // under the worker's mutex
 };
 
@@ -203,7 +204,7 @@ struct Worker {
       before = pace;
       pace = last == Clock::time_point{} ? Clock::duration{} : job->handed - last;
       last = job->handed;
-      for (Entry& e : job->entries) read(e);
+      for (Entry& e : job->entries) read(e, job->fingerprint);
       {
         std::lock_guard<std::mutex> lock(mutex);
         jobs.pop_front();
@@ -242,14 +243,19 @@ struct Worker {
   }
 
   // The tensor's memory is only read here; its reference was taken (and is dropped) with the GIL held.
-  static void read(Entry& e) {
+  // Without `fingerprint` (one rank: nothing to compare) the summary alone, the CRC being most of the
+  // work (a second pass over the bytes).
+  static void read(Entry& e, bool fingerprint) {
     if (!e.grad.defined()) return;
     const c10::TensorImpl* impl = e.grad.unsafeGetTensorImpl();
     double out[4];
     if (fv_summarize_tensor(impl, 1, 0, 0, out, nullptr) != 0) return;
-    // The CRC is of the bytes in row-major order: only a contiguous tensor's memory is that as it lies.
-    if (!impl->is_contiguous() || impl->is_conj()) return;
-    e.crc = crc32(static_cast<const uint8_t*>(impl->data()), impl->numel() * impl->itemsize());
+    if (fingerprint) {
+      // The CRC is of the bytes in row-major order: only a contiguous tensor's memory is that as it lies.
+      if (!impl->is_contiguous() || impl->is_conj()) return;
+      e.crc = crc32(static_cast<const uint8_t*>(impl->data()), impl->numel() * impl->itemsize());
+      e.fingerprinted = true;
+    }
     std::memcpy(e.stats, out, sizeof out);
     e.read = true;
   }
@@ -289,16 +295,19 @@ void drop_job(PyObject* capsule) {
 // read(grads) -> job, or None when there is no gradient to read: grads a list of tensors or None, handed
 // to the worker. read(params, True): a list of parameters, whose .grad is taken here (the training thread
 // then builds no list of them). A third argument, poll: the worker may poll for the next job (see Worker).
+// A fourth, fingerprint (true unless given): each gradient's CRC-32 is made too.
 PyObject* py_read(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  if (n < 1 || n > 3 || !PyList_Check(args[0])) {
+  if (n < 1 || n > 4 || !PyList_Check(args[0])) {
     PyErr_SetString(PyExc_TypeError,
-                    "read(grads[, params[, poll]]): expected a list of tensors or None (or of parameters)");
+                    "read(grads[, params[, poll[, fingerprint]]]): expected a list of tensors or None (or of "
+                    "parameters)");
     return nullptr;
   }
   const bool params = n >= 2 && PyObject_IsTrue(args[1]) == 1;
   auto* job = new Job();
   job->handed = std::chrono::steady_clock::now();
-  job->poll = n == 3 && PyObject_IsTrue(args[2]) == 1;
+  job->poll = n >= 3 && PyObject_IsTrue(args[2]) == 1;
+  job->fingerprint = n < 4 || PyObject_IsTrue(args[3]) == 1;
   const Py_ssize_t count = PyList_GET_SIZE(args[0]);
   job->entries.resize(count);
   Py_ssize_t present = 0;
@@ -368,7 +377,8 @@ PyObject* py_wait(PyObject*, PyObject* const* args, Py_ssize_t n) {
 }
 
 // numbers(job) -> per gradient (min, max, sum, norm, numel, crc), None for one absent, or the tensor
-// itself for one not read here (Python reads it); after wait(job). Lets go of those tensors.
+// itself for one not read here (Python reads it); crc None for a job read without fingerprints. After
+// wait(job). Lets go of those tensors.
 PyObject* py_numbers(PyObject*, PyObject* const* args, Py_ssize_t n) {
   Job* job = job_of("numbers", args, n);
   if (job == nullptr) return nullptr;
@@ -387,8 +397,10 @@ PyObject* py_numbers(PyObject*, PyObject* const* args, Py_ssize_t n) {
         return nullptr;
       }
     } else if (e.read) {
-      item = Py_BuildValue("(ddddLk)", e.stats[0], e.stats[1], e.stats[2], e.stats[3],
-                           static_cast<long long>(e.numel), static_cast<unsigned long>(e.crc));
+      item = e.fingerprinted ? Py_BuildValue("(ddddLk)", e.stats[0], e.stats[1], e.stats[2], e.stats[3],
+                                             static_cast<long long>(e.numel), static_cast<unsigned long>(e.crc))
+                             : Py_BuildValue("(ddddLO)", e.stats[0], e.stats[1], e.stats[2], e.stats[3],
+                                             static_cast<long long>(e.numel), Py_None);
       if (item == nullptr) {
         Py_DECREF(out);
         return nullptr;
@@ -415,7 +427,8 @@ PyObject* py_crc32(PyObject*, PyObject* const* args, Py_ssize_t n) {
 }
 
 PyMethodDef methods[] = {
-    FV_METHOD(read, "read(grads[, params[, poll]]) -> job or None: summarise and fingerprint on the reader's thread"),
+    FV_METHOD(read, "read(grads[, params[, poll[, fingerprint]]]) -> job or None: summarise (and fingerprint) on "
+                    "the reader's thread"),
     FV_METHOD(wait, "wait(job) -> (changed, left): the job read, the tensors it read let go"),
     FV_METHOD(numbers, "numbers(job) -> [(min, max, sum, norm, numel, crc), None or the tensor left to Python]"),
     FV_METHOD(crc32, "crc32(tensor) -> zlib.crc32 of its bytes, or None"),
