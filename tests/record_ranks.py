@@ -7,13 +7,17 @@ bit patterns (its float32 values read as int32).
 ``record_ranks.py OUT MODE``; MODE: ``ddp`` (DDP over gloo), ``fsdp`` (FSDP2 ``fully_shard``), ``diverge``
 (DDP; rank 1 doubles its first parameter's gradient after the all-reduce at step 3), ``nan`` (DDP; at step
 2 rank 1's backward sends a NaN from a sqrt at 0, its forward finite), ``single`` (one
-process, no torch.distributed), ``forever`` (single, until killed).
+process, no torch.distributed), ``forever`` (single, until killed), ``spawn`` (run alone: two ranks started by
+``torch.multiprocessing.spawn``, as PyTorch's DDP tutorial starts them, no torchrun variables; each records in code,
+``forgeviz.record(OUT/run)``, entered before it starts torch.distributed; then as ``diverge``).
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+import os
+import socket
 import sys
 import zlib
 from pathlib import Path
@@ -54,10 +58,30 @@ def fingerprints(grad: torch.Tensor) -> tuple[int, int]:
 
 
 def main(out: Path, mode: str) -> None:
-    torch.set_num_threads(1)
+    if mode == "spawn":
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        torch.multiprocessing.spawn(spawned, args=(out, port), nprocs=2)
+        return
     distributed = mode not in ("single", "forever")
     if distributed:
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+    train(out, mode, distributed)
+
+
+def spawned(rank: int, out: Path, port: int) -> None:
+    """Mode ``spawn``'s rank ``rank``: recording from before torch.distributed starts."""
+    import forgeviz
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    with forgeviz.record(out / "run"):
+        dist.init_process_group("gloo", rank=rank, world_size=2, timeout=datetime.timedelta(seconds=60))
+        train(out, "diverge", True)
+
+
+def train(out: Path, mode: str, distributed: bool) -> None:
+    torch.set_num_threads(1)
     rank = dist.get_rank() if distributed else 0
     net = wrap(model(), mode)
     opt = torch.optim.SGD(net.parameters(), lr=0.05)

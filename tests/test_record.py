@@ -132,6 +132,24 @@ def test_rank_that_diverges_is_flagged(tmp_path, summaries):
     assert [f for f in forgeviz.open(tmp_path / "run").findings if f.kind == "rank_divergence"] == []
 
 
+def test_ranks_started_by_mp_spawn_recording_from_before_they_start_torch_distributed(tmp_path):
+    """Ranks that torch.multiprocessing.spawn starts (PyTorch's DDP tutorial: no torchrun variables), each inside
+    ``forgeviz.record()`` from before its init_process_group: each writes its own folder (both wrote rank0/ when
+    the folder was named as recording began), with a rank of two's fingerprints, and rank 1's divergence is
+    flagged."""
+    done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "spawn"], env=ENV, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = forgeviz.open(tmp_path / "run")
+    assert run.problems == []
+    assert [(run.meta(r)["rank"], run.meta(r)["world_size"]) for r in run.ranks] == [(0, 2), (1, 2)]
+    _check_norms(run, tmp_path)
+    _check_fingerprints(run, tmp_path, "")
+    [finding] = run.findings
+    assert (finding.kind, finding.ranks, finding.step, finding.parameter) == ("rank_divergence", (0, 1), 3,
+                                                                              "module.0.weight")
+
+
 @PATHS
 def test_nonfinite_gradient_on_one_rank_is_found(tmp_path, summaries):
     """The doctor's nonfinite-grad, recorded headless: rank 1's backward at step 2 goes NaN at a sqrt (its

@@ -484,14 +484,28 @@ class Recorder:
             stats = memory.ledger.stats()
             self._mem_written = 0  # absolute event numbers (an event's index plus the events merged before it)
             self._mem_bounds = [(stats.count + stats.dropped, 0)]  # (end, step): step 0 is what existed before
-        self.writer = open_writer(self.rank, self._meta(command))
+        self._open_writer, self._command = open_writer, command
+        self._started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        # The rank names the folder. Where torch.distributed has not started and no launcher set RANK (mp.spawn's
+        # ranks start it inside the script, perhaps inside this block), the writer opens at the first backward or
+        # step, by when DDP has started it (or at close): each rank then writes its own folder, not all of them rank0/
+        self.writer = None
+        if _distributed() or "RANK" in os.environ:
+            self._open()
+
+    def _open(self) -> None:
+        """Open this rank's writer, its folder named by the rank known now (a world only grows: a rank of one
+        learns of the others)."""
+        self.rank, world = rank_and_world()
+        self.world = max(self.world, world)
+        self.writer = self._open_writer(self.rank, self._meta(self._command))
 
     def _meta(self, command) -> dict:
         return {"format": FORMAT, "format_version": FORMAT_VERSION,
                 "torch": torch.__version__, "python": platform.python_version(),
                 "device": "cuda" if torch.cuda.is_available() else "cpu", "rank": self.rank,
                 "world_size": self.world, "command": list(command if command is not None else sys.argv),
-                "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "started": self._started,
                 "grads": "off" if not self.every else "each" if self.every == 1 else f"every {self.every}",
                 "budget_bytes": self.budget, "finished": False, "fingerprint": "crc32",
                 "memory": None if self.memory is None else {
@@ -520,6 +534,8 @@ class Recorder:
     def close(self) -> None:
         """Remove the hooks, write what waits, and the final metadata."""
         self.uninstall()
+        if self.writer is None:  # (no backward and no step ran)
+            self._open()
         with boundary(self.session.fault, "writing the recording's last segment"):
             self._collect()
             self._flush()
@@ -527,8 +543,12 @@ class Recorder:
             with boundary(self.session.fault, "stopping the CUDA allocator history"):
                 self.cuda.stop()
         self._reader.shutdown()
-        rank, world = rank_and_world()  # torch.distributed may have started after recording did
-        self.writer.meta.update(rank=rank, world_size=world)
+        if _distributed():  # it may have started after the writer opened (a script's own init inside the block)
+            self.rank, world = rank_and_world()
+            self.world = max(self.world, world)
+            self.writer.meta["rank"] = self.rank
+        # (one that ended inside the block, destroy_process_group(), leaves what was known)
+        self.writer.meta["world_size"] = self.world
         final = {"finished": True, "steps": self.step - 1, "downsampled": self.downsampled,
                  "over_budget_from_step": self.over_budget_at, "torn_steps": self.torn_steps}
         if self.memory_lost:
@@ -554,6 +574,8 @@ class Recorder:
                 self._nested += 1
                 return
             self._stepping = id(optimizer)
+            if self.writer is None:
+                self._open()
             if self._cuda_wanted is not None:
                 self._cuda_in_use()
             if self._counting is None:
@@ -796,6 +818,8 @@ class Recorder:
     def _cuda_in_use(self) -> None:
         """Start the CUDA history once this process uses CUDA (a step or a backward asks)."""
         with boundary(self.session.fault, "starting the CUDA allocator history"):
+            if self.writer is None:
+                self._open()
             history = self._cuda_wanted()
             if history is None:
                 return
@@ -843,6 +867,8 @@ class Recorder:
     def _after_backward(self, roots: list) -> None:
         if self._stepping is not None:  # a step that raised never ran its post hook
             self._stepping, self._nested = None, 0
+        if self.writer is None:
+            self._open()
         if self._cuda_wanted is not None:
             self._cuda_in_use()
         session = self.session
