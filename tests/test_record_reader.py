@@ -75,6 +75,18 @@ def test_read_without_fingerprints_gives_the_same_stats_and_no_crc():
 
 
 @needs_reader
+def test_counters_count_each_hand_over_and_the_time_reading_it():
+    """``counters()`` (bench_record.py's counts: hand-overs, wake-ups, waits that blocked, polls, ns reading, ns in
+    all): a hand-over is counted once, and reading a megabyte takes the reader's thread some CPU time."""
+    before = reader.counters()
+    job = reader.read([torch.randn(1 << 18)], False, False, False)
+    reader.wait(job)
+    after = reader.counters()
+    assert len(after) == 6 and after[0] == before[0] + 1 and after[1] - before[1] <= 1
+    assert after[4] > before[4] and after[5] >= after[4]
+
+
+@needs_reader
 def test_read_takes_each_parameters_grad_itself():
     """``read(params, True)``: the reader takes each parameter's ``.grad`` (the training thread builds no list)."""
     params = [torch.nn.Parameter(torch.randn(4, 3)), torch.nn.Parameter(torch.randn(2))]

@@ -17,6 +17,8 @@ def cases() -> dict[str, torch.Tensor]:
         "transposed": big.t(),
         "every third column": torch.randn(32, 256, generator=g)[:, ::3],
         "permuted 3-D": torch.randn(4, 5, 6, generator=g).permute(2, 0, 1),
+        # dims in memory order with ties (size-1 dims share a stride): the native pass sorts them itself
+        "permuted 4-D with size-1 dims": torch.randn(3, 1, 40, 1, 5, generator=g).permute(4, 3, 0, 1, 2),
         "expanded (stride 0)": torch.randn(1, 300, generator=g).expand(7, 300),
         "odd length": torch.randn(1031, generator=g) * 5 + 2,
         # the native histogram bins eight samples at a time: every second element here, a tail of

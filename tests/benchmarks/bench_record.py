@@ -16,7 +16,12 @@ other loads disturb least) and of wall time.
 
 Each arm also says what the process's other threads spent per step (``time.process_time`` less the training
 thread's: the native reader's reading and polling, the writer's compressing), which a machine whose other cores
-are busy (a data loader's workers) pays for. A rank of one makes no fingerprints (nothing to compare them with);
+are busy (a data loader's workers) pays for; and, counted by the native reader (``counters()``), its hand-overs
+that had to wake it and those the step's end waited for (each a system call and, on a VM, an interrupt to another
+CPU, paid by the training thread)
+and its polls (each a short sleep on the other core), per step: counts, which the machines' noise leaves alone;
+and its thread's CPU time per hand-over, in all and reading.
+A rank of one makes no fingerprints (nothing to compare them with);
 ``FORGEVIZ_BENCH_WORLD=2`` records as a rank of two, each gradient's CRC-32 made too.
 
 It also prints the training thread's CPU time inside the recorder's own hooks per step (each hook timed
@@ -51,6 +56,7 @@ import torch
 from _bench import mlp, train  # first: it puts this checkout on sys.path
 
 import forgeviz
+from forgeviz._capture import native
 from forgeviz._capture.memory_choice import make_tracker
 from forgeviz._capture.recording import Recorder
 from forgeviz.model.run import rank_folder
@@ -153,8 +159,18 @@ def case(name: str, device: str = "cpu") -> None:
             recorder.steady_calls.update(dict.fromkeys(HOOKS, 0))
         tracker.stop()
 
+        reader = native.reader()
+
+        def counters() -> tuple[int, ...]:
+            return reader.counters() if reader is not None else (0,) * 6
+
+        # per arm: hand-overs, wake-ups, waits that blocked, polls, the reader's ns reading and its ns in all (as of
+        # its last job)
+        reader_counts = {a: [0] * 6 for a in ("capture", *recorders)}
+
         def arm(which: str) -> tuple[float, float, float]:
             recorder = recorders.get(which)
+            before = counters()
             if which == "memory":
                 tracker.start()
             if recorder is not None:
@@ -173,6 +189,8 @@ def case(name: str, device: str = "cpu") -> None:
             if which == "memory":
                 recorder._flush()  # (its last events, while the tracker still counts them)
                 tracker.stop()
+            reader_counts[which] = [total + now - then
+                                    for total, now, then in zip(reader_counts[which], counters(), before)]
             return thread, wall, process - thread
 
         arms = ("capture", *recorders)
@@ -207,6 +225,7 @@ def case(name: str, device: str = "cpu") -> None:
         if which not in report:
             continue
         hooks, each, per_step, recorded, segments, thinned, steady = report[which]
+        handed, woke, blocked, polls, reading, busy = reader_counts[which]
         print(f"  {label}: {median(which, 0) / median('capture', 0):.3f}× thread, "
               f"{median(which, 1) / median('capture', 1):.3f}× wall; vs capture + record "
               f"{median(which, 0) / median('record', 0):.3f}× thread, {median(which, 1) / median('record', 1):.3f}× "
@@ -215,7 +234,10 @@ def case(name: str, device: str = "cpu") -> None:
               + "); "
               f"{per_step / 1024:.2f} KiB written per step ({recorded} steps, {segments} segments"
               f"{', memory thinned from ' + str(thinned) if thinned else ''}); other threads' CPU "
-              f"{(median(which, 2) - median('capture', 2)) / steps * 1e6:+.0f} µs a step")
+              f"{(median(which, 2) - median('capture', 2)) / steps * 1e6:+.0f} µs a step"
+              + (f"; the native reader: of {handed} hand-overs {woke / handed:.0%} woke it and {blocked / handed:.0%} "
+                 f"were waited for, {polls / handed:.1f} polls a hand-over, its CPU {busy / handed / 1e3:.0f} µs a "
+                 f"hand-over, {reading / handed / 1e3:.0f} of them reading" if handed else ""))
         print("    per hook, µs a step: " + ", ".join(f"{name} {spent * 1e6:.1f}" for name, spent in each.items()))
     if "idle" in report and "record" in report:
         # the idle arm's hooks do nothing: what they measure is the timing's own cost inside a step (its clock

@@ -20,10 +20,12 @@
 #include <sys/prctl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <ctime>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -186,6 +188,10 @@ struct Worker {
   std::condition_variable wake, finished;
   std::deque<Job*> jobs;
   bool sleeping = false;  // on `wake`, under `mutex`: a hand-off must notify it
+  // Counted for the benchmark (counters()): jobs handed over, those that had to wake the worker, and those
+  // waited for before they were read (each a system call and a wake-up the training thread pays for); the
+  // worker's polls, its CPU time reading, and its CPU time in all as of its last job (the other core's)
+  std::atomic<uint64_t> handed{0}, woken{0}, blocked{0}, polls{0}, reading_ns{0}, worker_ns{0};
 
   Worker() { std::thread([this] { run(); }).detach(); }
 
@@ -204,7 +210,11 @@ struct Worker {
       before = pace;
       pace = last == Clock::time_point{} ? Clock::duration{} : job->handed - last;
       last = job->handed;
+      const uint64_t start = thread_ns();
       for (Entry& e : job->entries) read(e, job->fingerprint);
+      const uint64_t end = thread_ns();
+      reading_ns.fetch_add(end - start, std::memory_order_relaxed);
+      worker_ns.store(end, std::memory_order_relaxed);
       {
         std::lock_guard<std::mutex> lock(mutex);
         jobs.pop_front();
@@ -212,6 +222,13 @@ struct Worker {
       }
       finished.notify_all();
     }
+  }
+
+  // This thread's CPU time so far, in ns.
+  static uint64_t thread_ns() {
+    timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<uint64_t>(t.tv_sec) * 1000000000u + static_cast<uint64_t>(t.tv_nsec);
   }
 
   // The next job: polled for in the last quarter (at most kWindow) before it is due at `pace` after `last`
@@ -232,6 +249,7 @@ struct Worker {
       const Clock::time_point give_up = last + 2 * pace;
       while (!early && jobs.empty() && Clock::now() < give_up) {
         lock.unlock();
+        polls.fetch_add(1, std::memory_order_relaxed);
         std::this_thread::sleep_for(kPoll);
         lock.lock();
       }
@@ -278,6 +296,7 @@ bool done(Job* job) {
 
 void wait_released(Job* job) {
   if (done(job)) return;
+  worker().blocked.fetch_add(1, std::memory_order_relaxed);
   Py_BEGIN_ALLOW_THREADS;
   worker().wait(job);
   Py_END_ALLOW_THREADS;
@@ -343,7 +362,11 @@ PyObject* py_read(PyObject*, PyObject* const* args, Py_ssize_t n) {
     w.jobs.push_back(job);
     sleeping = w.sleeping;
   }
-  if (sleeping) w.wake.notify_one();  // (else it polls for this job: no wake-up to pay for)
+  w.handed.fetch_add(1, std::memory_order_relaxed);
+  if (sleeping) {  // (else it polls for this job: no wake-up to pay for)
+    w.woken.fetch_add(1, std::memory_order_relaxed);
+    w.wake.notify_one();
+  }
   return capsule;
 }
 
@@ -426,12 +449,25 @@ PyObject* py_crc32(PyObject*, PyObject* const* args, Py_ssize_t n) {
   return PyLong_FromUnsignedLong(crc32(p, t.numel() * t.itemsize()));
 }
 
+// counters() -> (handed, woken, blocked, polls, reading_ns, worker_ns): since the process began (for the
+// benchmark, bench_record.py; see Worker).
+PyObject* py_counters(PyObject*, PyObject* const*, Py_ssize_t) {
+  Worker& w = worker();
+  return Py_BuildValue("(KKKKKK)", static_cast<unsigned long long>(w.handed.load()),
+                       static_cast<unsigned long long>(w.woken.load()),
+                       static_cast<unsigned long long>(w.blocked.load()),
+                       static_cast<unsigned long long>(w.polls.load()),
+                       static_cast<unsigned long long>(w.reading_ns.load()),
+                       static_cast<unsigned long long>(w.worker_ns.load()));
+}
+
 PyMethodDef methods[] = {
     FV_METHOD(read, "read(grads[, params[, poll[, fingerprint]]]) -> job or None: summarise (and fingerprint) on "
                     "the reader's thread"),
     FV_METHOD(wait, "wait(job) -> (changed, left): the job read, the tensors it read let go"),
     FV_METHOD(numbers, "numbers(job) -> [(min, max, sum, norm, numel, crc), None or the tensor left to Python]"),
     FV_METHOD(crc32, "crc32(tensor) -> zlib.crc32 of its bytes, or None"),
+    FV_METHOD(counters, "counters() -> (handed, woken, blocked, polls, reading_ns, worker_ns): for the benchmark"),
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -283,8 +283,13 @@ int summarize(const T* data, int ndim, const int64_t* sizes, const int64_t* stri
   // Stats do not depend on order: walk memory in its own order (a transposed gradient too), so
   // rows are contiguous wherever the tensor is dense.
   int64_t by_stride[kMaxDims], memory_sizes[kMaxDims], memory_strides[kMaxDims];
-  for (int d = 0; d < ndim; ++d) by_stride[d] = d;
-  std::stable_sort(by_stride, by_stride + ndim, [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+  // Largest stride first, ties kept in order: an insertion sort of at most 16 (std::stable_sort takes a
+  // buffer from malloc at every call: a call per gradient, on the training thread and the reader's)
+  for (int d = 0; d < ndim; ++d) {
+    int at = d;
+    for (; at > 0 && strides[by_stride[at - 1]] < strides[d]; --at) by_stride[at] = by_stride[at - 1];
+    by_stride[at] = d;
+  }
   for (int d = 0; d < ndim; ++d) {
     memory_sizes[d] = sizes[by_stride[d]];
     memory_strides[d] = strides[by_stride[d]];
