@@ -86,6 +86,27 @@ def test_counters_count_each_hand_over_and_the_time_reading_it():
     assert after[4] > before[4] and after[5] >= after[4]
 
 
+def test_the_reader_polls_only_where_this_ranks_share_of_the_cores_leaves_one(monkeypatch):
+    """Polling for the next hand-over takes a core: where torch's threads, and under torchrun every local rank's,
+    take all of them (CPU DDP, a rank a core), the reader sleeps until woken instead."""
+    with forgeviz.capture() as session:
+        recorder = Recorder(session, lambda rank, meta: None)
+        recorder._cores = 4
+        monkeypatch.setattr("os.cpu_count", lambda: 4)
+        monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+        monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+        assert recorder._reader_polls()
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")  # four ranks of one thread on four cores: none to spare
+        assert not recorder._reader_polls()
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+        assert recorder._reader_polls()
+        monkeypatch.setattr(torch, "get_num_threads", lambda: 2)  # two ranks of two threads
+        assert not recorder._reader_polls()
+        recorder._cores = 3  # pinned to three of the machine's cores: they are this rank's
+        assert recorder._reader_polls()
+        recorder._reader.shutdown()
+
+
 @needs_reader
 def test_read_takes_each_parameters_grad_itself():
     """``read(params, True)``: the reader takes each parameter's ``.grad`` (the training thread builds no list)."""

@@ -559,8 +559,13 @@ class Recorder:
 
     # --- per step ----------------------------------------------------------------------------
     def _reader_polls(self) -> bool:
-        """Whether torch's intra-op threads leave the native reader a core to poll on (``_poll``)."""
-        return torch.get_num_threads() < self._cores
+        """Whether torch's intra-op threads leave the native reader a core to poll on (``_poll``): this rank's
+        share of the cores, where it is not pinned to its own (torchrun's ``LOCAL_WORLD_SIZE`` ranks on this
+        machine, each with as many threads: CPU DDP on every core has none to spare for polling)."""
+        cores = self._cores
+        if cores == (os.cpu_count() or cores):  # (a rank pinned to some cores has them to itself)
+            cores //= max(1, int(os.environ.get("LOCAL_WORLD_SIZE") or 1))
+        return torch.get_num_threads() < cores
 
     def _records_step(self) -> bool:
         """Whether the step under way records (kept in ``_records``: the hooks read that)."""
