@@ -192,6 +192,9 @@ struct Worker {
   // waited for before they were read (each a system call and a wake-up the training thread pays for); the
   // worker's polls, its CPU time reading, and its CPU time in all as of its last job (the other core's)
   std::atomic<uint64_t> handed{0}, woken{0}, blocked{0}, polls{0}, reading_ns{0}, worker_ns{0};
+  // From the last hand-over to the training thread's wait for it (step()'s length: how late a job may be picked
+  // up and still be read by then), stored by wait(); 0 until one is known
+  std::atomic<int64_t> budget_ns{0};
 
   Worker() { std::thread([this] { run(); }).detach(); }
 
@@ -200,18 +203,21 @@ struct Worker {
     Clock::time_point last{};         // when the last job was handed over
     Clock::duration pace{}, before{};  // the time between the last two hand-offs, and the two before them
     bool poll = false;                // whether the last job let it poll
+    Clock::duration reading{};        // how long the last job took to read
     for (;;) {
       // Expected at the shorter of the last two paces: a step that a pause of the training thread's own (a
       // garbage collection, a log line) made longer would otherwise make the next hand-over look early, and
       // pay a wake-up
       const Clock::duration expected = before > Clock::duration{} && before < pace ? before : pace;
-      Job* job = next(last, poll ? expected : Clock::duration{});
+      Job* job = next(last, poll ? expected : Clock::duration{}, poll_interval(reading));
       poll = job->poll;
       before = pace;
       pace = last == Clock::time_point{} ? Clock::duration{} : job->handed - last;
       last = job->handed;
       const uint64_t start = thread_ns();
+      const Clock::time_point began = Clock::now();
       for (Entry& e : job->entries) read(e, job->fingerprint);
+      reading = Clock::now() - began;
       const uint64_t end = thread_ns();
       reading_ns.fetch_add(end - start, std::memory_order_relaxed);
       worker_ns.store(end, std::memory_order_relaxed);
@@ -231,15 +237,24 @@ struct Worker {
     return static_cast<uint64_t>(t.tv_sec) * 1000000000u + static_cast<uint64_t>(t.tv_nsec);
   }
 
+  // How long each poll sleeps: a third of what step() leaves after the reading (a job picked up that late is
+  // still read before the step ends), from 20 to 100 us. A poll is a short sleep that costs this core 30-45 us
+  // of CPU on a VM whatever its length: a MLP-256 step's polls cost 170 us of it at 20 us each.
+  Clock::duration poll_interval(Clock::duration reading) const {
+    constexpr Clock::duration kShortest = std::chrono::microseconds(20), kLongest = std::chrono::microseconds(100);
+    const Clock::duration budget = std::chrono::nanoseconds(budget_ns.load(std::memory_order_relaxed));
+    return std::clamp<Clock::duration>((budget - reading) / 3, kShortest, kLongest);
+  }
+
   // The next job: polled for in the last quarter (at most kWindow) before it is due at `pace` after `last`
   // (a pace of at most kSteady: past it, a wake-up is too small a part of a step to be worth polling for);
   // else, and until then, waited for on the condition variable (a job handed over early, a
   // pace that quickens, wakes it: a pace measured across a pause must not keep it asleep while the
   // training thread waits for its job).
-  Job* next(Clock::time_point last, Clock::duration pace) {
+  // (every `interval`).
+  Job* next(Clock::time_point last, Clock::duration pace, Clock::duration interval) {
     constexpr auto kSteady = std::chrono::milliseconds(10);
     constexpr auto kWindow = std::chrono::microseconds(250);
-    constexpr auto kPoll = std::chrono::microseconds(20);
     std::unique_lock<std::mutex> lock(mutex);
     auto ready = [this] { return !jobs.empty(); };
     if (pace > Clock::duration{} && pace <= kSteady) {
@@ -250,7 +265,7 @@ struct Worker {
       while (!early && jobs.empty() && Clock::now() < give_up) {
         lock.unlock();
         polls.fetch_add(1, std::memory_order_relaxed);
-        std::this_thread::sleep_for(kPoll);
+        std::this_thread::sleep_for(interval);
         lock.lock();
       }
     }
@@ -384,6 +399,9 @@ Job* job_of(const char* call, PyObject* const* args, Py_ssize_t n) {
 PyObject* py_wait(PyObject*, PyObject* const* args, Py_ssize_t n) {
   Job* job = job_of("wait", args, n);
   if (job == nullptr) return nullptr;
+  worker().budget_ns.store(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - job->handed).count(),
+      std::memory_order_relaxed);
   wait_released(job);
   bool changed = false;
   Py_ssize_t left = 0;
