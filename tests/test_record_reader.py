@@ -152,9 +152,9 @@ def test_every_hand_over_is_read_at_a_steady_pace_after_a_pause_and_back_to_back
             assert norm == pytest.approx((k + 1) * p.numel() ** 0.5, rel=1e-6)
             assert crc == fingerprint(torch.full_like(p, float(k + 1)))
 
-def _record(folder, model, opt, x, steps: int, native_reader: bool, world: int = 2):
+def _record(folder, model, opt, x, steps: int, native_reader: bool, world: int = 2, before_step=None):
     """``steps`` training steps recorded into ``folder``, the applied gradients read natively or not, as a rank of
-    ``world`` (more than one: the gradients are fingerprinted)."""
+    ``world`` (more than one: the gradients are fingerprinted); ``before_step(step)``, if given, first in each."""
     from forgeviz.model.run import rank_folder
     from forgeviz.run.writer import RunWriter
 
@@ -165,7 +165,9 @@ def _record(folder, model, opt, x, steps: int, native_reader: bool, world: int =
         recorder.world = world
         recorder.install()
         applied = []
-        for _ in range(steps):
+        for step in range(1, steps + 1):
+            if before_step is not None:
+                before_step(step)
             loss = model(x).pow(2).sum()
             opt.zero_grad()
             loss.backward()
@@ -207,27 +209,17 @@ def test_fingerprints_begin_when_torch_distributed_starts_after_recording(tmp_pa
     """mp.spawn's ranks start torch.distributed after recording began (no torchrun variables): a rank is one
     of one until then, so its first steps have no fingerprint; its steps once it has started each have one."""
     from forgeviz._capture import recording
-    from forgeviz.model.run import rank_folder
-    from forgeviz.run.writer import RunWriter
 
     started = []
     monkeypatch.setattr(recording, "_distributed", lambda: bool(started))
     monkeypatch.setattr(recording, "rank_and_world", lambda: (0, 2) if started else (0, 1))
     model, opt, x = _mlp()
-    applied = []
-    with forgeviz.capture() as session:
-        recorder = Recorder(session, lambda rank, meta: RunWriter(tmp_path / rank_folder(rank), meta, session.fault))
-        recorder.install()
-        for step in (1, 2, 3, 4):
-            if step == 3:
-                started.append(True)  # init_process_group ran in the script
-            loss = model(x).pow(2).sum()
-            opt.zero_grad()
-            loss.backward()
-            applied.append({n: p.grad.clone() for n, p in model.named_parameters()})
-            opt.step()
-        recorder.close()
-    run = forgeviz.open(tmp_path)
+
+    def before_step(step: int) -> None:
+        if step == 3:
+            started.append(True)  # init_process_group ran in the script
+
+    run, applied, recorder = _record(tmp_path, model, opt, x, 4, reader is not None, 1, before_step)
     params = run.frame().query("kind == 'parameter'")
     assert run.meta(0)["world_size"] == 2 and recorder.world == 2
     assert params[params["step"] <= 2]["fingerprint"].isna().all()
