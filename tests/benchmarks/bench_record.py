@@ -18,11 +18,10 @@ Each arm also says what the process's other threads spent per step (``time.proce
 thread's: the native reader's reading and polling, the writer's compressing), which a machine whose other cores
 are busy (a data loader's workers) pays for; and, counted by the native reader (``counters()``), its hand-overs
 that had to wake it and those the step's end waited for (each a system call and, on a VM, an interrupt to another
-CPU, paid by the training thread)
-and its polls (each a short sleep on the other core), per step: counts, which the machines' noise leaves alone;
-and its thread's CPU time per hand-over, in all and reading.
-A rank of one makes no fingerprints (nothing to compare them with);
-``FORGEVIZ_BENCH_WORLD=2`` records as a rank of two, each gradient's CRC-32 made too.
+CPU, paid by the training thread) and its polls (each a short sleep on the other core), per step: counts, which
+the machines' noise leaves alone; and its thread's CPU time per hand-over, in all and reading. A rank of one makes
+no fingerprints (nothing to compare them with); ``FORGEVIZ_BENCH_WORLD=2`` records as a rank of two, each
+gradient's CRC-32 made too.
 
 It also prints the training thread's CPU time inside the recorder's own hooks per step (each hook timed
 with thread_time, less what a timed hook that does nothing measures: the clock reads' own cost; and, last,

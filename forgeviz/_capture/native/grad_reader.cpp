@@ -2,9 +2,9 @@
 //
 // Why C++: a recording reads every parameter's .grad at each optimizer step: a one-pass summary
 // (tensor_stats.cpp) and, with more than one rank, a CRC-32 of its bytes, the number the rank-divergence
-// check compares across ranks. A Python reader thread did that beside step(), but each of its calls took the GIL back from
-// the training thread (a hand-off per tensor and per call), and zlib's CRC-32 reads about 1 GB/s: on a
-// millisecond step that was most of what recording cost. Here the training thread hands the list of
+// check compares across ranks. A Python reader thread did that beside step(), but each of its calls took
+// the GIL back from the training thread (a hand-off per tensor and per call), and zlib's CRC-32 reads about
+// 1 GB/s: on a millisecond step that was most of what recording cost. Here the training thread hands the list of
 // tensors over in one call (`read`), a C++ thread that never touches Python summarises and
 // fingerprints them while step() runs, `wait` says they are read (and lets the tensors go), and `numbers`
 // gives them back, later and on any thread (the recorder's writer builds the rows from them). The CRC folds 64 bytes at a
@@ -158,7 +158,8 @@ struct Entry {
   int64_t numel = 0;
   double stats[4] = {0, 0, 0, 0};  // min, max, sum, norm
   uint32_t crc = 0;
-  bool read = false, fingerprinted = false;  // false: Python reads this one (not a float CPU tensor, not contiguous, NaN or inf)
+  bool read = false;  // false: Python reads it (not a float CPU tensor, NaN or inf; to fingerprint, not contiguous)
+  bool fingerprinted = false;  // crc made (the job wanted fingerprints)
 };
 
 struct Job {
@@ -239,7 +240,7 @@ struct Worker {
 
   // How long each poll sleeps: a third of what step() leaves after the reading (a job picked up that late is
   // still read before the step ends), from 20 to 100 us. A poll is a short sleep that costs this core 30-45 us
-  // of CPU on a VM whatever its length: a MLP-256 step's polls cost 170 us of it at 20 us each.
+  // of CPU on a VM whatever its length: an MLP-256 step's polls cost it 170 us at 20 us each, 100 at 100.
   Clock::duration poll_interval(Clock::duration reading) const {
     constexpr Clock::duration kShortest = std::chrono::microseconds(20), kLongest = std::chrono::microseconds(100);
     const Clock::duration budget = std::chrono::nanoseconds(budget_ns.load(std::memory_order_relaxed));
@@ -250,8 +251,7 @@ struct Worker {
   // (a pace of at most kSteady: past it, a wake-up is too small a part of a step to be worth polling for);
   // else, and until then, waited for on the condition variable (a job handed over early, a
   // pace that quickens, wakes it: a pace measured across a pause must not keep it asleep while the
-  // training thread waits for its job).
-  // (every `interval`).
+  // training thread waits for its job). Polls are `interval` apart.
   Job* next(Clock::time_point last, Clock::duration pace, Clock::duration interval) {
     constexpr auto kSteady = std::chrono::milliseconds(10);
     constexpr auto kWindow = std::chrono::microseconds(250);
