@@ -97,6 +97,12 @@ def rank_and_world() -> tuple[int, int]:
 # whether torch.distributed has started (a step asks while the world is one rank: mp.spawn's ranks start it after
 # recording began, and their fingerprints are then wanted)
 _distributed = torch.distributed.is_initialized if torch.distributed.is_available() else lambda: False
+
+
+def _rank_known() -> bool:
+    """Whether :func:`rank_and_world` knows this process's rank yet (torch.distributed started, or a launcher's
+    ``RANK``), rather than guessing rank 0."""
+    return _distributed() or "RANK" in os.environ
 _ACCUMULATE = torch._C._functions.AccumulateGrad
 NONFINITE = "nonfinite-grad"  # the doctor's kind (doctor/nonfinite_grad.py), headless
 
@@ -490,15 +496,20 @@ class Recorder:
         # ranks start it inside the script, perhaps inside this block), the writer opens at the first backward or
         # step, by when DDP has started it (or at close): each rank then writes its own folder, not all of them rank0/
         self.writer = None
-        if _distributed() or "RANK" in os.environ:
+        if _rank_known():
             self._open()
 
     def _open(self) -> None:
-        """Open this rank's writer, its folder named by the rank known now (a world only grows: a rank of one
-        learns of the others)."""
+        """Open this rank's writer, its folder named by the rank known now."""
+        self._learn_rank()
+        self.writer = self._open_writer(self.rank, self._meta(self._command))
+
+    def _learn_rank(self) -> None:
+        """The rank and world as torch.distributed (or the launcher) says now: at the writer's opening, at a step
+        while the world is one rank, at close. A world only grows: a rank of one learns of the others, and one
+        whose process group was destroyed keeps what it knew."""
         self.rank, world = rank_and_world()
         self.world = max(self.world, world)
-        self.writer = self._open_writer(self.rank, self._meta(self._command))
 
     def _meta(self, command) -> dict:
         return {"format": FORMAT, "format_version": FORMAT_VERSION,
@@ -544,10 +555,8 @@ class Recorder:
                 self.cuda.stop()
         self._reader.shutdown()
         if _distributed():  # it may have started after the writer opened (a script's own init inside the block)
-            self.rank, world = rank_and_world()
-            self.world = max(self.world, world)
+            self._learn_rank()
             self.writer.meta["rank"] = self.rank
-        # (one that ended inside the block, destroy_process_group(), leaves what was known)
         self.writer.meta["world_size"] = self.world
         final = {"finished": True, "steps": self.step - 1, "downsampled": self.downsampled,
                  "over_budget_from_step": self.over_budget_at, "torn_steps": self.torn_steps}
@@ -588,7 +597,7 @@ class Recorder:
             if not self._records:
                 return
             if self.world == 1 and _distributed():
-                self.world = rank_and_world()[1]
+                self._learn_rank()
             # fingerprints are compared across ranks: with one rank none is made (a CRC-32 of every gradient's
             # bytes was most of the reader's work)
             fingerprinted = self.world > 1
