@@ -152,9 +152,12 @@ def test_every_hand_over_is_read_at_a_steady_pace_after_a_pause_and_back_to_back
             assert norm == pytest.approx((k + 1) * p.numel() ** 0.5, rel=1e-6)
             assert crc == fingerprint(torch.full_like(p, float(k + 1)))
 
-def _record(folder, model, opt, x, steps: int, native_reader: bool, world: int = 2, before_step=None):
+def _record(folder, model, opt, x, steps: int, native_reader: bool, world: int = 2, before_step=None,
+            reuses: bool = False, after_backward=None):
     """``steps`` training steps recorded into ``folder``, the applied gradients read natively or not, as a rank of
-    ``world`` (more than one: the gradients are fingerprinted); ``before_step(step)``, if given, first in each."""
+    ``world`` (more than one: the gradients are fingerprinted); ``before_step(step)``, if given, first in each, and
+    ``after_backward(step)`` between its backward and its optimizer step. ``reuses``: a step may take the backward's
+    summaries of ``.grad`` unchanged since (else, as these tests of the readers want, every step reads)."""
     from forgeviz.model.run import rank_folder
     from forgeviz.run.writer import RunWriter
 
@@ -163,6 +166,7 @@ def _record(folder, model, opt, x, steps: int, native_reader: bool, world: int =
         if not native_reader:
             recorder._native_reader = None
         recorder.world = world
+        recorder._reuses = reuses
         recorder.install()
         applied = []
         for step in range(1, steps + 1):
@@ -171,6 +175,8 @@ def _record(folder, model, opt, x, steps: int, native_reader: bool, world: int =
             loss = model(x).pow(2).sum()
             opt.zero_grad()
             loss.backward()
+            if after_backward is not None:
+                after_backward(step)
             applied.append({n: p.grad.clone() for n, p in model.named_parameters()})
             opt.step()
         recorder.close()
@@ -227,6 +233,45 @@ def test_fingerprints_begin_when_torch_distributed_starts_after_recording(tmp_pa
         rows = params[params["step"] == step].set_index("name")
         assert {name: rows.loc[name, "fingerprint"] for name in applied[step - 1]} == {
             name: zlib.crc32(g.numpy()) for name, g in applied[step - 1].items()}
+
+
+def _changed(model, change: str):
+    """Changes model[0].weight's .grad after a backward, as ``change`` says (see the test below)."""
+    grad = model[0].weight.grad
+    if change == "in place":
+        grad.mul_(3)
+    elif change == ".data":  # (its writes move no version counter of .grad's)
+        grad.data.mul_(3)
+    elif change == "numpy":
+        grad.numpy()[:] *= 3
+    elif change == "replaced":
+        model[0].weight.grad = grad * 3
+    elif change == "clipped":
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.1)
+    elif change == "another backward":  # (of model[2] alone: the pass before it summarised model[0]'s .grad)
+        model[2](torch.randn(16, 96)).sum().backward()
+
+
+@needs_reader
+@pytest.mark.parametrize("change", [None, "in place", ".data", "numpy", "replaced", "clipped", "another backward"])
+def test_a_step_reads_grad_again_only_where_it_may_have_changed_since_backward(tmp_path, change):
+    """With one rank, a step whose ``.grad`` tensors are those the backward before it summarised, at the same
+    versions, with none of their memory handed out since (``.data``, ``numpy()``: writes there move no version), has
+    that backward's numbers as its rows, and nothing is read again; a ``.grad`` changed in any of those ways is read
+    again at the step. Either way every row is torch's ``.grad`` as ``step()`` applies it."""
+    model, opt, x = _mlp()
+    run, applied, recorder = _record(tmp_path, model, opt, x, 3, True, 1, reuses=True,
+                                     after_backward=lambda step: change and _changed(model, change))
+    assert recorder.reused == (3 if change is None else 0)
+    params = run.frame().query("kind == 'parameter'")
+    for step, grads in enumerate(applied, 1):
+        rows = params[params["step"] == step].set_index("name")
+        assert set(rows.index) == set(grads)
+        for name, g in grads.items():
+            assert rows.loc[name, "norm"] == pytest.approx(g.norm().item(), rel=1e-6)
+            assert (rows.loc[name, "min"], rows.loc[name, "max"]) == (g.min().item(), g.max().item())
+            assert rows.loc[name, "mean"] == pytest.approx(g.mean().item(), rel=1e-6, abs=1e-9)
+        assert rows["fingerprint"].isna().all()  # (one rank: nothing to compare)
 
 
 def _halve_grads(optimizer, args, kwargs):

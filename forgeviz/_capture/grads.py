@@ -235,6 +235,12 @@ class NativePass:
         """What a recording reads of the pass, in one call: (:meth:`shape`, *:meth:`node_stats`)."""
         return self._lib.recorded(self._capsule)
 
+    def leaf_stats(self, params: list) -> Optional[bytes]:
+        """(min, max, sum, norm, numel) of each parameter's ``.grad`` as this pass summarised it, five native
+        doubles each (numel -1: no ``.grad``); None unless every ``.grad`` is still the tensor the pass's
+        AccumulateGrad hook summarised, at the same version."""
+        return self._lib.leaf_stats(self._capsule, params)
+
 
 NODE_STATS = "=6d"  # a struct format of one Node's numbers in :meth:`NativePass.node_stats`'s bytes
 NODE_STATS_SIZE = struct.calcsize(NODE_STATS)  # their bytes a Node

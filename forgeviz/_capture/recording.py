@@ -15,10 +15,12 @@ builder and its numbers that stand in the segment's list: see :func:`grads_segme
   do not write it), and the post-hook waits for it before ``step()`` returns, so ``zero_grad()`` and the
   next backward never race it. An optimizer that did change a ``.grad`` in place during ``step()`` (its
   version moved) has that step's parameter rows dropped, and its later steps read on the training thread,
-  before ``step()``. The numbers stay with the native job until the writer's thread makes the rows. With more
-  than one rank each gradient is fingerprinted too (a CRC-32 of its bytes, compared across ranks); with one,
-  nothing is compared and none is made (a rank's world is asked again at each step until torch.distributed
-  has started: mp.spawn's ranks start it after recording began).
+  before ``step()``. The numbers stay with the native job until the writer's thread makes the rows. With one
+  rank, a step whose ``.grad`` tensors are those the backward before it summarised, at the same versions, with
+  none of their memory handed out since (``_EXPOSING``), reads nothing: its rows are that backward's numbers
+  (``NativePass.leaf_stats``). With more than one rank each gradient is fingerprinted too (a CRC-32 of its
+  bytes, compared across ranks); with one, nothing is compared and none is made (a rank's world is asked
+  again at each step until torch.distributed has started: mp.spawn's ranks start it after recording began).
   On a GPU (the device path, ``grads.device_route``) the pre-hook launches their summaries on the device
   (device_summary.py: with Triton one launch per dtype) and, with more than one rank, their fingerprints
   (each gradient's bit patterns summed, exactly), queued before ``step()``'s kernels, so ``step()`` cannot
@@ -83,6 +85,20 @@ BUDGET_BYTES = 256 * 2**20
 MAX_GRAPHS = 32  # distinct graphs recorded per rank, at most
 GRAPH_NODES = 20_000
 PASSES_KEPT = 8  # recent backward passes whose first non-finite Node can still be told (GradStore.nonfinite_found's)
+LEAF_STATS = "=5d"  # min, max, sum, norm, numel: a parameter's numbers in NativePass.leaf_stats's bytes
+
+
+def _exposing() -> set:
+    """The functions (as a TorchFunctionMode is handed them) that give out a tensor's memory with no version
+    counter to see writes through it: ``.data``, ``numpy()``, ``data_ptr()``, a storage, DLPack, ``set_()`` of
+    another tensor onto its storage. One of them called between a backward and the optimizer step after it
+    means ``.grad`` may have changed unseen: the step reads it again (:meth:`Recorder._step_begins`)."""
+    base, tensor = torch._C.TensorBase, torch.Tensor
+    return {base.data.__get__, base.data.__set__, base.numpy, base.data_ptr, base.untyped_storage, base.set_,
+            tensor.storage, tensor.__array__, tensor.__dlpack__}
+
+
+_EXPOSING = _exposing()
 
 
 def rank_and_world() -> tuple[int, int]:
@@ -282,6 +298,27 @@ def _native_rows(step: int, described: list, reader, job) -> list[tuple]:
     return parameter_rows(step, read)[0]
 
 
+def _leaf_rows(step: int, described: list, stats: bytes) -> list[tuple]:
+    """The parameter and module rows of a step whose gradients the backward before it summarised, unchanged
+    since (:meth:`NativePass.leaf_stats`'s ``stats``, five doubles a parameter of ``described``)."""
+    read = [(*d, (norm, lo, hi, total / max(numel, 1), int(numel), None))
+            for d, (lo, hi, total, norm, numel) in zip(described, struct.iter_unpack(LEAF_STATS, stats)) if numel >= 0]
+    return parameter_rows(step, read)[0]
+
+
+def _open_window() -> None:
+    """From a backward's end to the next step: count the mode's calls of _EXPOSING (grad_hooks.cpp's window)."""
+    lib = native.hooks()
+    if lib is not None:
+        lib.window(_EXPOSING)
+
+
+def _close_window() -> bool:
+    """Stop counting; whether any _EXPOSING call came since :func:`_open_window` (True without the library)."""
+    lib = native.hooks()
+    return lib is None or lib.window(None) > 0
+
+
 def _node_rows(step: int, graph: int, described: tuple, stats: bytes, on_device: list) -> list[tuple]:
     """The Node rows of one backward from the native hooks' ``node_stats``: six doubles per Node (its
     position in the walk, numel, min, max, sum, norm), and (position, summary) of the gradients the device
@@ -460,6 +497,12 @@ class Recorder:
         self._stepping: Optional[int] = None  # (an id: a step that raised must not keep its optimizer alive)
         self._nested = 0
         self._in_place: set[type] = set()  # optimizer classes seen changing .grad during step()
+        # The native pass of the last backward, while the window from its end to the next step is open: when no
+        # .grad changed since (the same tensors at the same versions, and no _EXPOSING call), the step's
+        # parameter rows are that pass's leaf summaries, and nothing is read again (one rank: no fingerprints)
+        self._leaf_pass = None
+        self._reuses = True  # (False: every step reads, as tests and bench_record compare)
+        self.reused = 0  # steps whose parameter rows were the backward's summaries
         # reader jobs: a _Job (the Python reader's), or the native reader's (reader, job, step, described,
         # fingerprinted)
         self._reading: list = []
@@ -537,6 +580,9 @@ class Recorder:
         for handle in self._handles:
             handle.remove()
         self._handles = []
+        if self._leaf_pass is not None:
+            self._leaf_pass = None
+            _close_window()
         if self._after_backward in self.session.after_backward_of:
             self.session.after_backward_of.remove(self._after_backward)
         if self._cuda_before_backward in self.session.before_backward:
@@ -588,6 +634,8 @@ class Recorder:
                 self._nested += 1
                 return
             self._stepping = id(optimizer)
+            leaf_pass, self._leaf_pass = self._leaf_pass, None
+            exposed = _close_window() if leaf_pass is not None else True
             if self.writer is None:
                 self._open()
             if self._cuda_wanted is not None:
@@ -606,6 +654,14 @@ class Recorder:
                 self._read_on_device(plan)
                 return
             params, described = plan[2], plan[3]
+            if not exposed and not fingerprinted and not plan[5]:
+                stats = leaf_pass.leaf_stats(params)
+                if stats is not None:  # .grad is as the backward summarised it: its numbers, no second read
+                    self._rows[GRADS].append(functools.partial(_leaf_rows, self.step, described, stats))
+                    self._later_rows += len(described)
+                    self._later = True
+                    self.reused += 1
+                    return
             # the training thread's share: one list of the .grad tensors (and, for the Python reader, one of
             # their versions); names, summaries and fingerprints are the reader's
             reader = self._native_reader
@@ -881,6 +937,9 @@ class Recorder:
     def _after_backward(self, roots: list) -> None:
         if self._stepping is not None:  # a step that raised never ran its post hook
             self._stepping, self._nested = None, 0
+        if self._leaf_pass is not None:  # (a backward since: what the step applies is this one's)
+            self._leaf_pass = None
+            _close_window()
         if self.writer is None:
             self._open()
         if self._cuda_wanted is not None:
@@ -893,6 +952,9 @@ class Recorder:
             return
         index = store.recorded
         source, handed = store.recorded_by(index)  # (handed: with the native hooks, mostly none)
+        if source is not None and self.world == 1 and self._reuses:
+            self._leaf_pass = source
+            _open_window()
         if source is not None:  # its graph as the native hooks armed it, and their numbers
             # (the ids are the pass's own, read only when needed; the numbers now: a dead graph's Nodes are
             # forgotten, and the rows are the writer's)

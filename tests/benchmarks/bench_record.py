@@ -5,13 +5,17 @@ other loads disturb least) and of wall time.
 
   capture            a training loop inside forgeviz.capture() (gradient summaries each step)
   capture + record   the same with a Recorder's hooks installed, writing to a temporary folder (the
-                     writer and reader threads stay up across rounds, as in a real run)
+                     writer and reader threads stay up across rounds, as in a real run); with one rank, a
+                     step whose .grad the backward before it summarised, unchanged since, takes those numbers
+                     and reads nothing (``reused``: how many steps did)
+  read at the step   the same with every step's gradients read again (the reader's hand-over), as with
+                     more than one rank, or with .grad changed after the backward
   + memory           the same with the memory timeline recorded too (``record(memory=True)``: a
                      MemoryTracker on the CPU ledger runs, and its events go to the memory stream)
-  Python reader      capture + record with the applied gradients read by the Python reader thread, as
-                     without the native reader (grad_reader.cpp): what that library saves
+  Python reader      read at the step, by the Python reader thread, as without the native reader
+                     (grad_reader.cpp): what that library saves
   hooks idle         a Recorder installed whose three hooks do nothing: what installing them costs
-  no hand-over       capture + record with a native reader that takes no job (its read() gives None): what
+  no hand-over       read at the step, with a native reader that takes no job (its read() gives None): what
                      handing the .grad tensors over and reading them beside the step cost, by difference
 
 Each arm also says what the process's other threads spent per step (``time.process_time`` less the training
@@ -129,12 +133,14 @@ def case(name: str, device: str = "cpu") -> None:
         tracker.start()  # (seeds what exists; stopped and started again around each memory arm)
         recorders = {}
         for arm_name, memory in (("record", None), ("idle", None)) if cuda else (
-                ("record", None), ("memory", tracker), ("python", None), ("idle", None), ("no hand-over", None)):
+                ("record", None), ("read", None), ("memory", tracker), ("python", None), ("idle", None),
+                ("no hand-over", None)):
             def open_writer(rank: int, meta: dict, sub: str = arm_name) -> RunWriter:
                 return RunWriter(Path(folder) / sub / rank_folder(rank), meta, session.fault)
 
             recorder = recorders[arm_name] = Recorder(session, open_writer, memory=memory)
             recorder.world = max(recorder.world, int(os.environ.get("FORGEVIZ_BENCH_WORLD", "1")))
+            recorder._reuses = arm_name in ("record", "memory")  # (the others are about reading at the step)
             if arm_name == "python":
                 if recorder._native_reader is None:  # not built: the record arm reads in Python already
                     recorder.close()
@@ -207,7 +213,8 @@ def case(name: str, device: str = "cpu") -> None:
                       / recorder.steady_calls["_after_backward"] if recorder.steady_calls["_after_backward"] else None)
             recorder.close()
             report[which] = (hooks, each, recorder.writer.bytes / max(recorder.step - 1, 1), recorder.step - 1,
-                             recorder.writer.segments, recorder.writer.meta.get("memory_downsampled"), steady)
+                             recorder.writer.segments, recorder.writer.meta.get("memory_downsampled"), steady,
+                             recorder.reused)
 
     def median(which: str, column: int) -> float:
         return statistics.median(t[column] for t in times[which])
@@ -218,12 +225,13 @@ def case(name: str, device: str = "cpu") -> None:
           f"({median('capture', 1) / steps * 1e3:.2f} ms wall); {rounds} rounds of {steps} steps, medians, arms "
           f"interleaved; the hooks' figures less {clock * 1e6:.2f} µs a call, the timing's own clock reads; other "
           f"threads' CPU {median('capture', 2) / steps * 1e6:.0f} µs a step under capture")
-    for which, label in (("record", "capture + record"), ("memory", "capture + record + memory"),
+    for which, label in (("record", "capture + record"), ("read", "capture + record, read at the step"),
+                         ("memory", "capture + record + memory"),
                          ("python", "capture + record, Python reader"), ("idle", "hooks idle"),
                          ("no hand-over", "capture + record, no hand-over")):
         if which not in report:
             continue
-        hooks, each, per_step, recorded, segments, thinned, steady = report[which]
+        hooks, each, per_step, recorded, segments, thinned, steady, reused = report[which]
         handed, woke, blocked, polls, reading, busy = reader_counts[which]
         print(f"  {label}: {median(which, 0) / median('capture', 0):.3f}× thread, "
               f"{median(which, 1) / median('capture', 1):.3f}× wall; vs capture + record "
@@ -231,7 +239,7 @@ def case(name: str, device: str = "cpu") -> None:
               f"wall; the recorder's hooks {hooks * 1e6:.1f} µs a step ({hooks / base:.1%}"
               + (f"; from a round's third step on {steady * 1e6:.1f} µs, {steady / base:.1%}" if steady else "")
               + "); "
-              f"{per_step / 1024:.2f} KiB written per step ({recorded} steps, {segments} segments"
+              f"{per_step / 1024:.2f} KiB written per step ({recorded} steps, {reused} reused, {segments} segments"
               f"{', memory thinned from ' + str(thinned) if thinned else ''}); other threads' CPU "
               f"{(median(which, 2) - median('capture', 2)) / steps * 1e6:+.0f} µs a step"
               + (f"; the native reader: of {handed} hand-overs {woke / handed:.0%} woke it and {blocked / handed:.0%} "

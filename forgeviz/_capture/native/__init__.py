@@ -51,7 +51,7 @@ ABI_VERSION = 3
 # The niceness of a background build: the user's cells get about 3× its CPU share. At 10 (about 9×)
 # a build on 2 cores shared with other busy processes had not finished after 10 minutes (20-40 s alone).
 BACKGROUND_NICE = 5
-HOOKS_ABI_VERSION = 13
+HOOKS_ABI_VERSION = 14
 READER_ABI_VERSION = 4
 
 

@@ -189,6 +189,15 @@ struct Pass {
   // order, and their ids in that order
   uint64_t signature = 0;
   std::vector<int64_t> order_ids;
+  // Each leaf's .grad as its AccumulateGrad's hook left it, by the leaf's TensorImpl: which tensor, at which
+  // version, and the slot of its summary (fv_leaf_stats: a recording's optimizer step finds the same numbers
+  // there when .grad is still that tensor at that version)
+  struct LeafGrad {
+    c10::weak_intrusive_ptr<c10::TensorImpl> grad;
+    int64_t version;
+    int slot;
+  };
+  std::unordered_map<const c10::TensorImpl*, LeafGrad> leaf_grads;
 
   // Whether t goes to device_summary.py (grads.py's on_device): a strided float gradient on CUDA, or on
   // the CPU too with kDeviceAll; not a tensor subclass's (its Python hook reads it with __torch_function__
@@ -324,6 +333,19 @@ struct Pass {
   void fault(std::string message) {
     if (faults.size() < 20) faults.push_back(std::move(message));
   }
+
+  // The leaf's .grad now (after AccumulateGrad and its post-accumulate hooks) and its summary's slot, when
+  // that summary's numbers are here (not the device path's, still to come).
+  void remember_leaf(const at::Tensor& leaf, const at::Tensor& grad, int slot) {
+    if (slot < 0 || summaries[static_cast<size_t>(slot)].external >= 0) return;
+    try {
+      const int64_t version = grad.unsafeGetTensorImpl()->version_counter().current_version();
+      leaf_grads.insert_or_assign(leaf.unsafeGetTensorImpl(),
+                                  LeafGrad{c10::weak_intrusive_ptr<c10::TensorImpl>(grad.getIntrusivePtr()),
+                                           version, slot});
+    } catch (...) {  // an inference tensor keeps no version: its .grad is read at the step
+    }
+  }
 };
 
 PyObject* wrap_all(const variable_list& tensors) {
@@ -420,6 +442,7 @@ struct Hook : torch::autograd::FunctionPostHook {
         const bool incoming = kind == kLeafWithoutGrad && !row.outs.empty() && row.outs[0] >= 0;
         row.leaf = incoming ? row.outs[0] : pass->summarize(grad);
         if (row.leaf == kFail || row.leaf == kSkip) return row.leaf == kSkip;
+        pass->remember_leaf(leaf->variable, grad, row.leaf);
       }
       row.variable = leaf->variable;
     }
@@ -756,6 +779,12 @@ void tell_error(bool keep, PyObject* helper, A... args) {
   }
 }
 
+// The window between a recorded backward's end and the optimizer step after it (recording.py): while it is
+// open, `exposing` holds the functions that hand out a tensor's memory with no version counter to see writes
+// through it (Tensor.data, numpy(), data_ptr(), ...), and `exposed` counts the calls of them the mode sees.
+PyObject* exposing = nullptr;
+uint64_t exposed = 0;
+
 PyObject* fv_torch_function(PyObject* config, PyObject* func, PyObject* args, PyObject* kwargs) {
   static PyObject* const seen_name = PyUnicode_InternFromString("seen_seq");
   static PyObject* const traces_name = PyUnicode_InternFromString("traces");
@@ -766,6 +795,7 @@ PyObject* fv_torch_function(PyObject* config, PyObject* func, PyObject* args, Py
     return nullptr;
   }
   PyObject* const* c = &PyTuple_GET_ITEM(config, 0);
+  if (exposing != nullptr && in_set(exposing, func)) ++exposed;
   if (!PyTuple_Check(args) || (kwargs != nullptr && !PyDict_Check(kwargs))) return Py_NewRef(c[kSlow]);
   if (in_set(c[kNotOps], func)) return PyObject_Call(func, args, kwargs);  // .grad writes, record_function
   PyObject* transform = PyObject_CallNoArgs(c[kInTransform]);
@@ -1264,6 +1294,53 @@ Py_ssize_t fv_forget(PyObject* capsule, PyObject* gone) {
              rows.end());
   if (PyErr_Occurred()) PyErr_Clear();
   return static_cast<Py_ssize_t>(rows.size());
+}
+
+// For each parameter of `params` (a list), the numbers of its .grad this pass summarised: min, max, sum, norm
+// and numel, five native doubles each in one bytes object (numel -1: a parameter with no .grad). None unless
+// every .grad is still the tensor the pass's AccumulateGrad hook summarised, at the same version: a recording's
+// optimizer step then reads nothing again (recording.py's Recorder._step_begins).
+PyObject* fv_leaf_stats(PyObject* capsule, PyObject* params) {
+  Pass* pass = pass_of(capsule);
+  if (pass == nullptr) return nullptr;
+  if (!PyList_Check(params)) {
+    PyErr_SetString(PyExc_TypeError, "leaf_stats: expected a list of parameters");
+    return nullptr;
+  }
+  const Py_ssize_t n = PyList_GET_SIZE(params);
+  PyObject* out = PyBytes_FromStringAndSize(nullptr, n * 5 * static_cast<Py_ssize_t>(sizeof(double)));
+  if (out == nullptr) return nullptr;
+  double* at = reinterpret_cast<double*>(PyBytes_AS_STRING(out));
+  std::lock_guard<std::mutex> lock(pass->mu);
+  for (Py_ssize_t k = 0; k < n; ++k, at += 5) {
+    PyObject* item = PyList_GET_ITEM(params, k);
+    if (!THPVariable_Check(item)) {
+      Py_DECREF(out);
+      Py_RETURN_NONE;
+    }
+    const at::Tensor& leaf = THPVariable_Unpack(item);
+    const at::Tensor& grad = leaf.grad();
+    if (!grad.defined()) {
+      const double none[5] = {0, 0, 0, 0, -1};
+      std::memcpy(at, none, sizeof none);
+      continue;
+    }
+    auto found = pass->leaf_grads.find(leaf.unsafeGetTensorImpl());
+    bool same = found != pass->leaf_grads.end() && found->second.grad.lock().get() == grad.unsafeGetTensorImpl();
+    try {
+      same = same && grad.unsafeGetTensorImpl()->version_counter().current_version() == found->second.version;
+    } catch (...) {
+      same = false;
+    }
+    if (!same) {
+      Py_DECREF(out);
+      Py_RETURN_NONE;
+    }
+    const Summary& s = pass->summaries[static_cast<size_t>(found->second.slot)];
+    const double numbers[5] = {s.stats[0], s.stats[1], s.stats[2], s.stats[3], static_cast<double>(s.numel)};
+    std::memcpy(at, numbers, sizeof numbers);
+  }
+  return out;
 }
 
 // Summary `slot` of a finished pass: (shape, dtype 0 float32 / 1 float64, numel, min, max, sum, norm,
@@ -1872,6 +1949,25 @@ PyObject* py_summary(PyObject*, PyObject* const* args, Py_ssize_t n) {
   return fv_summary(args[0], slot);
 }
 
+PyObject* py_leaf_stats(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  return args_ok<void>("leaf_stats", n, 2) ? fv_leaf_stats(args[0], args[1]) : nullptr;
+}
+
+// window(functions or None) -> how many calls of the functions watched until now the mode saw since the last
+// call; then watches `functions` (a set), or nothing (None).
+PyObject* py_window(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (!args_ok<void>("window", n, 1)) return nullptr;
+  if (args[0] != Py_None && !PyAnySet_Check(args[0])) {
+    PyErr_SetString(PyExc_TypeError, "window: expected a set of functions, or None");
+    return nullptr;
+  }
+  PyObject* seen = PyLong_FromUnsignedLongLong(exposed);
+  if (seen == nullptr) return nullptr;
+  exposed = 0;
+  Py_XSETREF(exposing, args[0] == Py_None ? nullptr : Py_NewRef(args[0]));
+  return seen;
+}
+
 PyObject* py_node_stats(PyObject*, PyObject* const* args, Py_ssize_t n) {
   if (!args_ok<void>("node_stats", n, 2)) return nullptr;
   return fv_node_stats(args[0], args[1]);
@@ -1998,9 +2094,11 @@ PyMethodDef methods[] = {
     FV_METHOD(order, "order(pass) -> ids: fv_order"),
     FV_METHOD(recorded, "recorded(pass) -> ((signature, found), bytes, [(position, summary)]): fv_recorded"),
     FV_METHOD(node_stats, "node_stats(pass, ids) -> (bytes, [(position, summary)]): fv_node_stats"),
+    FV_METHOD(leaf_stats, "leaf_stats(pass, params) -> bytes or None: fv_leaf_stats"),
+    FV_METHOD(window, "window(functions or None) -> calls of the watched functions since the last call"),
     {nullptr, nullptr, 0, nullptr},
 };
 
 }  // namespace
 
-FV_MODULE(_grad_hooks, "forgeviz's gradient hooks and op tags in C++ (forgeviz/_capture/native/grad_hooks.cpp)", 13)
+FV_MODULE(_grad_hooks, "forgeviz's gradient hooks and op tags in C++ (forgeviz/_capture/native/grad_hooks.cpp)", 14)
