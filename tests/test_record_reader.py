@@ -248,18 +248,28 @@ def _changed(model, change: str):
         model[0].weight.grad = grad * 3
     elif change == "clipped":
         torch.nn.utils.clip_grad_norm_(model.parameters(), 0.1)
+    elif change == "AMP's unscale":  # (GradScaler.unscale_'s op: it writes .grad and moves no version counter)
+        torch._amp_foreach_non_finite_check_and_unscale_([grad], torch.zeros(1), torch.tensor(3.0))
     elif change == "another backward":  # (of model[2] alone: the pass before it summarised model[0]'s .grad)
         model[2](torch.randn(16, 96)).sum().backward()
 
 
+def _tripled(parameter) -> None:
+    parameter.grad.mul_(3)  # a post-accumulate hook: inside backward, after AccumulateGrad, before the Node's hooks
+
+
 @needs_reader
-@pytest.mark.parametrize("change", [None, "in place", ".data", "numpy", "replaced", "clipped", "another backward"])
+@pytest.mark.parametrize("change", [None, "in place", ".data", "numpy", "replaced", "clipped", "AMP's unscale",
+                                    "another backward", "post-accumulate hook"])
 def test_a_step_reads_grad_again_only_where_it_may_have_changed_since_backward(tmp_path, change):
     """With one rank, a step whose ``.grad`` tensors are those the backward before it summarised, at the same
-    versions, with none of their memory handed out since (``.data``, ``numpy()``: writes there move no version), has
-    that backward's numbers as its rows, and nothing is read again; a ``.grad`` changed in any of those ways is read
-    again at the step. Either way every row is torch's ``.grad`` as ``step()`` applies it."""
+    versions, with no in-place op since and none of their memory handed out (``.data``, ``numpy()``: writes there
+    move no version; nor does AMP's unscale), has that backward's numbers as its rows, and nothing is read again; a
+    ``.grad`` changed in any of those ways, or by a post-accumulate hook inside backward, is read again at the step.
+    Either way every row is torch's ``.grad`` as ``step()`` applies it."""
     model, opt, x = _mlp()
+    if change == "post-accumulate hook":
+        model[0].weight.register_post_accumulate_grad_hook(_tripled)
     run, applied, recorder = _record(tmp_path, model, opt, x, 3, True, 1, reuses=True,
                                      after_backward=lambda step: change and _changed(model, change))
     assert recorder.reused == (3 if change is None else 0)

@@ -35,6 +35,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <typeinfo>
 #include <unordered_map>
@@ -335,9 +336,11 @@ struct Pass {
   }
 
   // The leaf's .grad now (after AccumulateGrad and its post-accumulate hooks) and its summary's slot, when
-  // that summary's numbers are here (not the device path's, still to come).
+  // that summary's numbers are here (not the device path's, still to come), and are .grad's: not for a leaf with
+  // a post-accumulate hook (one that changed .grad in place leaves the incoming gradient's summary behind it).
   void remember_leaf(const at::Tensor& leaf, const at::Tensor& grad, int slot) {
     if (slot < 0 || summaries[static_cast<size_t>(slot)].external >= 0) return;
+    if (torch::autograd::impl::post_acc_grad_hooks(leaf) != nullptr) return;
     try {
       const int64_t version = grad.unsafeGetTensorImpl()->version_counter().current_version();
       leaf_grads.insert_or_assign(leaf.unsafeGetTensorImpl(),
@@ -780,10 +783,40 @@ void tell_error(bool keep, PyObject* helper, A... args) {
 }
 
 // The window between a recorded backward's end and the optimizer step after it (recording.py): while it is
-// open, `exposing` holds the functions that hand out a tensor's memory with no version counter to see writes
-// through it (Tensor.data, numpy(), data_ptr(), ...), and `exposed` counts the calls of them the mode sees.
+// open, `exposed` counts the calls the mode sees that may write a .grad without moving its version counter:
+// the functions in `exposing`, which hand out a tensor's memory with no version counter to see writes through
+// it (Tensor.data, numpy(), data_ptr(), ...), and any in-place op (named with a trailing underscore, an
+// augmented assignment, __setitem__, or given out=): some move no version (AMP's
+// _amp_foreach_non_finite_check_and_unscale_ does not), so a version that stayed is not enough.
 PyObject* exposing = nullptr;
 uint64_t exposed = 0;
+
+bool may_write(PyObject* func, PyObject* kwargs) {
+  static PyObject* const name_name = PyUnicode_InternFromString("__name__");
+  static PyObject* const out_name = PyUnicode_InternFromString("out");
+  if (in_set(exposing, func)) return true;
+  if (kwargs != nullptr && PyDict_Check(kwargs) && PyDict_GetItemWithError(kwargs, out_name) != nullptr) return true;
+  PyObject* name = PyObject_GetAttr(func, name_name);
+  if (name == nullptr || !PyUnicode_Check(name)) {
+    PyErr_Clear();
+    Py_XDECREF(name);
+    return true;  // (a callable with no name: counted, as anything it may do)
+  }
+  Py_ssize_t size = 0;
+  const char* text = PyUnicode_AsUTF8AndSize(name, &size);
+  bool writes = text == nullptr;
+  if (text != nullptr) {
+    static const std::unordered_set<std::string_view> in_place = {
+        "__setitem__", "__iadd__", "__isub__", "__imul__", "__imatmul__", "__itruediv__", "__ifloordiv__",
+        "__imod__", "__ipow__", "__ilshift__", "__irshift__", "__iand__", "__ixor__", "__ior__"};
+    const std::string_view n(text, static_cast<size_t>(size));
+    const bool dunder = n.size() > 4 && n.substr(0, 2) == "__" && n.substr(n.size() - 2) == "__";
+    writes = dunder ? in_place.count(n) > 0 : !n.empty() && n.back() == '_';
+  }
+  PyErr_Clear();
+  Py_DECREF(name);
+  return writes;
+}
 
 PyObject* fv_torch_function(PyObject* config, PyObject* func, PyObject* args, PyObject* kwargs) {
   static PyObject* const seen_name = PyUnicode_InternFromString("seen_seq");
@@ -795,7 +828,7 @@ PyObject* fv_torch_function(PyObject* config, PyObject* func, PyObject* args, Py
     return nullptr;
   }
   PyObject* const* c = &PyTuple_GET_ITEM(config, 0);
-  if (exposing != nullptr && in_set(exposing, func)) ++exposed;
+  if (exposing != nullptr && may_write(func, kwargs)) ++exposed;
   if (!PyTuple_Check(args) || (kwargs != nullptr && !PyDict_Check(kwargs))) return Py_NewRef(c[kSlow]);
   if (in_set(c[kNotOps], func)) return PyObject_Call(func, args, kwargs);  // .grad writes, record_function
   PyObject* transform = PyObject_CallNoArgs(c[kInTransform]);
