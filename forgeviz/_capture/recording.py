@@ -16,11 +16,11 @@ builder and its numbers that stand in the segment's list: see :func:`grads_segme
   next backward never race it. An optimizer that did change a ``.grad`` in place during ``step()`` (its
   version moved) has that step's parameter rows dropped, and its later steps read on the training thread,
   before ``step()``. The numbers stay with the native job until the writer's thread makes the rows. With one
-  rank, a step whose ``.grad`` tensors are those the backward before it summarised, at the same versions, with
-  none of their memory handed out since (``_EXPOSING``), reads nothing: its rows are that backward's numbers
-  (``NativePass.leaf_stats``). With more than one rank each gradient is fingerprinted too (a CRC-32 of its
-  bytes, compared across ranks); with one, nothing is compared and none is made (a rank's world is asked
-  again at each step until torch.distributed has started: mp.spawn's ranks start it after recording began).
+  rank, a step whose ``.grad`` tensors are those the backward before it summarised, at the same versions, with no
+  in-place op and none of their memory handed out since (``_EXPOSING``), reads nothing: its rows are that
+  backward's numbers (``NativePass.leaf_stats``). With more than one rank each gradient is fingerprinted too (a
+  CRC-32 of its bytes, compared across ranks); with one, nothing is compared and none is made (a rank's world is
+  asked again at each step until torch.distributed has started: mp.spawn's ranks start it after recording began).
   On a GPU (the device path, ``grads.device_route``) the pre-hook launches their summaries on the device
   (device_summary.py: with Triton one launch per dtype) and, with more than one rank, their fingerprints
   (each gradient's bit patterns summed, exactly), queued before ``step()``'s kernels, so ``step()`` cannot
@@ -91,8 +91,9 @@ LEAF_STATS = "=5d"  # min, max, sum, norm, numel: a parameter's numbers in Nativ
 def _exposing() -> set:
     """The functions (as a TorchFunctionMode is handed them) that give out a tensor's memory with no version
     counter to see writes through it: ``.data``, ``numpy()``, ``data_ptr()``, a storage, DLPack, ``set_()`` of
-    another tensor onto its storage. One of them called between a backward and the optimizer step after it
-    means ``.grad`` may have changed unseen: the step reads it again (:meth:`Recorder._step_begins`)."""
+    another tensor onto its storage. One of them, or any in-place op (grad_hooks.cpp's ``may_write``: some move no
+    version counter), called between a backward and the optimizer step after it means ``.grad`` may have changed
+    unseen: the step reads it again (:meth:`Recorder._step_begins`)."""
     base, tensor = torch._C.TensorBase, torch.Tensor
     return {base.data.__get__, base.data.__set__, base.numpy, base.data_ptr, base.untyped_storage, base.set_,
             tensor.storage, tensor.__array__, tensor.__dlpack__}
@@ -307,14 +308,15 @@ def _leaf_rows(step: int, described: list, stats: bytes) -> list[tuple]:
 
 
 def _open_window() -> None:
-    """From a backward's end to the next step: count the mode's calls of _EXPOSING (grad_hooks.cpp's window)."""
+    """From a backward's end to the next step: count the mode's calls that may write a ``.grad`` unseen (of
+    _EXPOSING, and in-place ops: grad_hooks.cpp's window)."""
     lib = native.hooks()
     if lib is not None:
         lib.window(_EXPOSING)
 
 
 def _close_window() -> bool:
-    """Stop counting; whether any _EXPOSING call came since :func:`_open_window` (True without the library)."""
+    """Stop counting; whether such a call came since :func:`_open_window` (True without the library)."""
     lib = native.hooks()
     return lib is None or lib.window(None) > 0
 
@@ -498,8 +500,8 @@ class Recorder:
         self._nested = 0
         self._in_place: set[type] = set()  # optimizer classes seen changing .grad during step()
         # The native pass of the last backward, while the window from its end to the next step is open: when no
-        # .grad changed since (the same tensors at the same versions, and no _EXPOSING call), the step's
-        # parameter rows are that pass's leaf summaries, and nothing is read again (one rank: no fingerprints)
+        # .grad changed since (the same tensors at the same versions, and no in-place op or _EXPOSING call), the
+        # step's parameter rows are that pass's leaf summaries, and nothing is read again (one rank: no fingerprints)
         self._leaf_pass = None
         self._reuses = True  # (False: every step reads, as tests and bench_record compare)
         self.reused = 0  # steps whose parameter rows were the backward's summaries

@@ -1986,8 +1986,9 @@ PyObject* py_leaf_stats(PyObject*, PyObject* const* args, Py_ssize_t n) {
   return args_ok<void>("leaf_stats", n, 2) ? fv_leaf_stats(args[0], args[1]) : nullptr;
 }
 
-// window(functions or None) -> how many calls of the functions watched until now the mode saw since the last
-// call; then watches `functions` (a set), or nothing (None).
+// window(functions or None) -> how many calls the mode saw since the last call that may write a .grad unseen
+// (may_write's: in-place ops, and the `functions` watched until now); then watches with `functions` (a set:
+// exposing), or not at all (None).
 PyObject* py_window(PyObject*, PyObject* const* args, Py_ssize_t n) {
   if (!args_ok<void>("window", n, 1)) return nullptr;
   if (args[0] != Py_None && !PyAnySet_Check(args[0])) {
@@ -2128,7 +2129,7 @@ PyMethodDef methods[] = {
     FV_METHOD(recorded, "recorded(pass) -> ((signature, found), bytes, [(position, summary)]): fv_recorded"),
     FV_METHOD(node_stats, "node_stats(pass, ids) -> (bytes, [(position, summary)]): fv_node_stats"),
     FV_METHOD(leaf_stats, "leaf_stats(pass, params) -> bytes or None: fv_leaf_stats"),
-    FV_METHOD(window, "window(functions or None) -> calls of the watched functions since the last call"),
+    FV_METHOD(window, "window(functions or None) -> calls that may write a .grad unseen, since the last call"),
     {nullptr, nullptr, 0, nullptr},
 };
 
