@@ -51,6 +51,8 @@ ABI_VERSION = 3
 # The niceness of a background build: the user's cells get about 3× its CPU share. At 10 (about 9×)
 # a build on 2 cores shared with other busy processes had not finished after 10 minutes (20-40 s alone).
 BACKGROUND_NICE = 5
+# Builds of other sources kept beside a new one, per library and torch (prune_builds)
+KEPT_BUILDS = 3
 HOOKS_ABI_VERSION = 14
 READER_ABI_VERSION = 4
 
@@ -245,11 +247,34 @@ def _compile_now(sources: list[Path], target: Path, what: str, includes: list[st
         if verbose:
             print(" ".join(cmd), file=sys.stderr)
         os.replace(out, target)  # atomic: two kernels building at once both end with a whole file
-    stem = target.name.split("-", 1)[0]
-    for old in target.parent.glob(f"{stem}-{_torch_key()}-*.so"):  # older sources, same torch
-        if old != target:
-            old.unlink(missing_ok=True)  # a process that loaded it keeps its mapping
+    prune_builds(target)
     return target
+
+
+def prune_builds(target: Path, kept: int = KEPT_BUILDS) -> list[Path]:
+    """Delete the builds of ``target``'s library for this torch from other sources but the ``kept`` newest;
+    returns what it deleted. Not all of them: two checkouts of forgeviz on one machine (a work tree, and a
+    clone its tests run from) would each delete the other's at every build, and the other's next kernel
+    would build again (a process that loaded one keeps its mapping, but its next one finds none).
+
+    >>> import tempfile; folder = Path(tempfile.mkdtemp())
+    >>> for k in range(6): _ = (folder / f"grad_hooks-{_torch_key()}-{k}.so").write_bytes(b""); os.utime(
+    ...     folder / f"grad_hooks-{_torch_key()}-{k}.so", (k, k))
+    >>> sorted(p.name.rsplit("-", 1)[1] for p in prune_builds(folder / f"grad_hooks-{_torch_key()}-5.so", kept=2))
+    ['0.so', '1.so', '2.so']
+    """
+    stem = target.name.split("-", 1)[0]
+    others = []
+    for path in target.parent.glob(f"{stem}-{_torch_key()}-*.so"):  # other sources, same torch
+        try:
+            others.append((path.stat().st_mtime, path))
+        except OSError:  # (deleted meanwhile by another build)
+            continue
+    others = sorted((o for o in others if o[1] != target), reverse=True)
+    deleted = [path for _, path in others[kept:]]
+    for path in deleted:
+        path.unlink(missing_ok=True)  # a process that loaded it keeps its mapping
+    return deleted
 
 
 def _declare(lib: ctypes.CDLL) -> None:
