@@ -2,7 +2,9 @@
 zlib's, bit for bit (the rank-divergence check compares CRCs across ranks, so a CRC must mean the same bytes
 whoever computed it); a recording read by it writes exactly the rows the Python reader writes, with torch's
 norms; and an optimizer that changes ``.grad`` inside ``step()`` is caught by either reader. CRCs are made only
-where there are ranks to compare them (a run of one rank has none: most of the reader's work saved)."""
+where there are ranks to compare them (a run of one rank has none: most of the reader's work saved). With one rank,
+a step after a backward that left ``.grad`` untouched reads nothing: its rows are that backward's summaries, and any
+way of changing ``.grad`` in between sends the step back to the reader."""
 
 from __future__ import annotations
 
