@@ -347,15 +347,21 @@ def test_outputs_the_ledger_does_not_hold_are_named_without_a_fault():
     assert "to_sparse" in ops_of(trace)
 
 
-def test_a_rebuild_replaces_the_older_build_for_the_same_torch(tmp_path, monkeypatch):
+def test_a_rebuild_keeps_the_newest_older_builds_for_the_same_torch(tmp_path, monkeypatch):
+    """A build keeps the KEPT_BUILDS newest builds of other sources for its torch (another checkout's, in use),
+    deletes the older ones, and leaves another torch's alone."""
     from forgeviz._capture import native
 
     monkeypatch.setenv("FORGEVIZ_CACHE", str(tmp_path))
-    stale = native.library_path().with_name(f"cpu_ledger-{native._torch_key()}-0000000000.so")
+    older = [native.library_path().with_name(f"cpu_ledger-{native._torch_key()}-{k:010d}.so")
+             for k in range(native.KEPT_BUILDS + 2)]
     other_torch = native.library_path().with_name("cpu_ledger-ffffffffff-0000000000.so")
-    stale.parent.mkdir(parents=True)
-    stale.write_bytes(b"an older source's build")
+    older[0].parent.mkdir(parents=True)
+    for k, path in enumerate(older):
+        path.write_bytes(b"an older source's build")
+        os.utime(path, (1_000_000 + k, 1_000_000 + k))  # the last written is the newest
     other_torch.write_bytes(b"another torch's build")
     built = native.build()
     assert built.exists() and built == native.library_path()
-    assert not stale.exists() and other_torch.exists()
+    assert [path.exists() for path in older] == [False] * 2 + [True] * native.KEPT_BUILDS
+    assert other_torch.exists()
