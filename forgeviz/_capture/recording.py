@@ -293,17 +293,23 @@ def _read_present(step: int, described: list, grads: list, lib, fingerprinted: b
 def _native_rows(step: int, described: list, reader, job) -> list[tuple]:
     """The parameter and module rows of a step whose gradients the native reader read, every one (none
     left to Python: all finite, so no finding), from the numbers its ``job`` keeps."""
-    read = [(*d, (norm, lo, hi, total / numel, numel, crc))
-            for d, got in zip(described, reader.numbers(job)) if got is not None
-            for lo, hi, total, norm, numel, crc in (got,)]
-    return parameter_rows(step, read)[0]
+    return _rows_of_numbers(step, described, reader.numbers(job))
 
 
 def _leaf_rows(step: int, described: list, stats: bytes) -> list[tuple]:
     """The parameter and module rows of a step whose gradients the backward before it summarised, unchanged
-    since (:meth:`NativePass.leaf_stats`'s ``stats``, five doubles a parameter of ``described``)."""
-    read = [(*d, (norm, lo, hi, total / max(numel, 1), int(numel), None))
-            for d, (lo, hi, total, norm, numel) in zip(described, struct.iter_unpack(LEAF_STATS, stats)) if numel >= 0]
+    since (:meth:`NativePass.leaf_stats`'s ``stats``, five doubles a parameter of ``described``, numel -1 for
+    one with no ``.grad``)."""
+    return _rows_of_numbers(step, described, ((lo, hi, total, norm, int(numel), None) if numel >= 0 else None
+                                              for lo, hi, total, norm, numel in struct.iter_unpack(LEAF_STATS, stats)))
+
+
+def _rows_of_numbers(step: int, described: list, numbers) -> list[tuple]:
+    """:func:`parameter_rows` from each parameter's (min, max, sum, norm, numel, fingerprint), None for one
+    with no gradient, in ``described``'s order."""
+    read = [(*d, (norm, lo, hi, total / numel, numel, crc))
+            for d, got in zip(described, numbers) if got is not None
+            for lo, hi, total, norm, numel, crc in (got,)]
     return parameter_rows(step, read)[0]
 
 
@@ -582,9 +588,7 @@ class Recorder:
         for handle in self._handles:
             handle.remove()
         self._handles = []
-        if self._leaf_pass is not None:
-            self._leaf_pass = None
-            _close_window()
+        self._end_window()
         if self._after_backward in self.session.after_backward_of:
             self.session.after_backward_of.remove(self._after_backward)
         if self._cuda_before_backward in self.session.before_backward:
@@ -615,6 +619,12 @@ class Recorder:
         self.writer.close(final)
 
     # --- per step ----------------------------------------------------------------------------
+    def _end_window(self) -> tuple:
+        """Close the window a backward opened, if open: (its native pass or None, whether a call that may have
+        written a ``.grad`` unseen came since; True when there was no window)."""
+        leaf_pass, self._leaf_pass = self._leaf_pass, None
+        return leaf_pass, _close_window() if leaf_pass is not None else True
+
     def _reader_polls(self) -> bool:
         """Whether torch's intra-op threads leave the native reader a core to poll on (``_poll``): this rank's
         share of the cores, where it is not pinned to its own (torchrun's ``LOCAL_WORLD_SIZE`` ranks on this
@@ -636,8 +646,7 @@ class Recorder:
                 self._nested += 1
                 return
             self._stepping = id(optimizer)
-            leaf_pass, self._leaf_pass = self._leaf_pass, None
-            exposed = _close_window() if leaf_pass is not None else True
+            leaf_pass, exposed = self._end_window()
             if self.writer is None:
                 self._open()
             if self._cuda_wanted is not None:
@@ -939,9 +948,7 @@ class Recorder:
     def _after_backward(self, roots: list) -> None:
         if self._stepping is not None:  # a step that raised never ran its post hook
             self._stepping, self._nested = None, 0
-        if self._leaf_pass is not None:  # (a backward since: what the step applies is this one's)
-            self._leaf_pass = None
-            _close_window()
+        self._end_window()  # (a backward since: what the step applies is this one's)
         if self.writer is None:
             self._open()
         if self._cuda_wanted is not None:
