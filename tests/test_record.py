@@ -386,9 +386,9 @@ def test_applied_gradients_on_the_device_path_read_nothing_back(tmp_path, monkey
     issued = []
     read = Recorder._read_on_device
 
-    def counted(self, plan):
+    def counted(self, plan, leaf_pass):
         with _Count() as counter:
-            read(self, plan)
+            read(self, plan, leaf_pass)
         issued.append(counter.ops)
 
     monkeypatch.setattr(Recorder, "_read_on_device", counted)

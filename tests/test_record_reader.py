@@ -261,20 +261,27 @@ def _tripled(parameter) -> None:
 
 
 @needs_reader
+@pytest.mark.parametrize("summaries", ["native", "device"])
 @pytest.mark.parametrize("change", [None, "in place", ".data", "numpy", "replaced", "clipped", "AMP's unscale",
                                     "another backward", "post-accumulate hook"])
-def test_a_step_reads_grad_again_only_where_it_may_have_changed_since_backward(tmp_path, change):
+def test_a_step_reads_grad_again_only_where_it_may_have_changed_since_backward(tmp_path, monkeypatch, change,
+                                                                                summaries):
     """With one rank, a step whose ``.grad`` tensors are those the backward before it summarised, at the same
     versions, with no in-place op since and none of their memory handed out (``.data``, ``numpy()``: writes there
     move no version; nor does AMP's unscale), has that backward's numbers as its rows, and nothing is read again; a
     ``.grad`` changed in any of those ways, or by a post-accumulate hook inside backward, is read again at the step.
-    Either way every row is torch's ``.grad`` as ``step()`` applies it."""
+    Either way every row is torch's ``.grad`` as ``step()`` applies it. On the device path (a GPU's, run here on the
+    CPU with FORGEVIZ_SUMMARIES=device) the backward's summaries are taken, and the step launches none."""
+    if summaries == "device":
+        monkeypatch.setenv("FORGEVIZ_SUMMARIES", "device")
     model, opt, x = _mlp()
     if change == "post-accumulate hook":
         model[0].weight.register_post_accumulate_grad_hook(_tripled)
     run, applied, recorder = _record(tmp_path, model, opt, x, 3, True, 1, reuses=True,
                                      after_backward=lambda step: change and _changed(model, change))
     assert recorder.reused == (3 if change is None else 0)
+    if summaries == "device":  # the step's own summaries (DeviceSummaries, made at the first step that launches)
+        assert (recorder._device_params is None) == (change is None)
     params = run.frame().query("kind == 'parameter'")
     for step, grads in enumerate(applied, 1):
         rows = params[params["step"] == step].set_index("name")
@@ -284,6 +291,47 @@ def test_a_step_reads_grad_again_only_where_it_may_have_changed_since_backward(t
             assert (rows.loc[name, "min"], rows.loc[name, "max"]) == (g.min().item(), g.max().item())
             assert rows.loc[name, "mean"] == pytest.approx(g.mean().item(), rel=1e-6, abs=1e-9)
         assert rows["fingerprint"].isna().all()  # (one rank: nothing to compare)
+
+
+class _NaNAt(torch.nn.Module):
+    """An MLP whose backward goes NaN while ``poisoned``: sqrt's derivative at 0 is infinite, times 0."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(8, 6), torch.nn.Tanh(), torch.nn.Linear(6, 2))
+        self.poisoned = False
+
+    def forward(self, x):
+        y = self.net(x)
+        return y + (y[:, :1] * 0).sqrt() if self.poisoned else y
+
+
+@needs_reader
+def test_a_step_that_took_the_device_summaries_of_nan_gradients_has_its_finding(tmp_path, monkeypatch):
+    """On the device path a step that took its backward's summaries (one rank) learns they are not finite only
+    from the pass's read-back: the segment's writing waits for it, and the finding names the step's first
+    parameter and its step, as when the step summarised them itself. The read-back is held back until waited
+    for, as a GPU's copy lags (on the CPU it is done at once, and a pass found NaN is read at once)."""
+    from forgeviz._capture.device_summary import DeviceSummaries
+
+    monkeypatch.setenv("FORGEVIZ_SUMMARIES", "device")
+    poll = DeviceSummaries.poll
+    monkeypatch.setattr(DeviceSummaries, "poll", lambda self: not self._reading)  # the copy never done...
+    monkeypatch.setattr(DeviceSummaries, "wait", lambda self: poll(self))  # ...until waited for
+    torch.manual_seed(0)
+    model = _NaNAt()
+    run, applied, recorder = _record(tmp_path, model, torch.optim.SGD(model.parameters(), lr=0.1), torch.randn(4, 8),
+                                     2, True, 1, reuses=True, before_step=lambda step: setattr(model, "poisoned",
+                                                                                              step == 2))
+    assert recorder.reused == 2 and recorder._device_params is None
+    assert all(g.isfinite().all() for g in applied[0].values()) and all(g.isnan().any() for g in applied[1].values())
+    [finding] = [f for f in run.findings if f.parameter is not None]
+    assert (finding.kind, finding.step, finding.parameter, finding.module) == ("nonfinite-grad", 2, "net.0.weight",
+                                                                               "net.0")
+    params = run.frame().query("kind == 'parameter'").set_index(["step", "name"])
+    for step, grads in enumerate(applied, 1):
+        for name, g in grads.items():
+            assert params.loc[(step, name), "norm"] == pytest.approx(g.norm().item(), rel=1e-6, nan_ok=True)
 
 
 def _halve_grads(optimizer, args, kwargs):

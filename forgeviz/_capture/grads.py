@@ -231,15 +231,28 @@ class NativePass:
         """The armed graph's Node ids in the order of :func:`iter_graph` (the ``walk(roots)`` ids)."""
         return self._lib.order(self._capsule)
 
-    def recorded(self) -> tuple[tuple[int, int], bytes, list]:
-        """What a recording reads of the pass, in one call: (:meth:`shape`, *:meth:`node_stats`)."""
-        return self._lib.recorded(self._capsule)
+    def recorded(self, watch: Optional[set] = None) -> tuple[tuple[int, int], bytes, list]:
+        """What a recording reads of the pass, in one call: (:meth:`shape`, *:meth:`node_stats`); with ``watch``,
+        :meth:`watch_writes` of it too, in the same call."""
+        return self._lib.recorded(self._capsule, watch)
 
     def leaf_stats(self, params: list) -> Optional[bytes]:
         """(min, max, sum, norm, numel) of each parameter's ``.grad`` as this pass summarised it, five native
         doubles each (numel -1: no ``.grad``); None unless every ``.grad`` is still the tensor the pass's
         AccumulateGrad hook summarised, at the same version."""
         return self._lib.leaf_stats(self._capsule, params)
+
+    def leaf_summaries(self, params: list) -> Optional[list]:
+        """:meth:`leaf_stats` on the device path: the summary device_summary made of each parameter's ``.grad``
+        in this pass (its numbers come with the pass's read-back), None for one with no ``.grad``; None unless
+        every ``.grad`` is still the tensor summarised so, at the same version."""
+        return self._lib.leaf_summaries(self._capsule, params)
+
+    def watch_writes(self, functions: Optional[set]) -> int:
+        """The library's window (grad_hooks.cpp's ``window``; one for the process, reached through the pass's
+        library): how many calls that may write a ``.grad`` without moving its version the capture mode saw
+        since the last call; then it watches ``functions`` and in-place ops, or nothing (None)."""
+        return self._lib.window(functions)
 
 
 NODE_STATS = "=6d"  # a struct format of one Node's numbers in :meth:`NativePass.node_stats`'s bytes

@@ -79,6 +79,10 @@ from .summary import _summarize_natively, summarize
 from .untraced import untraced
 from .walk import build_graph, reachable
 
+_C10D_AVAILABLE = torch.distributed.is_available()
+if _C10D_AVAILABLE:  # (not on every build of torch)
+    from torch.distributed import distributed_c10d as _c10d
+
 SEGMENT_ROWS = 8192  # a segment is written once this many rows wait...
 SEGMENT_SECONDS = 2.0  # ...or this long after the last one (what a SIGKILL can lose at most)
 BUDGET_BYTES = 256 * 2**20
@@ -111,9 +115,20 @@ def rank_and_world() -> tuple[int, int]:
     return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
 
 
-# whether torch.distributed has started (a step asks while the world is one rank: mp.spawn's ranks start it after
-# recording began, and their fingerprints are then wanted)
-_distributed = torch.distributed.is_initialized if torch.distributed.is_available() else lambda: False
+def _distributed() -> bool:
+    """Whether torch.distributed has started: a step asks while the world is one rank (mp.spawn's ranks start it
+    after recording began, and their fingerprints are then wanted). ``is_initialized()`` is three Python calls
+    (GroupMember.WORLD's class property, then _World.default_pg's); the default group's attribute is read here
+    directly, where this torch keeps one (its _World: not a test's thread-local world).
+
+    >>> _distributed()
+    False
+    """
+    if not _C10D_AVAILABLE:
+        return False
+    world = _c10d._world
+    return (world._default_pg if type(world) is _c10d._World else world.default_pg) is not None
+
 
 
 def _rank_known() -> bool:
@@ -313,20 +328,6 @@ def _rows_of_numbers(step: int, described: list, numbers) -> list[tuple]:
     return parameter_rows(step, read)[0]
 
 
-def _open_window() -> None:
-    """From a backward's end to the next step: count the mode's calls that may write a ``.grad`` unseen (of
-    _EXPOSING, and in-place ops: grad_hooks.cpp's window)."""
-    lib = native.hooks()
-    if lib is not None:
-        lib.window(_EXPOSING)
-
-
-def _close_window() -> bool:
-    """Stop counting; whether such a call came since :func:`_open_window` (True without the library)."""
-    lib = native.hooks()
-    return lib is None or lib.window(None) > 0
-
-
 def _node_rows(step: int, graph: int, described: tuple, stats: bytes, on_device: list) -> list[tuple]:
     """The Node rows of one backward from the native hooks' ``node_stats``: six doubles per Node (its
     position in the walk, numel, min, max, sum, norm), and (position, summary) of the gradients the device
@@ -510,6 +511,9 @@ class Recorder:
         # step's parameter rows are that pass's leaf summaries, and nothing is read again (one rank: no fingerprints)
         self._leaf_pass = None
         self._reuses = True  # (False: every step reads, as tests and bench_record compare)
+        # (step, described, summaries) of the steps on the device path that took the backward's summaries: their
+        # nonfinite-grad finding is made once the read-back filled them (_flush)
+        self._reused_on_device: list[tuple] = []
         self.reused = 0  # steps whose parameter rows were the backward's summaries
         # reader jobs: a _Job (the Python reader's), or the native reader's (reader, job, step, described,
         # fingerprinted)
@@ -619,11 +623,12 @@ class Recorder:
         self.writer.close(final)
 
     # --- per step ----------------------------------------------------------------------------
-    def _end_window(self) -> tuple:
-        """Close the window a backward opened, if open: (its native pass or None, whether a call that may have
-        written a ``.grad`` unseen came since; True when there was no window)."""
+    def _end_window(self) -> None:
+        """Close the window a backward opened, if open, its pass's leaf summaries unused (the step hook closes
+        it itself, inline)."""
         leaf_pass, self._leaf_pass = self._leaf_pass, None
-        return leaf_pass, _close_window() if leaf_pass is not None else True
+        if leaf_pass is not None:
+            leaf_pass.watch_writes(None)
 
     def _reader_polls(self) -> bool:
         """Whether torch's intra-op threads leave the native reader a core to poll on (``_poll``): this rank's
@@ -646,7 +651,11 @@ class Recorder:
                 self._nested += 1
                 return
             self._stepping = id(optimizer)
-            leaf_pass, exposed = self._end_window()
+            leaf_pass = self._leaf_pass
+            if leaf_pass is not None:  # the window the backward opened, closed whatever this step does
+                self._leaf_pass = None
+                if leaf_pass.watch_writes(None):
+                    leaf_pass = None  # a call that may have written a .grad unseen came since: read it again
             if self.writer is None:
                 self._open()
             if self._cuda_wanted is not None:
@@ -661,11 +670,13 @@ class Recorder:
             # bytes was most of the reader's work)
             fingerprinted = self.world > 1
             plan = self._plan(optimizer)
+            if fingerprinted or plan[5]:  # (with ranks, the bytes after the all-reduce; a DTensor's shard)
+                leaf_pass = None
             if plan[4] or self._route_cpu:  # a parameter off the CPU
-                self._read_on_device(plan)
+                self._read_on_device(plan, leaf_pass)
                 return
             params, described = plan[2], plan[3]
-            if not exposed and not fingerprinted and not plan[5]:
+            if leaf_pass is not None:
                 stats = leaf_pass.leaf_stats(params)
                 if stats is not None:  # .grad is as the backward summarised it: its numbers, no second read
                     self._rows[GRADS].append(functools.partial(_leaf_rows, self.step, described, stats))
@@ -700,11 +711,25 @@ class Recorder:
         except Exception as exc:  # noqa: BLE001 - the boundary inline
             report(self.fault, "recording the gradients the optimizer applies", exc)
 
-    def _read_on_device(self, plan: tuple) -> None:
+    def _read_on_device(self, plan: tuple, leaf_pass=None) -> None:
         """A step with parameters off the CPU: the gradients of the device path (CUDA's) summarised there and,
         with more than one rank, fingerprinted, with no host read; their rows are made once a segment waited for
-        the read-back (:meth:`_flush`), a finding as soon as it says one is not finite. Others are read now."""
+        the read-back (:meth:`_flush`), a finding as soon as it says one is not finite. Others are read now.
+        ``leaf_pass``: the backward's native pass, when no call that may have written a ``.grad`` unseen came
+        since (one rank): if every ``.grad`` is as it summarised them there, those summaries, and nothing is
+        launched."""
         params, described = plan[2], plan[3]
+        if leaf_pass is not None:
+            summaries = leaf_pass.leaf_summaries(params)
+            if summaries is not None:
+                on_device = [d for d, s in zip(described, summaries) if s is not None]
+                made = [s for s in summaries if s is not None]
+                self._rows[GRADS].append(functools.partial(_device_parameter_rows, self.step, on_device, made, None))
+                self._reused_on_device.append((self.step, on_device, made))  # (its finding: once they are read)
+                self._later = self._later_on_device = True
+                self._later_rows += len(made)
+                self.reused += 1
+                return
         grads = _step_grads(params, described) if plan[5] else [p.grad for p in params]
         route, now, on_device, taken = self._route, [], [], []
         for d, g in zip(described, grads):
@@ -812,7 +837,7 @@ class Recorder:
                 self._nested -= 1
                 return
             self._stepping = None
-            if self._collect() and type(optimizer) not in self._in_place:
+            if self._reading and self._collect() and type(optimizer) not in self._in_place:
                 self._in_place.add(type(optimizer))
                 self.session.fault(f"recording: {type(optimizer).__name__}.step() changed .grad in place while it was "
                                    f"read; step {self.torn_steps[-1]}'s parameter gradients are left out, and its "
@@ -856,6 +881,9 @@ class Recorder:
             self._later_on_device = False
             if self.session.store.nonfinite_found:  # (found as the read-back filled them)
                 self._nonfinite_nodes()
+            reused, self._reused_on_device = self._reused_on_device, []
+            for step, described, made in reused:  # steps that took their backward's summaries: read back now
+                self._nonfinite_parameters(step, described, made, [])
         for name, rows in self._rows.items():
             if rows:
                 if name == GRADS and self._later:  # (rows the writer's thread builds first)
@@ -948,7 +976,8 @@ class Recorder:
     def _after_backward(self, roots: list) -> None:
         if self._stepping is not None:  # a step that raised never ran its post hook
             self._stepping, self._nested = None, 0
-        self._end_window()  # (a backward since: what the step applies is this one's)
+        if self._leaf_pass is not None:  # (a backward since: what the step applies is this one's)
+            self._end_window()
         if self.writer is None:
             self._open()
         if self._cuda_wanted is not None:
@@ -961,13 +990,15 @@ class Recorder:
             return
         index = store.recorded
         source, handed = store.recorded_by(index)  # (handed: with the native hooks, mostly none)
-        if source is not None and self.world == 1 and self._reuses:
-            self._leaf_pass = source
-            _open_window()
         if source is not None:  # its graph as the native hooks armed it, and their numbers
             # (the ids are the pass's own, read only when needed; the numbers now: a dead graph's Nodes are
-            # forgotten, and the rows are the writer's)
-            signature, stats, on_device = source.recorded()
+            # forgotten, and the rows are the writer's). With one rank, the window to the next step opens in the
+            # same call: a step after it may take the pass's leaf summaries
+            if self.world == 1 and self._reuses:
+                self._leaf_pass = source
+                signature, stats, on_device = source.recorded(_EXPOSING)
+            else:
+                signature, stats, on_device = source.recorded()
             ids = source
         else:
             signature, ids = self._walk(roots)

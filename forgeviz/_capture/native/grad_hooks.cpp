@@ -335,11 +335,12 @@ struct Pass {
     if (faults.size() < 20) faults.push_back(std::move(message));
   }
 
-  // The leaf's .grad now (after AccumulateGrad and its post-accumulate hooks) and its summary's slot, when
-  // that summary's numbers are here (not the device path's, still to come), and are .grad's: not for a leaf with
-  // a post-accumulate hook (one that changed .grad in place leaves the incoming gradient's summary behind it).
+  // The leaf's .grad now (after AccumulateGrad and its post-accumulate hooks) and its summary's slot (on the
+  // device path, one whose numbers are still to come: fv_leaf_summaries), when that summary is .grad's: not for
+  // a leaf with a post-accumulate hook (one that changed .grad in place leaves the incoming gradient's summary
+  // behind it).
   void remember_leaf(const at::Tensor& leaf, const at::Tensor& grad, int slot) {
-    if (slot < 0 || summaries[static_cast<size_t>(slot)].external >= 0) return;
+    if (slot < 0) return;
     if (torch::autograd::impl::post_acc_grad_hooks(leaf) != nullptr) return;
     try {
       const int64_t version = grad.unsafeGetTensorImpl()->version_counter().current_version();
@@ -1329,10 +1330,29 @@ Py_ssize_t fv_forget(PyObject* capsule, PyObject* gone) {
   return static_cast<Py_ssize_t>(rows.size());
 }
 
+// The summary slot this pass's AccumulateGrad hook left for `item`'s .grad (a parameter), when that .grad is
+// still the tensor it summarised, at the same version: kNone for a parameter with no .grad, kFail otherwise
+// (not a tensor, or a .grad that changed since).
+int leaf_slot(const Pass& pass, PyObject* item) {
+  if (!THPVariable_Check(item)) return kFail;
+  const at::Tensor& leaf = THPVariable_Unpack(item);
+  const at::Tensor& grad = leaf.grad();
+  if (!grad.defined()) return kNone;
+  auto found = pass.leaf_grads.find(leaf.unsafeGetTensorImpl());
+  if (found == pass.leaf_grads.end() || found->second.grad.lock().get() != grad.unsafeGetTensorImpl()) return kFail;
+  try {
+    if (grad.unsafeGetTensorImpl()->version_counter().current_version() != found->second.version) return kFail;
+  } catch (...) {
+    return kFail;
+  }
+  return found->second.slot;
+}
+
 // For each parameter of `params` (a list), the numbers of its .grad this pass summarised: min, max, sum, norm
 // and numel, five native doubles each in one bytes object (numel -1: a parameter with no .grad). None unless
-// every .grad is still the tensor the pass's AccumulateGrad hook summarised, at the same version: a recording's
-// optimizer step then reads nothing again (recording.py's Recorder._step_begins).
+// every .grad is still the tensor the pass's AccumulateGrad hook summarised here (not on the device path:
+// fv_leaf_summaries), at the same version: a recording's optimizer step then reads nothing again
+// (recording.py's Recorder._step_begins).
 PyObject* fv_leaf_stats(PyObject* capsule, PyObject* params) {
   Pass* pass = pass_of(capsule);
   if (pass == nullptr) return nullptr;
@@ -1346,32 +1366,49 @@ PyObject* fv_leaf_stats(PyObject* capsule, PyObject* params) {
   double* at = reinterpret_cast<double*>(PyBytes_AS_STRING(out));
   std::lock_guard<std::mutex> lock(pass->mu);
   for (Py_ssize_t k = 0; k < n; ++k, at += 5) {
-    PyObject* item = PyList_GET_ITEM(params, k);
-    if (!THPVariable_Check(item)) {
-      Py_DECREF(out);
-      Py_RETURN_NONE;
-    }
-    const at::Tensor& leaf = THPVariable_Unpack(item);
-    const at::Tensor& grad = leaf.grad();
-    if (!grad.defined()) {
+    const int slot = leaf_slot(*pass, PyList_GET_ITEM(params, k));
+    if (slot == kNone) {
       const double none[5] = {0, 0, 0, 0, -1};
       std::memcpy(at, none, sizeof none);
       continue;
     }
-    auto found = pass->leaf_grads.find(leaf.unsafeGetTensorImpl());
-    bool same = found != pass->leaf_grads.end() && found->second.grad.lock().get() == grad.unsafeGetTensorImpl();
-    try {
-      same = same && grad.unsafeGetTensorImpl()->version_counter().current_version() == found->second.version;
-    } catch (...) {
-      same = false;
-    }
-    if (!same) {
+    if (slot < 0 || pass->summaries[static_cast<size_t>(slot)].external >= 0) {
       Py_DECREF(out);
       Py_RETURN_NONE;
     }
-    const Summary& s = pass->summaries[static_cast<size_t>(found->second.slot)];
+    const Summary& s = pass->summaries[static_cast<size_t>(slot)];
     const double numbers[5] = {s.stats[0], s.stats[1], s.stats[2], s.stats[3], static_cast<double>(s.numel)};
     std::memcpy(at, numbers, sizeof numbers);
+  }
+  return out;
+}
+
+// fv_leaf_stats on the device path: for each parameter of `params`, the summary device_summary.py made of its
+// .grad in this pass (its numbers come with the pass's read-back), or None for one with no .grad. None unless
+// every .grad is still the tensor summarised so, at the same version.
+PyObject* fv_leaf_summaries(PyObject* capsule, PyObject* params) {
+  Pass* pass = pass_of(capsule);
+  if (pass == nullptr) return nullptr;
+  if (!PyList_Check(params)) {
+    PyErr_SetString(PyExc_TypeError, "leaf_summaries: expected a list of parameters");
+    return nullptr;
+  }
+  const Py_ssize_t n = PyList_GET_SIZE(params);
+  PyObject* out = PyList_New(n);
+  if (out == nullptr) return nullptr;
+  std::lock_guard<std::mutex> lock(pass->mu);
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    const int slot = leaf_slot(*pass, PyList_GET_ITEM(params, k));
+    if (slot == kNone) {
+      PyList_SET_ITEM(out, k, Py_NewRef(Py_None));
+      continue;
+    }
+    const Py_ssize_t external = slot >= 0 ? pass->summaries[static_cast<size_t>(slot)].external : -1;
+    if (external < 0 || pass->externals == nullptr) {
+      Py_DECREF(out);
+      Py_RETURN_NONE;
+    }
+    PyList_SET_ITEM(out, k, Py_NewRef(PyList_GET_ITEM(pass->externals, external)));
   }
   return out;
 }
@@ -1986,6 +2023,10 @@ PyObject* py_leaf_stats(PyObject*, PyObject* const* args, Py_ssize_t n) {
   return args_ok<void>("leaf_stats", n, 2) ? fv_leaf_stats(args[0], args[1]) : nullptr;
 }
 
+PyObject* py_leaf_summaries(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  return args_ok<void>("leaf_summaries", n, 2) ? fv_leaf_summaries(args[0], args[1]) : nullptr;
+}
+
 // window(functions or None) -> how many calls the mode saw since the last call that may write a .grad unseen
 // (may_write's: in-place ops, and the `functions` watched until now); then watches with `functions` (a set:
 // exposing), or not at all (None).
@@ -2015,8 +2056,21 @@ PyObject* py_shape(PyObject*, PyObject* const* args, Py_ssize_t n) {
   return args_ok<void>("shape", n, 1) ? fv_shape(args[0]) : nullptr;
 }
 
+// recorded(pass, functions or None): fv_recorded; with a set of functions, the window (py_window) opened in the
+// same call, watching them: a recording's step may then take the pass's leaf summaries (one call less in the
+// hook after each backward).
 PyObject* py_recorded(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  return args_ok<void>("recorded", n, 1) ? fv_recorded(args[0]) : nullptr;
+  if (!args_ok<void>("recorded", n, 2)) return nullptr;
+  if (args[1] != Py_None && !PyAnySet_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "recorded: expected a set of functions to watch, or None");
+    return nullptr;
+  }
+  PyObject* out = fv_recorded(args[0]);
+  if (out != nullptr && args[1] != Py_None) {
+    exposed = 0;
+    Py_XSETREF(exposing, Py_NewRef(args[1]));
+  }
+  return out;
 }
 
 PyObject* py_order(PyObject*, PyObject* const* args, Py_ssize_t n) {
@@ -2126,13 +2180,15 @@ PyMethodDef methods[] = {
     FV_METHOD(walk, "walk(roots) -> (signature, found, ids): fv_walk"),
     FV_METHOD(shape, "shape(pass) -> (signature, found): fv_shape"),
     FV_METHOD(order, "order(pass) -> ids: fv_order"),
-    FV_METHOD(recorded, "recorded(pass) -> ((signature, found), bytes, [(position, summary)]): fv_recorded"),
+    FV_METHOD(recorded, "recorded(pass, functions or None) -> ((signature, found), bytes, [(position, summary)]): "
+                        "fv_recorded, and with functions the window opened, watching them"),
     FV_METHOD(node_stats, "node_stats(pass, ids) -> (bytes, [(position, summary)]): fv_node_stats"),
     FV_METHOD(leaf_stats, "leaf_stats(pass, params) -> bytes or None: fv_leaf_stats"),
+    FV_METHOD(leaf_summaries, "leaf_summaries(pass, params) -> [summary or None] or None: fv_leaf_summaries"),
     FV_METHOD(window, "window(functions or None) -> calls that may write a .grad unseen, since the last call"),
     {nullptr, nullptr, 0, nullptr},
 };
 
 }  // namespace
 
-FV_MODULE(_grad_hooks, "forgeviz's gradient hooks and op tags in C++ (forgeviz/_capture/native/grad_hooks.cpp)", 14)
+FV_MODULE(_grad_hooks, "forgeviz's gradient hooks and op tags in C++ (forgeviz/_capture/native/grad_hooks.cpp)", 15)
