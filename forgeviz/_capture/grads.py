@@ -238,14 +238,15 @@ class NativePass:
 
     def leaf_stats(self, params: list) -> Optional[bytes]:
         """(min, max, sum, norm, numel) of each parameter's ``.grad`` as this pass summarised it, five native
-        doubles each (numel -1: no ``.grad``); None unless every ``.grad`` is still the tensor the pass's
+        doubles each (numel -1: no ``.grad``). Closes the window (:meth:`watch_writes`) first: None if a call
+        in it may have written a ``.grad`` unseen, or unless every ``.grad`` is still the tensor the pass's
         AccumulateGrad hook summarised, at the same version."""
         return self._lib.leaf_stats(self._capsule, params)
 
     def leaf_summaries(self, params: list) -> Optional[list]:
         """:meth:`leaf_stats` on the device path: the summary device_summary made of each parameter's ``.grad``
-        in this pass (its numbers come with the pass's read-back), None for one with no ``.grad``; None unless
-        every ``.grad`` is still the tensor summarised so, at the same version."""
+        in this pass (its numbers come with the pass's read-back), None for one with no ``.grad``; the window
+        closed, None as :meth:`leaf_stats` gives it."""
         return self._lib.leaf_summaries(self._capsule, params)
 
     def watch_writes(self, functions: Optional[set]) -> int:

@@ -534,6 +534,7 @@ class Recorder:
         # and the summaries of those (made at the first such step)
         self._route = device_route()
         self._route_cpu = routes_cpu(self._route)
+        self._device_path = self._cuda or self._route_cpu  # (else no pass's numbers come with a read-back)
         self._device_params: Optional[DeviceSummaries] = None
         self._handles: list = []
         self.memory = memory
@@ -624,8 +625,8 @@ class Recorder:
 
     # --- per step ----------------------------------------------------------------------------
     def _end_window(self) -> None:
-        """Close the window a backward opened, if open, its pass's leaf summaries unused (the step hook closes
-        it itself, inline)."""
+        """Close the window a backward opened, if open, its pass's leaf summaries unused (a step closes it as it
+        asks the pass for them)."""
         leaf_pass, self._leaf_pass = self._leaf_pass, None
         if leaf_pass is not None:
             leaf_pass.watch_writes(None)
@@ -651,11 +652,6 @@ class Recorder:
                 self._nested += 1
                 return
             self._stepping = id(optimizer)
-            leaf_pass = self._leaf_pass
-            if leaf_pass is not None:  # the window the backward opened, closed whatever this step does
-                self._leaf_pass = None
-                if leaf_pass.watch_writes(None):
-                    leaf_pass = None  # a call that may have written a .grad unseen came since: read it again
             if self.writer is None:
                 self._open()
             if self._cuda_wanted is not None:
@@ -663,14 +659,18 @@ class Recorder:
             if self._counting is None:
                 self._counting = weakref.ref(optimizer)
             if not self._records:
-                return
+                return  # (nor a window open: a backward opens one only before a step that records)
             if self.world == 1 and _distributed():
                 self._learn_rank()
             # fingerprints are compared across ranks: with one rank none is made (a CRC-32 of every gradient's
             # bytes was most of the reader's work)
             fingerprinted = self.world > 1
             plan = self._plan(optimizer)
-            if fingerprinted or plan[5]:  # (with ranks, the bytes after the all-reduce; a DTensor's shard)
+            # the window the backward opened: closed as its pass's leaf summaries are asked for (leaf_stats,
+            # leaf_summaries: None if a call in it may have written a .grad unseen), or here
+            leaf_pass, self._leaf_pass = self._leaf_pass, None
+            if leaf_pass is not None and (fingerprinted or plan[5]):  # (the bytes after the all-reduce; a shard)
+                leaf_pass.watch_writes(None)
                 leaf_pass = None
             if plan[4] or self._route_cpu:  # a parameter off the CPU
                 self._read_on_device(plan, leaf_pass)
@@ -858,7 +858,8 @@ class Recorder:
             now = time.perf_counter()
             self._rows[STEPS].append((self.step, now - self._t0, live, peak))
             self.step += 1
-            self._records = self._records_step()
+            if self.every != 1 or self.stride != 1 or self.over_budget_at is not None:  # (else it stays True)
+                self._records = self._records_step()
             if self.cuda is not None:
                 self.cuda.mark_step(self.step)
             if (len(self._rows[GRADS]) + self._later_rows >= SEGMENT_ROWS
@@ -1009,7 +1010,7 @@ class Recorder:
         graph, described = known
         if graph is None:
             return
-        if store.nonfinite_found or session.recorder.device.reading:
+        if store.nonfinite_found or (self._device_path and session.recorder.device.reading):
             # this pass's first non-finite Node, found as it ended, or (CUDA) to be found once its numbers come
             passes = self._passes
             passes[index] = (self.step, graph, ids, described)

@@ -1348,11 +1348,20 @@ int leaf_slot(const Pass& pass, PyObject* item) {
   return found->second.slot;
 }
 
+// Closes the window (py_window) as a step takes a pass's leaf summaries: whether a call that may have written a
+// .grad unseen came while it was open.
+bool window_closes() {
+  const bool written = exposed > 0;
+  exposed = 0;
+  Py_CLEAR(exposing);
+  return written;
+}
+
 // For each parameter of `params` (a list), the numbers of its .grad this pass summarised: min, max, sum, norm
-// and numel, five native doubles each in one bytes object (numel -1: a parameter with no .grad). None unless
-// every .grad is still the tensor the pass's AccumulateGrad hook summarised here (not on the device path:
-// fv_leaf_summaries), at the same version: a recording's optimizer step then reads nothing again
-// (recording.py's Recorder._step_begins).
+// and numel, five native doubles each in one bytes object (numel -1: a parameter with no .grad). Closes the
+// window first. None if a call in it may have written a .grad unseen, or unless every .grad is still the tensor
+// the pass's AccumulateGrad hook summarised here (not on the device path: fv_leaf_summaries), at the same
+// version: a recording's optimizer step then reads nothing again (recording.py's Recorder._step_begins).
 PyObject* fv_leaf_stats(PyObject* capsule, PyObject* params) {
   Pass* pass = pass_of(capsule);
   if (pass == nullptr) return nullptr;
@@ -1360,6 +1369,7 @@ PyObject* fv_leaf_stats(PyObject* capsule, PyObject* params) {
     PyErr_SetString(PyExc_TypeError, "leaf_stats: expected a list of parameters");
     return nullptr;
   }
+  if (window_closes()) Py_RETURN_NONE;
   const Py_ssize_t n = PyList_GET_SIZE(params);
   PyObject* out = PyBytes_FromStringAndSize(nullptr, n * 5 * static_cast<Py_ssize_t>(sizeof(double)));
   if (out == nullptr) return nullptr;
@@ -1384,8 +1394,8 @@ PyObject* fv_leaf_stats(PyObject* capsule, PyObject* params) {
 }
 
 // fv_leaf_stats on the device path: for each parameter of `params`, the summary device_summary.py made of its
-// .grad in this pass (its numbers come with the pass's read-back), or None for one with no .grad. None unless
-// every .grad is still the tensor summarised so, at the same version.
+// .grad in this pass (its numbers come with the pass's read-back), or None for one with no .grad. Closes the
+// window first; None as fv_leaf_stats gives it, and where a .grad was summarised here, not on the device.
 PyObject* fv_leaf_summaries(PyObject* capsule, PyObject* params) {
   Pass* pass = pass_of(capsule);
   if (pass == nullptr) return nullptr;
@@ -1393,6 +1403,7 @@ PyObject* fv_leaf_summaries(PyObject* capsule, PyObject* params) {
     PyErr_SetString(PyExc_TypeError, "leaf_summaries: expected a list of parameters");
     return nullptr;
   }
+  if (window_closes()) Py_RETURN_NONE;
   const Py_ssize_t n = PyList_GET_SIZE(params);
   PyObject* out = PyList_New(n);
   if (out == nullptr) return nullptr;
@@ -2183,8 +2194,9 @@ PyMethodDef methods[] = {
     FV_METHOD(recorded, "recorded(pass, functions or None) -> ((signature, found), bytes, [(position, summary)]): "
                         "fv_recorded, and with functions the window opened, watching them"),
     FV_METHOD(node_stats, "node_stats(pass, ids) -> (bytes, [(position, summary)]): fv_node_stats"),
-    FV_METHOD(leaf_stats, "leaf_stats(pass, params) -> bytes or None: fv_leaf_stats"),
-    FV_METHOD(leaf_summaries, "leaf_summaries(pass, params) -> [summary or None] or None: fv_leaf_summaries"),
+    FV_METHOD(leaf_stats, "leaf_stats(pass, params) -> bytes or None, the window closed: fv_leaf_stats"),
+    FV_METHOD(leaf_summaries, "leaf_summaries(pass, params) -> [summary or None] or None, the window closed: "
+                              "fv_leaf_summaries"),
     FV_METHOD(window, "window(functions or None) -> calls that may write a .grad unseen, since the last call"),
     {nullptr, nullptr, 0, nullptr},
 };
