@@ -34,13 +34,19 @@ part of the ratio that is recording's own, not the noise between arms; and the s
 step on: a round follows the other arms' rounds, a pause after which the native reader's thread sleeps and
 the next two hand-overs each pay its wake-up, which a training loop's steady steps do not.
 
+``bench_record.py steps [mlp|gpt2]`` times whole steps instead, no hook timed (``FORGEVIZ_BENCH_ROUNDS``
+rounds, 200 by default, of 20 steps, the arms interleaved): capture, capture + record, read at the step, and
+hooks idle, each as µs a step added to capture's. The timed hooks above add their own clock reads, and a
+2% budget is about 30 µs of MLP-256's step: this is the figure to compare with it.
+
 Models: the benchmark MLP-256 at batch 32 and the GPT-2-shaped CPU model of bench_capture.py.
-Run: ``.venv/bin/python tests/benchmarks/bench_record.py [mlp|gpt2 ...] [cuda]`` (``FORGEVIZ_BENCH_THREADS=2``:
-torch's intra-op threads; with one, the thread's CPU time is the step's, and the native reader has a core to
-itself). With ``cuda`` (gpu.sh's ``record``): the models on the GPU (GPT-2-small at seq 512, batch 8), whose
-parameters' gradients take the device path (summarised on the GPU, no host read); the arms that are about the
-CPU's reader and ledger are left out, and each arm's wall time waits for the GPU (``torch.cuda.synchronize``).
-``FORGEVIZ_SUMMARIES=device`` runs that path on the CPU (its CPU cost, less the launches' GPU time).
+Run: ``.venv/bin/python tests/benchmarks/bench_record.py [mlp|gpt2 ...] [cuda]``, or ``... steps [mlp|gpt2]``
+(``FORGEVIZ_BENCH_THREADS=2``: torch's intra-op threads; with one, the thread's CPU time is the step's, and the
+native reader has a core to itself). With ``cuda`` (gpu.sh's ``record``): the models on the GPU (GPT-2-small at seq
+512, batch 8), whose parameters' gradients take the device path (summarised on the GPU, no host read); the arms
+that are about the CPU's reader and ledger are left out, and each arm's wall time waits for the GPU
+(``torch.cuda.synchronize``). ``FORGEVIZ_SUMMARIES=device`` runs that path on the CPU (its CPU cost, less the
+launches' GPU time).
 Not a test: nothing asserts.
 """
 
@@ -257,7 +263,61 @@ def case(name: str, device: str = "cpu") -> None:
               f"step ({hooks / base:.1%}){later}")
 
 
+def whole_steps(name: str) -> None:
+    """Whole training steps, no hook timed: what each arm adds to capture's step (medians of rounds of 20 steps
+    of the training thread's CPU time, the arms interleaved, each first in turn)."""
+    torch.set_num_threads(int(os.environ.get("FORGEVIZ_BENCH_THREADS", "1")))
+    if name == "gpt2":
+        from bench_capture import real_model
+
+        model, opt, x, y, loss_fn = real_model("gpt2", "cpu")
+        steps, rounds = 2, int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", "6"))
+    else:
+        model, opt, x, y = mlp(256, 32)
+        loss_fn, steps, rounds = torch.nn.functional.mse_loss, 20, int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", "200"))
+    with tempfile.TemporaryDirectory() as folder, forgeviz.capture() as session:
+        train(model, opt, x, y, 5, loss_fn)
+        recorders = {}
+        for arm_name in ("record", "read", "idle"):
+            def open_writer(rank: int, meta: dict, sub: str = arm_name) -> RunWriter:
+                return RunWriter(Path(folder) / sub / rank_folder(rank), meta, session.fault)
+
+            recorder = recorders[arm_name] = Recorder(session, open_writer)
+            recorder._reuses = arm_name == "record"
+            if arm_name == "idle":
+                for hook in HOOKS:
+                    setattr(recorder, hook, lambda *args, **kwargs: None)
+            recorder.install()
+            train(model, opt, x, y, 3, loss_fn)  # its first graph is built and written here, once
+            recorder.uninstall()
+        arms = ("capture", *recorders)
+        times: dict[str, list[float]] = {a: [] for a in arms}
+        for k in range(rounds):
+            for which in arms[k % len(arms):] + arms[:k % len(arms)]:
+                recorder = recorders.get(which)
+                if recorder is not None:
+                    recorder.install()
+                spent = time.thread_time()
+                train(model, opt, x, y, steps, loss_fn)
+                times[which].append(time.thread_time() - spent)
+                if recorder is not None:
+                    recorder.uninstall()
+        for recorder in recorders.values():
+            recorder.close()
+    base = statistics.median(times["capture"]) / steps
+    print(f"{name} (cpu): a step {base * 1e3:.2f} ms of thread time under capture; {rounds} rounds of {steps} steps, "
+          "no hook timed; what each arm adds to capture's step:")
+    for which, label in (("record", "capture + record"), ("read", "capture + record, read at the step"),
+                         ("idle", "hooks idle")):
+        added = statistics.median(times[which]) / steps - base
+        print(f"  {label}: {added * 1e6:+.1f} µs a step ({added / base:+.2%}; {recorders[which].reused} steps reused)")
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["steps"]:
+        for which in sys.argv[2:] or ["mlp"]:
+            whole_steps(which)
+        sys.exit()
     wanted = [a for a in sys.argv[1:] if a != "cuda"] or ["mlp", "gpt2"]
     for which in wanted:
         case(which, "cuda" if "cuda" in sys.argv[1:] else "cpu")
