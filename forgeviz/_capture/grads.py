@@ -134,7 +134,7 @@ class LeafHistory:
     values: list[Optional[TensorSummary]] = field(default_factory=list)
 
 
-LEAF_HISTORY = 32  # passes of a leaf's .grad kept
+LEAF_HISTORY = 32  # passes of a leaf's .grad kept (twice as many at most wait until a reader trims them: _made_all)
 MAX_UNREAD = 64  # natively recorded passes that wait to be read, at most
 
 

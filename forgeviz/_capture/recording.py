@@ -130,7 +130,6 @@ def _distributed() -> bool:
     return (world._default_pg if type(world) is _c10d._World else world.default_pg) is not None
 
 
-
 def _rank_known() -> bool:
     """Whether :func:`rank_and_world` knows this process's rank yet (torch.distributed started, or a launcher's
     ``RANK``), rather than guessing rank 0."""
@@ -715,9 +714,9 @@ class Recorder:
         """A step with parameters off the CPU: the gradients of the device path (CUDA's) summarised there and,
         with more than one rank, fingerprinted, with no host read; their rows are made once a segment waited for
         the read-back (:meth:`_flush`), a finding as soon as it says one is not finite. Others are read now.
-        ``leaf_pass``: the backward's native pass, when no call that may have written a ``.grad`` unseen came
-        since (one rank): if every ``.grad`` is as it summarised them there, those summaries, and nothing is
-        launched."""
+        ``leaf_pass``: the backward's native pass, its window still open (one rank): when no call in it may have
+        written a ``.grad`` unseen and every ``.grad`` is as the pass summarised it on its device, those summaries,
+        and nothing is launched."""
         params, described = plan[2], plan[3]
         if leaf_pass is not None:
             summaries = leaf_pass.leaf_summaries(params)
