@@ -417,13 +417,19 @@ def test_applied_gradients_on_the_device_path_read_nothing_back(tmp_path, monkey
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA-only: a GPU's recording reads nothing back")
-def test_recording_on_cuda_reads_nothing_back(tmp_path, monkeypatch):
-    """A recorded training loop on a GPU (as rank 0 of two, so its fingerprints are made too) runs under
+@pytest.mark.parametrize("world", [2, 1], ids=["ranks", "one rank"])
+def test_recording_on_cuda_reads_nothing_back(tmp_path, monkeypatch, world):
+    """A recorded training loop on a GPU (as rank 0 of two, so its fingerprints are made too; or as the one rank,
+    whose steps take the backward's device summaries of each .grad and launch none) runs under
     torch.cuda.set_sync_debug_mode("error"): no host read in capture's hooks nor in the recorder's; the applied
     gradients' rows, made once a segment waited for the read-back, are torch's."""
-    from forgeviz._capture.recording import fold_bit_sum
+    from forgeviz._capture.recording import Recorder, fold_bit_sum
 
-    monkeypatch.setenv("WORLD_SIZE", "2")
+    if world == 2:
+        monkeypatch.setenv("WORLD_SIZE", "2")
+    recorders = []
+    install = Recorder.install
+    monkeypatch.setattr(Recorder, "install", lambda self: (recorders.append(self), install(self))[1])
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 10)).cuda()
     opt = torch.optim.AdamW(net.parameters())
@@ -445,15 +451,22 @@ def test_recording_on_cuda_reads_nothing_back(tmp_path, monkeypatch):
                 step()
         finally:
             torch.cuda.set_sync_debug_mode(0)
-    with pytest.warns(UserWarning, match="missing"):
+    if world == 2:  # (rank 1's folder is missing)
+        with pytest.warns(UserWarning, match="missing"):
+            run = forgeviz.open(tmp_path / "run")
+    else:
         run = forgeviz.open(tmp_path / "run")
     params = run.frame().query("kind == 'parameter'")
     assert sorted(set(params.step)) == [1, 2, 3, 4] and len(params) == 4 * 4
+    [recorder] = recorders
+    assert recorder.reused == (4 if world == 1 else 0) and (recorder._device_params is None) == (world == 1)
     for row in params.itertuples():
         grad = applied[row.step - 1][row.name]
         assert row.norm == pytest.approx(grad.double().norm().item(), rel=1e-6), (row.step, row.name)
         assert (row.min, row.max) == (grad.min().item(), grad.max().item())
-        assert row.fingerprint == fold_bit_sum(grad.view(torch.int32).sum(dtype=torch.int64).item())
+        if world == 2:
+            assert row.fingerprint == fold_bit_sum(grad.view(torch.int32).sum(dtype=torch.int64).item())
+    assert params["fingerprint"].isna().all() == (world == 1)  # (one rank: nothing to compare)
 
 
 def test_the_command_says_when_the_native_helpers_are_not_built(tmp_path):
