@@ -1357,71 +1357,72 @@ bool window_closes() {
   return written;
 }
 
+// What fv_leaf_stats and fv_leaf_summaries share: the pass of `capsule` and `params` (a list) checked, the
+// window closed, and `out` (made by make(n) for n parameters) filled by take(pass, out, k, slot) for each
+// parameter k, with the leaf_slot of its .grad and the pass's lock held. None where the window saw a call that
+// may have written a .grad unseen, or where take says false.
+template <typename Make, typename Take>
+PyObject* take_leaves(PyObject* capsule, PyObject* params, const char* what, Make make, Take take) {
+  Pass* pass = pass_of(capsule);
+  if (pass == nullptr) return nullptr;
+  if (!PyList_Check(params)) {
+    PyErr_Format(PyExc_TypeError, "%s: expected a list of parameters", what);
+    return nullptr;
+  }
+  if (window_closes()) Py_RETURN_NONE;
+  const Py_ssize_t n = PyList_GET_SIZE(params);
+  PyObject* out = make(n);
+  if (out == nullptr) return nullptr;
+  std::lock_guard<std::mutex> lock(pass->mu);
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    if (!take(*pass, out, k, leaf_slot(*pass, PyList_GET_ITEM(params, k)))) {
+      Py_DECREF(out);
+      Py_RETURN_NONE;
+    }
+  }
+  return out;
+}
+
 // For each parameter of `params` (a list), the numbers of its .grad this pass summarised: min, max, sum, norm
 // and numel, five native doubles each in one bytes object (numel -1: a parameter with no .grad). Closes the
 // window first. None if a call in it may have written a .grad unseen, or unless every .grad is still the tensor
 // the pass's AccumulateGrad hook summarised here (not on the device path: fv_leaf_summaries), at the same
 // version: a recording's optimizer step then reads nothing again (recording.py's Recorder._step_begins).
 PyObject* fv_leaf_stats(PyObject* capsule, PyObject* params) {
-  Pass* pass = pass_of(capsule);
-  if (pass == nullptr) return nullptr;
-  if (!PyList_Check(params)) {
-    PyErr_SetString(PyExc_TypeError, "leaf_stats: expected a list of parameters");
-    return nullptr;
-  }
-  if (window_closes()) Py_RETURN_NONE;
-  const Py_ssize_t n = PyList_GET_SIZE(params);
-  PyObject* out = PyBytes_FromStringAndSize(nullptr, n * 5 * static_cast<Py_ssize_t>(sizeof(double)));
-  if (out == nullptr) return nullptr;
-  double* at = reinterpret_cast<double*>(PyBytes_AS_STRING(out));
-  std::lock_guard<std::mutex> lock(pass->mu);
-  for (Py_ssize_t k = 0; k < n; ++k, at += 5) {
-    const int slot = leaf_slot(*pass, PyList_GET_ITEM(params, k));
+  const auto make = [](Py_ssize_t n) {
+    return PyBytes_FromStringAndSize(nullptr, n * 5 * static_cast<Py_ssize_t>(sizeof(double)));
+  };
+  return take_leaves(capsule, params, "leaf_stats", make, [](const Pass& pass, PyObject* out, Py_ssize_t k, int slot) {
+    double* at = reinterpret_cast<double*>(PyBytes_AS_STRING(out)) + 5 * k;
     if (slot == kNone) {
       const double none[5] = {0, 0, 0, 0, -1};
       std::memcpy(at, none, sizeof none);
-      continue;
+      return true;
     }
-    if (slot < 0 || pass->summaries[static_cast<size_t>(slot)].external >= 0) {
-      Py_DECREF(out);
-      Py_RETURN_NONE;
-    }
-    const Summary& s = pass->summaries[static_cast<size_t>(slot)];
+    if (slot < 0 || pass.summaries[static_cast<size_t>(slot)].external >= 0) return false;
+    const Summary& s = pass.summaries[static_cast<size_t>(slot)];
     const double numbers[5] = {s.stats[0], s.stats[1], s.stats[2], s.stats[3], static_cast<double>(s.numel)};
     std::memcpy(at, numbers, sizeof numbers);
-  }
-  return out;
+    return true;
+  });
 }
 
 // fv_leaf_stats on the device path: for each parameter of `params`, the summary device_summary.py made of its
 // .grad in this pass (its numbers come with the pass's read-back), or None for one with no .grad. Closes the
 // window first; None as fv_leaf_stats gives it, and where a .grad was summarised here, not on the device.
 PyObject* fv_leaf_summaries(PyObject* capsule, PyObject* params) {
-  Pass* pass = pass_of(capsule);
-  if (pass == nullptr) return nullptr;
-  if (!PyList_Check(params)) {
-    PyErr_SetString(PyExc_TypeError, "leaf_summaries: expected a list of parameters");
-    return nullptr;
-  }
-  if (window_closes()) Py_RETURN_NONE;
-  const Py_ssize_t n = PyList_GET_SIZE(params);
-  PyObject* out = PyList_New(n);
-  if (out == nullptr) return nullptr;
-  std::lock_guard<std::mutex> lock(pass->mu);
-  for (Py_ssize_t k = 0; k < n; ++k) {
-    const int slot = leaf_slot(*pass, PyList_GET_ITEM(params, k));
+  const auto make = [](Py_ssize_t n) { return PyList_New(n); };
+  return take_leaves(capsule, params, "leaf_summaries", make, [](const Pass& pass, PyObject* out, Py_ssize_t k,
+                                                                 int slot) {
     if (slot == kNone) {
       PyList_SET_ITEM(out, k, Py_NewRef(Py_None));
-      continue;
+      return true;
     }
-    const Py_ssize_t external = slot >= 0 ? pass->summaries[static_cast<size_t>(slot)].external : -1;
-    if (external < 0 || pass->externals == nullptr) {
-      Py_DECREF(out);
-      Py_RETURN_NONE;
-    }
-    PyList_SET_ITEM(out, k, Py_NewRef(PyList_GET_ITEM(pass->externals, external)));
-  }
-  return out;
+    const Py_ssize_t external = slot >= 0 ? pass.summaries[static_cast<size_t>(slot)].external : -1;
+    if (external < 0 || pass.externals == nullptr) return false;  // (a list's unset items are NULL: freed as such)
+    PyList_SET_ITEM(out, k, Py_NewRef(PyList_GET_ITEM(pass.externals, external)));
+    return true;
+  });
 }
 
 // Summary `slot` of a finished pass: (shape, dtype 0 float32 / 1 float64, numel, min, max, sum, norm,
