@@ -1348,12 +1348,24 @@ int leaf_slot(const Pass& pass, PyObject* item) {
   return found->second.slot;
 }
 
+// Whether `functions` is what the window can watch: a set of functions, or None (else a TypeError naming `what`).
+bool watchable(PyObject* functions, const char* what) {
+  if (functions == Py_None || PyAnySet_Check(functions)) return true;
+  PyErr_Format(PyExc_TypeError, "%s: expected a set of functions to watch, or None", what);
+  return false;
+}
+
+// The window watches `functions` (a set) and in-place ops from now on, or nothing (None), its count reset.
+void watch(PyObject* functions) {
+  exposed = 0;
+  Py_XSETREF(exposing, functions == Py_None ? nullptr : Py_NewRef(functions));
+}
+
 // Closes the window (py_window) as a step takes a pass's leaf summaries: whether a call that may have written a
 // .grad unseen came while it was open.
 bool window_closes() {
   const bool written = exposed > 0;
-  exposed = 0;
-  Py_CLEAR(exposing);
+  watch(Py_None);
   return written;
 }
 
@@ -2043,15 +2055,9 @@ PyObject* py_leaf_summaries(PyObject*, PyObject* const* args, Py_ssize_t n) {
 // (may_write's: in-place ops, and the `functions` watched until now); then watches with `functions` (a set:
 // exposing), or not at all (None).
 PyObject* py_window(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  if (!args_ok<void>("window", n, 1)) return nullptr;
-  if (args[0] != Py_None && !PyAnySet_Check(args[0])) {
-    PyErr_SetString(PyExc_TypeError, "window: expected a set of functions, or None");
-    return nullptr;
-  }
+  if (!args_ok<void>("window", n, 1) || !watchable(args[0], "window")) return nullptr;
   PyObject* seen = PyLong_FromUnsignedLongLong(exposed);
-  if (seen == nullptr) return nullptr;
-  exposed = 0;
-  Py_XSETREF(exposing, args[0] == Py_None ? nullptr : Py_NewRef(args[0]));
+  if (seen != nullptr) watch(args[0]);
   return seen;
 }
 
@@ -2072,16 +2078,9 @@ PyObject* py_shape(PyObject*, PyObject* const* args, Py_ssize_t n) {
 // same call, watching them: a recording's step may then take the pass's leaf summaries (one call less in the
 // hook after each backward).
 PyObject* py_recorded(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  if (!args_ok<void>("recorded", n, 2)) return nullptr;
-  if (args[1] != Py_None && !PyAnySet_Check(args[1])) {
-    PyErr_SetString(PyExc_TypeError, "recorded: expected a set of functions to watch, or None");
-    return nullptr;
-  }
+  if (!args_ok<void>("recorded", n, 2) || !watchable(args[1], "recorded")) return nullptr;
   PyObject* out = fv_recorded(args[0]);
-  if (out != nullptr && args[1] != Py_None) {
-    exposed = 0;
-    Py_XSETREF(exposing, Py_NewRef(args[1]));
-  }
+  if (out != nullptr && args[1] != Py_None) watch(args[1]);
   return out;
 }
 
