@@ -73,7 +73,7 @@ from ..model.run import (
 from . import native
 from .device_summary import DeviceSummaries
 from .fault import boundary, report
-from .grads import NODE_STATS, NODE_STATS_SIZE, device_route, iter_graph, no_torch_function, routes_cpu
+from .grads import NODE_STATS, NODE_STATS_SIZE, NativePass, device_route, iter_graph, no_torch_function, routes_cpu
 from .names import NameIndex
 from .summary import _summarize_natively, summarize
 from .untraced import untraced
@@ -533,7 +533,6 @@ class Recorder:
         # and the summaries of those (made at the first such step)
         self._route = device_route()
         self._route_cpu = routes_cpu(self._route)
-        self._device_path = self._cuda or self._route_cpu  # (else no pass's numbers come with a read-back)
         self._device_params: Optional[DeviceSummaries] = None
         self._handles: list = []
         self.memory = memory
@@ -710,7 +709,7 @@ class Recorder:
         except Exception as exc:  # noqa: BLE001 - the boundary inline
             report(self.fault, "recording the gradients the optimizer applies", exc)
 
-    def _read_on_device(self, plan: tuple, leaf_pass=None) -> None:
+    def _read_on_device(self, plan: tuple, leaf_pass: Optional[NativePass]) -> None:
         """A step with parameters off the CPU: the gradients of the device path (CUDA's) summarised there and,
         with more than one rank, fingerprinted, with no host read; their rows are made once a segment waited for
         the read-back (:meth:`_flush`), a finding as soon as it says one is not finite. Others are read now.
@@ -857,8 +856,7 @@ class Recorder:
             now = time.perf_counter()
             self._rows[STEPS].append((self.step, now - self._t0, live, peak))
             self.step += 1
-            if self.every != 1 or self.stride != 1 or self.over_budget_at is not None:  # (else it stays True)
-                self._records = self._records_step()
+            self._records = self._records_step()
             if self.cuda is not None:
                 self.cuda.mark_step(self.step)
             if (len(self._rows[GRADS]) + self._later_rows >= SEGMENT_ROWS
@@ -976,8 +974,7 @@ class Recorder:
     def _after_backward(self, roots: list) -> None:
         if self._stepping is not None:  # a step that raised never ran its post hook
             self._stepping, self._nested = None, 0
-        if self._leaf_pass is not None:  # (a backward since: what the step applies is this one's)
-            self._end_window()
+        self._end_window()  # (a backward since: what the step applies is this one's)
         if self.writer is None:
             self._open()
         if self._cuda_wanted is not None:
@@ -1009,7 +1006,7 @@ class Recorder:
         graph, described = known
         if graph is None:
             return
-        if store.nonfinite_found or (self._device_path and session.recorder.device.reading):
+        if store.nonfinite_found or session.recorder.device.reading:
             # this pass's first non-finite Node, found as it ended, or (CUDA) to be found once its numbers come
             passes = self._passes
             passes[index] = (self.step, graph, ids, described)
