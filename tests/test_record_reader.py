@@ -20,6 +20,8 @@ from forgeviz._capture.recording import Recorder, _stats, fingerprint
 reader = native.reader()
 needs_reader = pytest.mark.skipif(reader is None, reason="the native gradient reader is not built "
                                   "(python -m forgeviz._capture.native)")
+needs_hooks = pytest.mark.skipif(native.hooks() is None, reason="the native gradient hooks are not built "
+                                 "(python -m forgeviz._capture.native)")
 
 
 @needs_reader
@@ -155,11 +157,12 @@ def test_every_hand_over_is_read_at_a_steady_pace_after_a_pause_and_back_to_back
             assert crc == fingerprint(torch.full_like(p, float(k + 1)))
 
 def _record(folder, model, opt, x, steps: int, native_reader: bool, world: int = 2, before_step=None,
-            reuses: bool = False, after_backward=None):
+            reuses: bool = False, after_backward=None, native_steps: bool = True):
     """``steps`` training steps recorded into ``folder``, the applied gradients read natively or not, as a rank of
     ``world`` (more than one: the gradients are fingerprinted); ``before_step(step)``, if given, first in each, and
     ``after_backward(step)`` between its backward and its optimizer step. ``reuses``: a step may take the backward's
-    summaries of ``.grad`` unchanged since (else, as these tests of the readers want, every step reads)."""
+    summaries of ``.grad`` unchanged since (else, as these tests of the readers want, every step reads).
+    ``native_steps``: the hooks' common case in C++ where it is built (False: all in Python)."""
     from forgeviz.model.run import rank_folder
     from forgeviz.run.writer import RunWriter
 
@@ -169,6 +172,7 @@ def _record(folder, model, opt, x, steps: int, native_reader: bool, world: int =
             recorder._native_reader = None
         recorder.world = world
         recorder._reuses = reuses
+        recorder.native_steps = native_steps
         recorder.install()
         applied = []
         for step in range(1, steps + 1):
@@ -185,9 +189,9 @@ def _record(folder, model, opt, x, steps: int, native_reader: bool, world: int =
     return forgeviz.open(folder), applied, recorder
 
 
-def _mlp():
+def _mlp(outputs: int = 3):
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.ReLU(), torch.nn.Linear(96, 3))
+    model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.ReLU(), torch.nn.Linear(96, outputs))
     return model, torch.optim.Adam(model.parameters(), lr=0.01), torch.randn(16, 64)
 
 
@@ -291,6 +295,52 @@ def test_a_step_reads_grad_again_only_where_it_may_have_changed_since_backward(t
             assert (rows.loc[name, "min"], rows.loc[name, "max"]) == (g.min().item(), g.max().item())
             assert rows.loc[name, "mean"] == pytest.approx(g.mean().item(), rel=1e-6, abs=1e-9)
         assert rows["fingerprint"].isna().all()  # (one rank: nothing to compare)
+
+
+@needs_reader
+@needs_hooks
+def test_the_hooks_common_case_in_cpp_records_what_the_python_hooks_record(tmp_path, monkeypatch):
+    """grad_hooks.cpp's ``record_*`` hooks do a recorded step's common case (one rank, CPU gradients, ``.grad`` as the
+    backward left it, no segment due) and hand the rest to the Recorder's methods. The same training run recorded
+    with them and without, with steps that leave the common case (``.grad`` handed out through ``.data``, a second
+    backward before a step, clipped gradients, a segment due every few steps), writes the same rows bit for bit, and
+    its parameters' rows are torch's ``.grad`` as ``step()`` applied it; with them, Python runs only for those steps."""
+    from forgeviz._capture import recording
+
+    monkeypatch.setattr(recording, "SEGMENT_ROWS", 40)  # (about twelve rows a step: a segment every third step or so)
+    events = {3: ".data", 5: "another backward", 7: "clipped"}
+    in_python: dict[bool, list] = {True: [], False: []}
+    for name in ("_step_begins", "_step_ends", "_after_backward"):
+        def counted(self, *args, _method=getattr(Recorder, name), _name=name):
+            in_python[self.native_steps].append((_name, self.step))
+            return _method(self, *args)
+
+        monkeypatch.setattr(Recorder, name, counted)
+    frames, reused = {}, {}
+    for native_steps in (True, False):
+        # (16 × 8 outputs: more than chain.SMALL, so no Node's gradients go to a Python hook, which Python records)
+        model, opt, x = _mlp(8)
+        run, applied, recorder = _record(tmp_path / str(native_steps), model, opt, x, 8, True, 1, reuses=True,
+                                         after_backward=lambda step: step in events and _changed(model, events[step]),
+                                         native_steps=native_steps)
+        frame = run.frame()
+        params = frame.query("kind == 'parameter'")
+        for step, grads in enumerate(applied, 1):
+            rows = params[params["step"] == step].set_index("name")
+            assert set(rows.index) == set(grads), step
+            for name, g in grads.items():
+                assert rows.loc[name, "norm"] == pytest.approx(g.norm().item(), rel=1e-6)
+                assert (rows.loc[name, "min"], rows.loc[name, "max"]) == (g.min().item(), g.max().item())
+        assert sorted(frame.query("kind == 'node'")["step"].unique()) == list(range(1, 9))
+        frames[native_steps], reused[native_steps] = frame, recorder.reused
+    assert frames[True].equals(frames[False])  # every row, every number, bit for bit
+    assert reused == {True: 5, False: 5}  # (steps 1, 2, 4, 6 and 8: the others' .grad may have changed since backward)
+    python_steps = {name: {step for called, step in in_python[True] if called == name}
+                    for name in ("_step_begins", "_step_ends", "_after_backward")}
+    assert python_steps["_step_begins"] == {1, 3, 5, 7}  # the first (what it learns once), and each changed .grad
+    assert python_steps["_after_backward"] == {1, 5}  # each graph's first pass, and a backward with no step since
+    assert len(python_steps["_step_ends"]) < 8  # (the steps whose end writes a segment)
+    assert len(in_python[False]) == 3 * 8 + 1  # (and the second backward's)
 
 
 class _NaNAt(torch.nn.Module):

@@ -130,6 +130,13 @@ def _distributed() -> bool:
     return (world._default_pg if type(world) is _c10d._World else world.default_pg) is not None
 
 
+def _native_steps_config() -> tuple:
+    """What grad_hooks.cpp's record_step_begins, record_step_ends and record_after_backward (the common case of
+    :class:`Recorder`'s three hooks) read of this module, in their order (its ``RecorderConfig``)."""
+    return (GRADS, STEPS, SEGMENT_ROWS, _leaf_rows, _node_rows, _EXPOSING, _c10d if _C10D_AVAILABLE else None,
+            _c10d._World if _C10D_AVAILABLE else None, functools.partial, NODE_STATS_SIZE, report)
+
+
 def _rank_known() -> bool:
     """Whether :func:`rank_and_world` knows this process's rank yet (torch.distributed started, or a launcher's
     ``RANK``), rather than guessing rank 0."""
@@ -510,6 +517,11 @@ class Recorder:
         # step's parameter rows are that pass's leaf summaries, and nothing is read again (one rank: no fingerprints)
         self._leaf_pass = None
         self._reuses = True  # (False: every step reads, as tests and bench_record compare)
+        # whether the three hooks' common case runs in C++ where the native hooks are built (_hooks); False: all in
+        # Python, as tests compare
+        self.native_steps = True
+        self._hooks: tuple = ()  # (step pre-hook, post-hook, after-backward callback) while installed
+        self._plain = False  # _plain_now() as of the last hook handed to Python (or install()): grad_hooks.cpp reads it
         # (step, described, summaries) of the steps on the device path that took the backward's summaries: their
         # nonfinite-grad finding is made once the read-back filled them (_flush)
         self._reused_on_device: list[tuple] = []
@@ -580,11 +592,40 @@ class Recorder:
     def install(self) -> None:
         from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
-        self._handles = [register_optimizer_step_pre_hook(self._step_begins),
-                         register_optimizer_step_post_hook(self._step_ends)]
-        self.session.after_backward_of.append(self._after_backward)
+        self._hooks = self.hooks()
+        self._plain = self._plain_now()
+        self._handles = [register_optimizer_step_pre_hook(self._hooks[0]),
+                         register_optimizer_step_post_hook(self._hooks[1])]
+        self.session.after_backward_of.append(self._hooks[2])
         if self._cuda_wanted is not None:  # (until CUDA is in use: then its history records the first backward too)
             self.session.before_backward.append(self._cuda_before_backward)
+
+    def hooks(self) -> tuple[Callable, Callable, Callable]:
+        """What :meth:`install` registers: the optimizer step's pre-hook and post-hook, and the session's
+        after-backward callback. Where the native hooks are built, grad_hooks.cpp's: the common case of a step in
+        C++ (the same attributes changed the same way), and the rest by :meth:`_step_begins`, :meth:`_step_ends`
+        and :meth:`_after_backward`, which are the hooks themselves without it (or with ``native_steps`` False).
+
+        >>> class Session: fault = print
+        >>> [callable(hook) for hook in Recorder(Session(), print).hooks()]
+        [True, True, True]
+        """
+        lib = native.hooks() if self.native_steps else None
+        if lib is None:
+            return self._step_begins, self._step_ends, self._after_backward
+        config = _native_steps_config()
+        return (functools.partial(lib.record_step_begins, self, config),
+                functools.partial(lib.record_step_ends, self, config),
+                functools.partial(lib.record_after_backward, self, config))
+
+    def _plain_now(self) -> bool:
+        """Whether what the native hooks' common case needs of the attributes that change only in this class's
+        methods holds: an open writer, one rank that reuses the backward's summaries, gradients on the CPU, every
+        step recorded, no memory or CUDA history to write. grad_hooks.cpp keeps it in ``_plain`` after each call it
+        hands to Python (no other path changes them), and checks what changes step by step itself."""
+        return (self.writer is not None and self._cuda_wanted is None and self._counting is not None
+                and self.world == 1 and self._reuses and not self._route_cpu and not self._cuda and self.memory is None
+                and self.cuda is None and self.every == 1 and self.stride == 1 and self.over_budget_at is None)
 
     def uninstall(self) -> None:
         """Remove the hooks (the writer stays open: :meth:`install` again, or :meth:`close`)."""
@@ -592,8 +633,10 @@ class Recorder:
             handle.remove()
         self._handles = []
         self._end_window()
-        if self._after_backward in self.session.after_backward_of:
-            self.session.after_backward_of.remove(self._after_backward)
+        if self._hooks and self._hooks[2] in self.session.after_backward_of:
+            self.session.after_backward_of.remove(self._hooks[2])
+        self._hooks = ()  # (C++'s hold the recorder)
+        self._plain = False
         if self._cuda_before_backward in self.session.before_backward:
             self.session.before_backward.remove(self._cuda_before_backward)
 

@@ -35,8 +35,9 @@ step on: a round follows the other arms' rounds, a pause after which the native 
 the next two hand-overs each pay its wake-up, which a training loop's steady steps do not.
 
 ``bench_record.py steps [mlp|gpt2]`` times whole steps instead, no hook timed (``FORGEVIZ_BENCH_ROUNDS``
-rounds, 200 by default, of 20 steps, the arms interleaved): capture, capture + record, read at the step, and
-hooks idle, each as µs a step added to capture's. The timed hooks above add their own clock reads, and a
+rounds, 200 by default, of 20 steps, the arms interleaved): capture, capture + record, the same with the hooks'
+common case in Python (``Recorder.native_steps`` False: as without the native hooks' ``record_*``), read at the
+step, and hooks idle, each as µs a step added to capture's. The timed hooks above add their own clock reads, and a
 2% budget is about 30 µs of MLP-256's step: this is the figure to compare with it.
 
 Models: the benchmark MLP-256 at batch 32 and the GPT-2-shaped CPU model of bench_capture.py.
@@ -59,6 +60,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -83,26 +85,28 @@ def timed_hooks(recorder, spent: list[float], each: dict[str, float], calls: dic
     which the native reader's thread sleeps and each hand-over pays its wake-up."""
     recorder.round_step = 0
     recorder.steady, recorder.steady_calls = dict.fromkeys(HOOKS, 0.0), dict.fromkeys(HOOKS, 0)
-    for name in HOOKS:
-        hook = getattr(recorder, name)
+    made = recorder.hooks  # (the native hooks' or the methods, as install() registers them)
 
+    def timed_hook(hook: Callable, name: str) -> Callable:
         @functools.wraps(hook)
-        def timed(*args, _hook=hook, _name=name, **kwargs):
+        def timed(*args, **kwargs):
             start = time.thread_time()
             try:
-                return _hook(*args, **kwargs)
+                return hook(*args, **kwargs)
             finally:
                 took = time.thread_time() - start
                 spent[0] += took
-                each[_name] += took
-                calls[_name] += 1
+                each[name] += took
+                calls[name] += 1
                 if recorder.round_step >= 2:
-                    recorder.steady[_name] += took
-                    recorder.steady_calls[_name] += 1
-                if _name == "_step_ends":
+                    recorder.steady[name] += took
+                    recorder.steady_calls[name] += 1
+                if name == "_step_ends":
                     recorder.round_step += 1
 
-        setattr(recorder, name, timed)
+        return timed
+
+    recorder.hooks = lambda: tuple(timed_hook(hook, name) for hook, name in zip(made(), HOOKS))
 
 
 def clock_cost() -> float:
@@ -110,13 +114,13 @@ def clock_cost() -> float:
     call on this VM, about a microsecond each), measured on hooks that do nothing, and taken off every
     hook's figure."""
     probe = type("Probe", (), {})()
-    for name in HOOKS:
-        setattr(probe, name, lambda: None)
+    probe.hooks = lambda: tuple(lambda: None for _ in HOOKS)
     spent, each, calls = [0.0], dict.fromkeys(HOOKS, 0.0), dict.fromkeys(HOOKS, 0)
     timed_hooks(probe, spent, each, calls)
+    hooks = probe.hooks()
     for _ in range(5_000):
-        for name in HOOKS:
-            getattr(probe, name)()
+        for hook in hooks:
+            hook()
     return spent[0] / sum(calls.values())
 
 
@@ -154,6 +158,7 @@ def case(name: str, device: str = "cpu") -> None:
                     continue
                 recorder._native_reader = None
             if arm_name == "idle":
+                recorder.native_steps = False  # (its methods are the hooks, which do nothing)
                 for hook in HOOKS:
                     setattr(recorder, hook, lambda *args, **kwargs: None)
             if arm_name == "no hand-over" and recorder._native_reader is not None:
@@ -278,13 +283,15 @@ def whole_steps(name: str) -> None:
     with tempfile.TemporaryDirectory() as folder, forgeviz.capture() as session:
         train(model, opt, x, y, 5, loss_fn)
         recorders = {}
-        for arm_name in ("record", "read", "idle"):
+        for arm_name in ("record", "python", "read", "idle"):
             def open_writer(rank: int, meta: dict, sub: str = arm_name) -> RunWriter:
                 return RunWriter(Path(folder) / sub / rank_folder(rank), meta, session.fault)
 
             recorder = recorders[arm_name] = Recorder(session, open_writer)
-            recorder._reuses = arm_name == "record"
+            recorder._reuses = arm_name in ("record", "python")
+            recorder.native_steps = arm_name != "python"
             if arm_name == "idle":
+                recorder.native_steps = False  # (its methods are the hooks, which do nothing)
                 for hook in HOOKS:
                     setattr(recorder, hook, lambda *args, **kwargs: None)
             recorder.install()
@@ -307,8 +314,8 @@ def whole_steps(name: str) -> None:
     base = statistics.median(times["capture"]) / steps
     print(f"{name} (cpu): a step {base * 1e3:.2f} ms of thread time under capture; {rounds} rounds of {steps} steps, "
           "no hook timed; what each arm adds to capture's step:")
-    for which, label in (("record", "capture + record"), ("read", "capture + record, read at the step"),
-                         ("idle", "hooks idle")):
+    for which, label in (("record", "capture + record"), ("python", "capture + record, hooks in Python"),
+                         ("read", "capture + record, read at the step"), ("idle", "hooks idle")):
         added = statistics.median(times[which]) / steps - base
         print(f"  {label}: {added * 1e6:+.1f} µs a step ({added / base:+.2%}; {recorders[which].reused} steps reused)")
 

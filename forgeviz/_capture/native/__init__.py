@@ -53,7 +53,7 @@ ABI_VERSION = 3
 BACKGROUND_NICE = 5
 # Builds of other sources kept beside a new one, per library and torch (prune_builds)
 KEPT_BUILDS = 3
-HOOKS_ABI_VERSION = 15
+HOOKS_ABI_VERSION = 16
 READER_ABI_VERSION = 4
 
 

@@ -28,6 +28,7 @@
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <cstdint>
 #include <memory>
@@ -2163,6 +2164,400 @@ PyObject* py_module_post(PyObject*, PyObject* const* args, Py_ssize_t n) {
   return PyObject_CallMethodObjArgs(args[0], slow_name, args[2], args[3], args[4], nullptr);
 }
 
+// --- A recording's hooks of a training step (recording.py's Recorder), their common case ------------------------
+// Each training step runs three Recorder hooks: _after_backward, _step_begins and _step_ends. In the common case, one
+// rank, gradients on the CPU, each .grad as the backward before it summarised it, no segment to write, they only take
+// the pass's numbers and append a row builder. In Python that was about 30 us of a 1.4 ms MLP step (2%, the whole
+// recording budget), mostly interpreter work on caches the step's kernels had cooled. Here the same, on the
+// Recorder's own attributes: nothing is kept in C++. Each first checks everything it needs, changing nothing; any
+// other case, or an error while checking, goes to the Python method, which does it all as without this.
+// What costs here is reading memory the step's kernels cooled, about 0.2 us an attribute: what changes only in the
+// Python methods (an open writer, one rank, every step recorded, no memory or CUDA history, ...) is one attribute,
+// the Recorder's _plain, which its _plain_now() sets after each call handed to Python (and install()).
+
+struct Ref {  // an owned reference (nullptr: none)
+  PyObject* p;
+  explicit Ref(PyObject* o = nullptr) : p(o) {}
+  ~Ref() { Py_XDECREF(p); }
+  Ref(const Ref&) = delete;
+  Ref& operator=(const Ref&) = delete;
+  operator PyObject*() const { return p; }
+  explicit operator bool() const { return p != nullptr; }
+};
+
+struct RecorderNames {
+  PyObject* const stepping = PyUnicode_InternFromString("_stepping");
+  PyObject* const nested = PyUnicode_InternFromString("_nested");
+  PyObject* const counting = PyUnicode_InternFromString("_counting");
+  PyObject* const records = PyUnicode_InternFromString("_records");
+  PyObject* const default_pg = PyUnicode_InternFromString("_default_pg");
+  PyObject* const c10d_world = PyUnicode_InternFromString("_world");
+  PyObject* const last_plan = PyUnicode_InternFromString("_last_plan");
+  PyObject* const param_groups = PyUnicode_InternFromString("param_groups");
+  PyObject* const params = PyUnicode_InternFromString("params");
+  PyObject* const leaf_pass = PyUnicode_InternFromString("_leaf_pass");
+  PyObject* const capsule = PyUnicode_InternFromString("_capsule");
+  PyObject* const rows = PyUnicode_InternFromString("_rows");
+  PyObject* const later_rows = PyUnicode_InternFromString("_later_rows");
+  PyObject* const later = PyUnicode_InternFromString("_later");
+  PyObject* const later_on_device = PyUnicode_InternFromString("_later_on_device");
+  PyObject* const reused = PyUnicode_InternFromString("reused");
+  PyObject* const step = PyUnicode_InternFromString("step");
+  PyObject* const reading = PyUnicode_InternFromString("_reading");
+  PyObject* const session = PyUnicode_InternFromString("session");
+  PyObject* const traces = PyUnicode_InternFromString("traces");
+  PyObject* const t0 = PyUnicode_InternFromString("_t0");
+  PyObject* const last_flush = PyUnicode_InternFromString("_last_flush");
+  PyObject* const segment_seconds = PyUnicode_InternFromString("segment_seconds");
+  PyObject* const record_grads = PyUnicode_InternFromString("record_grads");
+  PyObject* const store = PyUnicode_InternFromString("store");
+  PyObject* const recorded = PyUnicode_InternFromString("recorded");
+  PyObject* const passes = PyUnicode_InternFromString("passes");
+  PyObject* const nonfinite_found = PyUnicode_InternFromString("nonfinite_found");
+  PyObject* const unread = PyUnicode_InternFromString("_unread");
+  PyObject* const newest_handed = PyUnicode_InternFromString("_newest_handed");
+  PyObject* const recorder = PyUnicode_InternFromString("recorder");
+  PyObject* const device = PyUnicode_InternFromString("device");
+  PyObject* const device_reading = PyUnicode_InternFromString("reading");
+  PyObject* const graphs = PyUnicode_InternFromString("_graphs");
+  PyObject* const fault = PyUnicode_InternFromString("fault");
+  PyObject* const plain = PyUnicode_InternFromString("_plain");
+  PyObject* const plain_now = PyUnicode_InternFromString("_plain_now");
+};
+
+const RecorderNames& recorder_names() {
+  static const RecorderNames names;
+  return names;
+}
+
+// recording.py's _native_steps(): what the hooks need of the module, in this order.
+struct RecorderConfig {
+  PyObject* grads;           // GRADS: the key of the gradient rows in Recorder._rows
+  PyObject* steps;           // STEPS
+  Py_ssize_t segment_rows;   // SEGMENT_ROWS
+  PyObject* leaf_rows;       // _leaf_rows
+  PyObject* node_rows;       // _node_rows
+  PyObject* exposing;        // _EXPOSING: what the window watches
+  PyObject* c10d;            // torch.distributed.distributed_c10d, or None
+  PyObject* world_type;      // its _World, or None
+  PyObject* partial;         // functools.partial
+  Py_ssize_t node_stats_size;  // NODE_STATS_SIZE
+  PyObject* report;          // fault.report
+};
+
+bool recorder_config(PyObject* config, RecorderConfig& c) {
+  if (!PyTuple_Check(config) || PyTuple_GET_SIZE(config) != 11) return false;
+  PyObject* const* item = &PyTuple_GET_ITEM(config, 0);
+  c = RecorderConfig{item[0], item[1], PyLong_AsSsize_t(item[2]), item[3], item[4], item[5], item[6], item[7],
+                     item[8], PyLong_AsSsize_t(item[9]), item[10]};
+  return !PyErr_Occurred() && PyAnySet_Check(c.exposing) && c.node_stats_size > 0;
+}
+
+// obj.name (a new reference), nullptr with no error set when it cannot be read.
+PyObject* read_attr(PyObject* obj, PyObject* name) {
+  PyObject* value = PyObject_GetAttr(obj, name);
+  if (value == nullptr) PyErr_Clear();
+  return value;
+}
+
+bool attr_is(PyObject* obj, PyObject* name, PyObject* expected) {
+  Ref value(read_attr(obj, name));
+  return value && value.p == expected;
+}
+
+bool attr_equals(PyObject* obj, PyObject* name, long expected) {
+  Ref value(read_attr(obj, name));
+  if (!value || !PyLong_CheckExact(value)) return false;
+  const long got = PyLong_AsLong(value);
+  if (got == -1 && PyErr_Occurred()) PyErr_Clear();
+  return got == expected;
+}
+
+double attr_double(PyObject* obj, PyObject* name) {  // NaN where it is not a number
+  Ref value(read_attr(obj, name));
+  const double got = value ? PyFloat_AsDouble(value) : NAN;
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    return NAN;
+  }
+  return got;
+}
+
+bool add_to(PyObject* obj, PyObject* name, Py_ssize_t more) {
+  Ref value(PyObject_GetAttr(obj, name));
+  Ref by(value ? PyLong_FromSsize_t(more) : nullptr);
+  Ref sum(by ? PyNumber_Add(value, by) : nullptr);
+  return sum && PyObject_SetAttr(obj, name, sum) == 0;
+}
+
+// time.perf_counter(), the Recorder's clock, without a call into Python (NaN where it cannot be read).
+double perf_counter() {
+#if PY_VERSION_HEX >= 0x030D0000
+  PyTime_t ticks;
+  if (PyTime_PerfCounterRaw(&ticks) != 0) return NAN;
+  return PyTime_AsSecondsDouble(ticks);
+#else
+  _PyTime_t ticks;
+  if (_PyTime_GetPerfCounterWithInfo(&ticks, nullptr) != 0) return NAN;
+  return _PyTime_AsSecondsDouble(ticks);
+#endif
+}
+
+// Whether torch.distributed may have started (recording.py's _distributed(); unsure: yes, and Python asks).
+bool maybe_distributed(const RecorderConfig& c) {
+  if (c.c10d == Py_None) return false;
+  Ref world(read_attr(c.c10d, recorder_names().c10d_world));
+  if (!world || reinterpret_cast<PyObject*>(Py_TYPE(world.p)) != c.world_type) return true;
+  return !attr_is(world, recorder_names().default_pg, Py_None);
+}
+
+// The plan (recording.py's Recorder._plan, a new reference) of `optimizer` where it stepped last and its param_groups
+// are as the plan has them; else nullptr, no error set.
+PyObject* current_plan(PyObject* rec, PyObject* optimizer) {
+  const RecorderNames& n = recorder_names();
+  Ref last(read_attr(rec, n.last_plan));
+  if (!last || !PyTuple_Check(last) || PyTuple_GET_SIZE(last) != 2) return nullptr;
+  PyObject* ref = PyTuple_GET_ITEM(last.p, 0);
+  PyObject* plan = PyTuple_GET_ITEM(last.p, 1);
+  if (!PyWeakref_CheckRef(ref) || PyWeakref_GetObject(ref) != optimizer || !PyTuple_Check(plan) ||
+      PyTuple_GET_SIZE(plan) != 6)
+    return nullptr;
+  PyObject* lists = PyTuple_GET_ITEM(plan, 0);
+  PyObject* lengths = PyTuple_GET_ITEM(plan, 1);
+  Ref groups(read_attr(optimizer, n.param_groups));
+  if (!groups || !PyList_Check(groups) || !PyList_Check(lists) || !PyList_Check(lengths) ||
+      PyList_GET_SIZE(groups.p) != PyList_GET_SIZE(lists) || PyList_GET_SIZE(lengths) != PyList_GET_SIZE(lists))
+    return nullptr;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(groups.p); ++i) {
+    PyObject* group = PyList_GET_ITEM(groups.p, i);
+    PyObject* params = PyDict_CheckExact(group) ? PyDict_GetItemWithError(group, n.params) : nullptr;
+    if (params == nullptr || params != PyList_GET_ITEM(lists, i) || !PyList_Check(params) ||
+        PyList_GET_SIZE(params) != PyLong_AsSsize_t(PyList_GET_ITEM(lengths, i))) {
+      PyErr_Clear();
+      return nullptr;
+    }
+  }
+  return Py_NewRef(plan);
+}
+
+// Appends `row` to the Recorder's rows of `key`.
+bool append_row(PyObject* rec, PyObject* key, PyObject* row) {
+  Ref rows(PyObject_GetAttr(rec, recorder_names().rows));
+  PyObject* list = rows && PyDict_Check(rows) ? PyDict_GetItemWithError(rows, key) : nullptr;
+  if (list == nullptr && !PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "the recorder's rows");
+  return list != nullptr && PyList_Append(list, row) == 0;
+}
+
+// A fault while a hook changed the Recorder: reported through its fault boundary (fault.report), as the Python
+// method's own `except` would; never raised.
+void recorder_fault(PyObject* rec, const RecorderConfig& c, const char* what) {
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  Ref fault(read_attr(rec, recorder_names().fault));
+  Ref text(PyUnicode_FromString(what));
+  if (fault && text && value != nullptr) Py_XDECREF(PyObject_CallFunctionObjArgs(c.report, fault.p, text.p, value, nullptr));
+  PyErr_Clear();
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(traceback);
+}
+
+// Recorder._step_begins's common case: a step whose .grad are as the backward before it summarised them (its
+// window closed as they are taken). 1: done; 0: the Python method's to do.
+int step_begins_natively(PyObject* rec, const RecorderConfig& c, PyObject* optimizer) {
+  const RecorderNames& n = recorder_names();
+  if (!attr_is(rec, n.plain, Py_True) || !attr_is(rec, n.stepping, Py_None) || !attr_is(rec, n.records, Py_True) ||
+      maybe_distributed(c))
+    return 0;
+  Ref plan(current_plan(rec, optimizer));  // (lists, lengths, params, described, off the CPU, sharded)
+  if (!plan || PyTuple_GET_ITEM(plan.p, 4) != Py_False || PyTuple_GET_ITEM(plan.p, 5) != Py_False ||
+      !PyList_Check(PyTuple_GET_ITEM(plan.p, 3)))
+    return 0;
+  Ref leaf_pass(read_attr(rec, n.leaf_pass));
+  Ref capsule(leaf_pass && leaf_pass.p != Py_None ? read_attr(leaf_pass, n.capsule) : nullptr);
+  if (!capsule || pass_of(capsule) == nullptr) {
+    PyErr_Clear();
+    return 0;
+  }
+  // changes from here: the window closes, and the pass is the step's no more
+  const char* const what = "recording the gradients the optimizer applies";
+  Ref stats(fv_leaf_stats(capsule, PyTuple_GET_ITEM(plan.p, 2)));
+  if (!stats) {  // (the Python method's boundary would report it, the step under way)
+    recorder_fault(rec, c, what);
+    Ref id(PyLong_FromVoidPtr(optimizer));
+    if (!id || PyObject_SetAttr(rec, n.stepping, id) != 0 || PyObject_SetAttr(rec, n.leaf_pass, Py_None) != 0)
+      PyErr_Clear();
+    return 1;
+  }
+  if (PyObject_SetAttr(rec, n.leaf_pass, Py_None) != 0 || stats.p == Py_None) {
+    PyErr_Clear();
+    return 0;  // .grad may have changed since: the Python method reads it
+  }
+  Ref id(PyLong_FromVoidPtr(optimizer));
+  if (!id || PyObject_SetAttr(rec, n.stepping, id) != 0) {
+    recorder_fault(rec, c, what);
+    return 1;
+  }
+  PyObject* described = PyTuple_GET_ITEM(plan.p, 3);
+  Ref step(PyObject_GetAttr(rec, n.step));
+  Ref row(step ? PyObject_CallFunctionObjArgs(c.partial, c.leaf_rows, step.p, described, stats.p, nullptr) : nullptr);
+  if (!row || !append_row(rec, c.grads, row) || !add_to(rec, n.later_rows, PyList_GET_SIZE(described)) ||
+      PyObject_SetAttr(rec, n.later, Py_True) != 0 || !add_to(rec, n.reused, 1))
+    recorder_fault(rec, c, what);
+  return 1;
+}
+
+// Recorder._step_ends's common case: the step counted and its row made, every step recorded, no reader's job to wait
+// for, no memory to read, no segment to write yet.
+int step_ends_natively(PyObject* rec, const RecorderConfig& c, PyObject* optimizer) {
+  const RecorderNames& n = recorder_names();
+  if (!attr_is(rec, n.plain, Py_True) || !attr_equals(rec, n.nested, 0)) return 0;
+  Ref reading(read_attr(rec, n.reading));
+  Ref counting(read_attr(rec, n.counting));
+  Ref session(read_attr(rec, n.session));
+  Ref traces(session ? read_attr(session, n.traces) : nullptr);
+  if (!reading || !PyList_Check(reading) || PyList_GET_SIZE(reading.p) != 0 || !counting ||
+      !PyWeakref_CheckRef(counting) || PyWeakref_GetObject(counting) != optimizer || !traces || !PyList_Check(traces) ||
+      PyList_GET_SIZE(traces.p) != 0)
+    return 0;
+  const double now_s = perf_counter();
+  const double t0 = attr_double(rec, n.t0);
+  Ref rows(read_attr(rec, n.rows));
+  PyObject* grads = rows && PyDict_Check(rows) ? PyDict_GetItemWithError(rows, c.grads) : nullptr;
+  Ref later_rows(read_attr(rec, n.later_rows));
+  const Py_ssize_t waiting = grads != nullptr && PyList_Check(grads) && later_rows && PyLong_CheckExact(later_rows)
+                                 ? PyList_GET_SIZE(grads) + PyLong_AsSsize_t(later_rows)
+                                 : PY_SSIZE_T_MAX;
+  // (a comparison with NaN is false: an unreadable number goes to Python)
+  if (PyErr_Occurred() || !(now_s - attr_double(rec, n.last_flush) < attr_double(rec, n.segment_seconds)) ||
+      !(waiting < c.segment_rows) || !(now_s >= t0)) {
+    PyErr_Clear();
+    return 0;
+  }
+  // changes from here
+  Ref step(PyObject_GetAttr(rec, n.step));
+  Ref row(step ? Py_BuildValue("(OdOO)", step.p, now_s - t0, Py_None, Py_None) : nullptr);
+  Ref one(row ? PyLong_FromLong(1) : nullptr);
+  Ref next(one ? PyNumber_Add(step, one) : nullptr);
+  if (!next || PyObject_SetAttr(rec, n.stepping, Py_None) != 0 || !append_row(rec, c.steps, row) ||
+      PyObject_SetAttr(rec, n.step, next) != 0 || PyObject_SetAttr(rec, n.records, Py_True) != 0)
+    recorder_fault(rec, c, "counting an optimizer step");
+  return 1;
+}
+
+// Recorder._after_backward's common case: a recorded pass of a graph written before, its numbers taken from the
+// native hooks' pass, and (one rank) the window to the next step opened.
+int after_backward_natively(PyObject* rec, const RecorderConfig& c) {
+  const RecorderNames& n = recorder_names();
+  if (!attr_is(rec, n.plain, Py_True) || !attr_is(rec, n.stepping, Py_None) || !attr_is(rec, n.leaf_pass, Py_None) ||
+      !attr_is(rec, n.records, Py_True))
+    return 0;
+  Ref session(read_attr(rec, n.session));
+  if (!session || !attr_is(session, n.record_grads, Py_True)) return 0;
+  Ref store(read_attr(session, n.store));
+  Ref recorded(store ? read_attr(store, n.recorded) : nullptr);
+  Ref passes(store ? read_attr(store, n.passes) : nullptr);
+  Ref found(store ? read_attr(store, n.nonfinite_found) : nullptr);
+  Ref unread(store ? read_attr(store, n.unread) : nullptr);
+  if (!recorded || !passes || !found || !unread || !PyLong_CheckExact(recorded) ||
+      PyObject_RichCompareBool(recorded, passes, Py_EQ) != 1 || PyObject_Length(found) != 0 || !PyList_Check(unread) ||
+      PyList_GET_SIZE(unread.p) == 0 || !attr_is(store, n.newest_handed, Py_False)) {
+    PyErr_Clear();
+    return 0;
+  }
+  PyObject* newest = PyList_GET_ITEM(unread.p, PyList_GET_SIZE(unread.p) - 1);  // (index, NativePass, made, nids)
+  if (!PyTuple_Check(newest) || PyTuple_GET_SIZE(newest) < 2 ||
+      PyObject_RichCompareBool(PyTuple_GET_ITEM(newest, 0), recorded, Py_EQ) != 1) {
+    PyErr_Clear();
+    return 0;
+  }
+  PyObject* source = PyTuple_GET_ITEM(newest, 1);
+  Ref recorder(read_attr(session, n.recorder));
+  Ref device(recorder ? read_attr(recorder, n.device) : nullptr);
+  Ref capsule(read_attr(source, n.capsule));
+  if (!device || !attr_is(device, n.device_reading, Py_False) || !capsule || pass_of(capsule) == nullptr) {
+    PyErr_Clear();
+    return 0;
+  }
+  Ref shape(fv_shape(capsule));
+  Ref graphs(read_attr(rec, n.graphs));
+  Ref known(shape && graphs && PyDict_Check(graphs) ? Py_XNewRef(PyDict_GetItemWithError(graphs, shape)) : nullptr);
+  if (!known || !PyTuple_Check(known) || PyTuple_GET_SIZE(known.p) != 2 || PyTuple_GET_ITEM(known.p, 0) == Py_None) {
+    PyErr_Clear();
+    return 0;  // a graph not written yet (or not written at all)
+  }
+  // changes from here
+  Ref stats(fv_node_stats(capsule, Py_None));  // (bytes, [(position, summary)])
+  if (!stats) {
+    recorder_fault(rec, c, "reading the graph after backward");
+    return 1;
+  }
+  if (PyObject_SetAttr(rec, n.leaf_pass, source) != 0) {
+    recorder_fault(rec, c, "reading the graph after backward");
+    return 1;
+  }
+  watch(c.exposing);
+  PyObject* numbers = PyTuple_GET_ITEM(stats.p, 0);
+  PyObject* on_device = PyTuple_GET_ITEM(stats.p, 1);
+  const Py_ssize_t count = PyBytes_GET_SIZE(numbers) / c.node_stats_size + PyList_GET_SIZE(on_device);
+  Ref step(PyObject_GetAttr(rec, n.step));
+  Ref row(step ? PyObject_CallFunctionObjArgs(c.partial, c.node_rows, step.p, PyTuple_GET_ITEM(known.p, 0),
+                                              PyTuple_GET_ITEM(known.p, 1), numbers, on_device, nullptr)
+               : nullptr);
+  if (!row || !append_row(rec, c.grads, row) ||
+      (PyList_GET_SIZE(on_device) > 0 && PyObject_SetAttr(rec, n.later_on_device, Py_True) != 0) ||
+      !add_to(rec, n.later_rows, count) || PyObject_SetAttr(rec, n.later, Py_True) != 0)
+    recorder_fault(rec, c, "reading the graph after backward");
+  return 1;
+}
+
+// The Recorder's method `name` called with `args` (the case C++ leaves to Python), then its _plain as _plain_now()
+// says: the attributes it covers change only in such calls. A fault there leaves _plain false, and its error as it was.
+template <typename... A>
+PyObject* in_python(PyObject* rec, PyObject* name, A... args) {
+  PyErr_Clear();
+  PyObject* out = PyObject_CallMethodObjArgs(rec, name, args..., nullptr);
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  Ref plain(PyObject_CallMethodNoArgs(rec, recorder_names().plain_now));
+  if (!plain || PyObject_SetAttr(rec, recorder_names().plain, plain) != 0) {
+    PyErr_Clear();
+    if (PyObject_SetAttr(rec, recorder_names().plain, Py_False) != 0) PyErr_Clear();
+  }
+  PyErr_Restore(type, value, traceback);
+  return out;
+}
+
+// record_step_begins(recorder, config, optimizer, args, kwargs): an optimizer step pre-hook (torch's global one,
+// bound to a Recorder and its config with functools.partial); what step_begins_natively does not, the Recorder's
+// _step_begins does.
+PyObject* py_record_step_begins(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  static PyObject* const slow_name = PyUnicode_InternFromString("_step_begins");
+  if (!args_ok<void>("record_step_begins", n, 5)) return nullptr;
+  RecorderConfig c;
+  if (recorder_config(args[1], c) && step_begins_natively(args[0], c, args[2]) == 1) Py_RETURN_NONE;
+  return in_python(args[0], slow_name, args[2], args[3], args[4]);
+}
+
+// record_step_ends(recorder, config, optimizer, args, kwargs): the post-hook, as record_step_begins.
+PyObject* py_record_step_ends(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  static PyObject* const slow_name = PyUnicode_InternFromString("_step_ends");
+  if (!args_ok<void>("record_step_ends", n, 5)) return nullptr;
+  RecorderConfig c;
+  if (recorder_config(args[1], c) && step_ends_natively(args[0], c, args[2]) == 1) Py_RETURN_NONE;
+  return in_python(args[0], slow_name, args[2], args[3], args[4]);
+}
+
+// record_after_backward(recorder, config, roots): the session's after_backward_of callback, as record_step_begins.
+PyObject* py_record_after_backward(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  static PyObject* const slow_name = PyUnicode_InternFromString("_after_backward");
+  if (!args_ok<void>("record_after_backward", n, 3)) return nullptr;
+  RecorderConfig c;
+  if (recorder_config(args[1], c) && after_backward_natively(args[0], c) == 1) Py_RETURN_NONE;
+  return in_python(args[0], slow_name, args[2]);
+}
+
 PyMethodDef methods[] = {
     FV_METHOD(tag, "tag(out, first_new, make_tag, func, where): fv_tag"),
     FV_METHOD(torch_function, "torch_function(config, func, args, kwargs) -> the op's result, or config's slow: "
@@ -2198,9 +2593,12 @@ PyMethodDef methods[] = {
     FV_METHOD(leaf_summaries, "leaf_summaries(pass, params) -> [summary or None] or None, the window closed: "
                               "fv_leaf_summaries"),
     FV_METHOD(window, "window(functions or None) -> calls that may write a .grad unseen, since the last call"),
+    FV_METHOD(record_step_begins, "record_step_begins(recorder, config, optimizer, args, kwargs): Recorder._step_begins"),
+    FV_METHOD(record_step_ends, "record_step_ends(recorder, config, optimizer, args, kwargs): Recorder._step_ends"),
+    FV_METHOD(record_after_backward, "record_after_backward(recorder, config, roots): Recorder._after_backward"),
     {nullptr, nullptr, 0, nullptr},
 };
 
 }  // namespace
 
-FV_MODULE(_grad_hooks, "forgeviz's gradient hooks and op tags in C++ (forgeviz/_capture/native/grad_hooks.cpp)", 15)
+FV_MODULE(_grad_hooks, "forgeviz's gradient hooks and op tags in C++ (forgeviz/_capture/native/grad_hooks.cpp)", 16)
