@@ -2529,27 +2529,30 @@ PyObject* in_python(PyObject* rec, PyObject* name, A... args) {
   return out;
 }
 
-// record_step_begins(recorder, config, optimizer, args, kwargs): an optimizer step pre-hook (torch's global one,
-// bound to a Recorder and its config with functools.partial); what step_begins_natively does not, the Recorder's
-// _step_begins does.
+// An optimizer step hook (torch's global one, bound to a Recorder and its config with functools.partial: args are
+// recorder, config, optimizer, args, kwargs): what `natively` does not do, the Recorder's method `slow_name` does.
+template <int (*natively)(PyObject*, const RecorderConfig&, PyObject*)>
+PyObject* record_step(const char* what, PyObject* slow_name, PyObject* const* args, Py_ssize_t n) {
+  if (!args_ok<void>(what, n, 5)) return nullptr;
+  RecorderConfig c;
+  if (recorder_config(args[1], c) && natively(args[0], c, args[2]) == 1) Py_RETURN_NONE;
+  return in_python(args[0], slow_name, args[2], args[3], args[4]);
+}
+
+// record_step_begins(recorder, config, optimizer, args, kwargs): the pre-hook, step_begins_natively or _step_begins.
 PyObject* py_record_step_begins(PyObject*, PyObject* const* args, Py_ssize_t n) {
   static PyObject* const slow_name = PyUnicode_InternFromString("_step_begins");
-  if (!args_ok<void>("record_step_begins", n, 5)) return nullptr;
-  RecorderConfig c;
-  if (recorder_config(args[1], c) && step_begins_natively(args[0], c, args[2]) == 1) Py_RETURN_NONE;
-  return in_python(args[0], slow_name, args[2], args[3], args[4]);
+  return record_step<step_begins_natively>("record_step_begins", slow_name, args, n);
 }
 
-// record_step_ends(recorder, config, optimizer, args, kwargs): the post-hook, as record_step_begins.
+// record_step_ends(recorder, config, optimizer, args, kwargs): the post-hook, step_ends_natively or _step_ends.
 PyObject* py_record_step_ends(PyObject*, PyObject* const* args, Py_ssize_t n) {
   static PyObject* const slow_name = PyUnicode_InternFromString("_step_ends");
-  if (!args_ok<void>("record_step_ends", n, 5)) return nullptr;
-  RecorderConfig c;
-  if (recorder_config(args[1], c) && step_ends_natively(args[0], c, args[2]) == 1) Py_RETURN_NONE;
-  return in_python(args[0], slow_name, args[2], args[3], args[4]);
+  return record_step<step_ends_natively>("record_step_ends", slow_name, args, n);
 }
 
-// record_after_backward(recorder, config, roots): the session's after_backward_of callback, as record_step_begins.
+// record_after_backward(recorder, config, roots): the session's after_backward_of callback, after_backward_natively
+// or _after_backward.
 PyObject* py_record_after_backward(PyObject*, PyObject* const* args, Py_ssize_t n) {
   static PyObject* const slow_name = PyUnicode_InternFromString("_after_backward");
   if (!args_ok<void>("record_after_backward", n, 3)) return nullptr;
