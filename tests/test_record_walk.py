@@ -81,6 +81,25 @@ def test_walk_and_the_armed_pass_give_iter_graphs_order_and_one_signature():
     assert shapes[0][0] != shapes[1][0] and shapes[0][0] == shapes[2][0]
 
 
+@needs_hooks
+def test_a_native_pass_forgets_exactly_the_rows_of_the_nodes_it_is_given():
+    """``NativePass.forget(gone)`` (what ``GradStore`` asks of a pass that newer ones recorded again, and of the
+    Nodes that died) drops the rows of the Nodes in ``gone`` and keeps every other row, in order."""
+    # (16 × 8 elements: more than chain.SMALL, so no Node's gradients go to a Python hook: all five rows are here)
+    x, w = torch.randn(16, 8, requires_grad=True), torch.randn(8, 8, requires_grad=True)
+    loss = (x @ w).tanh().sum()
+    store = GradStore()
+    finish = BackwardRecorder(store, pytest.fail).arm([loss.grad_fn])
+    loss.backward()
+    finish()
+    armed = store.unread_pass(store.recorded)
+    nids = [nid for nid, _, _ in armed.rows()]
+    assert len(nids) == len(iter_graph([loss.grad_fn])) == 5  # sum, tanh, mm, and x's and w's AccumulateGrad
+    gone = {nids[0], nids[3]}
+    assert armed.forget(gone | {-7, 10**15}) == 3  # (ids no row has change nothing)
+    assert [nid for nid, _, _ in armed.rows()] == [nid for nid in nids if nid not in gone]
+    assert armed.forget(set()) == 3 and armed.forget(set(nids)) == 0 and armed.rows() == []
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_recorded_graphs_and_node_rows(tmp_path, dtype):
     """bfloat16: the native hooks hand every gradient to Python, so a step's Node rows are all Python's."""

@@ -1317,17 +1317,21 @@ PyObject* fv_node_stats(PyObject* capsule, PyObject* ids) {
 Py_ssize_t fv_forget(PyObject* capsule, PyObject* gone) {
   Pass* pass = pass_of(capsule);
   if (pass == nullptr || !PyAnySet_Check(gone)) return -1;
+  // the ids once (a handful a training step: its parameters' AccumulateGrad), not a Python int per row tested
+  std::unordered_set<int64_t> ids;
+  PyObject* each = PyObject_GetIter(gone);
+  for (PyObject* nid = each != nullptr ? PyIter_Next(each) : nullptr; nid != nullptr; nid = PyIter_Next(each)) {
+    const long long value = PyLong_AsLongLong(nid);
+    Py_DECREF(nid);
+    if (value != -1 || !PyErr_Occurred()) ids.insert(value);
+    PyErr_Clear();  // (not an id: no row has it)
+  }
+  Py_XDECREF(each);
+  PyErr_Clear();
   std::lock_guard<std::mutex> lock(pass->mu);
   auto& rows = pass->rows;
-  rows.erase(std::remove_if(rows.begin(), rows.end(),
-                            [gone](const Row& row) {
-                              PyObject* nid = PyLong_FromLongLong(row.nid);
-                              const int found = nid != nullptr ? PySet_Contains(gone, nid) : 0;
-                              Py_XDECREF(nid);
-                              return found == 1;
-                            }),
+  rows.erase(std::remove_if(rows.begin(), rows.end(), [&ids](const Row& row) { return ids.count(row.nid) > 0; }),
              rows.end());
-  if (PyErr_Occurred()) PyErr_Clear();
   return static_cast<Py_ssize_t>(rows.size());
 }
 
