@@ -343,6 +343,73 @@ def test_the_hooks_common_case_in_cpp_records_what_the_python_hooks_record(tmp_p
     assert len(in_python[False]) == 3 * 8 + 1  # (and the second backward's)
 
 
+def _thinned(meta: dict, steps: int) -> list[int]:
+    """The steps whose gradients a recording of ``steps`` steps keeps by its metadata: each step until the first
+    ``downsampled`` mark, then every stride-th step (counted from step 1), none from ``over_budget_from_step``."""
+    kept = []
+    for step in range(1, steps + 1):
+        if meta["over_budget_from_step"] is not None and step >= meta["over_budget_from_step"]:
+            break
+        stride = max([1] + [by for since, by in meta["downsampled"] if step >= since])
+        if (step - 1) % stride == 0:
+            kept.append(step)
+    return kept
+
+
+@needs_hooks
+@pytest.mark.parametrize("native_steps", [True, False], ids=["hooks in C++", "hooks in Python"])
+def test_gradients_past_half_the_budget_are_thinned_then_dropped_with_either_hooks(tmp_path, monkeypatch,
+                                                                                   native_steps):
+    """Past half its size budget a recording keeps every second step's gradients, past three quarters every fourth,
+    and past the budget none (what a segment written finds: Recorder._budget, in Python). The C++ hooks' common case
+    records each step only while nothing is thinned (Recorder._plain), so both keep the steps the metadata names,
+    each with torch's ``.grad`` as ``step()`` applied it."""
+    import time
+
+    from forgeviz._capture import recording
+    from forgeviz.model.run import rank_folder
+    from forgeviz.run.writer import RunWriter
+
+    monkeypatch.setattr(recording, "SEGMENT_ROWS", 40)  # (about twelve rows a step: a segment every third step or so)
+    in_python, queued = [], []
+    slow, submit = Recorder._after_backward, RunWriter.submit
+    monkeypatch.setattr(Recorder, "_after_backward",
+                        lambda self, roots: in_python.append(self.step) or slow(self, roots))
+    monkeypatch.setattr(RunWriter, "submit", lambda self, *segment: queued.append(submit(self, *segment)) or queued[-1])
+    model, opt, x = _mlp(8)
+    applied = []
+    with forgeviz.capture() as session:
+        recorder = Recorder(session, lambda rank, meta: RunWriter(tmp_path / rank_folder(rank), meta, session.fault),
+                            budget_bytes=20_000, segment_seconds=3600.0)
+        recorder.native_steps = native_steps
+        recorder.install()
+        for _ in range(40):
+            loss = model(x).pow(2).sum()
+            opt.zero_grad()
+            loss.backward()
+            applied.append({n: p.grad.clone() for n, p in model.named_parameters()})
+            opt.step()
+            # the budget counts what is written: a writer left behind would drop segments (each one queued: written,
+            # or dropped as its rows failed)
+            waited = time.monotonic()
+            while recorder.writer.segments + recorder.writer.dropped < sum(queued) and time.monotonic() < waited + 30:
+                time.sleep(0.001)
+        recorder.close()
+    run = forgeviz.open(tmp_path)
+    meta = run.meta(0)
+    assert meta["dropped_segments"] == 0 and len(meta["downsampled"]) >= 2, meta  # (it got that far)
+    assert meta["over_budget_from_step"] is not None, meta
+    kept = _thinned(meta, 40)
+    assert run.gradient_steps(0) == kept and 2 in kept and kept[-1] < 39
+    params = run.frame().query("kind == 'parameter'")
+    assert sorted(params["step"].unique()) == kept
+    for step in kept:
+        rows = params[params["step"] == step].set_index("name")
+        for name, g in applied[step - 1].items():
+            assert rows.loc[name, "norm"] == pytest.approx(g.norm().item(), rel=1e-6), (step, name)
+    assert (len(in_python) < 40) == native_steps  # (C++: the first pass, and each one after a step that thinned)
+
+
 class _NaNAt(torch.nn.Module):
     """An MLP whose backward goes NaN while ``poisoned``: sqrt's derivative at 0 is infinite, times 0."""
 
