@@ -245,6 +245,24 @@ def test_killed_process_opens_to_its_last_segment(tmp_path):
     assert 0 < len(cut.frame()) < whole and any("cut short" in p for p in cut.problems)
 
 
+def test_a_run_that_lost_segments_or_stopped_writing_says_so(tmp_path):
+    """What the writer counted as dropped (its queue full, a segment's rows that failed to build) and why it
+    stopped writing are in the rank's metadata: ``forgeviz.open`` tells them with the rest (its problems, and a
+    warning), and shows what was written."""
+    import json
+
+    _train(folder=tmp_path / "run")
+    meta_path = tmp_path / "run" / "rank0" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    assert meta["dropped_segments"] == 0 and forgeviz.open(tmp_path / "run").problems == []
+    stopped = "writing the grads stream in /x failed: OSError: [Errno 28] No space left on device; recording stopped"
+    meta_path.write_text(json.dumps({**meta, "dropped_segments": 2, "faults": [stopped]}))
+    run = _open_warned(tmp_path / "run", "rank0: 2 segment(s) were dropped while recording", "No space left")
+    assert run.problems == ["rank0: 2 segment(s) were dropped while recording (the writer fell behind the training "
+                            "loop); the steps in them have no rows", f"rank0: {stopped}"]
+    assert run.steps == [1, 2, 3]
+
+
 def _train(steps: int = 3, folder=None, caplog=None) -> list[torch.Tensor]:
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
