@@ -610,7 +610,9 @@ class Recorder:
         >>> [callable(hook) for hook in Recorder(Session(), print).hooks()]
         [True, True, True]
         """
-        lib = native.hooks() if self.native_steps else None
+        # (a recorder the common case can never take, a GPU rank's say, registers its methods: C++ in front of them
+        # would only add a call and a _plain_now() to each hook)
+        lib = native.hooks() if self.native_steps and self._may_be_plain() else None
         if lib is None:
             return self._step_begins, self._step_ends, self._after_backward
         config = _native_steps_config()
@@ -618,14 +620,20 @@ class Recorder:
                 functools.partial(lib.record_step_ends, self, config),
                 functools.partial(lib.record_after_backward, self, config))
 
+    def _may_be_plain(self) -> bool:
+        """What of :meth:`_plain_now` is set when the recorder is made (or before :meth:`install`): gradients on the
+        CPU only (no CUDA here, none routed to the device path), no memory timeline, every step recorded, and the
+        backward's summaries reused."""
+        return not self._cuda and not self._route_cpu and self.memory is None and self.every == 1 and self._reuses
+
     def _plain_now(self) -> bool:
         """Whether what the native hooks' common case needs of the attributes that change only in this class's
-        methods holds: an open writer, one rank that reuses the backward's summaries, gradients on the CPU, every
-        step recorded, no memory or CUDA history to write. grad_hooks.cpp keeps it in ``_plain`` after each call it
-        hands to Python (no other path changes them), and checks what changes step by step itself."""
-        return (self.writer is not None and self._cuda_wanted is None and self._counting is not None
-                and self.world == 1 and self._reuses and not self._route_cpu and not self._cuda and self.memory is None
-                and self.cuda is None and self.every == 1 and self.stride == 1 and self.over_budget_at is None)
+        methods holds: :meth:`_may_be_plain`, an open writer, one rank, no CUDA history, nothing thinned by the size
+        budget. grad_hooks.cpp keeps it in ``_plain`` after each call it hands to Python (no other path changes
+        them), and checks what changes step by step itself."""
+        return (self._may_be_plain() and self.writer is not None and self._cuda_wanted is None
+                and self._counting is not None and self.world == 1 and self.cuda is None and self.stride == 1
+                and self.over_budget_at is None)
 
     def uninstall(self) -> None:
         """Remove the hooks (the writer stays open: :meth:`install` again, or :meth:`close`)."""

@@ -105,7 +105,7 @@ def _read_rank(folder: Path, problems: list[str]) -> Optional[RankData]:
         problems.append(f"{folder.name}: recording did not finish (the process was killed or is still "
                         "running); showing its whole segments")
     dropped = meta.get("dropped_segments") or 0
-    if dropped:  # (the writer's queue was full, or a segment's rows failed to build: told then, as a fault)
+    if dropped:  # (its queue was full; or a segment's rows failed to build, which was also told then, as a fault)
         problems.append(f"{folder.name}: {dropped} segment(s) were dropped while recording (the writer fell behind "
                         "the training loop); the steps in them have no rows")
     problems.extend(f"{folder.name}: {fault}" for fault in meta.get("faults") or [])  # (writing stopped)

@@ -26,6 +26,7 @@
 #include <torch/csrc/autograd/python_cpp_function.h>
 #include <torch/csrc/autograd/python_function.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/utils/object_ptr.h>
 
 #include <algorithm>
 #include <cmath>
@@ -2179,16 +2180,6 @@ PyObject* py_module_post(PyObject*, PyObject* const* args, Py_ssize_t n) {
 // Python methods (an open writer, one rank, every step recorded, no memory or CUDA history, ...) is one attribute,
 // the Recorder's _plain, which its _plain_now() sets after each call handed to Python (and install()).
 
-struct Ref {  // an owned reference (nullptr: none)
-  PyObject* p;
-  explicit Ref(PyObject* o = nullptr) : p(o) {}
-  ~Ref() { Py_XDECREF(p); }
-  Ref(const Ref&) = delete;
-  Ref& operator=(const Ref&) = delete;
-  operator PyObject*() const { return p; }
-  explicit operator bool() const { return p != nullptr; }
-};
-
 struct RecorderNames {
   PyObject* const stepping = PyUnicode_InternFromString("_stepping");
   PyObject* const nested = PyUnicode_InternFromString("_nested");
@@ -2265,12 +2256,12 @@ PyObject* read_attr(PyObject* obj, PyObject* name) {
 }
 
 bool attr_is(PyObject* obj, PyObject* name, PyObject* expected) {
-  Ref value(read_attr(obj, name));
-  return value && value.p == expected;
+  THPObjectPtr value(read_attr(obj, name));
+  return value && value.get() == expected;
 }
 
 bool attr_equals(PyObject* obj, PyObject* name, long expected) {
-  Ref value(read_attr(obj, name));
+  THPObjectPtr value(read_attr(obj, name));
   if (!value || !PyLong_CheckExact(value)) return false;
   const long got = PyLong_AsLong(value);
   if (got == -1 && PyErr_Occurred()) PyErr_Clear();
@@ -2278,7 +2269,7 @@ bool attr_equals(PyObject* obj, PyObject* name, long expected) {
 }
 
 double attr_double(PyObject* obj, PyObject* name) {  // NaN where it is not a number
-  Ref value(read_attr(obj, name));
+  THPObjectPtr value(read_attr(obj, name));
   const double got = value ? PyFloat_AsDouble(value) : NAN;
   if (PyErr_Occurred()) {
     PyErr_Clear();
@@ -2288,9 +2279,9 @@ double attr_double(PyObject* obj, PyObject* name) {  // NaN where it is not a nu
 }
 
 bool add_to(PyObject* obj, PyObject* name, Py_ssize_t more) {
-  Ref value(PyObject_GetAttr(obj, name));
-  Ref by(value ? PyLong_FromSsize_t(more) : nullptr);
-  Ref sum(by ? PyNumber_Add(value, by) : nullptr);
+  THPObjectPtr value(PyObject_GetAttr(obj, name));
+  THPObjectPtr by(value ? PyLong_FromSsize_t(more) : nullptr);
+  THPObjectPtr sum(by ? PyNumber_Add(value, by) : nullptr);
   return sum && PyObject_SetAttr(obj, name, sum) == 0;
 }
 
@@ -2310,8 +2301,8 @@ double perf_counter() {
 // Whether torch.distributed may have started (recording.py's _distributed(); unsure: yes, and Python asks).
 bool maybe_distributed(const RecorderConfig& c) {
   if (c.c10d == Py_None) return false;
-  Ref world(read_attr(c.c10d, recorder_names().c10d_world));
-  if (!world || reinterpret_cast<PyObject*>(Py_TYPE(world.p)) != c.world_type) return true;
+  THPObjectPtr world(read_attr(c.c10d, recorder_names().c10d_world));
+  if (!world || reinterpret_cast<PyObject*>(Py_TYPE(world.get())) != c.world_type) return true;
   return !attr_is(world, recorder_names().default_pg, Py_None);
 }
 
@@ -2319,21 +2310,21 @@ bool maybe_distributed(const RecorderConfig& c) {
 // are as the plan has them; else nullptr, no error set.
 PyObject* current_plan(PyObject* rec, PyObject* optimizer) {
   const RecorderNames& n = recorder_names();
-  Ref last(read_attr(rec, n.last_plan));
+  THPObjectPtr last(read_attr(rec, n.last_plan));
   if (!last || !PyTuple_Check(last) || PyTuple_GET_SIZE(last) != 2) return nullptr;
-  PyObject* ref = PyTuple_GET_ITEM(last.p, 0);
-  PyObject* plan = PyTuple_GET_ITEM(last.p, 1);
+  PyObject* ref = PyTuple_GET_ITEM(last.get(), 0);
+  PyObject* plan = PyTuple_GET_ITEM(last.get(), 1);
   if (!PyWeakref_CheckRef(ref) || PyWeakref_GetObject(ref) != optimizer || !PyTuple_Check(plan) ||
       PyTuple_GET_SIZE(plan) != 6)
     return nullptr;
   PyObject* lists = PyTuple_GET_ITEM(plan, 0);
   PyObject* lengths = PyTuple_GET_ITEM(plan, 1);
-  Ref groups(read_attr(optimizer, n.param_groups));
+  THPObjectPtr groups(read_attr(optimizer, n.param_groups));
   if (!groups || !PyList_Check(groups) || !PyList_Check(lists) || !PyList_Check(lengths) ||
-      PyList_GET_SIZE(groups.p) != PyList_GET_SIZE(lists) || PyList_GET_SIZE(lengths) != PyList_GET_SIZE(lists))
+      PyList_GET_SIZE(groups.get()) != PyList_GET_SIZE(lists) || PyList_GET_SIZE(lengths) != PyList_GET_SIZE(lists))
     return nullptr;
-  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(groups.p); ++i) {
-    PyObject* group = PyList_GET_ITEM(groups.p, i);
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(groups.get()); ++i) {
+    PyObject* group = PyList_GET_ITEM(groups.get(), i);
     PyObject* params = PyDict_CheckExact(group) ? PyDict_GetItemWithError(group, n.params) : nullptr;
     if (params == nullptr || params != PyList_GET_ITEM(lists, i) || !PyList_Check(params) ||
         PyList_GET_SIZE(params) != PyLong_AsSsize_t(PyList_GET_ITEM(lengths, i))) {
@@ -2346,7 +2337,7 @@ PyObject* current_plan(PyObject* rec, PyObject* optimizer) {
 
 // Appends `row` to the Recorder's rows of `key`.
 bool append_row(PyObject* rec, PyObject* key, PyObject* row) {
-  Ref rows(PyObject_GetAttr(rec, recorder_names().rows));
+  THPObjectPtr rows(PyObject_GetAttr(rec, recorder_names().rows));
   PyObject* list = rows && PyDict_Check(rows) ? PyDict_GetItemWithError(rows, key) : nullptr;
   if (list == nullptr && !PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "the recorder's rows");
   return list != nullptr && PyList_Append(list, row) == 0;
@@ -2358,10 +2349,10 @@ void recorder_fault(PyObject* rec, const RecorderConfig& c, const char* what) {
   PyObject *type, *value, *traceback;
   PyErr_Fetch(&type, &value, &traceback);
   PyErr_NormalizeException(&type, &value, &traceback);
-  Ref fault(read_attr(rec, recorder_names().fault));
-  Ref text(PyUnicode_FromString(what));
+  THPObjectPtr fault(read_attr(rec, recorder_names().fault));
+  THPObjectPtr text(PyUnicode_FromString(what));
   if (fault && text && value != nullptr)
-    Py_XDECREF(PyObject_CallFunctionObjArgs(c.report, fault.p, text.p, value, nullptr));
+    Py_XDECREF(PyObject_CallFunctionObjArgs(c.report, fault.get(), text.get(), value, nullptr));
   PyErr_Clear();
   Py_XDECREF(type);
   Py_XDECREF(value);
@@ -2375,38 +2366,38 @@ int step_begins_natively(PyObject* rec, const RecorderConfig& c, PyObject* optim
   if (!attr_is(rec, n.plain, Py_True) || !attr_is(rec, n.stepping, Py_None) || !attr_is(rec, n.records, Py_True) ||
       maybe_distributed(c))
     return 0;
-  Ref plan(current_plan(rec, optimizer));  // (lists, lengths, params, described, off the CPU, sharded)
-  if (!plan || PyTuple_GET_ITEM(plan.p, 4) != Py_False || PyTuple_GET_ITEM(plan.p, 5) != Py_False ||
-      !PyList_Check(PyTuple_GET_ITEM(plan.p, 3)))
+  THPObjectPtr plan(current_plan(rec, optimizer));  // (lists, lengths, params, described, off the CPU, sharded)
+  if (!plan || PyTuple_GET_ITEM(plan.get(), 4) != Py_False || PyTuple_GET_ITEM(plan.get(), 5) != Py_False ||
+      !PyList_Check(PyTuple_GET_ITEM(plan.get(), 3)))
     return 0;
-  Ref leaf_pass(read_attr(rec, n.leaf_pass));
-  Ref capsule(leaf_pass && leaf_pass.p != Py_None ? read_attr(leaf_pass, n.capsule) : nullptr);
+  THPObjectPtr leaf_pass(read_attr(rec, n.leaf_pass));
+  THPObjectPtr capsule(leaf_pass && leaf_pass.get() != Py_None ? read_attr(leaf_pass, n.capsule) : nullptr);
   if (!capsule || pass_of(capsule) == nullptr) {
     PyErr_Clear();
     return 0;
   }
   // changes from here: the window closes, and the pass is the step's no more
   const char* const what = "recording the gradients the optimizer applies";
-  Ref stats(fv_leaf_stats(capsule, PyTuple_GET_ITEM(plan.p, 2)));
+  THPObjectPtr stats(fv_leaf_stats(capsule, PyTuple_GET_ITEM(plan.get(), 2)));
   if (!stats) {  // (the Python method's boundary would report it, the step under way)
     recorder_fault(rec, c, what);
-    Ref id(PyLong_FromVoidPtr(optimizer));
+    THPObjectPtr id(PyLong_FromVoidPtr(optimizer));
     if (!id || PyObject_SetAttr(rec, n.stepping, id) != 0 || PyObject_SetAttr(rec, n.leaf_pass, Py_None) != 0)
       PyErr_Clear();
     return 1;
   }
-  if (PyObject_SetAttr(rec, n.leaf_pass, Py_None) != 0 || stats.p == Py_None) {
+  if (PyObject_SetAttr(rec, n.leaf_pass, Py_None) != 0 || stats.get() == Py_None) {
     PyErr_Clear();
     return 0;  // .grad may have changed since: the Python method reads it
   }
-  Ref id(PyLong_FromVoidPtr(optimizer));
+  THPObjectPtr id(PyLong_FromVoidPtr(optimizer));
   if (!id || PyObject_SetAttr(rec, n.stepping, id) != 0) {
     recorder_fault(rec, c, what);
     return 1;
   }
-  PyObject* described = PyTuple_GET_ITEM(plan.p, 3);
-  Ref step(PyObject_GetAttr(rec, n.step));
-  Ref row(step ? PyObject_CallFunctionObjArgs(c.partial, c.leaf_rows, step.p, described, stats.p, nullptr) : nullptr);
+  PyObject* described = PyTuple_GET_ITEM(plan.get(), 3);
+  THPObjectPtr step(PyObject_GetAttr(rec, n.step));
+  THPObjectPtr row(step ? PyObject_CallFunctionObjArgs(c.partial, c.leaf_rows, step.get(), described, stats.get(), nullptr) : nullptr);
   if (!row || !append_row(rec, c.grads, row) || !add_to(rec, n.later_rows, PyList_GET_SIZE(described)) ||
       PyObject_SetAttr(rec, n.later, Py_True) != 0 || !add_to(rec, n.reused, 1))
     recorder_fault(rec, c, what);
@@ -2418,19 +2409,19 @@ int step_begins_natively(PyObject* rec, const RecorderConfig& c, PyObject* optim
 int step_ends_natively(PyObject* rec, const RecorderConfig& c, PyObject* optimizer) {
   const RecorderNames& n = recorder_names();
   if (!attr_is(rec, n.plain, Py_True) || !attr_equals(rec, n.nested, 0)) return 0;
-  Ref reading(read_attr(rec, n.reading));
-  Ref counting(read_attr(rec, n.counting));
-  Ref session(read_attr(rec, n.session));
-  Ref traces(session ? read_attr(session, n.traces) : nullptr);
-  if (!reading || !PyList_Check(reading) || PyList_GET_SIZE(reading.p) != 0 || !counting ||
+  THPObjectPtr reading(read_attr(rec, n.reading));
+  THPObjectPtr counting(read_attr(rec, n.counting));
+  THPObjectPtr session(read_attr(rec, n.session));
+  THPObjectPtr traces(session ? read_attr(session, n.traces) : nullptr);
+  if (!reading || !PyList_Check(reading) || PyList_GET_SIZE(reading.get()) != 0 || !counting ||
       !PyWeakref_CheckRef(counting) || PyWeakref_GetObject(counting) != optimizer || !traces || !PyList_Check(traces) ||
-      PyList_GET_SIZE(traces.p) != 0)
+      PyList_GET_SIZE(traces.get()) != 0)
     return 0;
   const double now_s = perf_counter();
   const double t0 = attr_double(rec, n.t0);
-  Ref rows(read_attr(rec, n.rows));
+  THPObjectPtr rows(read_attr(rec, n.rows));
   PyObject* grads = rows && PyDict_Check(rows) ? PyDict_GetItemWithError(rows, c.grads) : nullptr;
-  Ref later_rows(read_attr(rec, n.later_rows));
+  THPObjectPtr later_rows(read_attr(rec, n.later_rows));
   const Py_ssize_t waiting = grads != nullptr && PyList_Check(grads) && later_rows && PyLong_CheckExact(later_rows)
                                  ? PyList_GET_SIZE(grads) + PyLong_AsSsize_t(later_rows)
                                  : PY_SSIZE_T_MAX;
@@ -2441,10 +2432,10 @@ int step_ends_natively(PyObject* rec, const RecorderConfig& c, PyObject* optimiz
     return 0;
   }
   // changes from here
-  Ref step(PyObject_GetAttr(rec, n.step));
-  Ref row(step ? Py_BuildValue("(OdOO)", step.p, now_s - t0, Py_None, Py_None) : nullptr);
-  Ref one(row ? PyLong_FromLong(1) : nullptr);
-  Ref next(one ? PyNumber_Add(step, one) : nullptr);
+  THPObjectPtr step(PyObject_GetAttr(rec, n.step));
+  THPObjectPtr row(step ? Py_BuildValue("(OdOO)", step.get(), now_s - t0, Py_None, Py_None) : nullptr);
+  THPObjectPtr one(row ? PyLong_FromLong(1) : nullptr);
+  THPObjectPtr next(one ? PyNumber_Add(step, one) : nullptr);
   if (!next || PyObject_SetAttr(rec, n.stepping, Py_None) != 0 || !append_row(rec, c.steps, row) ||
       PyObject_SetAttr(rec, n.step, next) != 0 || PyObject_SetAttr(rec, n.records, Py_True) != 0)
     recorder_fault(rec, c, "counting an optimizer step");
@@ -2458,42 +2449,42 @@ int after_backward_natively(PyObject* rec, const RecorderConfig& c) {
   if (!attr_is(rec, n.plain, Py_True) || !attr_is(rec, n.stepping, Py_None) || !attr_is(rec, n.leaf_pass, Py_None) ||
       !attr_is(rec, n.records, Py_True))
     return 0;
-  Ref session(read_attr(rec, n.session));
+  THPObjectPtr session(read_attr(rec, n.session));
   if (!session || !attr_is(session, n.record_grads, Py_True)) return 0;
-  Ref store(read_attr(session, n.store));
-  Ref recorded(store ? read_attr(store, n.recorded) : nullptr);
-  Ref passes(store ? read_attr(store, n.passes) : nullptr);
-  Ref found(store ? read_attr(store, n.nonfinite_found) : nullptr);
-  Ref unread(store ? read_attr(store, n.unread) : nullptr);
+  THPObjectPtr store(read_attr(session, n.store));
+  THPObjectPtr recorded(store ? read_attr(store, n.recorded) : nullptr);
+  THPObjectPtr passes(store ? read_attr(store, n.passes) : nullptr);
+  THPObjectPtr found(store ? read_attr(store, n.nonfinite_found) : nullptr);
+  THPObjectPtr unread(store ? read_attr(store, n.unread) : nullptr);
   if (!recorded || !passes || !found || !unread || !PyLong_CheckExact(recorded) ||
       PyObject_RichCompareBool(recorded, passes, Py_EQ) != 1 || PyObject_Length(found) != 0 || !PyList_Check(unread) ||
-      PyList_GET_SIZE(unread.p) == 0 || !attr_is(store, n.newest_handed, Py_False)) {
+      PyList_GET_SIZE(unread.get()) == 0 || !attr_is(store, n.newest_handed, Py_False)) {
     PyErr_Clear();
     return 0;
   }
-  PyObject* newest = PyList_GET_ITEM(unread.p, PyList_GET_SIZE(unread.p) - 1);  // (index, NativePass, made, nids)
+  PyObject* newest = PyList_GET_ITEM(unread.get(), PyList_GET_SIZE(unread.get()) - 1);  // (index, NativePass, made, nids)
   if (!PyTuple_Check(newest) || PyTuple_GET_SIZE(newest) < 2 ||
       PyObject_RichCompareBool(PyTuple_GET_ITEM(newest, 0), recorded, Py_EQ) != 1) {
     PyErr_Clear();
     return 0;
   }
   PyObject* source = PyTuple_GET_ITEM(newest, 1);
-  Ref recorder(read_attr(session, n.recorder));
-  Ref device(recorder ? read_attr(recorder, n.device) : nullptr);
-  Ref capsule(read_attr(source, n.capsule));
+  THPObjectPtr recorder(read_attr(session, n.recorder));
+  THPObjectPtr device(recorder ? read_attr(recorder, n.device) : nullptr);
+  THPObjectPtr capsule(read_attr(source, n.capsule));
   if (!device || !attr_is(device, n.device_reading, Py_False) || !capsule || pass_of(capsule) == nullptr) {
     PyErr_Clear();
     return 0;
   }
-  Ref shape(fv_shape(capsule));
-  Ref graphs(read_attr(rec, n.graphs));
-  Ref known(shape && graphs && PyDict_Check(graphs) ? Py_XNewRef(PyDict_GetItemWithError(graphs, shape)) : nullptr);
-  if (!known || !PyTuple_Check(known) || PyTuple_GET_SIZE(known.p) != 2 || PyTuple_GET_ITEM(known.p, 0) == Py_None) {
+  THPObjectPtr shape(fv_shape(capsule));
+  THPObjectPtr graphs(read_attr(rec, n.graphs));
+  THPObjectPtr known(shape && graphs && PyDict_Check(graphs) ? Py_XNewRef(PyDict_GetItemWithError(graphs, shape)) : nullptr);
+  if (!known || !PyTuple_Check(known) || PyTuple_GET_SIZE(known.get()) != 2 || PyTuple_GET_ITEM(known.get(), 0) == Py_None) {
     PyErr_Clear();
     return 0;  // a graph not written yet (or not written at all)
   }
   // changes from here
-  Ref stats(fv_node_stats(capsule, Py_None));  // (bytes, [(position, summary)])
+  THPObjectPtr stats(fv_node_stats(capsule, Py_None));  // (bytes, [(position, summary)])
   if (!stats) {
     recorder_fault(rec, c, "reading the graph after backward");
     return 1;
@@ -2503,12 +2494,12 @@ int after_backward_natively(PyObject* rec, const RecorderConfig& c) {
     return 1;
   }
   watch(c.exposing);
-  PyObject* numbers = PyTuple_GET_ITEM(stats.p, 0);
-  PyObject* on_device = PyTuple_GET_ITEM(stats.p, 1);
+  PyObject* numbers = PyTuple_GET_ITEM(stats.get(), 0);
+  PyObject* on_device = PyTuple_GET_ITEM(stats.get(), 1);
   const Py_ssize_t count = PyBytes_GET_SIZE(numbers) / c.node_stats_size + PyList_GET_SIZE(on_device);
-  Ref step(PyObject_GetAttr(rec, n.step));
-  Ref row(step ? PyObject_CallFunctionObjArgs(c.partial, c.node_rows, step.p, PyTuple_GET_ITEM(known.p, 0),
-                                              PyTuple_GET_ITEM(known.p, 1), numbers, on_device, nullptr)
+  THPObjectPtr step(PyObject_GetAttr(rec, n.step));
+  THPObjectPtr row(step ? PyObject_CallFunctionObjArgs(c.partial, c.node_rows, step.get(), PyTuple_GET_ITEM(known.get(), 0),
+                                              PyTuple_GET_ITEM(known.get(), 1), numbers, on_device, nullptr)
                : nullptr);
   if (!row || !append_row(rec, c.grads, row) ||
       (PyList_GET_SIZE(on_device) > 0 && PyObject_SetAttr(rec, n.later_on_device, Py_True) != 0) ||
@@ -2525,7 +2516,7 @@ PyObject* in_python(PyObject* rec, PyObject* name, A... args) {
   PyObject* out = PyObject_CallMethodObjArgs(rec, name, args..., nullptr);
   PyObject *type, *value, *traceback;
   PyErr_Fetch(&type, &value, &traceback);
-  Ref plain(PyObject_CallMethodNoArgs(rec, recorder_names().plain_now));
+  THPObjectPtr plain(PyObject_CallMethodNoArgs(rec, recorder_names().plain_now));
   if (!plain || PyObject_SetAttr(rec, recorder_names().plain, plain) != 0) {
     PyErr_Clear();
     if (PyObject_SetAttr(rec, recorder_names().plain, Py_False) != 0) PyErr_Clear();
