@@ -75,15 +75,24 @@ def test_m3_timeline_hover_names_cell_and_category(page, lab):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 2000
 
     # Dark theme: the canvas and the export follow JupyterLab's variables.
+    draws = int(root.get_attribute("data-fv-draws"))
     page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
     page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'")
-    page.wait_for_timeout(500)
     out.scroll_into_view_if_needed()
+    # Lab hides the output for a moment while it switches themes, and the stage may settle at another
+    # width: the view redraws for the theme and then follows the stage's width (a resize redraws at the
+    # next frame, so this asks until it has); a canvas stuck at its old or a fallback width fails here.
+    widths = ("el => [el.querySelector('.fv-mem-stage').clientWidth, "
+              "parseFloat(el.querySelector('canvas.fv-mem-canvas').style.width)]")
+    try:
+        page.wait_for_function(f"([el, draws]) => {{ const [stage, canvas] = ({widths})(el); "
+                               "return Number(el.dataset.fvDraws) > draws && stage > 0 && canvas === stage; }",
+                               arg=[root.element_handle(), draws], timeout=10_000)
+    except Exception:
+        stage_px, canvas_px = root.evaluate(widths)
+        raise AssertionError(f"after the theme switch the canvas is {canvas_px} px wide in a {stage_px} px stage "
+                             f"(draws {draws} -> {root.get_attribute('data-fv-draws')})") from None
     out.screenshot(path=str(ARTIFACTS / "memory-dark.png"))
-    # Lab hides the output for a moment while it switches themes: the canvas keeps the stage's width
-    stage_px, canvas_px = root.evaluate("el => [el.querySelector('.fv-mem-stage').clientWidth, "
-                                        "parseFloat(el.querySelector('canvas.fv-mem-canvas').style.width)]")
-    assert canvas_px == stage_px, (canvas_px, stage_px)
     with page.expect_download() as download:
         out.locator("button.fv-export-svg").click()
     dark_svg = open(download.value.path(), encoding="utf-8").read()
