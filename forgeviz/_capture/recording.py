@@ -7,8 +7,9 @@ segment at a time; the disk is the writer thread's.
 
 What the training thread pays is kept to a few microseconds a step (recording costs at most 2% on top of
 capture, issue 28): it hands references to a *reader* thread, which summarises and fingerprints, and keeps
-numbers, not rows: the writer's thread builds the rows of a segment (from the ``functools.partial`` of a row
-builder and its numbers that stand in the segment's list: see :func:`grads_segment`) as it writes it.
+numbers, not rows: the writer's thread builds the columns of a segment (from the ``functools.partial`` of a row
+builder and its numbers that stand in the segment's list, all its steps at once: grad_rows.grads_segment) as it
+writes it.
 
 - Parameters: the optimizer step pre-hook hands over each parameter (the native reader takes its ``.grad``
   and version counter in C++); the reader reads them while ``step()`` runs (optimizers read ``.grad``, they
@@ -40,11 +41,9 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import os
 import platform
 import queue
-import struct
 import sys
 import threading
 import time
@@ -65,15 +64,23 @@ from ..model.run import (
     GRADS,
     GRAPHS,
     MEMORY,
-    MODULE,
-    NODE,
-    PARAMETER,
     STEPS,
 )
 from . import native
 from .device_summary import DeviceSummaries
 from .fault import boundary, report
-from .grads import NODE_STATS, NODE_STATS_SIZE, NativePass, device_route, iter_graph, no_torch_function, routes_cpu
+from .grad_rows import (
+    NONFINITE,
+    _figures,
+    _leaf_rows,
+    _node_rows,
+    _rows_of_numbers,
+    _summary_row,
+    grads_segment,
+    nonfinite_parameters,
+    parameter_rows,
+)
+from .grads import NODE_STATS_SIZE, NativePass, device_route, iter_graph, no_torch_function, routes_cpu
 from .names import NameIndex
 from .summary import _summarize_natively, summarize
 from .untraced import untraced
@@ -89,7 +96,6 @@ BUDGET_BYTES = 256 * 2**20
 MAX_GRAPHS = 32  # distinct graphs recorded per rank, at most
 GRAPH_NODES = 20_000
 PASSES_KEPT = 8  # recent backward passes whose first non-finite Node can still be told (GradStore.nonfinite_found's)
-LEAF_STATS = "=5d"  # min, max, sum, norm, numel: a parameter's numbers in NativePass.leaf_stats's bytes
 
 
 def _exposing() -> set:
@@ -142,7 +148,6 @@ def _rank_known() -> bool:
     ``RANK``), rather than guessing rank 0."""
     return _distributed() or "RANK" in os.environ
 _ACCUMULATE = torch._C._functions.AccumulateGrad
-NONFINITE = "nonfinite-grad"  # the doctor's kind (doctor/nonfinite_grad.py), headless
 
 
 def fingerprint(grad: torch.Tensor) -> int:
@@ -170,11 +175,6 @@ def _stats(grad: torch.Tensor, lib) -> tuple[float, float, float, float, int]:
     if s is None:
         s = summarize(grad, histogram=False)
     return _figures(s)
-
-
-def _figures(s) -> tuple[float, float, float, float, int]:
-    """(norm, min, max, mean, numel) of a TensorSummary, as floats (JSON's strings for non-finite ones back)."""
-    return _num(s.norm), _num(s.min), _num(s.max), _num(s.mean), s.numel
 
 
 def _read_one(grad: torch.Tensor, lib, fingerprinted: bool = True) -> tuple:
@@ -260,42 +260,6 @@ def _device_parameter_rows(step: int, described: list, made: list, launched: Opt
     return parameter_rows(step, read)[0]
 
 
-def nonfinite_parameters(step: int, named: list[tuple[str, str]]) -> tuple:
-    """The ``nonfinite-grad`` finding (a findings row) of a step whose applied gradients of ``named``
-    ((name, module) each, the first first) are not finite.
-
-    >>> nonfinite_parameters(2, [("fc.weight", "fc")])[1:5]
-    ('nonfinite-grad', 'fc.weight', None, 'fc')
-    """
-    first, module = named[0]
-    others = f" (and {len(named) - 1} other parameter(s))" if len(named) > 1 else ""
-    return (step, NONFINITE, first, None, module,
-            f"the gradient the optimizer applied to {first}{others} at step {step} is not finite (NaN or infinite)")
-
-
-def parameter_rows(step: int, read: list) -> tuple[list[tuple], list[tuple]]:
-    """:func:`read_parameters`' rows and findings from ``(name, module, sharded, (norm, min, max, mean, numel,
-    CRC-32 or None))`` per parameter, its gradient read already (by :func:`_read_one` or the native reader)."""
-    rows, nonfinite = [], []
-    modules: dict[str, list[float]] = {}  # path -> [sum of squares, min, max, sum, numel]
-    for name, module, sharded, (norm, lo, hi, mean, numel, crc) in read:
-        if not math.isfinite(norm):
-            nonfinite.append((name, module))
-        rows.append((step, PARAMETER, name, module, norm, lo, hi, mean, numel, crc, sharded, None, None))
-        m = modules.get(module)
-        if m is None:
-            modules[module] = [norm * norm, lo, hi, mean * numel, numel]
-        else:
-            m[0] += norm * norm
-            m[1], m[2] = min(m[1], lo), max(m[2], hi)
-            m[3] += mean * numel
-            m[4] += numel
-    for path, (squares, lo, hi, total, numel) in modules.items():
-        rows.append((step, MODULE, path, path, math.sqrt(squares), lo, hi, total / max(numel, 1), numel, None,
-                     None, None, None))
-    return rows, [nonfinite_parameters(step, nonfinite)] if nonfinite else []
-
-
 def _step_grads(params: list, described: list) -> list:
     """Each parameter's ``.grad``, a DTensor's as this rank's shard (each rank reads its own)."""
     return [g.to_local() if g is not None and d[2] else g for g, d in zip((p.grad for p in params), described)]
@@ -315,77 +279,6 @@ def _native_rows(step: int, described: list, reader, job) -> list[tuple]:
     """The parameter and module rows of a step whose gradients the native reader read, every one (none
     left to Python: all finite, so no finding), from the numbers its ``job`` keeps."""
     return _rows_of_numbers(step, described, reader.numbers(job))
-
-
-def _leaf_rows(step: int, described: list, stats: bytes) -> list[tuple]:
-    """The parameter and module rows of a step whose gradients the backward before it summarised, unchanged
-    since (:meth:`NativePass.leaf_stats`'s ``stats``, five doubles a parameter of ``described``, numel -1 for
-    one with no ``.grad``)."""
-    return _rows_of_numbers(step, described, ((lo, hi, total, norm, int(numel), None) if numel >= 0 else None
-                                              for lo, hi, total, norm, numel in struct.iter_unpack(LEAF_STATS, stats)))
-
-
-def _rows_of_numbers(step: int, described: list, numbers) -> list[tuple]:
-    """:func:`parameter_rows` from each parameter's (min, max, sum, norm, numel, fingerprint), None for one
-    with no gradient, in ``described``'s order."""
-    read = [(*d, (norm, lo, hi, total / numel, numel, crc))
-            for d, got in zip(described, numbers) if got is not None
-            for lo, hi, total, norm, numel, crc in (got,)]
-    return parameter_rows(step, read)[0]
-
-
-def _node_rows(step: int, graph: int, described: tuple, stats: bytes, on_device: list) -> list[tuple]:
-    """The Node rows of one backward from the native hooks' ``node_stats``: six doubles per Node (its
-    position in the walk, numel, min, max, sum, norm), and (position, summary) of the gradients the device
-    path summarised, after them (their numbers are in: a segment with such rows waits for the read-back
-    first, :meth:`Recorder._flush`; one with none still has no row). ``described``: per position in the walk,
-    (name, module, the Node's position in the recorded graph, None past its cut).
-
-    >>> from forgeviz.model.graph import TensorSummary
-    >>> s = TensorSummary([2], "float32", "cpu", 2, 5.0, -3.0, 4.0, 0.5)
-    >>> [row[2:9] + row[-1:] for row in _node_rows(1, 0, (("MulBackward0", None, 1), ("AddBackward0", "fc", 0)),
-    ...                                            struct.pack(NODE_STATS, 0, 4, -1, 1, 0, 2), [(1, s)])]
-    [('MulBackward0', None, 2.0, -1.0, 1.0, 0.0, 4, 1), ('AddBackward0', 'fc', 5.0, -3.0, 4.0, 0.5, 2, 0)]
-    """
-    rows = [(step, NODE, name, module, norm, lo, hi, total / numel if numel else math.nan, int(numel), None, None,
-             graph, at)
-            for k, numel, lo, hi, total, norm in struct.iter_unpack(NODE_STATS, stats)
-            for name, module, at in (described[int(k)],) if at is not None]
-    for k, s in on_device:
-        # (device_summary fills norm last: a norm read means the rest is there)
-        if s.norm is not None and described[k][2] is not None:
-            rows.append(_summary_row(step, graph, described, k, s))
-    return rows
-
-
-def _summary_row(step: int, graph: int, described: tuple, k: int, s) -> tuple:
-    """The row of the Node at position ``k`` of the walk of ``graph`` (``described``, as :func:`_node_rows`
-    takes it; one in the recorded graph) from its gradient's summary ``s``.
-
-    >>> from forgeviz.model.graph import TensorSummary
-    >>> s = TensorSummary([2], "float32", "cpu", 2, 5.0, -3.0, 4.0, 0.5)
-    >>> _summary_row(3, 0, (("MulBackward0", "fc", 0),), 0, s)
-    (3, 'node', 'MulBackward0', 'fc', 5.0, -3.0, 4.0, 0.5, 2, None, None, 0, 0)
-    """
-    name, module, at = described[k]
-    return (step, NODE, name, module, *_figures(s), None, None, graph, at)
-
-
-def grads_segment(items: list) -> list[tuple]:
-    """A segment of the grads stream as rows: its rows, and the rows each builder among them gives (the
-    ``functools.partial`` of a row builder and the numbers the training thread kept: a tuple per row would cost
-    it about a microsecond), in order, on the writer's thread.
-
-    >>> grads_segment([(1, "a"), functools.partial(lambda n: [(2, n), (3, n)], "b")])
-    [(1, 'a'), (2, 'b'), (3, 'b')]
-    """
-    rows: list[tuple] = []
-    for item in items:
-        if type(item) is tuple:
-            rows.append(item)
-        else:
-            rows.extend(item())
-    return rows
 
 
 class _Job:
@@ -936,7 +829,7 @@ class Recorder:
         for name, rows in self._rows.items():
             if rows:
                 if name == GRADS and self._later:  # (rows the writer's thread builds first)
-                    rows = functools.partial(grads_segment, rows)
+                    rows = functools.partial(grads_segment, rows)  # (its columns)
                 self.writer.submit(name, rows)  # the writer thread turns rows into columns
                 self._rows[name] = []
         self._later_rows, self._later = 0, False
@@ -1175,8 +1068,3 @@ class Recorder:
 def _ids_of(ids) -> list:
     """A graph's Node ids in walk order: ``ids`` itself, or the order of the native pass ``ids``."""
     return ids if type(ids) is list else ids.order()
-
-
-def _num(value) -> float:
-    """A summary's float (JSON-safe strings for non-finite values back to floats)."""
-    return float(value) if value is not None else math.nan

@@ -14,6 +14,9 @@ CUDA_MEMORY = "cuda_memory"  # a CUDA rank's allocator history (record(memory=Tr
 
 # kind of a gradient row
 PARAMETER, MODULE, NODE = "parameter", "module", "node"
+# the grads stream's columns, in order (their types: forgeviz/run/format.py's schema)
+GRADS_COLUMNS = ("step", "kind", "name", "module", "norm", "min", "max", "mean", "numel", "fingerprint", "sharded",
+                 "graph", "node")
 
 
 def rank_folder(rank: int) -> str:

@@ -117,7 +117,7 @@ class RunWriter:
         elif table == CUDA_MEMORY:  # a snapshot's entries since the last segment, and its segments
             batch = cuda_batch(columns)
         else:
-            if callable(columns):  # rows built here, off the training thread
+            if callable(columns):  # rows or columns built here, off the training thread
                 try:
                     columns = columns()
                 except Exception as exc:  # noqa: BLE001 (forgeviz's fault, not the disk's: this segment only)

@@ -40,6 +40,11 @@ common case in Python (``Recorder.native_steps`` False: as without the native ho
 step, and hooks idle, each as µs a step added to capture's. The timed hooks above add their own clock reads, and a
 2% budget is about 30 µs of MLP-256's step: this is the figure to compare with it.
 
+``bench_record.py writer [mlp|gpt2]`` records one run without a break (``FORGEVIZ_BENCH_STEPS`` steps, 3000 by
+default, after a warm-up run that imports what the writer needs) and prints the writer thread's CPU time per step,
+stream by stream, and its segments' rows: the work a background thread does under the GIL beside the training
+thread (on a machine whose cores are all busy, what training pays for it too).
+
 Models: the benchmark MLP-256 at batch 32 and the GPT-2-shaped CPU model of bench_capture.py.
 Run: ``.venv/bin/python tests/benchmarks/bench_record.py [mlp|gpt2 ...] [cuda]``, or ``... steps [mlp|gpt2]``
 (``FORGEVIZ_BENCH_THREADS=2``: torch's intra-op threads; with one, the thread's CPU time is the step's, and the
@@ -320,7 +325,53 @@ def whole_steps(name: str) -> None:
         print(f"  {label}: {added * 1e6:+.1f} µs a step ({added / base:+.2%}; {recorders[which].reused} steps reused)")
 
 
+def writer_cost(name: str) -> None:
+    """The writer thread's CPU time per step, by stream, over one run recorded without a break."""
+    torch.set_num_threads(int(os.environ.get("FORGEVIZ_BENCH_THREADS", "1")))
+    if name == "gpt2":
+        from bench_capture import real_model
+
+        model, opt, x, y, loss_fn = real_model("gpt2", "cpu")
+        steps = int(os.environ.get("FORGEVIZ_BENCH_STEPS", "12"))
+    else:
+        model, opt, x, y = mlp(256, 32)
+        loss_fn, steps = torch.nn.functional.mse_loss, int(os.environ.get("FORGEVIZ_BENCH_STEPS", "3000"))
+    spent: dict[str, list] = {}
+    append = RunWriter._append
+
+    def timed_append(self, table: str, columns) -> None:
+        start = time.thread_time()
+        append(self, table, columns)
+        took = spent.setdefault(table, [0.0, 0])
+        took[0] += time.thread_time() - start
+        took[1] += 1
+
+    RunWriter._append = timed_append
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            with forgeviz.record(folder + "/warm-up"):
+                train(model, opt, x, y, max(2, steps // 10), loss_fn)
+            spent.clear()
+            with forgeviz.record(folder + "/run"):
+                start = time.thread_time()
+                train(model, opt, x, y, steps, loss_fn)
+                step = (time.thread_time() - start) / steps
+            run = forgeviz.open(folder + "/run")
+            rows = len(run.frame())
+    finally:
+        RunWriter._append = append
+    total = sum(t for t, _ in spent.values())
+    print(f"{name} (cpu): {steps} steps recorded, {step * 1e3:.2f} ms of training-thread time a step; the writer "
+          f"thread's CPU {total / steps * 1e6:.1f} µs a step ({total / steps / step:.1%} of a step), "
+          + ", ".join(f"{table} {t / steps * 1e6:.1f} µs ({n} segments)" for table, (t, n) in spent.items())
+          + f"; {rows / steps:.1f} gradient rows a step")
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["writer"]:
+        for which in sys.argv[2:] or ["mlp"]:
+            writer_cost(which)
+        sys.exit()
     if sys.argv[1:2] == ["steps"]:
         for which in sys.argv[2:] or ["mlp"]:
             whole_steps(which)

@@ -1,0 +1,330 @@
+"""The rows of a recording's grads stream (``forgeviz.model.run.GRADS``, in schema order), and the columns the
+writer's thread makes of a whole segment of them (:func:`grads_segment`).
+
+The training thread keeps numbers, not rows: a step's parameter numbers (``NativePass.leaf_stats``' bytes, five
+doubles a parameter) and a backward's Node numbers (``node_stats``' bytes, six doubles a Node) stand in the
+segment's list as ``functools.partial`` of :func:`_leaf_rows` and :func:`_node_rows`. The writer's thread turns
+the numbers of all the steps of a segment that share a plan (a parameter list, a recorded graph) into columns
+at once, with numpy: a tuple per row, taken apart again into columns, cost that thread about 40 µs of CPU and
+GIL a step of MLP-256 (24 rows), which a training thread whose process holds the GIL waits for in part. The
+figures are those of the rows :func:`parameter_rows` makes, bit for bit: the same operations, in the same order.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import struct
+
+import numpy as np
+
+from ..model.run import GRADS_COLUMNS, MODULE, NODE, PARAMETER
+from .grads import NODE_STATS
+
+LEAF_STATS = "=5d"  # min, max, sum, norm, numel: a parameter's numbers in NativePass.leaf_stats's bytes
+NONFINITE = "nonfinite-grad"  # the doctor's kind (doctor/nonfinite_grad.py), headless
+_NULLABLE = {"fingerprint": np.uint32, "sharded": np.bool_, "graph": np.int32, "node": np.int32}
+_TYPED = {"step": np.int64, "norm": np.float64, "min": np.float64, "max": np.float64, "mean": np.float64,
+          "numel": np.int64}
+
+
+def _num(value) -> float:
+    """A summary's float (JSON-safe strings for non-finite values back to floats)."""
+    return float(value) if value is not None else math.nan
+
+
+def _figures(s) -> tuple[float, float, float, float, int]:
+    """(norm, min, max, mean, numel) of a TensorSummary, as floats (JSON's strings for non-finite ones back)."""
+    return _num(s.norm), _num(s.min), _num(s.max), _num(s.mean), s.numel
+
+
+def nonfinite_parameters(step: int, named: list[tuple[str, str]]) -> tuple:
+    """The ``nonfinite-grad`` finding (a findings row) of a step whose applied gradients of ``named``
+    ((name, module) each, the first first) are not finite.
+
+    >>> nonfinite_parameters(2, [("fc.weight", "fc")])[1:5]
+    ('nonfinite-grad', 'fc.weight', None, 'fc')
+    """
+    first, module = named[0]
+    others = f" (and {len(named) - 1} other parameter(s))" if len(named) > 1 else ""
+    return (step, NONFINITE, first, None, module,
+            f"the gradient the optimizer applied to {first}{others} at step {step} is not finite (NaN or infinite)")
+
+
+def parameter_rows(step: int, read: list) -> tuple[list[tuple], list[tuple]]:
+    """:func:`read_parameters`' rows and findings from ``(name, module, sharded, (norm, min, max, mean, numel,
+    CRC-32 or None))`` per parameter, its gradient read already (by :func:`_read_one` or the native reader).
+    (:func:`_parameter_columns` makes the same figures for many steps at once.)
+
+    >>> rows, found = parameter_rows(4, [("w", "fc", False, (5.0, -4.0, 3.0, -0.5, 2, None)),
+    ...                                  ("b", "fc", False, (12.0, 12.0, 12.0, 12.0, 1, None))])
+    >>> [r[1:9] for r in rows], found
+    ([('parameter', 'w', 'fc', 5.0, -4.0, 3.0, -0.5, 2), ('parameter', 'b', 'fc', 12.0, 12.0, 12.0, 12.0, 1), \
+('module', 'fc', 'fc', 13.0, -4.0, 12.0, 3.6666666666666665, 3)], [])
+    """
+    rows, nonfinite = [], []
+    modules: dict[str, list[float]] = {}  # path -> [sum of squares, min, max, sum, numel]
+    for name, module, sharded, (norm, lo, hi, mean, numel, crc) in read:
+        if not math.isfinite(norm):
+            nonfinite.append((name, module))
+        rows.append((step, PARAMETER, name, module, norm, lo, hi, mean, numel, crc, sharded, None, None))
+        m = modules.get(module)
+        if m is None:
+            modules[module] = [norm * norm, lo, hi, mean * numel, numel]
+        else:
+            m[0] += norm * norm
+            m[1], m[2] = min(m[1], lo), max(m[2], hi)
+            m[3] += mean * numel
+            m[4] += numel
+    for path, (squares, lo, hi, total, numel) in modules.items():
+        rows.append((step, MODULE, path, path, math.sqrt(squares), lo, hi, total / max(numel, 1), numel, None,
+                     None, None, None))
+    return rows, [nonfinite_parameters(step, nonfinite)] if nonfinite else []
+
+
+def _rows_of_numbers(step: int, described: list, numbers) -> list[tuple]:
+    """:func:`parameter_rows` from each parameter's (min, max, sum, norm, numel, fingerprint), None for one
+    with no gradient, in ``described``'s order."""
+    read = [(*d, (norm, lo, hi, total / numel if numel else math.nan, numel, crc))
+            for d, got in zip(described, numbers) if got is not None
+            for lo, hi, total, norm, numel, crc in (got,)]
+    return parameter_rows(step, read)[0]
+
+
+def _leaf_rows(step: int, described: list, stats: bytes) -> list[tuple]:
+    """The parameter and module rows of a step whose gradients the backward before it summarised, unchanged
+    since (:meth:`NativePass.leaf_stats`'s ``stats``, five doubles a parameter of ``described``, numel -1 for
+    one with no ``.grad``). A segment's are made together, by :func:`grads_segment`.
+
+    >>> stats = struct.pack("=10d", -4.0, 3.0, -1.0, 5.0, 2, 0, 0, 0, 0, -1)  # (b: no .grad)
+    >>> [r[1:9] for r in _leaf_rows(7, [("w", "fc", False), ("b", "fc", False)], stats)]
+    [('parameter', 'w', 'fc', 5.0, -4.0, 3.0, -0.5, 2), ('module', 'fc', 'fc', 5.0, -4.0, 3.0, -0.5, 2)]
+    """
+    return _rows(_in_order([_leaf_columns(described, [0], [step], [stats])]))
+
+
+def _node_rows(step: int, graph: int, described: tuple, stats: bytes, on_device: list) -> list[tuple]:
+    """The Node rows of one backward from the native hooks' ``node_stats``: six doubles per Node (its
+    position in the walk, numel, min, max, sum, norm), and (position, summary) of the gradients the device
+    path summarised, after them (their numbers are in: a segment with such rows waits for the read-back
+    first, :meth:`Recorder._flush`; one with none still has no row). ``described``: per position in the walk,
+    (name, module, the Node's position in the recorded graph, None past its cut). A segment's are made
+    together, by :func:`grads_segment`.
+
+    >>> from forgeviz.model.graph import TensorSummary
+    >>> s = TensorSummary([2], "float32", "cpu", 2, 5.0, -3.0, 4.0, 0.5)
+    >>> [row[2:9] + row[-1:] for row in _node_rows(1, 0, (("MulBackward0", None, 1), ("AddBackward0", "fc", 0)),
+    ...                                            struct.pack(NODE_STATS, 0, 4, -1, 1, 0, 2), [(1, s)])]
+    [('MulBackward0', None, 2.0, -1.0, 1.0, 0.0, 4, 1), ('AddBackward0', 'fc', 5.0, -3.0, 4.0, 0.5, 2, 0)]
+    """
+    chunks = [_node_columns(described, graph, [0], [step], [stats])]
+    on = [(k, s) for k, s in on_device if s.norm is not None and described[k][2] is not None]
+    if on:  # (device_summary fills norm last: a norm read means the rest is there), after the others
+        chunks.append(_row_columns([_summary_row(step, graph, described, k, s) for k, s in on], [0] * len(on),
+                                   first=len(stats) // struct.calcsize(NODE_STATS)))
+    return _rows(_in_order(chunks))
+
+
+def _summary_row(step: int, graph: int, described: tuple, k: int, s) -> tuple:
+    """The row of the Node at position ``k`` of the walk of ``graph`` (``described``, as :func:`_node_rows`
+    takes it; one in the recorded graph) from its gradient's summary ``s``.
+
+    >>> from forgeviz.model.graph import TensorSummary
+    >>> s = TensorSummary([2], "float32", "cpu", 2, 5.0, -3.0, 4.0, 0.5)
+    >>> _summary_row(3, 0, (("MulBackward0", "fc", 0),), 0, s)
+    (3, 'node', 'MulBackward0', 'fc', 5.0, -3.0, 4.0, 0.5, 2, None, None, 0, 0)
+    """
+    name, module, at = described[k]
+    return (step, NODE, name, module, *_figures(s), None, None, graph, at)
+
+
+def grads_segment(items: list) -> dict[str, np.ndarray]:
+    """A segment of the grads stream as columns (numpy arrays, masked where a column has nulls), from its rows
+    and row builders (the ``functools.partial`` of a builder and the numbers the training thread kept), in
+    their order, on the writer's thread. The builders :func:`_leaf_rows` and :func:`_node_rows` of the same
+    plan are made together: a numpy operation per column (and per parameter, for module rows) for the whole
+    segment, where a row each cost a microsecond or more.
+
+    >>> described = [("w", "fc", False)]
+    >>> columns = grads_segment([functools.partial(_leaf_rows, 1, described, struct.pack("=5d", 1, 2, 3, 4, 2)),
+    ...                          (1, "node", "MulBackward0", None, 1.0, 0.0, 1.0, 0.5, 2, None, None, 0, 3),
+    ...                          functools.partial(_leaf_rows, 2, described, struct.pack("=5d", 0, 0, 0, 0, -1))])
+    >>> columns["kind"].tolist(), columns["mean"].tolist(), columns["node"].tolist()
+    (['parameter', 'module', 'node'], [1.5, 1.5, 0.5], [None, None, 3])
+    """
+    leaves: dict[int, tuple] = {}  # id(described) -> (described, [item index], [step], [stats])
+    nodes: dict[tuple, tuple] = {}  # (id(described), graph) -> (described, graph, [item index], [step], [stats])
+    rows, rows_at = [], []  # the rest: rows, and the index of the item each came from
+    partial = functools.partial
+    for i, item in enumerate(items):
+        kind = type(item)
+        if kind is tuple:
+            rows.append(item)
+            rows_at.append(i)
+            continue
+        func = item.func if kind is partial else None
+        if func is _leaf_rows:
+            step, described, stats = item.args
+            group = leaves.get(id(described))
+            if group is None:
+                group = leaves[id(described)] = (described, [], [], [])
+            group[1].append(i)
+            group[2].append(step)
+            group[3].append(stats)
+        elif func is _node_rows and not item.args[4]:
+            step, graph, described, stats, _ = item.args
+            group = nodes.get((id(described), graph))
+            if group is None:
+                group = nodes[(id(described), graph)] = (described, graph, [], [], [])
+            group[2].append(i)
+            group[3].append(step)
+            group[4].append(stats)
+        else:
+            made = item()
+            rows.extend(made)
+            rows_at.extend([i] * len(made))
+    chunks = [_leaf_columns(*group) for group in leaves.values()]
+    chunks += [_node_columns(*group) for group in nodes.values()]
+    if rows:
+        chunks.append(_row_columns(rows, rows_at))
+    return _in_order(chunks)
+
+
+# A chunk: (segment item index per row, position within its item per row, {column: (values, null mask or None)}).
+# A part, as the builders give it: {column: values, or None where all null}.
+def _leaf_columns(described: list, at: list, steps: list, stats: list) -> tuple:
+    """The parameter and module rows (:func:`parameter_rows`' figures) of the steps ``steps`` (items ``at`` of
+    the segment), each with its ``leaf_stats`` bytes, as a chunk."""
+    count = len(described)
+    numbers = np.frombuffer(b"".join(stats), dtype=np.float64).reshape(len(stats), count, 5)
+    lo, hi, total, norm = (numbers[:, :, j] for j in range(4))
+    numel = numbers[:, :, 4].astype(np.int64)  # (numel -1: no .grad)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.where(numel != 0, total / numel, np.nan)
+    present = numel >= 0
+    item, position = np.nonzero(present)  # the parameter rows, step by step, in described's order
+    steps_of = np.asarray(steps, dtype=np.int64)
+    parts = [{
+        "step": steps_of[item], "kind": np.full(len(item), PARAMETER, dtype=object),
+        "name": np.array([d[0] for d in described], dtype=object)[position],
+        "module": np.array([d[1] for d in described], dtype=object)[position], "norm": norm[item, position],
+        "min": lo[item, position], "max": hi[item, position], "mean": mean[item, position],
+        "numel": numel[item, position], "sharded": np.array([bool(d[2]) for d in described])[position]}]
+    keys = [(item, position)]
+    # Module rows: per set of parameters present (one for the whole segment, as a rule), each module's in the
+    # order of its first parameter present, summed in the parameters' order, as parameter_rows sums them.
+    if (present == present[:1]).all():
+        patterns, which = present[:1], [slice(None)]
+    else:
+        patterns, inverse = np.unique(present, axis=0, return_inverse=True)
+        which = [np.flatnonzero(inverse.reshape(-1) == p) for p in range(len(patterns))]
+    for pattern, here in zip(patterns, which):
+        order: dict = {}
+        for k in np.flatnonzero(pattern).tolist():
+            order.setdefault(described[k][1], []).append(k)
+        if order:
+            parts.append(_module_part(order, steps_of, here, lo[here], hi[here], norm[here], mean[here], numel[here]))
+            steps_here = np.arange(len(stats))[here]
+            keys.append((np.repeat(steps_here, len(order)), np.tile(np.arange(count, count + len(order)),
+                                                                     len(steps_here))))
+    return _chunk(at, keys, parts)
+
+
+def _module_part(order: dict, steps_of: np.ndarray, here, lo, hi, norm, mean, numel) -> dict:
+    """The module rows of the steps ``here`` (their parameters' numbers, a row a step), step by step, each
+    module's in ``order`` (path -> its parameters' positions): the j-th parameter of every module at once,
+    so each module sums its own in their order, as parameter_rows does."""
+    paths = list(order)
+    width = max(len(ks) for ks in order.values())
+    at = np.array([ks + [-1] * (width - len(ks)) for ks in order.values()])  # modules x their parameters
+    first = at[:, 0]
+    n, c = norm[:, first], numel[:, first]
+    squares, low, high, summed, counted = n * n, lo[:, first], hi[:, first], mean[:, first] * c, c
+    for j in range(1, width):
+        has, k = at[:, j] >= 0, np.maximum(at[:, j], 0)
+        n, c, low_k, high_k = norm[:, k], numel[:, k], lo[:, k], hi[:, k]
+        squares = np.where(has, squares + n * n, squares)
+        low = np.where(has & (low_k < low), low_k, low)  # Python's min(a, b): a unless b < a
+        high = np.where(has & (high_k > high), high_k, high)
+        summed = np.where(has, summed + mean[:, k] * c, summed)
+        counted = np.where(has, counted + c, counted)
+    label = np.tile(np.array(paths, dtype=object), len(squares))
+    return {"step": np.repeat(steps_of[here], len(paths)), "kind": np.full(len(label), MODULE, dtype=object),
+            "name": label, "module": label, "norm": np.sqrt(squares).reshape(-1), "min": low.reshape(-1),
+            "max": high.reshape(-1), "mean": (summed / np.maximum(counted, 1)).reshape(-1),
+            "numel": counted.reshape(-1)}
+
+
+def _node_columns(described: tuple, graph: int, at: list, steps: list, stats: list) -> tuple:
+    """The Node rows (:func:`_node_rows`' figures, without the device path's) of the backward passes of
+    ``graph`` taken at the steps ``steps`` (items ``at`` of the segment), each with its ``node_stats`` bytes."""
+    sizes = np.array([len(s) for s in stats]) // struct.calcsize(NODE_STATS)
+    numbers = np.frombuffer(b"".join(stats), dtype=np.float64).reshape(-1, 6)
+    where = np.array([-1 if d[2] is None else d[2] for d in described], dtype=np.int32)
+    k = numbers[:, 0].astype(np.int64)
+    keep = np.flatnonzero(where[k] >= 0)  # (past the recorded graph's cut: no row)
+    item = np.repeat(np.arange(len(stats)), sizes)[keep]
+    position = (np.arange(len(k)) - np.repeat(np.cumsum(sizes) - sizes, sizes))[keep]  # (an item's, in order)
+    k, numbers = k[keep], numbers[keep]
+    numel = numbers[:, 1].astype(np.int64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.where(numel != 0, numbers[:, 4] / numel, np.nan)
+    part = {"step": np.asarray(steps, dtype=np.int64)[item], "kind": np.full(len(k), NODE, dtype=object),
+            "name": np.array([d[0] for d in described], dtype=object)[k],
+            "module": np.array([d[1] for d in described], dtype=object)[k], "norm": numbers[:, 5],
+            "min": numbers[:, 2], "max": numbers[:, 3], "mean": mean, "numel": numel,
+            "graph": np.full(len(k), graph, dtype=np.int32), "node": where[k]}
+    return _chunk(at, [(item, position)], [part])
+
+
+def _row_columns(rows: list, at: list, first: int = 0) -> tuple:
+    """A chunk of rows already made (tuples in schema order): ``at``, the item each came from, in order
+    (``first``: the position within its item the first one takes)."""
+    columns = {}
+    for name, values in zip(GRADS_COLUMNS, zip(*rows)):
+        if name in _NULLABLE:
+            mask = np.array([v is None for v in values])
+            columns[name] = (np.array([0 if v is None else v for v in values], dtype=_NULLABLE[name]), mask)
+        else:
+            columns[name] = (np.array(values, dtype=_TYPED.get(name, object)), None)
+    return np.asarray(at, dtype=np.int64), np.arange(first, first + len(rows)), columns
+
+
+def _chunk(at: list, keys: list, parts: list) -> tuple:
+    """One chunk from ``parts``, each with its (index into ``at``, position) per row."""
+    at_of = np.asarray(at, dtype=np.int64)
+    columns = {}
+    for name in GRADS_COLUMNS:
+        pieces = [part.get(name) for part in parts]
+        if all(p is not None for p in pieces):
+            columns[name] = (np.concatenate(pieces), None)
+        else:
+            dtype = _NULLABLE.get(name, object)
+            sizes = [len(item) for item, _ in keys]
+            columns[name] = (np.concatenate([p if p is not None else np.zeros(n, dtype=dtype)
+                                             for p, n in zip(pieces, sizes)]),
+                             np.concatenate([np.full(n, p is None) for p, n in zip(pieces, sizes)]))
+    return at_of[np.concatenate([item for item, _ in keys])], np.concatenate([pos for _, pos in keys]), columns
+
+
+def _in_order(chunks: list) -> dict:
+    """The chunks' rows as one segment's columns, in the order the items and their rows came (masked where
+    a column has nulls)."""
+    if not chunks:
+        return {name: np.zeros(0, dtype=_TYPED.get(name, object)) for name in GRADS_COLUMNS}
+    order = np.lexsort((np.concatenate([c[1] for c in chunks]), np.concatenate([c[0] for c in chunks])))
+    columns = {}
+    for name in GRADS_COLUMNS:
+        values = np.concatenate([c[2][name][0] for c in chunks])[order]
+        masks = [c[2][name][1] for c in chunks]
+        if any(m is not None and m.any() for m in masks):
+            mask = np.concatenate([m if m is not None else np.zeros(len(c[0]), dtype=bool)
+                                   for m, c in zip(masks, chunks)])[order]
+            values = np.ma.MaskedArray(values, mask=mask)
+        columns[name] = values
+    return columns
+
+
+def _rows(columns: dict) -> list[tuple]:
+    """Columns back as rows (tuples in schema order, None where null): for tests and the doctests."""
+    return list(zip(*(columns[name].tolist() for name in GRADS_COLUMNS)))
