@@ -16,6 +16,7 @@ import pyarrow as pa
 from forgeviz._capture.grad_rows import (
     LEAF_STATS,
     _leaf_rows,
+    _native_rows,
     _node_rows,
     _rows,
     grads_segment,
@@ -61,6 +62,20 @@ def _expected_leaf_rows(step: int, described: list, numbers: list) -> list[tuple
     return parameter_rows(step, read)[0]
 
 
+class _Reader:
+    """The native reader's numbers(job), as grad_reader.cpp gives them: (min, max, sum, norm, numel, CRC-32 or
+    None) per parameter, None for one with no .grad."""
+
+    def numbers(self, job: list) -> list:
+        return job
+
+
+def _expected_read_rows(step: int, described: list, numbers: list) -> list[tuple]:
+    read = [(*d, (norm, lo, hi, total / numel if numel else math.nan, numel, crc))
+            for d, got in zip(described, numbers) if got is not None for lo, hi, total, norm, numel, crc in (got,)]
+    return parameter_rows(step, read)[0]
+
+
 def _expected_node_rows(step: int, graph: int, described: tuple, numbers: list) -> list[tuple]:
     return [(step, NODE, described[int(k)][0], described[int(k)][1], norm, lo, hi,
              total / numel if numel else math.nan, int(numel), None, None, graph, described[int(k)][2])
@@ -89,14 +104,18 @@ def test_a_segment_s_columns_hold_the_rows_parameter_rows_makes_bit_for_bit():
             items.append(functools.partial(_leaf_rows, step, described,
                                            b"".join(struct.pack(LEAF_STATS, *n) for n in numbers)))
             expected += _expected_leaf_rows(step, described, numbers)
-            if step % 7 == 3:  # a row made already, and a builder of another kind, between them
+            if step % 7 == 3:  # a row made already, a builder of another kind, a second optimizer's, between them
                 row = (step, NODE, "Handed", "", 1.0, 0.0, 1.0, 0.5, 2, None, None, 1, 4)
                 items.append(row)
                 expected.append(row)
-                numbers = [_numbers(rng, 0.0) for _ in other]
-                rows = _expected_leaf_rows(step, other, numbers)
+                rows = _expected_leaf_rows(step, other, [_numbers(rng, 0.0) for _ in other])
                 items.append(functools.partial(lambda made: made, rows))
                 expected += rows
+            if trial % 2:  # the native reader's numbers (ranks: with fingerprints), read at the step
+                job = [None if n[4] < 0 else (*n[:4], int(n[4]), rng.randrange(2**32) if trial % 4 == 1 else None)
+                       for n in (_numbers(rng, missing) for _ in described)]
+                items.append(functools.partial(_native_rows, step, described, _Reader(), job))
+                expected += _expected_read_rows(step, described, job)
         columns = grads_segment(items)
         got = _rows(columns)
         assert len(got) == len(expected)

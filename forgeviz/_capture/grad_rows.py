@@ -82,13 +82,11 @@ def parameter_rows(step: int, read: list) -> tuple[list[tuple], list[tuple]]:
     return rows, [nonfinite_parameters(step, nonfinite)] if nonfinite else []
 
 
-def _rows_of_numbers(step: int, described: list, numbers) -> list[tuple]:
-    """:func:`parameter_rows` from each parameter's (min, max, sum, norm, numel, fingerprint), None for one
-    with no gradient, in ``described``'s order."""
-    read = [(*d, (norm, lo, hi, total / numel if numel else math.nan, numel, crc))
-            for d, got in zip(described, numbers) if got is not None
-            for lo, hi, total, norm, numel, crc in (got,)]
-    return parameter_rows(step, read)[0]
+def _native_rows(step: int, described: list, reader, job) -> list[tuple]:
+    """The parameter and module rows of a step whose gradients the native reader read, every one (none
+    left to Python: all finite, so no finding), from the numbers its ``job`` keeps. A segment's are made
+    together, by :func:`grads_segment`."""
+    return _rows(_in_order([_native_columns(described, [0], [step], [reader.numbers(job)])]))
 
 
 def _leaf_rows(step: int, described: list, stats: bytes) -> list[tuple]:
@@ -154,6 +152,7 @@ def grads_segment(items: list) -> dict[str, np.ndarray]:
     """
     leaves: dict[int, tuple] = {}  # id(described) -> (described, [item index], [step], [stats])
     nodes: dict[tuple, tuple] = {}  # (id(described), graph) -> (described, graph, [item index], [step], [stats])
+    read: dict[int, tuple] = {}  # id(described) -> (described, [item index], [step], [the native reader's numbers])
     rows, rows_at = [], []  # the rest: rows, and the index of the item each came from
     partial = functools.partial
     for i, item in enumerate(items):
@@ -171,6 +170,14 @@ def grads_segment(items: list) -> dict[str, np.ndarray]:
             group[1].append(i)
             group[2].append(step)
             group[3].append(stats)
+        elif func is _native_rows:
+            step, described, reader, job = item.args
+            group = read.get(id(described))
+            if group is None:
+                group = read[id(described)] = (described, [], [], [])
+            group[1].append(i)
+            group[2].append(step)
+            group[3].append(reader.numbers(job))
         elif func is _node_rows and not item.args[4]:
             step, graph, described, stats, _ = item.args
             group = nodes.get((id(described), graph))
@@ -184,6 +191,7 @@ def grads_segment(items: list) -> dict[str, np.ndarray]:
             rows.extend(made)
             rows_at.extend([i] * len(made))
     chunks = [_leaf_columns(*group) for group in leaves.values()]
+    chunks += [_native_columns(*group) for group in read.values()]
     chunks += [_node_columns(*group) for group in nodes.values()]
     if rows:
         chunks.append(_row_columns(rows, rows_at))
@@ -195,8 +203,33 @@ def grads_segment(items: list) -> dict[str, np.ndarray]:
 def _leaf_columns(described: list, at: list, steps: list, stats: list) -> tuple:
     """The parameter and module rows (:func:`parameter_rows`' figures) of the steps ``steps`` (items ``at`` of
     the segment), each with its ``leaf_stats`` bytes, as a chunk."""
+    numbers = np.frombuffer(b"".join(stats), dtype=np.float64).reshape(len(stats), len(described), 5)
+    return _parameter_columns(described, at, steps, numbers, None)
+
+
+_ABSENT = (0.0, 0.0, 0.0, 0.0, -1, None)  # a parameter with no .grad, as numbers(job) would give it
+
+
+def _native_columns(described: list, at: list, steps: list, numbered: list) -> tuple:
+    """:func:`_leaf_columns` of the steps the native reader read: ``numbered``, each step's ``numbers(job)``
+    ((min, max, sum, norm, numel, CRC-32 or None) per parameter, None for one with no ``.grad``). Its numbers
+    go through one flat list, no tuple each: the tuples a segment made were what set off the interpreter's
+    full garbage collections (a few hundred ms with torch loaded, under the GIL, the training thread waiting)."""
+    flat = np.array([v for numbers in numbered for got in numbers for v in (_ABSENT if got is None else got)],
+                    dtype=object).reshape(len(numbered), len(described), 6)
+    numbers = flat[:, :, :5].astype(np.float64)
+    crc = flat[:, :, 5]
+    null = crc == None  # noqa: E711 (numpy's elementwise comparison)
+    if null.all():
+        return _parameter_columns(described, at, steps, numbers, None)
+    return _parameter_columns(described, at, steps, numbers, (np.where(null, 0, crc).astype(np.uint32), null))
+
+
+def _parameter_columns(described: list, at: list, steps: list, numbers: np.ndarray, crc) -> tuple:
+    """The parameter and module rows of ``numbers`` (steps x ``described`` x (min, max, sum, norm, numel);
+    numel -1: no ``.grad``) and ``crc`` (None: no fingerprints; else their values and where they are None,
+    a step's row each) as a chunk."""
     count = len(described)
-    numbers = np.frombuffer(b"".join(stats), dtype=np.float64).reshape(len(stats), count, 5)
     lo, hi, total, norm = (numbers[:, :, j] for j in range(4))
     numel = numbers[:, :, 4].astype(np.int64)  # (numel -1: no .grad)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -210,6 +243,8 @@ def _leaf_columns(described: list, at: list, steps: list, stats: list) -> tuple:
         "module": np.array([d[1] for d in described], dtype=object)[position], "norm": norm[item, position],
         "min": lo[item, position], "max": hi[item, position], "mean": mean[item, position],
         "numel": numel[item, position], "sharded": np.array([bool(d[2]) for d in described])[position]}]
+    if crc is not None:
+        parts[0]["fingerprint"] = (crc[0][item, position], crc[1][item, position])
     keys = [(item, position)]
     # Module rows: per set of parameters present (one for the whole segment, as a rule), each module's in the
     # order of its first parameter present, summed in the parameters' order, as parameter_rows sums them.
@@ -224,7 +259,7 @@ def _leaf_columns(described: list, at: list, steps: list, stats: list) -> tuple:
             order.setdefault(described[k][1], []).append(k)
         if order:
             parts.append(_module_part(order, steps_of, here, lo[here], hi[here], norm[here], mean[here], numel[here]))
-            steps_here = np.arange(len(stats))[here]
+            steps_here = np.arange(len(numbers))[here]
             keys.append((np.repeat(steps_here, len(order)), np.tile(np.arange(count, count + len(order)),
                                                                      len(steps_here))))
     return _chunk(at, keys, parts)
@@ -291,19 +326,28 @@ def _row_columns(rows: list, at: list, first: int = 0) -> tuple:
 
 
 def _chunk(at: list, keys: list, parts: list) -> tuple:
-    """One chunk from ``parts``, each with its (index into ``at``, position) per row."""
+    """One chunk from ``parts`` (a column's values, (values, where null) or None where all null), each with its
+    (index into ``at``, position) per row."""
     at_of = np.asarray(at, dtype=np.int64)
+    sizes = [len(item) for item, _ in keys]
     columns = {}
     for name in GRADS_COLUMNS:
         pieces = [part.get(name) for part in parts]
-        if all(p is not None for p in pieces):
+        if all(p is not None and type(p) is not tuple for p in pieces):
             columns[name] = (np.concatenate(pieces), None)
-        else:
-            dtype = _NULLABLE.get(name, object)
-            sizes = [len(item) for item, _ in keys]
-            columns[name] = (np.concatenate([p if p is not None else np.zeros(n, dtype=dtype)
-                                             for p, n in zip(pieces, sizes)]),
-                             np.concatenate([np.full(n, p is None) for p, n in zip(pieces, sizes)]))
+            continue
+        values, masks = [], []
+        for p, n in zip(pieces, sizes):
+            if p is None:
+                values.append(np.zeros(n, dtype=_NULLABLE.get(name, object)))
+                masks.append(np.ones(n, dtype=bool))
+            elif type(p) is tuple:
+                values.append(p[0])
+                masks.append(p[1])
+            else:
+                values.append(p)
+                masks.append(np.zeros(n, dtype=bool))
+        columns[name] = (np.concatenate(values), np.concatenate(masks))
     return at_of[np.concatenate([item for item, _ in keys])], np.concatenate([pos for _, pos in keys]), columns
 
 

@@ -73,8 +73,8 @@ from .grad_rows import (
     NONFINITE,
     _figures,
     _leaf_rows,
+    _native_rows,
     _node_rows,
-    _rows_of_numbers,
     _summary_row,
     grads_segment,
     nonfinite_parameters,
@@ -273,12 +273,6 @@ def _present(described: list, grads: list) -> list[tuple]:
 def _read_present(step: int, described: list, grads: list, lib, fingerprinted: bool) -> tuple[list[tuple], list[tuple]]:
     """:func:`read_parameters` of the parameters that have a gradient (on the reader thread)."""
     return read_parameters(step, _present(described, grads), lib, fingerprinted)
-
-
-def _native_rows(step: int, described: list, reader, job) -> list[tuple]:
-    """The parameter and module rows of a step whose gradients the native reader read, every one (none
-    left to Python: all finite, so no finding), from the numbers its ``job`` keeps."""
-    return _rows_of_numbers(step, described, reader.numbers(job))
 
 
 class _Job:

@@ -43,7 +43,11 @@ step, and hooks idle, each as µs a step added to capture's. The timed hooks abo
 ``bench_record.py writer [mlp|gpt2]`` records one run without a break (``FORGEVIZ_BENCH_STEPS`` steps, 3000 by
 default, after a warm-up run that imports what the writer needs) and prints the writer thread's CPU time per step,
 stream by stream, and its segments' rows: the work a background thread does under the GIL beside the training
-thread (on a machine whose cores are all busy, what training pays for it too).
+thread (on a machine whose cores are all busy, what training pays for it too). It also runs the same steps under
+capture alone first, and prints for both the interpreter's garbage collections (count and pause by generation, in
+whichever thread): each holds the GIL, and a full one (generation 2) takes a few hundred ms with torch loaded. Those
+are rare (MLP-256: about one in 20,000 steps of a recording, before its rows waited untracked): count them over
+``FORGEVIZ_BENCH_STEPS=20000`` or more.
 
 Models: the benchmark MLP-256 at batch 32 and the GPT-2-shaped CPU model of bench_capture.py.
 Run: ``.venv/bin/python tests/benchmarks/bench_record.py [mlp|gpt2 ...] [cuda]``, or ``... steps [mlp|gpt2]``
@@ -59,6 +63,7 @@ Not a test: nothing asserts.
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import statistics
 import sys
@@ -346,25 +351,54 @@ def writer_cost(name: str) -> None:
         took[0] += time.thread_time() - start
         took[1] += 1
 
+    collections: dict[str, dict[int, list]] = {"capture": {}, "record": {}}
+    arm, started = ["capture"], [0.0]
+
+    def collected(phase: str, info: dict) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            took = collections[arm[0]].setdefault(info["generation"], [0, 0.0])
+            took[0] += 1
+            took[1] += time.perf_counter() - started[0]
+
     RunWriter._append = timed_append
     try:
         with tempfile.TemporaryDirectory() as folder:
+            with forgeviz.capture():
+                train(model, opt, x, y, max(2, steps // 10), loss_fn)
+                gc.collect()  # (each arm from a full collection: the first one in a process comes early regardless)
+                gc.callbacks.append(collected)
+                train(model, opt, x, y, steps, loss_fn)
+                gc.callbacks.remove(collected)
             with forgeviz.record(folder + "/warm-up"):
                 train(model, opt, x, y, max(2, steps // 10), loss_fn)
             spent.clear()
+            arm[0] = "record"
+            gc.collect()
+            gc.callbacks.append(collected)
             with forgeviz.record(folder + "/run"):
                 start = time.thread_time()
                 train(model, opt, x, y, steps, loss_fn)
                 step = (time.thread_time() - start) / steps
+            gc.callbacks.remove(collected)
             run = forgeviz.open(folder + "/run")
             rows = len(run.frame())
     finally:
         RunWriter._append = append
+        if collected in gc.callbacks:
+            gc.callbacks.remove(collected)
     total = sum(t for t, _ in spent.values())
     print(f"{name} (cpu): {steps} steps recorded, {step * 1e3:.2f} ms of training-thread time a step; the writer "
           f"thread's CPU {total / steps * 1e6:.1f} µs a step ({total / steps / step:.1%} of a step), "
           + ", ".join(f"{table} {t / steps * 1e6:.1f} µs ({n} segments)" for table, (t, n) in spent.items())
           + f"; {rows / steps:.1f} gradient rows a step")
+    for which, by_generation in collections.items():
+        paused = sum(t for _, t in by_generation.values())
+        print(f"  garbage collections under {which}: "
+              + (", ".join(f"generation {g} {n}× {t * 1e3:.0f} ms" for g, (n, t) in sorted(by_generation.items()))
+                 or "none")
+              + f"; {paused / steps * 1e6:.1f} µs a step")
 
 
 if __name__ == "__main__":
