@@ -174,19 +174,28 @@ def _record(folder, model, opt, x, steps: int, native_reader: bool, world: int =
         recorder._reuses = reuses
         recorder.native_steps = native_steps
         recorder.install()
-        applied = []
-        for step in range(1, steps + 1):
-            if before_step is not None:
-                before_step(step)
-            loss = model(x).pow(2).sum()
-            opt.zero_grad()
-            loss.backward()
-            if after_backward is not None:
-                after_backward(step)
-            applied.append({n: p.grad.clone() for n, p in model.named_parameters()})
-            opt.step()
+        applied = _train(model, opt, x, steps, before_step, after_backward)
         recorder.close()
     return forgeviz.open(folder), applied, recorder
+
+
+def _train(model, opt, x, steps: int, before_step=None, after_backward=None, after_step=None) -> list[dict]:
+    """``steps`` training steps (numbered from 1; ``before_step(step)``, ``after_backward(step)`` and
+    ``after_step(step)`` called where they say, if given); returns each step's ``.grad`` as ``step()`` applied it."""
+    applied = []
+    for step in range(1, steps + 1):
+        if before_step is not None:
+            before_step(step)
+        loss = model(x).pow(2).sum()
+        opt.zero_grad()
+        loss.backward()
+        if after_backward is not None:
+            after_backward(step)
+        applied.append({n: p.grad.clone() for n, p in model.named_parameters()})
+        opt.step()
+        if after_step is not None:
+            after_step(step)
+    return applied
 
 
 def _mlp(outputs: int = 3):
@@ -356,17 +365,11 @@ def test_rows_waiting_for_their_segment_stay_out_of_the_cyclic_gc(tmp_path, monk
 
     monkeypatch.setattr(recording, "SEGMENT_ROWS", 10**9)  # (no segment until the end)
     model, opt, x = _mlp(8)
-    applied, waiting = [], {}
     with forgeviz.capture() as session:
         recorder = Recorder(session, lambda rank, meta: RunWriter(tmp_path / rank_folder(rank), meta, session.fault),
                             segment_seconds=3600)
         recorder.install()
-        for _ in range(12):
-            loss = model(x).pow(2).sum()
-            opt.zero_grad()
-            loss.backward()
-            applied.append({n: p.grad.clone() for n, p in model.named_parameters()})
-            opt.step()
+        applied = _train(model, opt, x, 12)
         waiting = {key: list(recorder._rows[key]) for key in (GRADS, STEPS)}
         tracked = [(getattr(item, "func", None), item[0] if type(item) is tuple else item.args[0])
                    for items in waiting.values() for item in items
@@ -420,23 +423,20 @@ def test_gradients_past_half_the_budget_are_thinned_then_dropped_with_either_hoo
                         lambda self, roots: in_python.append(self.step) or slow(self, roots))
     monkeypatch.setattr(RunWriter, "submit", lambda self, *segment: queued.append(submit(self, *segment)) or queued[-1])
     model, opt, x = _mlp(8)
-    applied = []
     with forgeviz.capture() as session:
         recorder = Recorder(session, lambda rank, meta: RunWriter(tmp_path / rank_folder(rank), meta, session.fault),
                             budget_bytes=20_000, segment_seconds=3600.0)
         recorder.native_steps = native_steps
         recorder.install()
-        for _ in range(40):
-            loss = model(x).pow(2).sum()
-            opt.zero_grad()
-            loss.backward()
-            applied.append({n: p.grad.clone() for n, p in model.named_parameters()})
-            opt.step()
+
+        def caught_up(step: int) -> None:
             # the budget counts what is written: a writer left behind would drop segments (each one queued: written,
             # or dropped as its rows failed)
             waited = time.monotonic()
             while recorder.writer.segments + recorder.writer.dropped < sum(queued) and time.monotonic() < waited + 30:
                 time.sleep(0.001)
+
+        applied = _train(model, opt, x, 40, after_step=caught_up)
         recorder.close()
     run = forgeviz.open(tmp_path)
     meta = run.meta(0)
@@ -555,21 +555,18 @@ def test_a_step_with_a_gradient_left_to_python_keeps_every_row_in_order(tmp_path
     from forgeviz.run.writer import RunWriter
 
     model, opt, x = _mlp()
-    applied = []
+
+    def column_major(step: int) -> None:
+        if step == 2:
+            w = model[0].weight
+            w.grad = w.grad.t().contiguous().t()  # the same values, column-major
+            assert not w.grad.is_contiguous()
+
     with forgeviz.capture() as session:
         recorder = Recorder(session, lambda rank, meta: RunWriter(tmp_path / rank_folder(rank), meta, session.fault))
         recorder.world = 2  # (a rank of two: fingerprinted)
         recorder.install()
-        for step in (1, 2, 3):
-            loss = model(x).pow(2).sum()
-            opt.zero_grad()
-            loss.backward()
-            if step == 2:
-                w = model[0].weight
-                w.grad = w.grad.t().contiguous().t()  # the same values, column-major
-                assert not w.grad.is_contiguous()
-            applied.append({n: p.grad.clone() for n, p in model.named_parameters()})
-            opt.step()
+        applied = _train(model, opt, x, 3, after_backward=column_major)
         recorder.close()
     frame = forgeviz.open(tmp_path).frame()
     params = frame[frame["kind"] == "parameter"]

@@ -135,6 +135,13 @@ class LabNotebook:
         return out, root
 
 
+def downloaded(page, button) -> bytes:
+    """Click ``button`` (an export button's locator) and return the bytes of the file it downloads."""
+    with page.expect_download() as download:
+        button.click()
+    return Path(download.value.path()).read_bytes()
+
+
 def screenshot_in_dark(page, locator, path: str) -> None:
     """Switch JupyterLab to its dark theme, screenshot ``locator`` (scrolled into view) to ``path``,
     and switch back to light."""

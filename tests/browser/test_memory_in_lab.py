@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from labdriver import ARTIFACTS, LabNotebook
+from labdriver import ARTIFACTS, LabNotebook, downloaded
 
 pytestmark = pytest.mark.browser
 
@@ -65,13 +65,9 @@ def test_m3_timeline_hover_names_cell_and_category(page, lab):
     assert tooltip.get_attribute("data-storage") == str(sid)
     out.screenshot(path=str(ARTIFACTS / "memory-hover.png"))
 
-    with page.expect_download() as download:
-        out.locator("button.fv-export-svg").click()
-    svg = open(download.value.path(), encoding="utf-8").read()
+    svg = downloaded(page, out.locator("button.fv-export-svg")).decode("utf-8")
     assert "<svg" in svg[:300]
-    with page.expect_download() as download:
-        out.locator("button.fv-export-png").click()
-    png = open(download.value.path(), "rb").read()
+    png = downloaded(page, out.locator("button.fv-export-png"))
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 2000
 
     # Dark theme: the canvas and the export follow JupyterLab's variables.
@@ -93,9 +89,7 @@ def test_m3_timeline_hover_names_cell_and_category(page, lab):
         raise AssertionError(f"after the theme switch the canvas is {canvas_px} px wide in a {stage_px} px stage "
                              f"(draws {draws} -> {root.get_attribute('data-fv-draws')})") from None
     out.screenshot(path=str(ARTIFACTS / "memory-dark.png"))
-    with page.expect_download() as download:
-        out.locator("button.fv-export-svg").click()
-    dark_svg = open(download.value.path(), encoding="utf-8").read()
+    dark_svg = downloaded(page, out.locator("button.fv-export-svg")).decode("utf-8")
     page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
     assert dark_svg != svg
 

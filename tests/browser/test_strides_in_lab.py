@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from labdriver import ARTIFACTS, LabNotebook
+from labdriver import ARTIFACTS, LabNotebook, downloaded
 
 pytestmark = pytest.mark.browser
 
@@ -68,14 +68,10 @@ def test_t_and_t_transpose_share_a_strip_and_hover_maps_to_storage(page, lab):
     assert "4" in out.locator('.fv-storage-cell[data-addr="4"]').text_content()
 
     # Export SVG and PNG.
-    with page.expect_download() as download:
-        out.locator("button.fv-export-svg").click()
-    svg = open(download.value.path(), encoding="utf-8").read()
+    svg = downloaded(page, out.locator("button.fv-export-svg")).decode("utf-8")
     assert "<svg" in svg[:200] and "99" in svg and "t.T" in svg
     (ARTIFACTS / "strides.svg").write_text(svg)
-    with page.expect_download() as download:
-        out.locator("button.fv-export-png").click()
-    png = open(download.value.path(), "rb").read()
+    png = downloaded(page, out.locator("button.fv-export-png"))
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 2000
     out.screenshot(path=str(ARTIFACTS / "strides-light.png"))
     # torch's own message keeps base.css's look inside Lab's output area (whose `pre` rules once won)
@@ -104,9 +100,7 @@ def test_t_and_t_transpose_share_a_strip_and_hover_maps_to_storage(page, lab):
     page.wait_for_timeout(500)
     out.scroll_into_view_if_needed()
     out.screenshot(path=str(ARTIFACTS / "strides-dark.png"))
-    with page.expect_download() as download:
-        out.locator("button.fv-export-svg").click()
-    dark_svg = open(download.value.path(), encoding="utf-8").read()
+    dark_svg = downloaded(page, out.locator("button.fv-export-svg")).decode("utf-8")
     page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
     assert dark_svg != svg
 
