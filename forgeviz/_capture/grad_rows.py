@@ -5,9 +5,10 @@ The training thread keeps numbers, not rows: a step's parameter numbers (``Nativ
 doubles a parameter) and a backward's Node numbers (``node_stats``' bytes, six doubles a Node) stand in the
 segment's list as ``functools.partial`` of :func:`_leaf_rows` and :func:`_node_rows`. The writer's thread turns
 the numbers of all the steps of a segment that share a plan (a parameter list, a recorded graph) into columns
-at once, with numpy: a tuple per row, taken apart again into columns, cost that thread about 40 µs of CPU and
-GIL a step of MLP-256 (24 rows), which a training thread whose process holds the GIL waits for in part. The
-figures are those of the rows :func:`parameter_rows` makes, bit for bit: the same operations, in the same order.
+at once, with numpy: a tuple per row, taken apart again into columns, cost that thread about 55 µs of CPU
+and GIL a step of MLP-256 (24 rows; now 19), and its tuples set off the cyclic GC's full collections, which hold
+the GIL too (``bench_record.py writer``). The figures are those of the rows :func:`parameter_rows` makes, bit
+for bit: the same operations, in the same order.
 """
 
 from __future__ import annotations
@@ -140,8 +141,9 @@ def grads_segment(items: list) -> dict[str, np.ndarray]:
     """A segment of the grads stream as columns (numpy arrays, masked where a column has nulls), from its rows
     and row builders (the ``functools.partial`` of a builder and the numbers the training thread kept), in
     their order, on the writer's thread. The builders :func:`_leaf_rows` and :func:`_node_rows` of the same
-    plan are made together: a numpy operation per column (and per parameter, for module rows) for the whole
-    segment, where a row each cost a microsecond or more.
+    plan (and :func:`_native_rows`', the native reader's) are made together: a numpy operation per column (and,
+    for module rows, per parameter of the largest module) for the whole segment, where a row each cost a
+    microsecond or more.
 
     >>> described = [("w", "fc", False)]
     >>> columns = grads_segment([functools.partial(_leaf_rows, 1, described, struct.pack("=5d", 1, 2, 3, 4, 2)),
@@ -213,8 +215,9 @@ _ABSENT = (0.0, 0.0, 0.0, 0.0, -1, None)  # a parameter with no .grad, as number
 def _native_columns(described: list, at: list, steps: list, numbered: list) -> tuple:
     """:func:`_leaf_columns` of the steps the native reader read: ``numbered``, each step's ``numbers(job)``
     ((min, max, sum, norm, numel, CRC-32 or None) per parameter, None for one with no ``.grad``). Its numbers
-    go through one flat list, no tuple each: the tuples a segment made were what set off the interpreter's
-    full garbage collections (a few hundred ms with torch loaded, under the GIL, the training thread waiting)."""
+    go through one flat list, not a tuple each: every tuple counts towards the cyclic GC's next collection, and
+    the rows' tuples of a segment were most of what set off its full ones (see grad_hooks.cpp's
+    untrack_waiting)."""
     flat = np.array([v for numbers in numbered for got in numbers for v in (_ABSENT if got is None else got)],
                     dtype=object).reshape(len(numbered), len(described), 6)
     numbers = flat[:, :, :5].astype(np.float64)
