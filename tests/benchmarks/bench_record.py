@@ -37,8 +37,10 @@ the next two hand-overs each pay its wake-up, which a training loop's steady ste
 ``bench_record.py steps [mlp|gpt2]`` times whole steps instead, no hook timed (``FORGEVIZ_BENCH_ROUNDS``
 rounds, 200 by default, of 20 steps, the arms interleaved): capture, capture + record, the same with the hooks'
 common case in Python (``Recorder.native_steps`` False: as without the native hooks' ``record_*``), read at the
-step, and hooks idle, each as µs a step added to capture's. The timed hooks above add their own clock reads, and a
-2% budget is about 30 µs of MLP-256's step: this is the figure to compare with it.
+step, and hooks idle, each as µs a step added to capture's: the difference of the medians, and the median of each
+turn's difference (paired: the arms of one turn run back to back, so a machine's drift slower than that
+cancels). The timed hooks above add their own clock reads, and a 2% budget is about 30 µs of MLP-256's step: this
+is the figure to compare with it.
 
 ``bench_record.py writer [mlp|gpt2]`` records one run without a break (``FORGEVIZ_BENCH_STEPS`` steps, 3000 by
 default, after a warm-up run that imports what the writer needs) and prints the writer thread's CPU time per step,
@@ -327,7 +329,10 @@ def whole_steps(name: str) -> None:
     for which, label in (("record", "capture + record"), ("python", "capture + record, hooks in Python"),
                          ("read", "capture + record, read at the step"), ("idle", "hooks idle")):
         added = statistics.median(times[which]) / steps - base
-        print(f"  {label}: {added * 1e6:+.1f} µs a step ({added / base:+.2%}; {recorders[which].reused} steps reused)")
+        # paired: each round's arm less capture's in the same turn of the arms (a drift slower than a turn cancels)
+        paired = statistics.median(a - c for a, c in zip(times[which], times["capture"])) / steps
+        print(f"  {label}: {added * 1e6:+.1f} µs a step ({added / base:+.2%}), paired {paired * 1e6:+.1f} µs "
+              f"({paired / base:+.2%}); {recorders[which].reused} steps reused")
 
 
 def writer_cost(name: str) -> None:
