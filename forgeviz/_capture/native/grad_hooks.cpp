@@ -2335,11 +2335,11 @@ PyObject* current_plan(PyObject* rec, PyObject* optimizer) {
   return Py_NewRef(plan);
 }
 
-// Appends `row` to the Recorder's rows of `key`.
 // A row, or a row builder (a functools.partial of a module-level function and the step's numbers), waits for its
 // segment, hundreds of steps: kept out of the cyclic GC, which would promote each one to its oldest generation as it
-// waited, where a few per step set off a full collection every ~20,000 steps of MLP-256 (~200 ms under the GIL with
-// torch loaded, the training thread waiting). They hold no cycle; reference counts free them once the segment is made.
+// waited, where a few per step (with the writer's row tuples) set off a full collection every ~7,000 steps of MLP-256
+// (~160 ms under the GIL with torch loaded, the training thread waiting: bench_record.py writer). They hold no cycle;
+// reference counts free them once the segment is made.
 void untrack_waiting(PyObject* row) {
   if (PyObject_GC_IsTracked(row)) PyObject_GC_UnTrack(row);
   if (PyTuple_Check(row)) return;
@@ -2348,6 +2348,7 @@ void untrack_waiting(PyObject* row) {
   PyErr_Clear();
 }
 
+// Appends `row` to the Recorder's rows of `key`, untracked.
 bool append_row(PyObject* rec, PyObject* key, PyObject* row) {
   THPObjectPtr rows(PyObject_GetAttr(rec, recorder_names().rows));
   PyObject* list = rows && PyDict_Check(rows) ? PyDict_GetItemWithError(rows, key) : nullptr;
