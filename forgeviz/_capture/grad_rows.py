@@ -20,7 +20,7 @@ import struct
 import numpy as np
 
 from ..model.run import GRADS_COLUMNS, MODULE, NODE, PARAMETER
-from .grads import NODE_STATS
+from .grads import NODE_STATS, NODE_STATS_SIZE
 
 LEAF_STATS = "=5d"  # min, max, sum, norm, numel: a parameter's numbers in NativePass.leaf_stats's bytes
 NONFINITE = "nonfinite-grad"  # the doctor's kind (doctor/nonfinite_grad.py), headless
@@ -120,7 +120,7 @@ def _node_rows(step: int, graph: int, described: tuple, stats: bytes, on_device:
     on = [(k, s) for k, s in on_device if s.norm is not None and described[k][2] is not None]
     if on:  # (device_summary fills norm last: a norm read means the rest is there), after the others
         chunks.append(_row_columns([_summary_row(step, graph, described, k, s) for k, s in on], [0] * len(on),
-                                   first=len(stats) // struct.calcsize(NODE_STATS)))
+                                   first=len(stats) // NODE_STATS_SIZE))
     return _rows(_in_order(chunks))
 
 
@@ -296,7 +296,7 @@ def _module_part(order: dict, steps_of: np.ndarray, here, lo, hi, norm, mean, nu
 def _node_columns(described: tuple, graph: int, at: list, steps: list, stats: list) -> tuple:
     """The Node rows (:func:`_node_rows`' figures, without the device path's) of the backward passes of
     ``graph`` taken at the steps ``steps`` (items ``at`` of the segment), each with its ``node_stats`` bytes."""
-    sizes = np.array([len(s) for s in stats]) // struct.calcsize(NODE_STATS)
+    sizes = np.array([len(s) for s in stats]) // NODE_STATS_SIZE
     numbers = np.frombuffer(b"".join(stats), dtype=np.float64).reshape(-1, 6)
     where = np.array([-1 if d[2] is None else d[2] for d in described], dtype=np.int32)
     k = numbers[:, 0].astype(np.int64)

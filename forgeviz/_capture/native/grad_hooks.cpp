@@ -2182,6 +2182,7 @@ PyObject* py_module_post(PyObject*, PyObject* const* args, Py_ssize_t n) {
 
 struct RecorderNames {
   PyObject* const stepping = PyUnicode_InternFromString("_stepping");
+  PyObject* const args = PyUnicode_InternFromString("args");  // (a functools.partial's)
   PyObject* const nested = PyUnicode_InternFromString("_nested");
   PyObject* const counting = PyUnicode_InternFromString("_counting");
   PyObject* const records = PyUnicode_InternFromString("_records");
@@ -2343,7 +2344,7 @@ PyObject* current_plan(PyObject* rec, PyObject* optimizer) {
 void untrack_waiting(PyObject* row) {
   if (PyObject_GC_IsTracked(row)) PyObject_GC_UnTrack(row);
   if (PyTuple_Check(row)) return;
-  THPObjectPtr args(PyObject_GetAttrString(row, "args"));
+  THPObjectPtr args(PyObject_GetAttr(row, recorder_names().args));
   if (args && PyTuple_Check(args.get()) && PyObject_GC_IsTracked(args.get())) PyObject_GC_UnTrack(args.get());
   PyErr_Clear();
 }
@@ -2412,7 +2413,9 @@ int step_begins_natively(PyObject* rec, const RecorderConfig& c, PyObject* optim
   }
   PyObject* described = PyTuple_GET_ITEM(plan.get(), 3);
   THPObjectPtr step(PyObject_GetAttr(rec, n.step));
-  THPObjectPtr row(step ? PyObject_CallFunctionObjArgs(c.partial, c.leaf_rows, step.get(), described, stats.get(), nullptr) : nullptr);
+  THPObjectPtr row(step ? PyObject_CallFunctionObjArgs(c.partial, c.leaf_rows, step.get(), described, stats.get(),
+                                                       nullptr)
+                        : nullptr);
   if (!row || !append_row(rec, c.grads, row) || !add_to(rec, n.later_rows, PyList_GET_SIZE(described)) ||
       PyObject_SetAttr(rec, n.later, Py_True) != 0 || !add_to(rec, n.reused, 1))
     recorder_fault(rec, c, what);
@@ -2477,7 +2480,8 @@ int after_backward_natively(PyObject* rec, const RecorderConfig& c) {
     PyErr_Clear();
     return 0;
   }
-  PyObject* newest = PyList_GET_ITEM(unread.get(), PyList_GET_SIZE(unread.get()) - 1);  // (index, NativePass, made, nids)
+  // (index, NativePass, made, nids)
+  PyObject* newest = PyList_GET_ITEM(unread.get(), PyList_GET_SIZE(unread.get()) - 1);
   if (!PyTuple_Check(newest) || PyTuple_GET_SIZE(newest) < 2 ||
       PyObject_RichCompareBool(PyTuple_GET_ITEM(newest, 0), recorded, Py_EQ) != 1) {
     PyErr_Clear();
@@ -2493,8 +2497,10 @@ int after_backward_natively(PyObject* rec, const RecorderConfig& c) {
   }
   THPObjectPtr shape(fv_shape(capsule));
   THPObjectPtr graphs(read_attr(rec, n.graphs));
-  THPObjectPtr known(shape && graphs && PyDict_Check(graphs) ? Py_XNewRef(PyDict_GetItemWithError(graphs, shape)) : nullptr);
-  if (!known || !PyTuple_Check(known) || PyTuple_GET_SIZE(known.get()) != 2 || PyTuple_GET_ITEM(known.get(), 0) == Py_None) {
+  THPObjectPtr known(shape && graphs && PyDict_Check(graphs) ? Py_XNewRef(PyDict_GetItemWithError(graphs, shape))
+                                                              : nullptr);
+  if (!known || !PyTuple_Check(known) || PyTuple_GET_SIZE(known.get()) != 2 ||
+      PyTuple_GET_ITEM(known.get(), 0) == Py_None) {
     PyErr_Clear();
     return 0;  // a graph not written yet (or not written at all)
   }
@@ -2514,9 +2520,11 @@ int after_backward_natively(PyObject* rec, const RecorderConfig& c) {
   if (PyList_GET_SIZE(on_device) == 0 && PyObject_GC_IsTracked(on_device)) PyObject_GC_UnTrack(on_device);
   const Py_ssize_t count = PyBytes_GET_SIZE(numbers) / c.node_stats_size + PyList_GET_SIZE(on_device);
   THPObjectPtr step(PyObject_GetAttr(rec, n.step));
-  THPObjectPtr row(step ? PyObject_CallFunctionObjArgs(c.partial, c.node_rows, step.get(), PyTuple_GET_ITEM(known.get(), 0),
-                                              PyTuple_GET_ITEM(known.get(), 1), numbers, on_device, nullptr)
-               : nullptr);
+  PyObject* graph = PyTuple_GET_ITEM(known.get(), 0);
+  PyObject* described = PyTuple_GET_ITEM(known.get(), 1);
+  THPObjectPtr row(step ? PyObject_CallFunctionObjArgs(c.partial, c.node_rows, step.get(), graph, described, numbers,
+                                                       on_device, nullptr)
+                        : nullptr);
   if (!row || !append_row(rec, c.grads, row) ||
       (PyList_GET_SIZE(on_device) > 0 && PyObject_SetAttr(rec, n.later_on_device, Py_True) != 0) ||
       !add_to(rec, n.later_rows, count) || PyObject_SetAttr(rec, n.later, Py_True) != 0)
