@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import math
-import struct
 
 import numpy as np
 
@@ -95,6 +94,7 @@ def _leaf_rows(step: int, described: list, stats: bytes) -> list[tuple]:
     since (:meth:`NativePass.leaf_stats`'s ``stats``, five doubles a parameter of ``described``, numel -1 for
     one with no ``.grad``). A segment's are made together, by :func:`grads_segment`.
 
+    >>> import struct
     >>> stats = struct.pack("=10d", -4.0, 3.0, -1.0, 5.0, 2, 0, 0, 0, 0, -1)  # (b: no .grad)
     >>> [r[1:9] for r in _leaf_rows(7, [("w", "fc", False), ("b", "fc", False)], stats)]
     [('parameter', 'w', 'fc', 5.0, -4.0, 3.0, -0.5, 2), ('module', 'fc', 'fc', 5.0, -4.0, 3.0, -0.5, 2)]
@@ -110,6 +110,7 @@ def _node_rows(step: int, graph: int, described: tuple, stats: bytes, on_device:
     (name, module, the Node's position in the recorded graph, None past its cut). A segment's are made
     together, by :func:`grads_segment`.
 
+    >>> import struct
     >>> from forgeviz.model.graph import TensorSummary
     >>> s = TensorSummary([2], "float32", "cpu", 2, 5.0, -3.0, 4.0, 0.5)
     >>> [row[2:9] + row[-1:] for row in _node_rows(1, 0, (("MulBackward0", None, 1), ("AddBackward0", "fc", 0)),
@@ -145,6 +146,7 @@ def grads_segment(items: list) -> dict[str, np.ndarray]:
     for module rows, per parameter of the largest module) for the whole segment, where a row each cost a
     microsecond or more.
 
+    >>> import struct
     >>> described = [("w", "fc", False)]
     >>> columns = grads_segment([functools.partial(_leaf_rows, 1, described, struct.pack("=5d", 1, 2, 3, 4, 2)),
     ...                          (1, "node", "MulBackward0", None, 1.0, 0.0, 1.0, 0.5, 2, None, None, 0, 3),
