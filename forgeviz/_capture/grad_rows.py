@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from ..model.run import GRADS_COLUMNS, MODULE, NODE, PARAMETER
-from .grads import NODE_STATS, NODE_STATS_SIZE
+from .grads import NODE_STATS_SIZE
 
 LEAF_STATS = "=5d"  # min, max, sum, norm, numel: a parameter's numbers in NativePass.leaf_stats's bytes
 NONFINITE = "nonfinite-grad"  # the doctor's kind (doctor/nonfinite_grad.py), headless
@@ -111,6 +111,7 @@ def _node_rows(step: int, graph: int, described: tuple, stats: bytes, on_device:
     together, by :func:`grads_segment`.
 
     >>> import struct
+    >>> from forgeviz._capture.grads import NODE_STATS
     >>> from forgeviz.model.graph import TensorSummary
     >>> s = TensorSummary([2], "float32", "cpu", 2, 5.0, -3.0, 4.0, 0.5)
     >>> [row[2:9] + row[-1:] for row in _node_rows(1, 0, (("MulBackward0", None, 1), ("AddBackward0", "fc", 0)),
