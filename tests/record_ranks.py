@@ -1,8 +1,8 @@
 """A training script that test_record.py runs under ``python -m forgeviz record`` (with torchrun for two
 ranks, or alone). It knows nothing of forgeviz: it writes torch's own figures, each applied gradient's
 float64 norm per step (read just before ``optimizer.step()``), to ``<out>/torch-rank<N>.json``, and its two
-fingerprints to ``<out>/prints-rank<N>.json``: zlib's CRC-32 of its bytes, and the int64 sum of its elements'
-bit patterns (its float32 values read as int32).
+fingerprint to ``<out>/prints-rank<N>.json``: the int64 sum of its elements' bit patterns (its float32 values
+read as int32), by torch.
 
 ``record_ranks.py OUT MODE``; MODE: ``ddp`` (DDP over gloo), ``fsdp`` (FSDP2 ``fully_shard``), ``diverge``
 (DDP; rank 1 doubles its first parameter's gradient after the all-reduce at step 3), ``nan`` (DDP; at step
@@ -19,7 +19,6 @@ import json
 import os
 import socket
 import sys
-import zlib
 from pathlib import Path
 
 import torch
@@ -52,9 +51,9 @@ def local(t: torch.Tensor) -> torch.Tensor:
     return t.to_local() if hasattr(t, "to_local") else t
 
 
-def fingerprints(grad: torch.Tensor) -> tuple[int, int]:
-    """(CRC-32 of its bytes, the int64 sum of its bit patterns); holds nothing after (a test counts gradient bytes)."""
-    return zlib.crc32(grad.contiguous().numpy()), grad.view(torch.int32).sum(dtype=torch.int64).item()
+def fingerprint(grad: torch.Tensor) -> int:
+    """The int64 sum of its bit patterns; holds nothing after (a test counts gradient bytes)."""
+    return grad.view(torch.int32).sum(dtype=torch.int64).item()
 
 
 def main(out: Path, mode: str) -> None:
@@ -100,7 +99,7 @@ def train(out: Path, mode: str, distributed: bool) -> None:
         if mode == "diverge" and rank == 1 and step == 3:
             next(iter(net.parameters())).grad.mul_(2.0)  # after DDP's all-reduce: only this rank's
         norms[step] = {n: local(p.grad).detach().double().norm().item() for n, p in net.named_parameters()}
-        prints[step] = {n: fingerprints(local(p.grad).detach()) for n, p in net.named_parameters()}
+        prints[step] = {n: fingerprint(local(p.grad).detach()) for n, p in net.named_parameters()}
         opt.step()
         if mode == "forever":
             print(f"step {step}", flush=True)

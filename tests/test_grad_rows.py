@@ -71,8 +71,8 @@ class _Reader:
 
 
 def _expected_read_rows(step: int, described: list, numbers: list) -> list[tuple]:
-    read = [(*d, (norm, lo, hi, total / numel if numel else math.nan, numel, crc))
-            for d, got in zip(described, numbers) if got is not None for lo, hi, total, norm, numel, crc in (got,)]
+    read = [(*d, (norm, lo, hi, total / numel if numel else math.nan, numel, fp))
+            for d, got in zip(described, numbers) if got is not None for lo, hi, total, norm, numel, fp in (got,)]
     return parameter_rows(step, read)[0]
 
 

@@ -63,18 +63,17 @@ PATHS = pytest.mark.parametrize("summaries", ["", "device"], ids=["cpu-path", "d
 
 
 def _check_fingerprints(run, tmp: Path, summaries: str) -> None:
-    """Each recorded fingerprint is torch's: zlib's CRC-32 of the gradient's bytes, or on the device path (as on a
-    GPU) the sum of its bit patterns, folded."""
+    """Each recorded fingerprint is torch's: the sum of the gradient's bit patterns, folded, on either path (the
+    CPU's native reader, or the device path as on a GPU)."""
     from forgeviz._capture.recording import fold_bit_sum
 
     params = run.frame().query("kind == 'parameter'")
     assert len(params) == 2 * STEPS * 4
     for rank in run.ranks:
-        assert run.meta(rank)["fingerprint"] == ("bit-sum" if summaries else "crc32")
+        assert run.meta(rank)["fingerprint"] == "bit-sum"
         prints = json.loads((tmp / f"prints-rank{rank}.json").read_text())
         for row in params[params["rank"] == rank].itertuples():
-            crc, bits = prints[str(row.step)][row.name]
-            assert row.fingerprint == (fold_bit_sum(bits) if summaries else crc), (rank, row.step, row.name)
+            assert row.fingerprint == fold_bit_sum(prints[str(row.step)][row.name]), (rank, row.step, row.name)
 
 
 @PATHS
@@ -125,10 +124,10 @@ def test_rank_that_diverges_is_flagged(tmp_path, summaries):
     assert (finding.kind, finding.ranks, finding.step, finding.parameter) == ("rank_divergence", (0, 1), 3,
                                                                               "module.0.weight")
     assert "step 3" in finding.message
-    # ranks whose fingerprints are of two kinds (a CRC-32 and a device's bit-sum) are not compared: no false finding
+    # ranks whose fingerprints are of two kinds (an older forgeviz's CRC-32s on the CPU, and bit-sums) are not
+    # compared: no false finding
     meta = tmp_path / "run" / "rank1" / "meta.json"
-    other = "crc32" if summaries else "bit-sum"
-    meta.write_text(json.dumps({**json.loads(meta.read_text()), "fingerprint": other}))
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "fingerprint": "crc32"}))
     assert [f for f in forgeviz.open(tmp_path / "run").findings if f.kind == "rank_divergence"] == []
 
 

@@ -1,21 +1,20 @@
-"""The native reader of the gradients an optimizer applies (grad_reader.cpp, issue 28's cost): its CRC-32 is
-zlib's, bit for bit (the rank-divergence check compares CRCs across ranks, so a CRC must mean the same bytes
-whoever computed it); a recording read by it writes exactly the rows the Python reader writes, with torch's
-norms; and an optimizer that changes ``.grad`` inside ``step()`` is caught by either reader. CRCs are made only
-where there are ranks to compare them (a run of one rank has none: most of the reader's work saved). With one rank,
+"""The native reader of the gradients an optimizer applies (grad_reader.cpp, issue 28's cost): its fingerprint
+is the exact sum of the gradient's bit patterns, as Python's integers make it from the patterns torch shows (the
+rank-divergence check compares fingerprints across ranks, so one must mean the same gradient whoever made it,
+however it lies in memory); a recording read by it, at once or beside the step, writes exactly the rows the Python
+reader writes, with torch's norms; and an optimizer that changes ``.grad`` inside ``step()`` is caught by either
+reader. Fingerprints are made only where there are ranks to compare them (a run of one rank has none). With one rank,
 a step after a backward that left ``.grad`` untouched reads nothing: its rows are that backward's summaries, and any
 way of changing ``.grad`` in between sends the step back to the reader."""
 
 from __future__ import annotations
-
-import zlib
 
 import pytest
 import torch
 
 import forgeviz
 from forgeviz._capture import native
-from forgeviz._capture.recording import Recorder, _stats, fingerprint
+from forgeviz._capture.recording import Recorder, _stats, fingerprint, fold_bit_sum
 
 reader = native.reader()
 needs_reader = pytest.mark.skipif(reader is None, reason="the native gradient reader is not built "
@@ -23,71 +22,122 @@ needs_reader = pytest.mark.skipif(reader is None, reason="the native gradient re
 needs_hooks = pytest.mark.skipif(native.hooks() is None, reason="the native gradient hooks are not built "
                                  "(python -m forgeviz._capture.native)")
 
+_INTS = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def bit_sum(t: torch.Tensor) -> int:
+    """The oracle of a fingerprint: the bit patterns torch shows for ``t``'s elements, summed by Python's exact
+    integers (neither forgeviz's C++ nor torch's sum), folded."""
+    return fold_bit_sum(sum(t.contiguous().view(_INTS[t.element_size()]).reshape(-1).tolist()))
+
+
+@pytest.fixture(params=["at once", "beside"])
+def reads(request):
+    """Each job read as the reader chooses for its size (``at once``: these tests' are small), or by its thread
+    beside the step (``beside``: what a job of more than a few MiB gets)."""
+    if reader is None:
+        pytest.skip("the native gradient reader is not built (python -m forgeviz._capture.native)")
+    before = reader.set_inline_bytes(-1 if request.param == "beside" else 1 << 40)
+    yield request.param
+    reader.set_inline_bytes(before)
+
+
+@pytest.fixture
+def beside():
+    """Every job handed to the reader's thread, however small."""
+    before = reader.set_inline_bytes(-1)
+    yield
+    reader.set_inline_bytes(before)
+
 
 @needs_reader
-def test_crc32_is_zlibs_for_every_length_and_dtype():
+def test_fingerprint_is_the_exact_bit_sum_for_every_length_layout_and_dtype():
     torch.manual_seed(0)
-    # every tail length around the 64-byte fold and the 16-byte steps, and long ones
-    for n in [*range(0, 200), 1023, 4096, 4097, 65_539, 262_147]:
-        data = torch.randint(0, 256, (n,), dtype=torch.uint8)
-        assert reader.crc32(data) == zlib.crc32(data.numpy()), n
-    for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64):
-        t = (torch.randn(37, 129) * 100).to(dtype)
-        assert reader.crc32(t) == fingerprint(t), dtype
-    assert reader.crc32(torch.randn(8, 8).t()) is None  # not row-major as it lies: Python's copy reads it
+    # every tail length around the 16-element AVX2 loop, and long ones; any bit pattern (negative, NaN ones)
+    for n in [*range(1, 70), 1023, 4097, 65_539]:
+        for ints, floats in ((torch.int32, torch.float32), (torch.int64, torch.float64)):
+            t = torch.randint(torch.iinfo(ints).min, torch.iinfo(ints).max, (n,), dtype=ints).view(floats)
+            assert reader.fingerprint(t) == bit_sum(t) == fingerprint(t), (n, floats)
+    t = torch.randn(37, 129)
+    # order-free: transposed, every other column, broadcast (a zero stride) as their row-major copies
+    for view in (t.t(), t[:, ::2], torch.randn(5, 1).expand(5, 300), t[3]):
+        assert reader.fingerprint(view) == bit_sum(view) == fingerprint(view, native.load_if_built())
+    changed = t.clone()
+    changed[20, 100] = torch.nextafter(changed[20, 100], torch.tensor(9.0))  # one element, one bit
+    assert reader.fingerprint(changed) != reader.fingerprint(t)
+    for other in (t.to(torch.bfloat16), t.half(), torch.ones(0)):  # not read natively: Python's
+        assert reader.fingerprint(other) is None
+    for other in (t.to(torch.bfloat16), t.half()):
+        assert fingerprint(other) == bit_sum(other)
+    z = torch.randn(4, 3, dtype=torch.complex64)
+    assert fingerprint(z) == bit_sum(torch.view_as_real(z)) and fingerprint(t.to_sparse()) == bit_sum(t)
+    # lazily negated or conjugated (what their values are, not what their memory holds)
+    assert fingerprint(torch._neg_view(-t)) == bit_sum(t)
+    assert fingerprint(z.conj()) == bit_sum(torch.view_as_real(z.conj_physical()))
 
 
-@needs_reader
-def test_read_gives_tensor_stats_and_crc_or_none():
+def test_read_gives_tensor_stats_and_fingerprint_or_none(reads):
     torch.manual_seed(1)
     grads = [torch.randn(300, 70), None, torch.randn(5, dtype=torch.float64), torch.randn(6, 4).t(),
              torch.tensor([1.0, float("nan")]), torch.randn(9).to(torch.bfloat16)]
     job = reader.read(grads)
     changed, left = reader.wait(job)
     numbers = reader.numbers(job)
-    assert not changed and left == 3  # the transposed, NaN and bfloat16 ones (below), present and not read
+    assert not changed and left == 2  # the NaN and bfloat16 ones (below), present and not read
     for g, got in zip(grads, numbers):
         if type(got) is not tuple:
             continue
-        lo, hi, total, norm, numel, crc = got
+        lo, hi, total, norm, numel, fp = got
         # the Python reader's numbers (tensor_stats.cpp's pass, float32 partial sums), bit for bit
         assert (norm, lo, hi, total / numel, numel) == _stats(g, native.load_if_built())
         exact = g.double()
         assert (lo, hi) == (exact.min().item(), exact.max().item())
         assert (total, norm) == pytest.approx((exact.sum().item(), exact.norm().item()), rel=1e-6)
-        assert crc == fingerprint(g)
-    # absent is None; transposed, NaN and bfloat16 come back as themselves, left to Python (which counts
-    # NaN, copies, converts)
-    assert [type(got).__name__ for got in numbers] == ["tuple", "NoneType", "tuple", "Tensor", "Tensor", "Tensor"]
-    assert all(got is g for g, got in zip(grads[3:], numbers[3:]))
+        assert fp == bit_sum(g)
+    # absent is None; NaN and bfloat16 come back as themselves, left to Python (which counts NaN, converts)
+    assert [type(got).__name__ for got in numbers] == ["tuple", "NoneType", "tuple", "tuple", "Tensor", "Tensor"]
+    assert all(got is g for g, got in zip(grads[4:], numbers[4:]))
     assert reader.read([None, None]) is None  # nothing to read: no job
 
 
-@needs_reader
-def test_read_without_fingerprints_gives_the_same_stats_and_no_crc():
-    """``read(grads, False, poll, False)`` (one rank: nothing to compare): the same summary, CRC None; and a
-    gradient that is not row-major as it lies is read here too (only its CRC needed its bytes in order)."""
+def test_read_without_fingerprints_gives_the_same_stats_and_none(reads):
+    """``read(grads, False, poll, False)`` (one rank: nothing to compare): the same summary, fingerprint None."""
     torch.manual_seed(1)
     grads = [torch.randn(300, 70), None, torch.randn(6, 4).t(), torch.tensor([1.0, float("nan")])]
-    with_crc, without = reader.read(grads), reader.read(grads, False, False, False)
-    assert reader.wait(with_crc) == (False, 2) and reader.wait(without) == (False, 1)  # only the NaN one is left
+    with_prints, without = reader.read(grads), reader.read(grads, False, False, False)
+    assert reader.wait(with_prints) == (False, 1) and reader.wait(without) == (False, 1)  # the NaN one is left
     numbers = reader.numbers(without)
-    assert numbers[0] == (*reader.numbers(with_crc)[0][:5], None)
-    lo, hi, total, norm, numel, crc = numbers[2]
-    assert (norm, lo, hi, total / numel, numel) == _stats(grads[2], native.load_if_built()) and crc is None
+    assert numbers[0] == (*reader.numbers(with_prints)[0][:5], None)
+    lo, hi, total, norm, numel, fp = numbers[2]
+    assert (norm, lo, hi, total / numel, numel) == _stats(grads[2], native.load_if_built()) and fp is None
     assert numbers[1] is None and numbers[3] is grads[3]
 
 
 @needs_reader
-def test_counters_count_each_hand_over_and_the_time_reading_it():
-    """``counters()`` (bench_record.py's counts: hand-overs, wake-ups, waits that blocked, polls, ns reading, ns in
-    all): a hand-over is counted once, and reading a megabyte takes the reader's thread some CPU time."""
-    before = reader.counters()
-    job = reader.read([torch.randn(1 << 18)], False, False, False)
-    reader.wait(job)
-    after = reader.counters()
-    assert len(after) == 6 and after[0] == before[0] + 1 and after[1] - before[1] <= 1
-    assert after[4] > before[4] and after[5] >= after[4]
+def test_a_job_of_a_few_mib_is_read_at_once_and_a_larger_one_beside():
+    """``counters()`` (bench_record.py's counts: hand-overs to the reader's thread, wake-ups, waits that blocked,
+    polls, ns reading, ns in all; jobs read at once, ns reading them): a job of at most ``set_inline_bytes`` is read
+    in ``read`` itself, on the calling thread, and counted there; a larger one is handed over, counted once, and
+    takes the reader's thread some CPU time. Either way its numbers are the gradient's."""
+    g = torch.randn(1 << 18)  # 1 MiB
+    before = reader.set_inline_bytes(g.numel() * 4)
+    try:
+        counted = reader.counters()
+        job = reader.read([g], False, False, True)
+        after = reader.counters()
+        assert len(after) == 8 and after[:6] == counted[:6]  # (nothing handed over, nothing woken)
+        assert after[6] == counted[6] + 1 and after[7] > counted[7]
+        assert reader.wait(job) == (False, 0) and reader.numbers(job)[0][5] == bit_sum(g)
+        reader.set_inline_bytes(g.numel() * 4 - 1)
+        job = reader.read([g], False, False, True)
+        assert reader.wait(job) == (False, 0) and reader.numbers(job)[0][5] == bit_sum(g)
+        done = reader.counters()
+        assert done[0] == after[0] + 1 and done[1] - after[1] <= 1 and done[6] == after[6]
+        assert done[4] > after[4] and done[5] >= done[4]
+    finally:
+        reader.set_inline_bytes(before)
+    with pytest.raises(TypeError, match="expected one int, a number of bytes, got str"):
+        reader.set_inline_bytes("4 MiB")
 
 
 def test_the_reader_polls_only_where_this_ranks_share_of_the_cores_leaves_one(monkeypatch):
@@ -111,8 +161,7 @@ def test_the_reader_polls_only_where_this_ranks_share_of_the_cores_leaves_one(mo
         recorder._reader.shutdown()
 
 
-@needs_reader
-def test_read_takes_each_parameters_grad_itself():
+def test_read_takes_each_parameters_grad_itself(reads):
     """``read(params, True)``: the reader takes each parameter's ``.grad`` (the training thread builds no list)."""
     params = [torch.nn.Parameter(torch.randn(4, 3)), torch.nn.Parameter(torch.randn(2))]
     assert reader.read(params, True) is None  # no gradient yet: no job
@@ -120,7 +169,7 @@ def test_read_takes_each_parameters_grad_itself():
     job = reader.read(params, True)
     assert reader.wait(job) == (False, 0)
     numbers = reader.numbers(job)
-    assert numbers[0] is None and numbers[1][4:] == (2, fingerprint(params[1].grad))
+    assert numbers[0] is None and numbers[1][4:] == (2, bit_sum(params[1].grad))
     assert numbers[1][3] == pytest.approx(params[1].grad.double().norm().item(), rel=1e-6)
     with pytest.raises(TypeError, match="expected a list"):
         reader.read((params[0],), True)
@@ -130,7 +179,7 @@ def test_read_takes_each_parameters_grad_itself():
 
 @needs_reader
 @pytest.mark.parametrize("poll", [True, False], ids=["polling", "woken"])
-def test_every_hand_over_is_read_at_a_steady_pace_after_a_pause_and_back_to_back(poll):
+def test_every_hand_over_is_read_at_a_steady_pace_after_a_pause_and_back_to_back(poll, beside):
     """The worker polls for a job due at the hand-overs' pace (``poll``) or sleeps until woken: either way
     each job is read, whether it comes on time, after a pause (its pace then is stale), early, or two at
     once; and its numbers are its gradient's."""
@@ -151,10 +200,10 @@ def test_every_hand_over_is_read_at_a_steady_pace_after_a_pause_and_back_to_back
             time.sleep(gap)
     assert all(reader.wait(j) == (False, 0) for j in waiting)
     for k, job in enumerate(jobs):
-        for p, (lo, hi, total, norm, numel, crc) in zip(params, reader.numbers(job)):
+        for p, (lo, hi, total, norm, numel, fp) in zip(params, reader.numbers(job)):
             assert (lo, hi, total, numel) == (k + 1, k + 1, (k + 1) * p.numel(), p.numel()), k
             assert norm == pytest.approx((k + 1) * p.numel() ** 0.5, rel=1e-6)
-            assert crc == fingerprint(torch.full_like(p, float(k + 1)))
+            assert fp == bit_sum(torch.full_like(p, float(k + 1)))
 
 def _record(folder, model, opt, x, steps: int, native_reader: bool, world: int = 2, before_step=None,
             reuses: bool = False, after_backward=None, native_steps: bool = True):
@@ -219,7 +268,7 @@ def test_native_and_python_readers_record_the_same_rows(tmp_path, world):
             for name, g in grads.items():
                 assert rows.loc[name, "norm"] == pytest.approx(g.norm().item(), rel=1e-6)
                 if world > 1:
-                    assert rows.loc[name, "fingerprint"] == zlib.crc32(g.numpy())
+                    assert rows.loc[name, "fingerprint"] == bit_sum(g)
         if world == 1:  # nothing to compare a fingerprint with: none made
             assert params["fingerprint"].isna().all() and len(params) == 3 * 4
         frames.append(frame[frame["kind"] != "node"].reset_index(drop=True))
@@ -247,7 +296,7 @@ def test_fingerprints_begin_when_torch_distributed_starts_after_recording(tmp_pa
     for step in (3, 4):
         rows = params[params["step"] == step].set_index("name")
         assert {name: rows.loc[name, "fingerprint"] for name in applied[step - 1]} == {
-            name: zlib.crc32(g.numpy()) for name, g in applied[step - 1].items()}
+            name: bit_sum(g) for name, g in applied[step - 1].items()}
 
 
 def _changed(model, change: str):
@@ -514,7 +563,7 @@ def test_gradients_changed_inside_step_are_dropped_then_read_before_it(tmp_path,
     for step in (2, 3):
         rows = params[params["step"] == step].set_index("name")
         for name, g in applied[step - 1].items():  # (read before the halving)
-            assert rows.loc[name, "fingerprint"] == zlib.crc32(g.numpy())
+            assert rows.loc[name, "fingerprint"] == bit_sum(g)
 
 
 
@@ -547,8 +596,9 @@ def test_rows_built_on_the_writer_thread_that_fail_are_a_fault_and_writing_goes_
 
 @needs_reader
 def test_a_step_with_a_gradient_left_to_python_keeps_every_row_in_order(tmp_path):
-    """At step 2 a weight's gradient is not row-major as it lies (with ranks to compare, whose CRC needs its bytes
-    in that order, the native reader leaves it to Python): that step's rows are built on the training thread,
+    """At step 2 a weight's gradient is a lazy negation (a neg view: its memory holds the values' negatives, which
+    the native reader leaves to Python, as it does another dtype or a gradient that is not finite): that step's
+    rows are built on the training thread,
     the other steps' on the writer's (from the numbers the native job keeps), and every row is torch's, in step
     order."""
     from forgeviz.model.run import rank_folder
@@ -556,17 +606,17 @@ def test_a_step_with_a_gradient_left_to_python_keeps_every_row_in_order(tmp_path
 
     model, opt, x = _mlp()
 
-    def column_major(step: int) -> None:
+    def negated(step: int) -> None:
         if step == 2:
             w = model[0].weight
-            w.grad = w.grad.t().contiguous().t()  # the same values, column-major
-            assert not w.grad.is_contiguous()
+            w.grad = torch._neg_view(-w.grad)  # the same values, negated in memory
+            assert w.grad.is_neg() and reader.fingerprint(w.grad) is None
 
     with forgeviz.capture() as session:
         recorder = Recorder(session, lambda rank, meta: RunWriter(tmp_path / rank_folder(rank), meta, session.fault))
         recorder.world = 2  # (a rank of two: fingerprinted)
         recorder.install()
-        applied = _train(model, opt, x, 3, after_backward=column_major)
+        applied = _train(model, opt, x, 3, after_backward=negated)
         recorder.close()
     frame = forgeviz.open(tmp_path).frame()
     params = frame[frame["kind"] == "parameter"]
@@ -575,7 +625,7 @@ def test_a_step_with_a_gradient_left_to_python_keeps_every_row_in_order(tmp_path
         assert set(rows.index) == set(grads)
         for name, g in grads.items():
             assert rows.loc[name, "norm"] == pytest.approx(g.double().norm().item(), rel=1e-6)
-            assert rows.loc[name, "fingerprint"] == zlib.crc32(g.contiguous().numpy())  # (its bytes row-major)
+            assert rows.loc[name, "fingerprint"] == bit_sum(g)
     modules = frame[frame["kind"] == "module"]
     assert sorted(set(modules["step"])) == [1, 2, 3] and set(modules["name"]) == {"0", "2"}
     assert list(frame["step"]) == sorted(frame["step"])  # each step's rows together, in step order

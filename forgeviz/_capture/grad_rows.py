@@ -53,7 +53,7 @@ def nonfinite_parameters(step: int, named: list[tuple[str, str]]) -> tuple:
 
 def parameter_rows(step: int, read: list) -> tuple[list[tuple], list[tuple]]:
     """:func:`read_parameters`' rows and findings from ``(name, module, sharded, (norm, min, max, mean, numel,
-    CRC-32 or None))`` per parameter, its gradient read already (by :func:`_read_one` or the native reader).
+    fingerprint or None))`` per parameter, its gradient read already (by :func:`_read_one` or the native reader).
     (:func:`_parameter_columns` makes the same figures for many steps at once.)
 
     >>> rows, found = parameter_rows(4, [("w", "fc", False, (5.0, -4.0, 3.0, -0.5, 2, None)),
@@ -64,10 +64,10 @@ def parameter_rows(step: int, read: list) -> tuple[list[tuple], list[tuple]]:
     """
     rows, nonfinite = [], []
     modules: dict[str, list[float]] = {}  # path -> [sum of squares, min, max, sum, numel]
-    for name, module, sharded, (norm, lo, hi, mean, numel, crc) in read:
+    for name, module, sharded, (norm, lo, hi, mean, numel, fp) in read:
         if not math.isfinite(norm):
             nonfinite.append((name, module))
-        rows.append((step, PARAMETER, name, module, norm, lo, hi, mean, numel, crc, sharded, None, None))
+        rows.append((step, PARAMETER, name, module, norm, lo, hi, mean, numel, fp, sharded, None, None))
         m = modules.get(module)
         if m is None:
             modules[module] = [norm * norm, lo, hi, mean * numel, numel]
@@ -217,23 +217,23 @@ _ABSENT = (0.0, 0.0, 0.0, 0.0, -1, None)  # a parameter with no .grad, as number
 
 def _native_columns(described: list, at: list, steps: list, numbered: list) -> tuple:
     """:func:`_leaf_columns` of the steps the native reader read: ``numbered``, each step's ``numbers(job)``
-    ((min, max, sum, norm, numel, CRC-32 or None) per parameter, None for one with no ``.grad``). Its numbers
+    ((min, max, sum, norm, numel, fingerprint or None) per parameter, None for one with no ``.grad``). Its numbers
     go through one flat list, not a tuple each: every tuple counts towards the cyclic GC's next collection, and
     the rows' tuples of a segment were most of what set off its full ones (see grad_hooks.cpp's
     untrack_waiting)."""
     flat = np.array([v for numbers in numbered for got in numbers for v in (_ABSENT if got is None else got)],
                     dtype=object).reshape(len(numbered), len(described), 6)
     numbers = flat[:, :, :5].astype(np.float64)
-    crc = flat[:, :, 5]
-    null = crc == None  # noqa: E711 (numpy's elementwise comparison)
+    prints = flat[:, :, 5]
+    null = prints == None  # noqa: E711 (numpy's elementwise comparison)
     if null.all():
         return _parameter_columns(described, at, steps, numbers, None)
-    return _parameter_columns(described, at, steps, numbers, (np.where(null, 0, crc).astype(np.uint32), null))
+    return _parameter_columns(described, at, steps, numbers, (np.where(null, 0, prints).astype(np.uint32), null))
 
 
-def _parameter_columns(described: list, at: list, steps: list, numbers: np.ndarray, crc) -> tuple:
+def _parameter_columns(described: list, at: list, steps: list, numbers: np.ndarray, prints) -> tuple:
     """The parameter and module rows of ``numbers`` (steps x ``described`` x (min, max, sum, norm, numel);
-    numel -1: no ``.grad``) and ``crc`` (None: no fingerprints; else their values and where they are None,
+    numel -1: no ``.grad``) and ``prints`` (None: no fingerprints; else their values and where they are None,
     a step's row each) as a chunk."""
     count = len(described)
     lo, hi, total, norm = (numbers[:, :, j] for j in range(4))
@@ -249,8 +249,8 @@ def _parameter_columns(described: list, at: list, steps: list, numbers: np.ndarr
         "module": np.array([d[1] for d in described], dtype=object)[position], "norm": norm[item, position],
         "min": lo[item, position], "max": hi[item, position], "mean": mean[item, position],
         "numel": numel[item, position], "sharded": np.array([bool(d[2]) for d in described])[position]}]
-    if crc is not None:
-        parts[0]["fingerprint"] = (crc[0][item, position], crc[1][item, position])
+    if prints is not None:
+        parts[0]["fingerprint"] = (prints[0][item, position], prints[1][item, position])
     keys = [(item, position)]
     # Module rows: per set of parameters present (one for the whole segment, as a rule), each module's in the
     # order of its first parameter present, summed in the parameters' order, as parameter_rows sums them.

@@ -6,22 +6,24 @@ graph once, and memory per step. Rows gather here and go to the run's writer (``
 segment at a time; the disk is the writer thread's.
 
 What the training thread pays is kept to a few microseconds a step (recording costs at most 2% on top of
-capture, issue 28): it hands references to a *reader* thread, which summarises and fingerprints, and keeps
+capture, issue 28): the native *reader* summarises and fingerprints (a few MiB of gradients at once, on the
+training thread; more, when torch's threads leave a core free, on its own thread beside ``step()``), and it keeps
 numbers, not rows: the writer's thread builds the columns of a segment (from the ``functools.partial`` of a row
 builder and its numbers that stand in the segment's list, all its steps at once: grad_rows.grads_segment) as it
 writes it.
 
 - Parameters: the optimizer step pre-hook hands over each parameter (the native reader takes its ``.grad``
-  and version counter in C++); the reader reads them while ``step()`` runs (optimizers read ``.grad``, they
-  do not write it), and the post-hook waits for it before ``step()`` returns, so ``zero_grad()`` and the
+  and version counter in C++); the reader reads them then, or while ``step()`` runs (optimizers read ``.grad``,
+  they do not write it), and the post-hook waits for it before ``step()`` returns, so ``zero_grad()`` and the
   next backward never race it. An optimizer that did change a ``.grad`` in place during ``step()`` (its
   version moved) has that step's parameter rows dropped, and its later steps read on the training thread,
   before ``step()``. The numbers stay with the native job until the writer's thread makes the rows. With one
   rank, a step whose ``.grad`` tensors are those the backward before it summarised, at the same versions, with no
   in-place op and none of their memory handed out since (``_EXPOSING``), reads nothing: its rows are that
-  backward's numbers (``NativePass.leaf_stats``). With more than one rank each gradient is fingerprinted too (a
-  CRC-32 of its bytes, compared across ranks); with one, nothing is compared and none is made (a rank's world is
-  asked again at each step until torch.distributed has started: mp.spawn's ranks start it after recording began).
+  backward's numbers (``NativePass.leaf_stats``). With more than one rank each gradient is fingerprinted too (its
+  bit patterns summed, :func:`fingerprint`, compared across ranks); with one, nothing is compared and none is made
+  (a rank's world is asked again at each step until torch.distributed has started: mp.spawn's ranks start it after
+  recording began).
   On a GPU (the device path, ``grads.device_route``) the pre-hook launches their summaries on the device
   (device_summary.py: with Triton one launch per dtype) and, with more than one rank, their fingerprints
   (each gradient's bit patterns summed, exactly), queued before ``step()``'s kernels, so ``step()`` cannot
@@ -39,6 +41,7 @@ writes it.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import json
 import os
@@ -48,7 +51,6 @@ import sys
 import threading
 import time
 import weakref
-import zlib
 from _thread import allocate_lock
 from datetime import datetime, timezone
 from typing import Callable, Optional
@@ -150,23 +152,21 @@ def _rank_known() -> bool:
 _ACCUMULATE = torch._C._functions.AccumulateGrad
 
 
-def fingerprint(grad: torch.Tensor) -> int:
-    """CRC-32 of a tensor's bytes, in row-major order: equal tensors (bit for bit) give equal numbers.
+def fingerprint(grad: torch.Tensor, lib=None) -> int:
+    """A gradient's fingerprint, which ranks compare (:func:`fold_bit_sum`): its elements' bit patterns summed
+    as integers, exactly, in any order. Equal tensors (bit for bit) give equal numbers, however they lie in
+    memory and on whichever device; a changed element changes it. The native reader makes the same number.
+    ``lib``: forgeviz's native library, which sums a float CPU tensor in one call (else torch does).
 
     >>> a, b = torch.tensor([1., 2.]), torch.tensor([1., 3.])
-    >>> fingerprint(a) == fingerprint(a.clone()) != fingerprint(b)
+    >>> fingerprint(a) == fingerprint(a.clone()) == fingerprint(torch.tensor([2., 1.])) != fingerprint(b)
     True
     """
-    t = grad.detach()
-    if t.device.type != "cpu":
-        t = t.cpu()
-    if not t.is_contiguous():
-        t = t.contiguous()
-    try:
-        data = t.numpy()  # zlib reads the buffer in place, without the GIL
-    except TypeError:  # bfloat16 and other dtypes numpy lacks: the same bytes
-        data = t.view(-1).view(torch.uint8).numpy()
-    return zlib.crc32(data)
+    total = ctypes.c_uint64()
+    if lib is not None and lib.fv_bit_sum_tensor(ctypes.c_void_p(grad._cdata), ctypes.byref(total)) == 0:
+        return fold_bit_sum(total.value)
+    with no_torch_function():
+        return fold_bit_sum(int(bit_patterns(grad.detach()).sum(dtype=torch.int64)))
 
 
 def _stats(grad: torch.Tensor, lib) -> tuple[float, float, float, float, int]:
@@ -178,17 +178,18 @@ def _stats(grad: torch.Tensor, lib) -> tuple[float, float, float, float, int]:
 
 
 def _read_one(grad: torch.Tensor, lib, fingerprinted: bool = True) -> tuple:
-    """(norm, min, max, mean, numel, CRC-32 or None when not ``fingerprinted``) of one gradient, in Python
+    """(norm, min, max, mean, numel, fingerprint or None when not ``fingerprinted``) of one gradient, in Python
     (and tensor_stats.cpp's pass); called inside ``untraced()`` and ``torch.no_grad()`` (the CPU ledger's pause
     is the thread's own)."""
-    return (*_stats(grad, lib), fingerprint(grad) if fingerprinted else None)
+    return (*_stats(grad, lib), fingerprint(grad, lib) if fingerprinted else None)
 
 
 def read_parameters(step: int, params: list, lib=None, fingerprinted: bool = True) -> tuple[list[tuple], list[tuple]]:
     """The gradient rows of one optimizer step: a parameter row per ``(name, module, grad, sharded)`` of
     ``params`` and a module row per module, its parameters together (grads rows, in schema order); and
     a ``nonfinite-grad`` finding (findings row) for the first parameter whose gradient is not finite.
-    ``fingerprinted``: whether each gradient's CRC-32 is made (ranks to compare; else its row has None).
+    ``fingerprinted``: whether each gradient's :func:`fingerprint` is made (ranks to compare; else its row has
+    None).
 
     >>> rows, found = read_parameters(1, [("w", "fc", torch.tensor([3., 4.]), False),
     ...                                   ("b", "fc", torch.tensor([float("nan")]), False)])
@@ -200,15 +201,29 @@ def read_parameters(step: int, params: list, lib=None, fingerprinted: bool = Tru
     return parameter_rows(step, read)
 
 
-# The integer type of a float's width: a gradient's fingerprint on its device sums its bit patterns read as it
-_BITS = {torch.float32: torch.int32, torch.float64: torch.int64,
-         torch.float16: torch.int16, torch.bfloat16: torch.int16}
+# The signed integer type of each element width: a gradient's fingerprint sums its bit patterns read as it
+_INT_OF_WIDTH = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def bit_patterns(grad: torch.Tensor) -> torch.Tensor:
+    """``grad``'s elements' bit patterns, as signed integers of their width: a view, nothing copied (a sparse
+    gradient's dense copy, a lazily negated or conjugated one's resolved copy; a complex one's real and imaginary
+    parts, each an element).
+
+    >>> bit_patterns(torch.tensor([1.0, -2.0])).tolist() == [0x3f800000, -0x40000000]
+    True
+    """
+    if grad.layout != torch.strided:
+        grad = grad.to_dense()
+    if grad.is_complex():
+        grad = torch.view_as_real(grad.resolve_conj())
+    return grad.resolve_neg().view(_INT_OF_WIDTH[grad.element_size()])  # (a lazy negation's values, applied)
 
 
 def fold_bit_sum(total: int) -> int:
-    """A gradient's fingerprint on the device path: the 64-bit sum (wrapping) of its elements' bit patterns, folded
-    to the fingerprint column's 32 bits. Integer sums are exact in any order, so equal gradients (bit for bit)
-    give equal fingerprints on every rank however the device reduces; a changed value changes the sum.
+    """A gradient's fingerprint: the 64-bit sum (wrapping) of its elements' bit patterns (:func:`bit_patterns`),
+    folded to the fingerprint column's 32 bits. Integer sums are exact in any order, so equal gradients (bit for
+    bit) give equal fingerprints on every rank however the device reduces; a changed value changes the sum.
 
     >>> fold_bit_sum(torch.tensor([1., 2.]).view(torch.int32).sum().item())  # 0x3f800000 + 0x40000000
     2139095040
@@ -228,7 +243,7 @@ def _launch_bit_sums(grads: list) -> list[tuple]:
     for device, positions in by_device.items():
         sums = torch.empty(len(positions), dtype=torch.int64, device=device)
         for slot, k in zip(sums.unbind(0), positions):
-            bits = grads[k].view(_BITS[grads[k].dtype])
+            bits = bit_patterns(grads[k])
             torch.sum(bits, list(range(bits.dim())), dtype=torch.int64, out=slot)  # (every dimension; 0-d too)
         cuda = device.type == "cuda"
         host = torch.empty(len(positions), dtype=torch.int64, pin_memory=cuda)
@@ -319,8 +334,8 @@ def _native_read_rows(reader, job, step: int, described: list, fingerprinted: bo
         if got is None:
             continue
         if type(got) is tuple:
-            lo, hi, total, norm, numel, crc = got
-            read.append((name, module, sharded, (norm, lo, hi, total / numel, numel, crc)))
+            lo, hi, total, norm, numel, fp = got
+            read.append((name, module, sharded, (norm, lo, hi, total / numel, numel, fp)))
         else:
             with untraced(), torch.no_grad():
                 read.append((name, module, sharded, _read_one(got, native.loaded(), fingerprinted)))
@@ -471,7 +486,7 @@ class Recorder:
                 "world_size": self.world, "command": list(command if command is not None else sys.argv),
                 "started": self._started,
                 "grads": "off" if not self.every else "each" if self.every == 1 else f"every {self.every}",
-                "budget_bytes": self.budget, "finished": False, "fingerprint": "crc32",
+                "budget_bytes": self.budget, "finished": False, "fingerprint": "bit-sum",
                 "memory": None if self.memory is None else {
                     "source": f"cpu ledger ({self.memory.backend})", "baseline_bytes": self.memory.baseline_bytes}}
 
@@ -598,8 +613,8 @@ class Recorder:
                 return  # (nor a window open: a backward opens one only before a step that records)
             if self.world == 1 and _distributed():
                 self._learn_rank()
-            # fingerprints are compared across ranks: with one rank none is made (a CRC-32 of every gradient's
-            # bytes was most of the reader's work)
+            # fingerprints are compared across ranks: with one rank none is made (a second pass over every
+            # gradient's bytes)
             fingerprinted = self.world > 1
             plan = self._plan(optimizer)
             # the window the backward opened: closed as its pass's leaf summaries are asked for (leaf_stats,
@@ -687,8 +702,6 @@ class Recorder:
         with untraced(), torch.no_grad(), no_torch_function():
             made = summaries.add_many(taken)
             launched = _launch_bit_sums(taken) if self.world > 1 else None
-        if launched is not None:
-            self.writer.meta["fingerprint"] = "bit-sum"  # (fold_bit_sum's: ranks compare fingerprints of one kind)
         summaries.flush(on_nonfinite=functools.partial(self._nonfinite_parameters, self.step, on_device, made, []))
         self._rows[GRADS].append(functools.partial(_device_parameter_rows, self.step, on_device, made, launched))
         self._later = self._later_on_device = True

@@ -32,9 +32,9 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("module", pa.string()),  # the owning module's path ("" the root); None where unknown
         ("norm", pa.float64()), ("min", pa.float64()), ("max", pa.float64()), ("mean", pa.float64()),
         ("numel", pa.int64()),
-        # parameter rows: CRC-32 of the gradient's bytes, or on the device path (meta "fingerprint": "bit-sum")
-        # the sum of its bit patterns, folded (recording.fold_bit_sum); equal for equal gradients, bit for bit.
-        # Made only to compare ranks: None in a run of one rank
+        # parameter rows: the sum of the gradient's bit patterns, folded (meta "fingerprint": "bit-sum";
+        # recording.fingerprint), or in runs recorded before it, a CRC-32 of its bytes on the CPU (meta "crc32",
+        # or none); equal for equal gradients, bit for bit. Made only to compare ranks: None in a run of one rank
         ("fingerprint", pa.uint32()),
         ("sharded", pa.bool_()),  # parameter rows: a DTensor shard (FSDP2): its local part, not compared
         ("graph", pa.int32()),  # node rows: the recorded graph (graphs stream) the Node belongs to

@@ -216,8 +216,9 @@ class Run:
     def frame(self):
         """Every gradient summary as a pandas DataFrame, one row per rank, step and parameter, module or
         Node: columns ``rank, step, kind ("module" | "node" | "parameter"), name, module, norm, min, max,
-        mean``, then ``numel``, ``fingerprint`` (parameter rows: CRC-32 of the applied gradient's bytes, or
-        on the device path the sum of its bit patterns; made to compare ranks, so None in a run of one),
+        mean``, then ``numel``, ``fingerprint`` (parameter rows: the sum of the applied gradient's bit
+        patterns, folded, or a CRC-32 of its bytes in a run recorded on the CPU before that; made to compare
+        ranks, so None in a run of one),
         ``sharded`` (a DTensor shard), ``graph`` and ``node`` (node rows: the recorded graph and the Node's
         position in its ``nodes``)."""
         import pandas as pd
@@ -355,8 +356,8 @@ class Run:
         return list(self._findings)
 
     def _fingerprints(self) -> dict[tuple[int, str], dict[int, int]]:
-        # (a rank's fingerprints are CRC-32s, or on the device path bit-pattern sums: those of the most ranks
-        # are compared; a world that mixes them has no other way to be compared)
+        # (a rank's fingerprints are bit-pattern sums, or, recorded on the CPU by an older forgeviz, CRC-32s:
+        # those of the most ranks are compared; a world that mixes them has no other way to be compared)
         kinds = {rank: self._rank(rank).meta.get("fingerprint", "crc32") for rank in self.ranks}
         common = max(set(kinds.values()), key=list(kinds.values()).count, default=None)
         found: dict[tuple[int, str], dict[int, int]] = defaultdict(dict)

@@ -9,7 +9,10 @@ other loads disturb least) and of wall time.
                      step whose .grad the backward before it summarised, unchanged since, takes those numbers
                      and reads nothing (``reused``: how many steps did)
   read at the step   the same with every step's gradients read again (the reader's hand-over), as with
-                     more than one rank, or with .grad changed after the backward
+                     more than one rank, or with .grad changed after the backward: a few MiB of them read at once
+                     on the training thread, more beside step() where a core is free (grad_reader.cpp)
+  read beside        read at the step, always by the native reader's thread beside step() (``set_inline_bytes(-1)``:
+                     how every read went before; MLP-256's 0.5 MiB is read at once by default)
   + memory           the same with the memory timeline recorded too (``record(memory=True)``: a
                      MemoryTracker on the CPU ledger runs, and its events go to the memory stream)
   Python reader      read at the step, by the Python reader thread, as without the native reader
@@ -37,7 +40,7 @@ the next two hand-overs each pay its wake-up, which a training loop's steady ste
 ``bench_record.py steps [mlp|gpt2]`` times whole steps instead, no hook timed (``FORGEVIZ_BENCH_ROUNDS``
 rounds, 200 by default, of 20 steps, the arms interleaved): capture, capture + record, the same with the hooks'
 common case in Python (``Recorder.native_steps`` False: as without the native hooks' ``record_*``), read at the
-step, and hooks idle, each as µs a step added to capture's: the difference of the medians, and the median of each
+step, read beside the step, and hooks idle (``FORGEVIZ_BENCH_WORLD=2``: as a rank of two, fingerprinted), each as µs a step added to capture's: the difference of the medians, and the median of each
 turn's difference (paired: the arms of one turn run back to back, so a machine's drift slower than that
 cancels). The timed hooks above add their own clock reads, and a 2% budget is about 30 µs of MLP-256's step: this
 is the figure to compare with it.
@@ -155,8 +158,8 @@ def case(name: str, device: str = "cpu") -> None:
         tracker.start()  # (seeds what exists; stopped and started again around each memory arm)
         recorders = {}
         for arm_name, memory in (("record", None), ("idle", None)) if cuda else (
-                ("record", None), ("read", None), ("memory", tracker), ("python", None), ("idle", None),
-                ("no hand-over", None)):
+                ("record", None), ("read", None), ("beside", None), ("memory", tracker), ("python", None),
+                ("idle", None), ("no hand-over", None)):
             def open_writer(rank: int, meta: dict, sub: str = arm_name) -> RunWriter:
                 return RunWriter(Path(folder) / sub / rank_folder(rank), meta, session.fault)
 
@@ -173,6 +176,10 @@ def case(name: str, device: str = "cpu") -> None:
                 recorder.native_steps = False  # (its methods are the hooks, which do nothing)
                 for hook in HOOKS:
                     setattr(recorder, hook, lambda *args, **kwargs: None)
+            if arm_name == "beside" and recorder._native_reader is None:
+                recorder.close()
+                del recorders[arm_name]
+                continue
             if arm_name == "no hand-over" and recorder._native_reader is not None:
                 recorder._native_reader = type("NoReader", (), {"read": staticmethod(lambda *args: None)})()
             recorder.spent, recorder.each, recorder.calls = [0.0], dict.fromkeys(HOOKS, 0.0), dict.fromkeys(HOOKS, 0)
@@ -190,11 +197,11 @@ def case(name: str, device: str = "cpu") -> None:
         reader = native.reader()
 
         def counters() -> tuple[int, ...]:
-            return reader.counters() if reader is not None else (0,) * 6
+            return reader.counters() if reader is not None else (0,) * 8
 
         # per arm: hand-overs, wake-ups, waits that blocked, polls, the reader's ns reading and its ns in all (as of
-        # its last job)
-        reader_counts = {a: [0] * 6 for a in ("capture", *recorders)}
+        # its last job), jobs read at once and the training thread's ns reading them
+        reader_counts = {a: [0] * 8 for a in ("capture", *recorders)}
 
         def arm(which: str) -> tuple[float, float, float]:
             recorder = recorders.get(which)
@@ -204,6 +211,7 @@ def case(name: str, device: str = "cpu") -> None:
             if recorder is not None:
                 recorder.install()
                 recorder.round_step = 0
+            at_once = reader.set_inline_bytes(-1) if which == "beside" else None
             if cuda:
                 torch.cuda.synchronize()
             thread, wall, process = time.thread_time(), time.perf_counter(), time.process_time()
@@ -214,6 +222,8 @@ def case(name: str, device: str = "cpu") -> None:
             process = time.process_time() - process
             if recorder is not None:
                 recorder.uninstall()
+            if at_once is not None:
+                reader.set_inline_bytes(at_once)
             if which == "memory":
                 recorder._flush()  # (its last events, while the tracker still counts them)
                 tracker.stop()
@@ -249,13 +259,13 @@ def case(name: str, device: str = "cpu") -> None:
           f"interleaved; the hooks' figures less {clock * 1e6:.2f} µs a call, the timing's own clock reads; other "
           f"threads' CPU {median('capture', 2) / steps * 1e6:.0f} µs a step under capture")
     for which, label in (("record", "capture + record"), ("read", "capture + record, read at the step"),
-                         ("memory", "capture + record + memory"),
+                         ("beside", "capture + record, read beside the step"), ("memory", "capture + record + memory"),
                          ("python", "capture + record, Python reader"), ("idle", "hooks idle"),
                          ("no hand-over", "capture + record, no hand-over")):
         if which not in report:
             continue
         hooks, each, per_step, recorded, segments, thinned, steady, reused = report[which]
-        handed, woke, blocked, polls, reading, busy = reader_counts[which]
+        handed, woke, blocked, polls, reading, busy, at_once, at_once_ns = reader_counts[which]
         print(f"  {label}: {median(which, 0) / median('capture', 0):.3f}× thread, "
               f"{median(which, 1) / median('capture', 1):.3f}× wall; vs capture + record "
               f"{median(which, 0) / median('record', 0):.3f}× thread, {median(which, 1) / median('record', 1):.3f}× "
@@ -267,7 +277,8 @@ def case(name: str, device: str = "cpu") -> None:
               f"{(median(which, 2) - median('capture', 2)) / steps * 1e6:+.0f} µs a step"
               + (f"; the native reader: of {handed} hand-overs {woke / handed:.0%} woke it and {blocked / handed:.0%} "
                  f"were waited for, {polls / handed:.1f} polls a hand-over, its CPU {busy / handed / 1e3:.0f} µs a "
-                 f"hand-over, {reading / handed / 1e3:.0f} of them reading" if handed else ""))
+                 f"hand-over, {reading / handed / 1e3:.0f} of them reading" if handed else "")
+              + (f"; {at_once} reads at once, {at_once_ns / at_once / 1e3:.1f} µs each" if at_once else ""))
         print("    per hook, µs a step: " + ", ".join(f"{name} {spent * 1e6:.1f}" for name, spent in each.items()))
     if "idle" in report and "record" in report:
         # the idle arm's hooks do nothing: what they measure is the timing's own cost inside a step (its clock
@@ -295,11 +306,14 @@ def whole_steps(name: str) -> None:
     with tempfile.TemporaryDirectory() as folder, forgeviz.capture() as session:
         train(model, opt, x, y, 5, loss_fn)
         recorders = {}
-        for arm_name in ("record", "python", "read", "idle"):
+        reader = native.reader()
+        beside = () if reader is None or not hasattr(reader, "set_inline_bytes") else ("beside",)
+        for arm_name in ("record", "python", "read", *beside, "idle"):
             def open_writer(rank: int, meta: dict, sub: str = arm_name) -> RunWriter:
                 return RunWriter(Path(folder) / sub / rank_folder(rank), meta, session.fault)
 
             recorder = recorders[arm_name] = Recorder(session, open_writer)
+            recorder.world = max(recorder.world, int(os.environ.get("FORGEVIZ_BENCH_WORLD", "1")))
             recorder._reuses = arm_name in ("record", "python")
             recorder.native_steps = arm_name != "python"
             if arm_name == "idle":
@@ -316,9 +330,12 @@ def whole_steps(name: str) -> None:
                 recorder = recorders.get(which)
                 if recorder is not None:
                     recorder.install()
+                at_once = reader.set_inline_bytes(-1) if which == "beside" else None
                 spent = time.thread_time()
                 train(model, opt, x, y, steps, loss_fn)
                 times[which].append(time.thread_time() - spent)
+                if at_once is not None:
+                    reader.set_inline_bytes(at_once)
                 if recorder is not None:
                     recorder.uninstall()
         for recorder in recorders.values():
@@ -327,7 +344,10 @@ def whole_steps(name: str) -> None:
     print(f"{name} (cpu): a step {base * 1e3:.2f} ms of thread time under capture; {rounds} rounds of {steps} steps, "
           "no hook timed; what each arm adds to capture's step:")
     for which, label in (("record", "capture + record"), ("python", "capture + record, hooks in Python"),
-                         ("read", "capture + record, read at the step"), ("idle", "hooks idle")):
+                         ("read", "capture + record, read at the step"),
+                         ("beside", "capture + record, read beside the step"), ("idle", "hooks idle")):
+        if which not in times:
+            continue
         added = statistics.median(times[which]) / steps - base
         # paired: each round's arm less capture's in the same turn of the arms (a drift slower than a turn cancels)
         paired = statistics.median(a - c for a, c in zip(times[which], times["capture"])) / steps

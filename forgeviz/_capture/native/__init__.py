@@ -54,7 +54,7 @@ BACKGROUND_NICE = 5
 # Builds of other sources kept beside a new one, per library and torch (prune_builds)
 KEPT_BUILDS = 3
 HOOKS_ABI_VERSION = 16
-READER_ABI_VERSION = 4
+READER_ABI_VERSION = 5
 
 
 class FvRecord(ctypes.Structure):
@@ -301,7 +301,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "fv_summarize": (i32, [vp, i32, i32, c.POINTER(i64), c.POINTER(i64), i64, i32, c.POINTER(dbl),
                                c.POINTER(i64), c.POINTER(dbl), i64]),
         # No argtypes: ctypes then passes its arrays as pointers without converting anything.
-        "fv_summarize_tensor": (i32, None),
+        "fv_summarize_tensor": (i32, None), "fv_bit_sum_tensor": (i32, None),
     }
     for name, (restype, argtypes) in sigs.items():
         fn = getattr(lib, name)
@@ -394,8 +394,8 @@ def hooks():
 
 
 def reader():
-    """The applied-gradient reader as a Python module (``_grad_reader``: read, wait, crc32), loaded now if
-    it is built for this torch and Python; else None (never builds; a load that failed is remembered).
+    """The applied-gradient reader as a Python module (``_grad_reader``: read, wait, numbers, fingerprint), loaded
+    now if it is built for this torch and Python; else None (never builds; a load that failed is remembered).
 
     >>> reader() is None or reader().ABI_VERSION == READER_ABI_VERSION
     True

@@ -1,15 +1,22 @@
 // forgeviz's reader of the gradients an optimizer applies, for a recording (recording.py), in C++.
 //
 // Why C++: a recording reads every parameter's .grad at each optimizer step: a one-pass summary
-// (tensor_stats.cpp) and, with more than one rank, a CRC-32 of its bytes, the number the rank-divergence
-// check compares across ranks. A Python reader thread did that beside step(), but each of its calls took
-// the GIL back from the training thread (a hand-off per tensor and per call), and zlib's CRC-32 reads about
-// 1 GB/s: on a millisecond step that was most of what recording cost. Here the training thread hands the list of
-// tensors over in one call (`read`), a C++ thread that never touches Python summarises and
-// fingerprints them while step() runs, `wait` says they are read (and lets the tensors go), and `numbers`
-// gives them back, later and on any thread (the recorder's writer builds the rows from them). The CRC folds 64 bytes at a
-// time with carry-less multiplies (Intel's "Fast CRC Computation for Generic Polynomials Using
-// PCLMULQDQ", as Chromium's zlib does): the same CRC-32 as zlib.crc32, at several GB/s.
+// (tensor_stats.cpp) and, with more than one rank, a fingerprint, the number the rank-divergence check compares
+// across ranks (the sum of its bit patterns, tensor_stats.cpp's fv_bit_sum_tensor: a second pass, at several
+// times the summary's speed). A Python reader thread did that beside step(), but each of its calls took the GIL
+// back from the training thread (a hand-off per tensor and per call): on a millisecond step that was most of what
+// recording cost. Here the training thread hands the list of tensors over in one call (`read`); `wait` says
+// they are read (and lets the tensors go), and `numbers` gives them back, later and on any thread (the
+// recorder's writer builds the rows from them).
+//
+// Who reads them: a job of up to a few MiB (inline_bytes) is read at once, in `read`, on the training thread,
+// with no other thread woken. A larger one goes to a C++ thread that never touches Python, which reads it while
+// step() runs. Reading beside step() looked free, but the training thread paid about as much as the reading
+// took: on a 2-core VM, MLP-256's gradients (0.5 MiB, 55 us to read with the CRC-32 that was the fingerprint
+// then) slowed its step by 50-58 us read beside it, even with the other core to itself, and the worker's
+// wake-ups or polls cost its thread time too (a recorded step as a rank of two: 1.08-1.09x capture's). Read at
+// once (24 us with this fingerprint), 1.06-1.07x. A large job (GPT-2-shaped: 340 MiB, about 50 ms) read at once
+// would stop every torch thread for it; beside, it shares the cores with them.
 //
 // Built as a Python extension module of its own (_grad_reader), with tensor_stats.cpp; without it the
 // recording's Python reader thread does this work, as before.
@@ -31,125 +38,19 @@
 #include <thread>
 #include <vector>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define FV_PCLMUL 1
-struct FvCpu {
-  bool avx2_fma, pclmul_sse41;
-};
-const FvCpu& fv_cpu();  // tensor_stats.cpp
-#endif
-
 extern "C" int fv_summarize_tensor(const void* impl, int sample, int bins, int values_cap, double* out,
                                    int64_t* counts);  // tensor_stats.cpp
+extern "C" int fv_bit_sum_tensor(const void* impl, uint64_t* total);  // tensor_stats.cpp
 
 namespace {
 
-constexpr int kAbiVersion = 4;
+constexpr int kAbiVersion = 5;
 
-// --- CRC-32 (zlib's: reflected polynomial 0xEDB88320), on the running state (not inverted) ----------
-struct Table {
-  uint32_t t[256];
-  constexpr Table() : t() {
-    for (uint32_t n = 0; n < 256; ++n) {
-      uint32_t c = n;
-      for (int k = 0; k < 8; ++k) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[n] = c;
-    }
-  }
-};
-constexpr Table kTable;
+// Jobs of up to 4 MiB of gradients are read on the training thread (about 0.2-0.4 ms at the summary's 10-30 GB/s).
+constexpr int64_t kInlineBytes = int64_t{4} << 20;
 
-uint32_t crc_bytes(uint32_t crc, const uint8_t* p, size_t n) {
-  for (size_t i = 0; i < n; ++i) crc = kTable.t[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
-  return crc;
-}
-
-#ifdef FV_PCLMUL
-bool have_pclmul() { return fv_cpu().pclmul_sse41; }
-
-// `len` is at least 64 and a multiple of 16. The constants are x^k mod P for the folding distances
-// (k1..k5) and the Barrett reduction's (poly), bit-reflected, from the paper.
-__attribute__((target("pclmul,sse4.1"))) uint32_t crc_folded(const uint8_t* buf, size_t len, uint32_t crc) {
-  alignas(16) static const uint64_t k1k2[] = {0x0154442bd4, 0x01c6e41596};
-  alignas(16) static const uint64_t k3k4[] = {0x01751997d0, 0x00ccaa009e};
-  alignas(16) static const uint64_t k5k0[] = {0x0163cd6124, 0x0000000000};
-  alignas(16) static const uint64_t poly[] = {0x01db710641, 0x01f7011641};
-  __m128i x0, x1, x2, x3, x4, x5, x6, x7, x8, y5, y6, y7, y8;
-  x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(buf + 0x00));
-  x2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(buf + 0x10));
-  x3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(buf + 0x20));
-  x4 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(buf + 0x30));
-  x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128(static_cast<int>(crc)));
-  x0 = _mm_load_si128(reinterpret_cast<const __m128i*>(k1k2));
-  buf += 64;
-  len -= 64;
-  while (len >= 64) {  // four lanes of 16 bytes, each folded 64 bytes forward
-    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
-    x6 = _mm_clmulepi64_si128(x2, x0, 0x00);
-    x7 = _mm_clmulepi64_si128(x3, x0, 0x00);
-    x8 = _mm_clmulepi64_si128(x4, x0, 0x00);
-    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
-    x2 = _mm_clmulepi64_si128(x2, x0, 0x11);
-    x3 = _mm_clmulepi64_si128(x3, x0, 0x11);
-    x4 = _mm_clmulepi64_si128(x4, x0, 0x11);
-    y5 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(buf + 0x00));
-    y6 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(buf + 0x10));
-    y7 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(buf + 0x20));
-    y8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(buf + 0x30));
-    x1 = _mm_xor_si128(_mm_xor_si128(x1, x5), y5);
-    x2 = _mm_xor_si128(_mm_xor_si128(x2, x6), y6);
-    x3 = _mm_xor_si128(_mm_xor_si128(x3, x7), y7);
-    x4 = _mm_xor_si128(_mm_xor_si128(x4, x8), y8);
-    buf += 64;
-    len -= 64;
-  }
-  x0 = _mm_load_si128(reinterpret_cast<const __m128i*>(k3k4));  // the four lanes into one
-  for (__m128i next : {x2, x3, x4}) {
-    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
-    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
-    x1 = _mm_xor_si128(_mm_xor_si128(x1, next), x5);
-  }
-  while (len >= 16) {
-    x2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(buf));
-    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
-    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
-    x1 = _mm_xor_si128(_mm_xor_si128(x1, x2), x5);
-    buf += 16;
-    len -= 16;
-  }
-  x2 = _mm_clmulepi64_si128(x1, x0, 0x10);  // 128 bits to 64
-  x3 = _mm_setr_epi32(~0, 0, ~0, 0);
-  x1 = _mm_srli_si128(x1, 8);
-  x1 = _mm_xor_si128(x1, x2);
-  x0 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(k5k0));
-  x2 = _mm_srli_si128(x1, 4);
-  x1 = _mm_and_si128(x1, x3);
-  x1 = _mm_clmulepi64_si128(x1, x0, 0x00);
-  x1 = _mm_xor_si128(x1, x2);
-  x0 = _mm_load_si128(reinterpret_cast<const __m128i*>(poly));  // Barrett reduction to 32 bits
-  x2 = _mm_and_si128(x1, x3);
-  x2 = _mm_clmulepi64_si128(x2, x0, 0x10);
-  x2 = _mm_and_si128(x2, x3);
-  x2 = _mm_clmulepi64_si128(x2, x0, 0x00);
-  x1 = _mm_xor_si128(x1, x2);
-  return static_cast<uint32_t>(_mm_extract_epi32(x1, 1));
-}
-#endif
-
-// zlib.crc32(bytes) of n bytes.
-uint32_t crc32(const uint8_t* p, size_t n) {
-  uint32_t crc = 0xffffffffu;
-#ifdef FV_PCLMUL
-  if (n >= 64 && have_pclmul()) {
-    const size_t folded = n & ~static_cast<size_t>(15);
-    crc = crc_folded(p, folded, crc);
-    p += folded;
-    n -= folded;
-  }
-#endif
-  return ~crc_bytes(crc, p, n);
-}
+// A gradient's fingerprint column: the bit-pattern sum folded to 32 bits (recording.fold_bit_sum).
+uint32_t fold_bit_sum(uint64_t total) { return static_cast<uint32_t>(total ^ (total >> 32)); }
 
 // --- jobs ---------------------------------------------------------------------------------------------
 struct Entry {
@@ -157,16 +58,16 @@ struct Entry {
   int64_t version = 0;
   int64_t numel = 0;
   double stats[4] = {0, 0, 0, 0};  // min, max, sum, norm
-  uint32_t crc = 0;
-  bool read = false;  // false: Python reads it (not a float CPU tensor, NaN or inf; to fingerprint, not contiguous)
-  bool fingerprinted = false;  // crc made (the job wanted fingerprints)
+  uint32_t print = 0;  // the fingerprint: the bit-pattern sum, folded
+  bool read = false;  // false: Python reads it (not a float32/float64 CPU tensor with memory, NaN or inf)
+  bool fingerprinted = false;  // print made (the job wanted fingerprints)
 };
 
 struct Job {
   std::vector<Entry> entries;
   std::chrono::steady_clock::time_point handed;  // when read() handed it over
   bool poll = false;  // whether the worker may poll for the next job (a core free of torch's threads)
-  bool fingerprint = false;  // whether each gradient's CRC-32 is wanted (ranks to compare)
+  bool fingerprint = false;  // whether each gradient's fingerprint is wanted (ranks to compare)
   bool done = false;  // under the worker's mutex
 };
 
@@ -191,8 +92,12 @@ struct Worker {
   bool sleeping = false;  // on `wake`, under `mutex`: a hand-off must notify it
   // Counted for the benchmark (counters()): jobs handed over, those that had to wake the worker, and those
   // waited for before they were read (each a system call and a wake-up the training thread pays for); the
-  // worker's polls, its CPU time reading, and its CPU time in all as of its last job (the other core's)
-  std::atomic<uint64_t> handed{0}, woken{0}, blocked{0}, polls{0}, reading_ns{0}, worker_ns{0};
+  // worker's polls, its CPU time reading, and its CPU time in all as of its last job (the other core's); and
+  // the jobs read at once, on the thread that handed them over, and that thread's CPU time reading them
+  std::atomic<uint64_t> handed{0}, woken{0}, blocked{0}, polls{0}, reading_ns{0}, worker_ns{0}, read_at_once{0},
+      at_once_ns{0};
+  // A job of at most this many bytes of gradients is read at once (see the file's head); set_inline_bytes()
+  std::atomic<int64_t> inline_bytes{kInlineBytes};
   // From the last hand-over to the training thread's wait for it (step()'s length: how late a job may be picked
   // up and still be read by then), stored by wait(); 0 until one is known
   std::atomic<int64_t> budget_ns{0};
@@ -276,17 +181,16 @@ struct Worker {
   }
 
   // The tensor's memory is only read here; its reference was taken (and is dropped) with the GIL held.
-  // Without `fingerprint` (one rank: nothing to compare) the summary alone, the CRC being most of the
-  // work (a second pass over the bytes).
+  // Without `fingerprint` (one rank: nothing to compare) the summary alone (the fingerprint is a second pass).
   static void read(Entry& e, bool fingerprint) {
     if (!e.grad.defined()) return;
     const c10::TensorImpl* impl = e.grad.unsafeGetTensorImpl();
     double out[4];
     if (fv_summarize_tensor(impl, 1, 0, 0, out, nullptr) != 0) return;
     if (fingerprint) {
-      // The CRC is of the bytes in row-major order: only a contiguous tensor's memory is that as it lies.
-      if (!impl->is_contiguous() || impl->is_conj()) return;
-      e.crc = crc32(static_cast<const uint8_t*>(impl->data()), impl->numel() * impl->itemsize());
+      uint64_t total;
+      if (fv_bit_sum_tensor(impl, &total) != 0) return;
+      e.print = fold_bit_sum(total);
       e.fingerprinted = true;
     }
     std::memcpy(e.stats, out, sizeof out);
@@ -326,10 +230,10 @@ void drop_job(PyObject* capsule) {
   delete job;  // (its tensors' references go with the GIL held)
 }
 
-// read(grads) -> job, or None when there is no gradient to read: grads a list of tensors or None, handed
-// to the worker. read(params, True): a list of parameters, whose .grad is taken here (the training thread
-// then builds no list of them). A third argument, poll: the worker may poll for the next job (see Worker).
-// A fourth, fingerprint (true unless given): each gradient's CRC-32 is made too.
+// read(grads) -> job, or None when there is no gradient to read: grads a list of tensors or None, read here
+// and now, or handed to the worker (see the file's head). read(params, True): a list of parameters, whose .grad
+// is taken here (the training thread then builds no list of them). A third argument, poll: the worker may poll
+// for the next job (see Worker). A fourth, fingerprint (true unless given): each gradient's fingerprint too.
 PyObject* py_read(PyObject*, PyObject* const* args, Py_ssize_t n) {
   if (n < 1 || n > 4 || !PyList_Check(args[0])) {
     PyErr_SetString(PyExc_TypeError,
@@ -345,6 +249,7 @@ PyObject* py_read(PyObject*, PyObject* const* args, Py_ssize_t n) {
   const Py_ssize_t count = PyList_GET_SIZE(args[0]);
   job->entries.resize(count);
   Py_ssize_t present = 0;
+  int64_t bytes = 0;
   for (Py_ssize_t i = 0; i < count; ++i) {
     PyObject* item = PyList_GET_ITEM(args[0], i);
     if (item == Py_None) continue;
@@ -359,18 +264,28 @@ PyObject* py_read(PyObject*, PyObject* const* args, Py_ssize_t n) {
     if (!e.grad.defined()) continue;
     e.version = e.grad._version();
     e.numel = e.grad.numel();
+    bytes += e.numel * static_cast<int64_t>(e.grad.itemsize());
     ++present;
   }
   if (present == 0) {
     delete job;
     Py_RETURN_NONE;
   }
+  Worker& w = worker();
+  const bool at_once = bytes <= w.inline_bytes.load(std::memory_order_relaxed);
+  if (at_once) {
+    const uint64_t start = Worker::thread_ns();
+    for (Entry& e : job->entries) Worker::read(e, job->fingerprint);
+    job->done = true;  // (never queued: no other thread sees it)
+    w.read_at_once.fetch_add(1, std::memory_order_relaxed);
+    w.at_once_ns.fetch_add(Worker::thread_ns() - start, std::memory_order_relaxed);
+  }
   PyObject* capsule = PyCapsule_New(job, kCapsule, drop_job);
   if (capsule == nullptr) {
     delete job;
     return nullptr;
   }
-  Worker& w = worker();
+  if (at_once) return capsule;
   bool sleeping;
   {
     std::lock_guard<std::mutex> lock(w.mutex);
@@ -417,8 +332,8 @@ PyObject* py_wait(PyObject*, PyObject* const* args, Py_ssize_t n) {
   return Py_BuildValue("(On)", changed ? Py_True : Py_False, left);
 }
 
-// numbers(job) -> per gradient (min, max, sum, norm, numel, crc), None for one absent, or the tensor
-// itself for one not read here (Python reads it); crc None for a job read without fingerprints. After
+// numbers(job) -> per gradient (min, max, sum, norm, numel, fingerprint), None for one absent, or the tensor
+// itself for one not read here (Python reads it); fingerprint None for a job read without them. After
 // wait(job). Lets go of those tensors.
 PyObject* py_numbers(PyObject*, PyObject* const* args, Py_ssize_t n) {
   Job* job = job_of("numbers", args, n);
@@ -439,7 +354,7 @@ PyObject* py_numbers(PyObject*, PyObject* const* args, Py_ssize_t n) {
       }
     } else if (e.read) {
       item = e.fingerprinted ? Py_BuildValue("(ddddLk)", e.stats[0], e.stats[1], e.stats[2], e.stats[3],
-                                             static_cast<long long>(e.numel), static_cast<unsigned long>(e.crc))
+                                             static_cast<long long>(e.numel), static_cast<unsigned long>(e.print))
                              : Py_BuildValue("(ddddLO)", e.stats[0], e.stats[1], e.stats[2], e.stats[3],
                                              static_cast<long long>(e.numel), Py_None);
       if (item == nullptr) {
@@ -455,37 +370,54 @@ PyObject* py_numbers(PyObject*, PyObject* const* args, Py_ssize_t n) {
   return out;
 }
 
-// crc32(tensor) -> zlib.crc32 of a contiguous CPU tensor's bytes (for tests), or None.
-PyObject* py_crc32(PyObject*, PyObject* const* args, Py_ssize_t n) {
+// fingerprint(tensor) -> the fingerprint a job gives a float32 or float64 CPU tensor (for tests), or None.
+PyObject* py_fingerprint(PyObject*, PyObject* const* args, Py_ssize_t n) {
   if (n != 1 || !THPVariable_Check(args[0])) {
-    PyErr_SetString(PyExc_TypeError, "crc32(tensor): expected one tensor");
+    PyErr_SetString(PyExc_TypeError, "fingerprint(tensor): expected one tensor");
     return nullptr;
   }
-  const at::Tensor& t = THPVariable_Unpack(args[0]);
-  if (!t.is_cpu() || !t.is_contiguous() || t.is_conj() || !t.has_storage()) Py_RETURN_NONE;
-  const auto* p = static_cast<const uint8_t*>(t.data_ptr());
-  return PyLong_FromUnsignedLong(crc32(p, t.numel() * t.itemsize()));
+  uint64_t total;
+  if (fv_bit_sum_tensor(THPVariable_Unpack(args[0]).unsafeGetTensorImpl(), &total) != 0) Py_RETURN_NONE;
+  return PyLong_FromUnsignedLong(fold_bit_sum(total));
 }
 
-// counters() -> (handed, woken, blocked, polls, reading_ns, worker_ns): since the process began (for the
-// benchmark, bench_record.py; see Worker).
+// set_inline_bytes(n) -> the previous: jobs of at most n bytes of gradients are read at once (for tests and the
+// benchmark; -1: none).
+PyObject* py_set_inline_bytes(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (n != 1 || !PyLong_Check(args[0])) {
+    PyErr_Format(PyExc_TypeError, "set_inline_bytes(n): expected one int, a number of bytes, got %s",
+                 n == 1 ? Py_TYPE(args[0])->tp_name : "another number of arguments");
+    return nullptr;
+  }
+  const long long bytes = PyLong_AsLongLong(args[0]);
+  if (bytes == -1 && PyErr_Occurred()) return nullptr;  // (an int past 64 bits: Python's OverflowError)
+  return PyLong_FromLongLong(worker().inline_bytes.exchange(bytes));
+}
+
+// counters() -> (handed, woken, blocked, polls, reading_ns, worker_ns, read_at_once, at_once_ns): since the
+// process began (for the benchmark, bench_record.py; see Worker).
 PyObject* py_counters(PyObject*, PyObject* const*, Py_ssize_t) {
   Worker& w = worker();
-  return Py_BuildValue("(KKKKKK)", static_cast<unsigned long long>(w.handed.load()),
+  return Py_BuildValue("(KKKKKKKK)", static_cast<unsigned long long>(w.handed.load()),
                        static_cast<unsigned long long>(w.woken.load()),
                        static_cast<unsigned long long>(w.blocked.load()),
                        static_cast<unsigned long long>(w.polls.load()),
                        static_cast<unsigned long long>(w.reading_ns.load()),
-                       static_cast<unsigned long long>(w.worker_ns.load()));
+                       static_cast<unsigned long long>(w.worker_ns.load()),
+                       static_cast<unsigned long long>(w.read_at_once.load()),
+                       static_cast<unsigned long long>(w.at_once_ns.load()));
 }
 
 PyMethodDef methods[] = {
-    FV_METHOD(read, "read(grads[, params[, poll[, fingerprint]]]) -> job or None: summarise (and fingerprint) on "
-                    "the reader's thread"),
+    FV_METHOD(read, "read(grads[, params[, poll[, fingerprint]]]) -> job or None: summarise (and fingerprint), "
+                    "at once or on the reader's thread"),
     FV_METHOD(wait, "wait(job) -> (changed, left): the job read, the tensors it read let go"),
-    FV_METHOD(numbers, "numbers(job) -> [(min, max, sum, norm, numel, crc), None or the tensor left to Python]"),
-    FV_METHOD(crc32, "crc32(tensor) -> zlib.crc32 of its bytes, or None"),
-    FV_METHOD(counters, "counters() -> (handed, woken, blocked, polls, reading_ns, worker_ns): for the benchmark"),
+    FV_METHOD(numbers, "numbers(job) -> [(min, max, sum, norm, numel, fingerprint), None or the tensor left to "
+                       "Python]"),
+    FV_METHOD(fingerprint, "fingerprint(tensor) -> a float CPU tensor's folded bit-pattern sum, or None"),
+    FV_METHOD(set_inline_bytes, "set_inline_bytes(n) -> the previous: jobs of at most n bytes are read at once"),
+    FV_METHOD(counters, "counters() -> (handed, woken, blocked, polls, reading_ns, worker_ns, read_at_once, "
+                        "at_once_ns): for the benchmark"),
     {nullptr, nullptr, 0, nullptr},
 };
 

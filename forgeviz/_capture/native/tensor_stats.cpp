@@ -18,23 +18,6 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define FV_AVX2 1
-struct FvCpu {
-  bool avx2_fma, pclmul_sse41;
-};
-const FvCpu& fv_cpu();
-#endif
-
-#ifdef FV_AVX2
-// What this CPU can do, asked once (the libraries are built for any x86-64): tensor_stats.cpp's AVX2
-// loops, grad_reader.cpp's carry-less-multiply CRC.
-const FvCpu& fv_cpu() {
-  static const FvCpu cpu = [] {
-    __builtin_cpu_init();
-    return FvCpu{__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"),
-                 __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1")};
-  }();
-  return cpu;
-}
 #endif
 
 namespace {
@@ -45,7 +28,14 @@ constexpr int64_t kBlock = 512;  // float32 partial sums stay short before they 
 constexpr int kSets = 8, kMaxBins = 256;  // the histogram's count sets (see summarize) and its most bins
 
 #ifdef FV_AVX2
-bool have_avx2() { return fv_cpu().avx2_fma; }
+// Whether this CPU has AVX2 and FMA, asked once (the libraries are built for any x86-64).
+bool have_avx2() {
+  static const bool avx2 = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return avx2;
+}
 
 // Totals<float>::add_contiguous with AVX2, where the CPU has it (checked at run time; the library
 // is built for any x86-64): 32 bytes at a time, min and max with one instruction each, and min
@@ -161,6 +151,26 @@ __attribute__((target("avx2,fma"))) int64_t bin_floats_avx2(const float* p, int6
     ++sets[0][bin < 0 ? 0 : (bin > last ? last : bin)];
   }
   return k;
+}
+
+// The wrapping 64-bit sum of n int32s (a float32 row's bit patterns), each sign-extended: 16 at a time.
+__attribute__((target("avx2"))) uint64_t add_int32s_avx2(const int32_t* x, int64_t n) {
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i + 8));
+    a0 = _mm256_add_epi64(a0, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(u)));
+    a1 = _mm256_add_epi64(a1, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(u, 1)));
+    a2 = _mm256_add_epi64(a2, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(v)));
+    a3 = _mm256_add_epi64(a3, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(v, 1)));
+  }
+  uint64_t lanes[4];
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes),
+                      _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)));
+  uint64_t total = lanes[0] + lanes[1] + lanes[2] + lanes[3];
+  for (; i < n; ++i) total += static_cast<uint64_t>(static_cast<int64_t>(x[i]));
+  return total;
 }
 #endif
 
@@ -367,6 +377,20 @@ int summarize(const T* data, int ndim, const int64_t* sizes, const int64_t* stri
   return 0;
 }
 
+// The memory of a tensor these functions read themselves, and its dtype (0: float32, 1: float64); nullptr for
+// any other: not a float CPU tensor with memory, a negated or Python-dispatched one, an empty one, one of
+// more than kMaxDims dims. (Sizes or memory it cannot read, symbolic or lazy, throw: the callers catch.)
+const void* readable(const c10::TensorImpl* impl, int& dtype) {
+  if (impl == nullptr || impl->device_type() != c10::DeviceType::CPU || impl->layout() != c10::kStrided ||
+      impl->is_python_dispatch() || impl->key_set().has(c10::DispatchKey::Functionalize) || impl->is_neg() ||
+      !impl->has_storage())
+    return nullptr;
+  const auto type = impl->dtype();
+  dtype = type == caffe2::TypeMeta::Make<float>() ? 0 : type == caffe2::TypeMeta::Make<double>() ? 1 : -1;
+  if (dtype < 0 || impl->dim() > kMaxDims || impl->numel() == 0) return nullptr;
+  return impl->data();
+}
+
 }  // namespace
 
 extern "C" {
@@ -401,20 +425,51 @@ int fv_summarize_tensor(const void* impl_address, int sample, int bins, int valu
                         int64_t* counts) {
   try {
     const auto* impl = static_cast<const c10::TensorImpl*>(impl_address);
-    if (impl == nullptr || impl->device_type() != c10::DeviceType::CPU || impl->layout() != c10::kStrided ||
-        impl->is_python_dispatch() || impl->key_set().has(c10::DispatchKey::Functionalize) || impl->is_neg() ||
-        !impl->has_storage())
-      return -1;
-    const auto type = impl->dtype();
-    const int dtype = type == caffe2::TypeMeta::Make<float>() ? 0 : type == caffe2::TypeMeta::Make<double>() ? 1 : -1;
-    const int64_t ndim = impl->dim(), numel = impl->numel();
-    if (dtype < 0 || ndim > kMaxDims || numel == 0) return -1;
-    const void* data = impl->data();
+    int dtype;
+    const void* data = readable(impl, dtype);
     if (data == nullptr) return -1;
+    const int64_t ndim = impl->dim(), numel = impl->numel();
     const int64_t step = std::max<int64_t>(1, numel / std::max(1, sample));
     return fv_summarize(data, dtype, static_cast<int>(ndim), impl->sizes().data(), impl->strides().data(), step,
                         bins, out, counts, out + 4, values_cap);
   } catch (...) {  // sizes or memory it cannot read (symbolic, lazy): Python's torch path reads those
+    return -1;
+  }
+}
+
+// A gradient's fingerprint (recording.fold_bit_sum's total): the wrapping 64-bit sum of the bit patterns of a
+// float32 or float64 CPU tensor's elements, each read as a signed integer of its width, as torch's
+// t.view(torch.int32).sum(dtype=torch.int64) (int64 for float64). Integer sums are exact in any order: equal
+// tensors, bit for bit, give equal totals however they lie in memory, and one changed element changes it.
+// Written to *total; returns 0, or -1 for a tensor fv_summarize_tensor would not read either.
+int fv_bit_sum_tensor(const void* impl_address, uint64_t* total) {
+  try {
+    const auto* impl = static_cast<const c10::TensorImpl*>(impl_address);
+    int dtype;
+    const void* data = readable(impl, dtype);
+    if (data == nullptr) return -1;
+    const int64_t ndim = impl->dim();
+    uint64_t sum = 0;
+    if (dtype == 0) {
+      for_each_row(static_cast<const int32_t*>(data), static_cast<int>(ndim), impl->sizes().data(),
+                   impl->strides().data(), [&sum](const int32_t* row, int64_t n, int64_t stride) {
+#ifdef FV_AVX2
+                     if (stride == 1 && have_avx2()) {
+                       sum += add_int32s_avx2(row, n);
+                       return;
+                     }
+#endif
+                     for (int64_t i = 0; i < n; ++i) sum += static_cast<uint64_t>(static_cast<int64_t>(row[i * stride]));
+                   });
+    } else {
+      for_each_row(static_cast<const int64_t*>(data), static_cast<int>(ndim), impl->sizes().data(),
+                   impl->strides().data(), [&sum](const int64_t* row, int64_t n, int64_t stride) {
+                     for (int64_t i = 0; i < n; ++i) sum += static_cast<uint64_t>(row[i * stride]);
+                   });
+    }
+    *total = sum;
+    return 0;
+  } catch (...) {
     return -1;
   }
 }
