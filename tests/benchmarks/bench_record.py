@@ -40,8 +40,10 @@ the next two hand-overs each pay its wake-up, which a training loop's steady ste
 ``bench_record.py steps [mlp|gpt2]`` times whole steps instead, no hook timed (``FORGEVIZ_BENCH_ROUNDS``
 rounds, 200 by default, of 20 steps, the arms interleaved): capture, capture + record, the same with the hooks'
 common case in Python (``Recorder.native_steps`` False: as without the native hooks' ``record_*``), read at the
-step, read beside the step, and hooks idle (``FORGEVIZ_BENCH_WORLD=2``: as a rank of two, fingerprinted), each as µs a step added to capture's: the difference of the medians, and the median of each
-turn's difference (paired: the arms of one turn run back to back, so a machine's drift slower than that
+step (as the reader chooses, and forced at once and beside the step: ``set_inline_bytes``), and hooks idle
+(``FORGEVIZ_BENCH_WORLD=2``: as a rank of two, fingerprinted; ``FORGEVIZ_BENCH_WIDTH``: the MLP's, 256 by
+default), each as µs a step added to capture's: the difference of the medians, and the median of each turn's
+difference (paired: the arms of one turn run back to back, so a machine's drift slower than that
 cancels). The timed hooks above add their own clock reads, and a 2% budget is about 30 µs of MLP-256's step: this
 is the figure to compare with it.
 
@@ -301,14 +303,14 @@ def whole_steps(name: str) -> None:
         model, opt, x, y, loss_fn = real_model("gpt2", "cpu")
         steps, rounds = 2, int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", "6"))
     else:
-        model, opt, x, y = mlp(256, 32)
+        model, opt, x, y = mlp(int(os.environ.get("FORGEVIZ_BENCH_WIDTH", "256")), 32)
         loss_fn, steps, rounds = torch.nn.functional.mse_loss, 20, int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", "200"))
     with tempfile.TemporaryDirectory() as folder, forgeviz.capture() as session:
         train(model, opt, x, y, 5, loss_fn)
         recorders = {}
         reader = native.reader()
-        beside = () if reader is None or not hasattr(reader, "set_inline_bytes") else ("beside",)
-        for arm_name in ("record", "python", "read", *beside, "idle"):
+        inline = () if reader is None or not hasattr(reader, "set_inline_bytes") else ("at once", "beside")
+        for arm_name in ("record", "python", "read", *inline, "idle"):
             def open_writer(rank: int, meta: dict, sub: str = arm_name) -> RunWriter:
                 return RunWriter(Path(folder) / sub / rank_folder(rank), meta, session.fault)
 
@@ -330,7 +332,8 @@ def whole_steps(name: str) -> None:
                 recorder = recorders.get(which)
                 if recorder is not None:
                     recorder.install()
-                at_once = reader.set_inline_bytes(-1) if which == "beside" else None
+                at_once = (reader.set_inline_bytes(-1 if which == "beside" else 1 << 60)
+                           if which in ("beside", "at once") else None)
                 spent = time.thread_time()
                 train(model, opt, x, y, steps, loss_fn)
                 times[which].append(time.thread_time() - spent)
@@ -345,7 +348,8 @@ def whole_steps(name: str) -> None:
           "no hook timed; what each arm adds to capture's step:")
     for which, label in (("record", "capture + record"), ("python", "capture + record, hooks in Python"),
                          ("read", "capture + record, read at the step"),
-                         ("beside", "capture + record, read beside the step"), ("idle", "hooks idle")):
+                         ("at once", "capture + record, read at the step, at once"),
+                         ("beside", "capture + record, read at the step, beside it"), ("idle", "hooks idle")):
         if which not in times:
             continue
         added = statistics.median(times[which]) / steps - base
