@@ -15,7 +15,7 @@
 // took: on a 2-core VM, MLP-256's gradients (0.5 MiB, 55 us to read with the CRC-32 that was the fingerprint
 // then) slowed its step by 50-58 us read beside it, even with the other core to itself, and the worker's
 // wake-ups or polls cost its thread time too (a recorded step as a rank of two: 1.08-1.09x capture's). Read at
-// once (24 us with this fingerprint), 1.06-1.07x. A large job (GPT-2-shaped: 340 MiB, about 50 ms) read at once
+// once (24 us with this fingerprint), 1.06-1.07x. A large job (GPT-2-shaped: 340 MiB, 27-30 ms) read at once
 // would stop every torch thread for it; beside, it shares the cores with them.
 //
 // Built as a Python extension module of its own (_grad_reader), with tensor_stats.cpp; without it the
