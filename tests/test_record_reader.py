@@ -33,8 +33,8 @@ def bit_sum(t: torch.Tensor) -> int:
 
 @pytest.fixture(params=["at once", "beside"])
 def reads(request):
-    """Each job read as the reader chooses for its size (``at once``: these tests' are small), or by its thread
-    beside the step (``beside``: what a job of more than a few MiB gets)."""
+    """Each job read at once, in ``read`` on the calling thread (as the reader reads these tests' small jobs, the
+    limit here past any), or by its thread beside the step (as a job of more than a few MiB is read)."""
     if reader is None:
         pytest.skip("the native gradient reader is not built (python -m forgeviz._capture.native)")
     before = reader.set_inline_bytes(-1 if request.param == "beside" else 1 << 40)
