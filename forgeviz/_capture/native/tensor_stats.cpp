@@ -448,25 +448,24 @@ int fv_bit_sum_tensor(const void* impl_address, uint64_t* total) {
     int dtype;
     const void* data = readable(impl, dtype);
     if (data == nullptr) return -1;
-    const int64_t ndim = impl->dim();
+    // each element's pattern sign-extended to 64 bits and added in unsigned arithmetic, whose wrapping is defined
     uint64_t sum = 0;
-    if (dtype == 0) {
-      for_each_row(static_cast<const int32_t*>(data), static_cast<int>(ndim), impl->sizes().data(),
-                   impl->strides().data(), [&sum](const int32_t* row, int64_t n, int64_t stride) {
+    auto add = [&sum](const auto* row, int64_t n, int64_t stride) {
 #ifdef FV_AVX2
-                     if (stride == 1 && have_avx2()) {
-                       sum += add_int32s_avx2(row, n);
-                       return;
-                     }
+      if constexpr (std::is_same_v<std::remove_cv_t<std::remove_pointer_t<decltype(row)>>, int32_t>) {
+        if (stride == 1 && have_avx2()) {
+          sum += add_int32s_avx2(row, n);
+          return;
+        }
+      }
 #endif
-                     for (int64_t i = 0; i < n; ++i) sum += static_cast<uint64_t>(static_cast<int64_t>(row[i * stride]));
-                   });
-    } else {
-      for_each_row(static_cast<const int64_t*>(data), static_cast<int>(ndim), impl->sizes().data(),
-                   impl->strides().data(), [&sum](const int64_t* row, int64_t n, int64_t stride) {
-                     for (int64_t i = 0; i < n; ++i) sum += static_cast<uint64_t>(row[i * stride]);
-                   });
-    }
+      for (int64_t i = 0; i < n; ++i) sum += static_cast<uint64_t>(static_cast<int64_t>(row[i * stride]));
+    };
+    const int ndim = static_cast<int>(impl->dim());
+    if (dtype == 0)
+      for_each_row(static_cast<const int32_t*>(data), ndim, impl->sizes().data(), impl->strides().data(), add);
+    else
+      for_each_row(static_cast<const int64_t*>(data), ndim, impl->sizes().data(), impl->strides().data(), add);
     *total = sum;
     return 0;
   } catch (...) {
