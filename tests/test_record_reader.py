@@ -568,8 +568,9 @@ def test_gradients_changed_inside_step_are_dropped_then_read_before_it(tmp_path,
 
 
 def test_rows_built_on_the_writer_thread_that_fail_are_a_fault_and_writing_goes_on(tmp_path):
-    """The recorder hands the writer functions that build a segment's rows (grads_segment): one that raises is
-    forgeviz's fault, said once, and only that segment is lost; later segments are written and read."""
+    """The recorder hands the writer functions that build a segment's rows (grads_segment, given the writer's
+    Breather): one that raises is forgeviz's fault, said once, and only that segment is lost; later segments are
+    written and read."""
     from forgeviz.model.run import GRADS
     from forgeviz.run.writer import RunWriter
 
@@ -577,12 +578,12 @@ def test_rows_built_on_the_writer_thread_that_fail_are_a_fault_and_writing_goes_
     writer = RunWriter(tmp_path / "rank0", {"rank": 0, "world_size": 1, "format": "forgeviz-run",
                                             "format_version": 1}, faults.append)
 
-    def broken():
+    def broken(breathe):
         raise KeyError("no such parameter")
 
     row = (1, "parameter", "w", "fc", 5.0, -1.0, 4.0, 1.5, 2, 123, False, None, None)
     assert writer.submit(GRADS, broken)
-    assert writer.submit(GRADS, lambda: [row])
+    assert writer.submit(GRADS, lambda breathe: [row])
     writer.close({"finished": True})
     assert writer.dropped == 1 and writer.segments == 1 and not writer.broken
     assert faults == ["building a segment of the grads stream failed: KeyError: 'no such parameter'; that segment "

@@ -54,7 +54,9 @@ thread (on a machine whose cores are all busy, what training pays for it too). I
 capture alone first, and prints for both the interpreter's garbage collections (count and pause by generation, in
 whichever thread): each holds the GIL, and a full one (generation 2) takes a few hundred ms with torch loaded. Those
 are rare (MLP-256: about one in 20,000 steps of a recording, before its rows waited untracked): count them over
-``FORGEVIZ_BENCH_STEPS=20000`` or more.
+``FORGEVIZ_BENCH_STEPS=20000`` or more. And for both, what the training thread waited per step (its wall time less
+its CPU time: for the GIL while the writer holds it, or for a core), and its steps that waited over 1 ms: the
+thread-time figures above cannot see those.
 
 Models: the benchmark MLP-256 at batch 32 and the GPT-2-shaped CPU model of bench_capture.py.
 Run: ``.venv/bin/python tests/benchmarks/bench_record.py [mlp|gpt2 ...] [cuda]``, or ``... steps [mlp|gpt2]``
@@ -382,6 +384,19 @@ def writer_cost(name: str) -> None:
 
     collections: dict[str, dict[int, list]] = {"capture": {}, "record": {}}
     arm, started = ["capture"], [0.0]
+    waits: dict[str, list[float]] = {"capture": [], "record": []}  # per step: wall time less thread time
+
+    def waited_steps(count: int) -> None:
+        """train()'s loop, each step's wall time less the training thread's CPU time kept: what it waited,
+        for the GIL (the writer's thread holding it) or for a core."""
+        wall, cpu, kept = time.perf_counter, time.thread_time, waits[arm[0]]
+        for _ in range(count):
+            w, c = wall(), cpu()
+            loss = loss_fn(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            kept.append((wall() - w) - (cpu() - c))
 
     def collected(phase: str, info: dict) -> None:
         if phase == "start":
@@ -398,7 +413,7 @@ def writer_cost(name: str) -> None:
                 train(model, opt, x, y, max(2, steps // 10), loss_fn)
                 gc.collect()  # (each arm from a full collection: the first one in a process comes early regardless)
                 gc.callbacks.append(collected)
-                train(model, opt, x, y, steps, loss_fn)
+                waited_steps(steps)
                 gc.callbacks.remove(collected)
             with forgeviz.record(folder + "/warm-up"):
                 train(model, opt, x, y, max(2, steps // 10), loss_fn)
@@ -408,7 +423,7 @@ def writer_cost(name: str) -> None:
             gc.callbacks.append(collected)
             with forgeviz.record(folder + "/run"):
                 start = time.thread_time()
-                train(model, opt, x, y, steps, loss_fn)
+                waited_steps(steps)
                 step = (time.thread_time() - start) / steps
             gc.callbacks.remove(collected)
             run = forgeviz.open(folder + "/run")
@@ -428,6 +443,12 @@ def writer_cost(name: str) -> None:
               + (", ".join(f"generation {g} {n}× {t * 1e3:.0f} ms" for g, (n, t) in sorted(by_generation.items()))
                  or "none")
               + f"; {paused / steps * 1e6:.1f} µs a step")
+    for which, waited in waits.items():
+        long = sorted(w for w in waited if w > 1e-3)
+        print(f"  the training thread's wait under {which} (wall less thread time): {sum(waited) / steps * 1e6:.1f} µs "
+              f"a step; {len(long)} steps waited over 1 ms"
+              + (f", the longest {long[-1] * 1e3:.2f} ms, median of those {statistics.median(long) * 1e3:.2f} ms"
+                 if long else ""))
 
 
 if __name__ == "__main__":
