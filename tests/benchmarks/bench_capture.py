@@ -50,7 +50,9 @@ busiest ops by device and CPU time, cProfile's busiest Python functions): not ra
 
 ``bench_capture.py pieces [width batch]`` times each piece of the MLP's step (forward, zero_grad, backward,
 optimizer step) on this thread's CPU clock (``time.thread_time``), with forgeviz off, capturing without
-summaries and capturing as by default, interleaved; it prints µs per step and piece, and what each adds.
+summaries and capturing as by default, interleaved; it prints µs per step and piece, and what each adds; and
+the summaries' own arithmetic in a step (each unique gradient of a backward summarised by ``fv_summarize_tensor``
+outside any hook): capture without summaries plus that is as low as the default arm can go.
 
 Run: ``.venv/bin/python tests/benchmarks/bench_capture.py`` (or ``bench_capture.py 256 32`` for one
 MLP). Not a test: timings are noisy, so nothing here asserts.
@@ -224,6 +226,7 @@ def pieces(width: int, batch: int) -> None:
                 run_as_a_cell(session, lambda: steps(times[arm]), record_grads)
             native.hooks = hooks
     median = {arm: {name: statistics.median(t) / 1e3 for name, t in by.items()} for arm, by in times.items()}
+    arithmetic, unique = summaries_arithmetic(model, opt, x, y, loss_fn)
     print(f"MLP {width} wide, batch {batch}: median µs per step of each piece (thread_time, {ROUNDS} rounds × "
           f"{STEPS} steps)")
     print(f"  {'':24}" + "".join(f"{name:>11}" for name in names) + f"{'total':>11}")
@@ -231,6 +234,57 @@ def pieces(width: int, batch: int) -> None:
         extra = "" if arm == "off" else "  (+" + ", +".join(
             f"{by[n] - median['off'][n]:.0f}" for n in names) + ")"
         print(f"  {arm:24}" + "".join(f"{by[n]:11.1f}" for n in names) + f"{sum(by.values()):11.1f}" + extra)
+    off, bare = sum(median["off"].values()), sum(median["capture, no summaries"].values())
+    default = sum(median["capture (default)"].values())
+    print(f"  the summaries' arithmetic alone: {arithmetic:.1f} µs a step ({unique} unique gradients a backward, one "
+          f"fv_summarize_tensor each, less a ctypes call's cost); capture without summaries plus that: "
+          f"{(bare + arithmetic) / off:.3f}× off, the floor of the default arm's {default / off:.3f}×")
+
+
+def summaries_arithmetic(model, opt, x, y, loss_fn) -> tuple[float, int]:
+    """The native summaries' own arithmetic in a step (µs, median of ROUNDS × STEPS backward passes) and how many
+    unique gradients a backward summarises: each gradient the pass's Nodes receive and send, kept by Python Node
+    hooks, one per tensor and one per memory a larger dense one shares with a view of it (as grad_hooks.cpp's
+    Pass::summarize shares them), then summarised by fv_summarize_tensor with the hooks' sample and bins, timed
+    on the thread's clock, less the same number of ctypes calls on a one-element tensor."""
+    import ctypes
+
+    from torch._prims_common import is_non_overlapping_and_dense_or_false as is_non_overlapping_and_dense
+
+    from forgeviz._capture.grads import iter_graph
+    from forgeviz._capture.summary import HISTOGRAM_BINS, HISTOGRAM_SAMPLE, SMALL_NUMEL
+
+    lib = native.load()
+    out, counts = (ctypes.c_double * (4 + SMALL_NUMEL))(), (ctypes.c_int64 * HISTOGRAM_BINS)()
+    clock = time.thread_time_ns
+
+    def summarise(tensors: list) -> int:
+        start = clock()
+        for t in tensors:
+            lib.fv_summarize_tensor(ctypes.c_void_p(t._cdata), HISTOGRAM_SAMPLE, HISTOGRAM_BINS, SMALL_NUMEL, out,
+                                    counts)
+        return clock() - start
+
+    one = [torch.zeros(1)] * 64
+    call = min(summarise(one) for _ in range(50)) / len(one)  # a ctypes call's own cost
+    spent, unique = [], 0
+    for _ in range(ROUNDS * STEPS):
+        loss = loss_fn(model(x), y)
+        opt.zero_grad()
+        kept: list = []
+        handles = [node.register_hook(lambda ins, outs: kept.extend(g for g in (*ins, *outs) if g is not None))
+                   for node in iter_graph([loss.grad_fn])]
+        loss.backward()
+        for handle in handles:
+            handle.remove()
+        seen: dict = {}
+        for g in kept:
+            dense = g.numel() > SMALL_NUMEL and is_non_overlapping_and_dense(g)
+            seen.setdefault((g.data_ptr(), g.numel(), g.dtype) if dense else id(g), g)
+        unique = len(seen)
+        spent.append(summarise(list(seen.values())) - call * unique)
+        opt.step()
+    return statistics.median(spent) / 1e3, unique
 
 
 def profile(name: str, device: str) -> None:
