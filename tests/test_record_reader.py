@@ -100,6 +100,26 @@ def test_read_gives_tensor_stats_and_fingerprint_or_none(reads):
     assert reader.read([None, None]) is None  # nothing to read: no job
 
 
+def test_one_pass_gives_the_summary_s_stats_and_the_exact_bit_sum_for_every_length_and_layout(reads):
+    """A job with fingerprints reads each gradient once (tensor_stats.cpp's fv_summarize_bit_sum_tensor: the bit
+    patterns added in the summary's AVX2 loop, from the same loads): its stats are bit for bit those of the summary's
+    own pass (the Python reader's), and its fingerprint Python's exact sum of torch's bit patterns, for every tail
+    length around the 32-float step and the 512-float block, long rows, float64, and strided, transposed and
+    broadcast gradients."""
+    torch.manual_seed(3)
+    lib = native.load_if_built()
+    grads = [torch.randn(n, dtype=dtype) * 3 for n in (*range(1, 70), 511, 512, 513, 1023, 1025, 4097, 65_539)
+             for dtype in (torch.float32, torch.float64)]
+    t = torch.randn(37, 1029)
+    grads += [t.t(), t[:, ::2], t[3], torch.randn(5, 1).expand(5, 700), t.double().t(), -t]
+    job = reader.read(grads)
+    assert reader.wait(job) == (False, 0)
+    for g, got in zip(grads, reader.numbers(job)):
+        lo, hi, total, norm, numel, fp = got
+        assert (norm, lo, hi, total / numel, numel) == _stats(g, lib), g.shape
+        assert fp == bit_sum(g), g.shape
+
+
 def test_read_without_fingerprints_gives_the_same_stats_and_none(reads):
     """``read(grads, False, poll, False)`` (one rank: nothing to compare): the same summary, fingerprint None."""
     torch.manual_seed(1)

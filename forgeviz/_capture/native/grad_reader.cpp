@@ -2,8 +2,8 @@
 //
 // Why C++: a recording reads every parameter's .grad at each optimizer step: a one-pass summary
 // (tensor_stats.cpp) and, with more than one rank, a fingerprint, the number the rank-divergence check compares
-// across ranks (the sum of its bit patterns, tensor_stats.cpp's fv_bit_sum_tensor: a second pass, at several
-// times the summary's speed). A Python reader thread did that beside step(), but each of its calls took the GIL
+// across ranks (the sum of its bit patterns, tensor_stats.cpp's fv_bit_sum_tensor, added in the summary's pass:
+// fv_summarize_bit_sum_tensor; as a second pass it cost MLP-256's six gradients 7.6 of 23 us). A Python reader thread did that beside step(), but each of its calls took the GIL
 // back from the training thread (a hand-off per tensor and per call): on a millisecond step that was most of what
 // recording cost. Here the training thread hands the list of tensors over in one call (`read`); `wait` says
 // they are read (and lets the tensors go), and `numbers` gives them back, later and on any thread (the
@@ -41,6 +41,7 @@
 extern "C" int fv_summarize_tensor(const void* impl, int sample, int bins, int values_cap, double* out,
                                    int64_t* counts);  // tensor_stats.cpp
 extern "C" int fv_bit_sum_tensor(const void* impl, uint64_t* total);  // tensor_stats.cpp
+extern "C" int fv_summarize_bit_sum_tensor(const void* impl, double* stats, uint64_t* total);  // tensor_stats.cpp
 
 namespace {
 
@@ -181,17 +182,18 @@ struct Worker {
   }
 
   // The tensor's memory is only read here; its reference was taken (and is dropped) with the GIL held.
-  // Without `fingerprint` (one rank: nothing to compare) the summary alone (the fingerprint is a second pass).
+  // With `fingerprint` the summary and the bit sum in one pass; without (one rank: nothing to compare) the summary.
   static void read(Entry& e, bool fingerprint) {
     if (!e.grad.defined()) return;
     const c10::TensorImpl* impl = e.grad.unsafeGetTensorImpl();
     double out[4];
-    if (fv_summarize_tensor(impl, 1, 0, 0, out, nullptr) != 0) return;
     if (fingerprint) {
       uint64_t total;
-      if (fv_bit_sum_tensor(impl, &total) != 0) return;
+      if (fv_summarize_bit_sum_tensor(impl, out, &total) != 0) return;
       e.print = fold_bit_sum(total);
       e.fingerprinted = true;
+    } else if (fv_summarize_tensor(impl, 1, 0, 0, out, nullptr) != 0) {
+      return;
     }
     std::memcpy(e.stats, out, sizeof out);
     e.read = true;

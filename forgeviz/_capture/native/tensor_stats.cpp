@@ -40,11 +40,16 @@ bool have_avx2() {
 // Totals<float>::add_contiguous with AVX2, where the CPU has it (checked at run time; the library
 // is built for any x86-64): 32 bytes at a time, min and max with one instruction each, and min
 // and max reduced once per row rather than once per block. Gradients are mostly float32 rows, and
-// this pass runs over every one of them: twice the speed of the SSE2 loop.
+// this pass runs over every one of them: twice the speed of the SSE2 loop. With kBits it also adds each element's
+// bit pattern, sign-extended, into *bits (fv_bit_sum_tensor's sum), from the same loads: a rank reading the
+// gradient the optimizer applies wants both, and one pass reads its memory once. The float arithmetic is the same
+// either way, so the statistics are bit for bit those of the pass without.
+template <bool kBits>
 __attribute__((target("avx2,fma"))) void add_floats_avx2(const float* x, int64_t n, double& sum, double& sumsq,
-                                                        float& lo, float& hi) {
+                                                        float& lo, float& hi, uint64_t* bits) {
   __m256d sums = _mm256_setzero_pd(), squares = _mm256_setzero_pd();
   __m256 mn0 = _mm256_set1_ps(lo), mn1 = mn0, mx0 = _mm256_set1_ps(hi), mx1 = mx0;
+  __m256i b0 = _mm256_setzero_si256(), b1 = b0;
   int64_t i = 0;
   for (; i + kBlock <= n; i += kBlock) {
     __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, q0 = s0, q1 = s0, q2 = s0, q3 = s0;
@@ -64,6 +69,13 @@ __attribute__((target("avx2,fma"))) void add_floats_avx2(const float* x, int64_t
       mn1 = _mm256_min_ps(mn1, _mm256_min_ps(c, d));
       mx0 = _mm256_max_ps(mx0, _mm256_max_ps(a, b));
       mx1 = _mm256_max_ps(mx1, _mm256_max_ps(c, d));
+      if constexpr (kBits) {
+        for (const __m256 v : {a, b, c, d}) {
+          const __m256i u = _mm256_castps_si256(v);
+          b0 = _mm256_add_epi64(b0, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(u)));
+          b1 = _mm256_add_epi64(b1, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(u, 1)));
+        }
+      }
     }
     const __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
     const __m256 q = _mm256_add_ps(_mm256_add_ps(q0, q1), _mm256_add_ps(q2, q3));
@@ -90,6 +102,17 @@ __attribute__((target("avx2,fma"))) void add_floats_avx2(const float* x, int64_t
     sumsq += static_cast<double>(v) * v;
     lo = v < lo ? v : lo;
     hi = v > hi ? v : hi;
+  }
+  if constexpr (kBits) {
+    uint64_t lanes[4];
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes), _mm256_add_epi64(b0, b1));
+    uint64_t total = lanes[0] + lanes[1] + lanes[2] + lanes[3];
+    int32_t pattern;
+    for (int64_t k = n - n % kBlock; k < n; ++k) {  // the elements past the last block, added above as floats
+      std::memcpy(&pattern, x + k, sizeof pattern);
+      total += static_cast<uint64_t>(static_cast<int64_t>(pattern));
+    }
+    *bits += total;
   }
 }
 
@@ -218,11 +241,27 @@ void for_each_row(const T* data, int ndim, const int64_t* given_sizes, const int
   }
 }
 
+// Adds the bit patterns of n elements at stride, each read as a signed integer of its width and sign-extended, to
+// *total (wrapping: unsigned arithmetic).
+template <typename T>
+void add_patterns(const T* x, int64_t n, int64_t stride, uint64_t* total) {
+  using Pattern = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+  static_assert(sizeof(Pattern) == sizeof(T));
+  Pattern pattern;
+  uint64_t sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(&pattern, x + i * stride, sizeof pattern);
+    sum += static_cast<uint64_t>(static_cast<int64_t>(pattern));
+  }
+  *total += sum;
+}
+
 template <typename T>
 struct Totals {
   double sum = 0, sumsq = 0;
   T lo = std::numeric_limits<T>::infinity(), hi = -std::numeric_limits<T>::infinity();
   bool finite = true;
+  uint64_t* bits = nullptr;  // where the elements' bit patterns are summed too (fv_summarize_bit_sum_tensor), if at all
 
   void add(const T* x, int64_t n, int64_t stride) {
     if (stride == 1) {
@@ -230,6 +269,7 @@ struct Totals {
       return;
     }
     for (int64_t i = 0; i < n; ++i) one(x[i * stride]);
+    if (bits != nullptr) add_patterns(x, n, stride, bits);
   }
 
   void one(T v) {
@@ -250,7 +290,10 @@ struct Totals {
 #ifdef FV_AVX2
     if constexpr (std::is_same_v<T, float>) {
       if (have_avx2()) {
-        add_floats_avx2(x, n, sum, sumsq, lo, hi);
+        if (bits != nullptr)
+          add_floats_avx2<true>(x, n, sum, sumsq, lo, hi, bits);
+        else
+          add_floats_avx2<false>(x, n, sum, sumsq, lo, hi, nullptr);
         return;
       }
     }
@@ -281,13 +324,16 @@ struct Totals {
         }
     }
     for (; i < n; ++i) one(x[i]);
+    if (bits != nullptr) add_patterns(x, n, 1, bits);
   }
 };
 
 template <typename T>
 int summarize(const T* data, int ndim, const int64_t* sizes, const int64_t* strides, int64_t sample_step,
-              int bins, double* stats, int64_t* counts, double* values, int64_t values_cap) {
+              int bins, double* stats, int64_t* counts, double* values, int64_t values_cap,
+              uint64_t* bits = nullptr) {
   Totals<T> totals;
+  totals.bits = bits;
   int64_t numel = 1;
   for (int d = 0; d < ndim; ++d) numel *= sizes[d];
   // Stats do not depend on order: walk memory in its own order (a transposed gradient too), so
@@ -468,6 +514,32 @@ int fv_bit_sum_tensor(const void* impl_address, uint64_t* total) {
       for_each_row(static_cast<const int64_t*>(data), ndim, impl->sizes().data(), impl->strides().data(), add);
     *total = sum;
     return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
+// fv_summarize_tensor's min, max, sum and norm (no sample, no values) and fv_bit_sum_tensor's total, of the same
+// tensor, in one pass over its memory (where the AVX2 loop runs: float32 rows; else the patterns are added row by
+// row, the row still in cache): what a rank reads of each gradient the optimizer applies (grad_reader.cpp). The
+// statistics are bit for bit fv_summarize_tensor's. Returns 0 with both written, 1 for NaN or infinity (neither
+// is), or -1 for a tensor those would not read.
+int fv_summarize_bit_sum_tensor(const void* impl_address, double* stats, uint64_t* total) {
+  try {
+    const auto* impl = static_cast<const c10::TensorImpl*>(impl_address);
+    int dtype;
+    const void* data = readable(impl, dtype);
+    if (data == nullptr) return -1;
+    const int ndim = static_cast<int>(impl->dim());
+    const int64_t numel = impl->numel();
+    uint64_t sum = 0;
+    const int done =
+        dtype == 0 ? summarize(static_cast<const float*>(data), ndim, impl->sizes().data(), impl->strides().data(),
+                               numel, 0, stats, nullptr, nullptr, 0, &sum)
+                   : summarize(static_cast<const double*>(data), ndim, impl->sizes().data(), impl->strides().data(),
+                               numel, 0, stats, nullptr, nullptr, 0, &sum);
+    if (done == 0) *total = sum;
+    return done;
   } catch (...) {
     return -1;
   }
