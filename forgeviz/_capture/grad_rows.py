@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -83,7 +83,7 @@ class _Segment:
     ([0, 1, 0, -1], ['a', 'b'])
     """
 
-    def __init__(self, breathe: Callable[[], None] = None) -> None:
+    def __init__(self, breathe: Optional[Callable[[], None]] = None) -> None:
         self.table: list = []
         self._code: dict = {}
         self.breathe = breathe or _never
