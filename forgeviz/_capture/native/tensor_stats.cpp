@@ -27,6 +27,21 @@ constexpr int64_t kBlock = 512;  // float32 partial sums stay short before they 
 
 constexpr int kSets = 8, kMaxBins = 256;  // the histogram's count sets (see summarize) and its most bins
 
+// Adds the bit patterns of n elements at stride, each read as a signed integer of its width and sign-extended, to
+// *total (wrapping: unsigned arithmetic).
+template <typename T>
+void add_patterns(const T* x, int64_t n, int64_t stride, uint64_t* total) {
+  using Pattern = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+  static_assert(sizeof(Pattern) == sizeof(T));
+  Pattern pattern;
+  uint64_t sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(&pattern, x + i * stride, sizeof pattern);
+    sum += static_cast<uint64_t>(static_cast<int64_t>(pattern));
+  }
+  *total += sum;
+}
+
 #ifdef FV_AVX2
 // Whether this CPU has AVX2 and FMA, asked once (the libraries are built for any x86-64).
 bool have_avx2() {
@@ -106,13 +121,8 @@ __attribute__((target("avx2,fma"))) void add_floats_avx2(const float* x, int64_t
   if constexpr (kBits) {
     uint64_t lanes[4];
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes), _mm256_add_epi64(b0, b1));
-    uint64_t total = lanes[0] + lanes[1] + lanes[2] + lanes[3];
-    int32_t pattern;
-    for (int64_t k = n - n % kBlock; k < n; ++k) {  // the elements past the last block, added above as floats
-      std::memcpy(&pattern, x + k, sizeof pattern);
-      total += static_cast<uint64_t>(static_cast<int64_t>(pattern));
-    }
-    *bits += total;
+    *bits += lanes[0] + lanes[1] + lanes[2] + lanes[3];
+    add_patterns(x + (n - n % kBlock), n % kBlock, 1, bits);  // the elements past the last block
   }
 }
 
@@ -239,21 +249,6 @@ void for_each_row(const T* data, int ndim, const int64_t* given_sizes, const int
     }
     if (d < 0) return;
   }
-}
-
-// Adds the bit patterns of n elements at stride, each read as a signed integer of its width and sign-extended, to
-// *total (wrapping: unsigned arithmetic).
-template <typename T>
-void add_patterns(const T* x, int64_t n, int64_t stride, uint64_t* total) {
-  using Pattern = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
-  static_assert(sizeof(Pattern) == sizeof(T));
-  Pattern pattern;
-  uint64_t sum = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(&pattern, x + i * stride, sizeof pattern);
-    sum += static_cast<uint64_t>(static_cast<int64_t>(pattern));
-  }
-  *total += sum;
 }
 
 template <typename T>
@@ -498,20 +493,20 @@ int fv_bit_sum_tensor(const void* impl_address, uint64_t* total) {
     uint64_t sum = 0;
     auto add = [&sum](const auto* row, int64_t n, int64_t stride) {
 #ifdef FV_AVX2
-      if constexpr (std::is_same_v<std::remove_cv_t<std::remove_pointer_t<decltype(row)>>, int32_t>) {
+      if constexpr (std::is_same_v<std::remove_cv_t<std::remove_pointer_t<decltype(row)>>, float>) {
         if (stride == 1 && have_avx2()) {
-          sum += add_int32s_avx2(row, n);
+          sum += add_int32s_avx2(reinterpret_cast<const int32_t*>(row), n);
           return;
         }
       }
 #endif
-      for (int64_t i = 0; i < n; ++i) sum += static_cast<uint64_t>(static_cast<int64_t>(row[i * stride]));
+      add_patterns(row, n, stride, &sum);
     };
     const int ndim = static_cast<int>(impl->dim());
     if (dtype == 0)
-      for_each_row(static_cast<const int32_t*>(data), ndim, impl->sizes().data(), impl->strides().data(), add);
+      for_each_row(static_cast<const float*>(data), ndim, impl->sizes().data(), impl->strides().data(), add);
     else
-      for_each_row(static_cast<const int64_t*>(data), ndim, impl->sizes().data(), impl->strides().data(), add);
+      for_each_row(static_cast<const double*>(data), ndim, impl->sizes().data(), impl->strides().data(), add);
     *total = sum;
     return 0;
   } catch (...) {
