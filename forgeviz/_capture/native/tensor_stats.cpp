@@ -59,15 +59,21 @@ bool have_avx2() {
 // bit pattern, sign-extended, into *bits (fv_bit_sum_tensor's sum), from the same loads: a rank reading the
 // gradient the optimizer applies wants both, and one pass reads its memory once. The float arithmetic is the same
 // either way, so the statistics are bit for bit those of the pass without.
+// The 64-bit sum without widening each pattern (two shuffles and two 64-bit adds for every eight, which made the
+// pass half as long again as the stats alone): within a block, each lane keeps the wrapping 32-bit sum of its
+// patterns, w, and the sum of their top halves (arithmetic shift by 16), h. The lane's true sum is h * 2^16 + l,
+// where l, the sum of the low halves, lies in [0, 2^22) (64 patterns a lane a block): so l = w - h * 2^16 modulo
+// 2^32, exactly, and only h and l are widened, once a block.
 template <bool kBits>
 __attribute__((target("avx2,fma"))) void add_floats_avx2(const float* x, int64_t n, double& sum, double& sumsq,
                                                         float& lo, float& hi, uint64_t* bits) {
   __m256d sums = _mm256_setzero_pd(), squares = _mm256_setzero_pd();
   __m256 mn0 = _mm256_set1_ps(lo), mn1 = mn0, mx0 = _mm256_set1_ps(hi), mx1 = mx0;
-  __m256i b0 = _mm256_setzero_si256(), b1 = b0;
+  __m256i highs = _mm256_setzero_si256(), lows = highs;  // each lane's h and l, widened, over the blocks
   int64_t i = 0;
   for (; i + kBlock <= n; i += kBlock) {
     __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, q0 = s0, q1 = s0, q2 = s0, q3 = s0;
+    __m256i w0 = _mm256_setzero_si256(), w1 = w0, h0 = w0, h1 = w0;
     for (int64_t j = i; j < i + kBlock; j += 32) {
       const __m256 a = _mm256_loadu_ps(x + j), b = _mm256_loadu_ps(x + j + 8), c = _mm256_loadu_ps(x + j + 16),
                    d = _mm256_loadu_ps(x + j + 24);
@@ -85,12 +91,21 @@ __attribute__((target("avx2,fma"))) void add_floats_avx2(const float* x, int64_t
       mx0 = _mm256_max_ps(mx0, _mm256_max_ps(a, b));
       mx1 = _mm256_max_ps(mx1, _mm256_max_ps(c, d));
       if constexpr (kBits) {
-        for (const __m256 v : {a, b, c, d}) {
-          const __m256i u = _mm256_castps_si256(v);
-          b0 = _mm256_add_epi64(b0, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(u)));
-          b1 = _mm256_add_epi64(b1, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(u, 1)));
-        }
+        const __m256i ua = _mm256_castps_si256(a), ub = _mm256_castps_si256(b), uc = _mm256_castps_si256(c),
+                      ud = _mm256_castps_si256(d);
+        w0 = _mm256_add_epi32(w0, _mm256_add_epi32(ua, ub));
+        w1 = _mm256_add_epi32(w1, _mm256_add_epi32(uc, ud));
+        h0 = _mm256_add_epi32(h0, _mm256_add_epi32(_mm256_srai_epi32(ua, 16), _mm256_srai_epi32(ub, 16)));
+        h1 = _mm256_add_epi32(h1, _mm256_add_epi32(_mm256_srai_epi32(uc, 16), _mm256_srai_epi32(ud, 16)));
       }
+    }
+    if constexpr (kBits) {
+      const __m256i h = _mm256_add_epi32(h0, h1);
+      const __m256i l = _mm256_sub_epi32(_mm256_add_epi32(w0, w1), _mm256_slli_epi32(h, 16));  // (wrapping)
+      highs = _mm256_add_epi64(highs, _mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(h)),
+                                                       _mm256_cvtepi32_epi64(_mm256_extracti128_si256(h, 1))));
+      lows = _mm256_add_epi64(lows, _mm256_add_epi64(_mm256_cvtepu32_epi64(_mm256_castsi256_si128(l)),
+                                                     _mm256_cvtepu32_epi64(_mm256_extracti128_si256(l, 1))));
     }
     const __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
     const __m256 q = _mm256_add_ps(_mm256_add_ps(q0, q1), _mm256_add_ps(q2, q3));
@@ -119,9 +134,10 @@ __attribute__((target("avx2,fma"))) void add_floats_avx2(const float* x, int64_t
     hi = v > hi ? v : hi;
   }
   if constexpr (kBits) {
-    uint64_t lanes[4];
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes), _mm256_add_epi64(b0, b1));
-    *bits += lanes[0] + lanes[1] + lanes[2] + lanes[3];
+    uint64_t h4[4], l4[4];
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(h4), highs);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(l4), lows);
+    *bits += ((h4[0] + h4[1] + h4[2] + h4[3]) << 16) + (l4[0] + l4[1] + l4[2] + l4[3]);
     add_patterns(x + (n - n % kBlock), n % kBlock, 1, bits);  // the elements past the last block
   }
 }
