@@ -377,12 +377,15 @@ def test_a_step_reads_grad_again_only_where_it_may_have_changed_since_backward(t
 
 @needs_reader
 @needs_hooks
-def test_the_hooks_common_case_in_cpp_records_what_the_python_hooks_record(tmp_path, monkeypatch):
-    """grad_hooks.cpp's ``record_*`` hooks do a recorded step's common case (one rank, CPU gradients, ``.grad`` as the
-    backward left it, no segment due) and hand the rest to the Recorder's methods. The same training run recorded
-    with them and without, with steps that leave the common case (``.grad`` handed out through ``.data``, a second
-    backward before a step, clipped gradients, a segment due every few steps), writes the same rows bit for bit, and
-    its parameters' rows are torch's ``.grad`` as ``step()`` applied it; with them, Python runs only for those steps."""
+@pytest.mark.parametrize("world", [1, 2], ids=["one rank", "a rank of two"])
+def test_the_hooks_common_case_in_cpp_records_what_the_python_hooks_record(tmp_path, monkeypatch, world):
+    """grad_hooks.cpp's ``record_*`` hooks do a recorded step's common case (CPU gradients, no segment due; one rank:
+    ``.grad`` as the backward left it; a rank of several: every ``.grad`` handed to the native reader, and its job
+    waited for at the step's end) and hand the rest to the Recorder's methods. The same training run recorded with
+    them and without, with steps that leave the common case (``.grad`` handed out through ``.data``, a second backward
+    before a step, clipped gradients, a segment due every few steps), writes the same rows bit for bit, and its
+    parameters' rows are torch's ``.grad`` as ``step()`` applied it (as a rank of two, fingerprinted: the exact sum of
+    its bit patterns); with them, Python runs only for those steps."""
     from forgeviz._capture import recording
 
     monkeypatch.setattr(recording, "SEGMENT_ROWS", 40)  # (about twelve rows a step: a segment every third step or so)
@@ -398,7 +401,7 @@ def test_the_hooks_common_case_in_cpp_records_what_the_python_hooks_record(tmp_p
     for native_steps in (True, False):
         # (16 × 8 outputs: more than chain.SMALL, so no Node's gradients go to a Python hook, which Python records)
         model, opt, x = _mlp(8)
-        run, applied, recorder = _record(tmp_path / str(native_steps), model, opt, x, 8, True, 1, reuses=True,
+        run, applied, recorder = _record(tmp_path / str(native_steps), model, opt, x, 8, True, world, reuses=True,
                                          after_backward=lambda step: step in events and _changed(model, events[step]),
                                          native_steps=native_steps)
         frame = run.frame()
@@ -409,13 +412,20 @@ def test_the_hooks_common_case_in_cpp_records_what_the_python_hooks_record(tmp_p
             for name, g in grads.items():
                 assert rows.loc[name, "norm"] == pytest.approx(g.norm().item(), rel=1e-6)
                 assert (rows.loc[name, "min"], rows.loc[name, "max"]) == (g.min().item(), g.max().item())
+                if world > 1:
+                    assert rows.loc[name, "fingerprint"] == bit_sum(g)
+            assert rows["fingerprint"].isna().all() == (world == 1)
         assert sorted(frame.query("kind == 'node'")["step"].unique()) == list(range(1, 9))
         frames[native_steps], reused[native_steps] = frame, recorder.reused
     assert frames[True].equals(frames[False])  # every row, every number, bit for bit
-    assert reused == {True: 5, False: 5}  # (steps 1, 2, 4, 6 and 8: the others' .grad may have changed since backward)
     python_steps = {name: {step for called, step in in_python[True] if called == name}
                     for name in ("_step_begins", "_step_ends", "_after_backward")}
-    assert python_steps["_step_begins"] == {1, 3, 5, 7}  # the first (what it learns once), and each changed .grad
+    if world == 1:
+        assert reused == {True: 5, False: 5}  # (steps 1, 2, 4, 6, 8: the others' .grad may have changed since backward)
+        assert python_steps["_step_begins"] == {1, 3, 5, 7}  # the first (what it learns once), and each changed .grad
+    else:  # (every step reads .grad as the all-reduce left it: the changes are read as any step's)
+        assert reused == {True: 0, False: 0}
+        assert python_steps["_step_begins"] == {1}
     assert python_steps["_after_backward"] == {1, 5}  # each graph's first pass, and a backward with no step since
     assert len(python_steps["_step_ends"]) < 8  # (the steps whose end writes a segment)
     assert len(in_python[False]) == 3 * 8 + 1  # (and the second backward's)

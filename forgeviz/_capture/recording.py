@@ -142,7 +142,7 @@ def _native_steps_config() -> tuple:
     """What grad_hooks.cpp's record_step_begins, record_step_ends and record_after_backward (the common case of
     :class:`Recorder`'s three hooks) read of this module, in their order (its ``RecorderConfig``)."""
     return (GRADS, STEPS, SEGMENT_ROWS, _leaf_rows, _node_rows, _EXPOSING, _c10d if _C10D_AVAILABLE else None,
-            _c10d._World if _C10D_AVAILABLE else None, functools.partial, NODE_STATS_SIZE, report)
+            _c10d._World if _C10D_AVAILABLE else None, functools.partial, NODE_STATS_SIZE, report, _native_rows)
 
 
 def _rank_known() -> bool:
@@ -530,12 +530,13 @@ class Recorder:
 
     def _plain_now(self) -> bool:
         """Whether what the native hooks' common case needs of the attributes that change only in this class's
-        methods holds: :meth:`_may_be_plain`, an open writer, one rank, no CUDA history, nothing thinned by the size
-        budget. grad_hooks.cpp keeps it in ``_plain`` after each call it hands to Python (no other path changes
-        them), and checks what changes step by step itself."""
+        methods holds: :meth:`_may_be_plain`, an open writer, no CUDA history, nothing thinned by the size budget;
+        and one rank, or several with the native reader (whose job the step hooks then hand over and wait for in
+        C++). grad_hooks.cpp keeps it in ``_plain`` after each call it hands to Python (no other path changes them),
+        and checks what changes step by step itself."""
         return (self._may_be_plain() and self.writer is not None and self._cuda_wanted is None
-                and self._counting is not None and self.world == 1 and self.cuda is None and self.stride == 1
-                and self.over_budget_at is None)
+                and self._counting is not None and (self.world == 1 or self._native_reader is not None)
+                and self.cuda is None and self.stride == 1 and self.over_budget_at is None)
 
     def uninstall(self) -> None:
         """Remove the hooks (the writer stays open: :meth:`install` again, or :meth:`close`)."""

@@ -2219,6 +2219,12 @@ struct RecorderNames {
   PyObject* const fault = PyUnicode_InternFromString("fault");
   PyObject* const plain = PyUnicode_InternFromString("_plain");
   PyObject* const plain_now = PyUnicode_InternFromString("_plain_now");
+  PyObject* const world = PyUnicode_InternFromString("world");
+  PyObject* const native_reader = PyUnicode_InternFromString("_native_reader");
+  PyObject* const poll = PyUnicode_InternFromString("_poll");
+  PyObject* const in_place = PyUnicode_InternFromString("_in_place");
+  PyObject* const read = PyUnicode_InternFromString("read");
+  PyObject* const wait = PyUnicode_InternFromString("wait");
 };
 
 const RecorderNames& recorder_names() {
@@ -2239,13 +2245,14 @@ struct RecorderConfig {
   PyObject* partial;         // functools.partial
   Py_ssize_t node_stats_size;  // NODE_STATS_SIZE
   PyObject* report;          // fault.report
+  PyObject* native_rows;     // _native_rows
 };
 
 bool recorder_config(PyObject* config, RecorderConfig& c) {
-  if (!PyTuple_Check(config) || PyTuple_GET_SIZE(config) != 11) return false;
+  if (!PyTuple_Check(config) || PyTuple_GET_SIZE(config) != 12) return false;
   PyObject* const* item = &PyTuple_GET_ITEM(config, 0);
   c = RecorderConfig{item[0], item[1], PyLong_AsSsize_t(item[2]), item[3], item[4], item[5], item[6], item[7],
-                     item[8], PyLong_AsSsize_t(item[9]), item[10]};
+                     item[8], PyLong_AsSsize_t(item[9]), item[10], item[11]};
   return !PyErr_Occurred() && PyAnySet_Check(c.exposing) && c.node_stats_size > 0;
 }
 
@@ -2277,6 +2284,17 @@ double attr_double(PyObject* obj, PyObject* name) {  // NaN where it is not a nu
     return NAN;
   }
   return got;
+}
+
+// The Recorder's world: its ranks (1: one), or 0 where it cannot be read (then Python's methods run).
+long world_of(PyObject* rec) {
+  THPObjectPtr value(read_attr(rec, recorder_names().world));
+  const long got = value && PyLong_CheckExact(value) ? PyLong_AsLong(value) : 0;
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    return 0;
+  }
+  return got < 1 ? 0 : got;
 }
 
 bool add_to(PyObject* obj, PyObject* name, Py_ssize_t more) {
@@ -2375,17 +2393,58 @@ void recorder_fault(PyObject* rec, const RecorderConfig& c, const char* what) {
   Py_XDECREF(traceback);
 }
 
-// Recorder._step_begins's common case: a step whose .grad are as the backward before it summarised them (its
-// window closed as they are taken). 1: done; 0: the Python method's to do.
+// Recorder._step_begins's common case as a rank of several: every .grad, as the all-reduce left it, handed to the
+// native reader in one call (summarised and fingerprinted: at once, or beside step()), its job kept for the step's
+// end. 1: done; 0: the Python method's to do.
+int ranks_step_begins(PyObject* rec, const RecorderConfig& c, PyObject* optimizer, PyObject* plan) {
+  const RecorderNames& n = recorder_names();
+  THPObjectPtr reader(read_attr(rec, n.native_reader));
+  THPObjectPtr in_place(read_attr(rec, n.in_place));
+  THPObjectPtr poll(read_attr(rec, n.poll));
+  THPObjectPtr reading(read_attr(rec, n.reading));
+  if (!reader || reader.get() == Py_None || !in_place || !PyAnySet_Check(in_place) || !poll || !PyBool_Check(poll) ||
+      !reading || !PyList_Check(reading) || !attr_is(rec, n.leaf_pass, Py_None))
+    return 0;
+  // (an optimizer seen changing .grad while it was read is read by Python before step() runs)
+  if (PySet_Contains(in_place, reinterpret_cast<PyObject*>(Py_TYPE(optimizer))) != 0) {
+    PyErr_Clear();
+    return 0;
+  }
+  // changes from here
+  const char* const what = "recording the gradients the optimizer applies";
+  THPObjectPtr id(PyLong_FromVoidPtr(optimizer));
+  if (!id || PyObject_SetAttr(rec, n.stepping, id) != 0) {
+    recorder_fault(rec, c, what);
+    return 1;
+  }
+  THPObjectPtr handle(
+      PyObject_CallMethodObjArgs(reader, n.read, PyTuple_GET_ITEM(plan, 2), Py_True, poll.get(), Py_True, nullptr));
+  if (!handle) {
+    recorder_fault(rec, c, what);
+    return 1;
+  }
+  if (handle.get() == Py_None) return 1;  // no gradient to read
+  THPObjectPtr step(PyObject_GetAttr(rec, n.step));
+  THPObjectPtr job(step ? PyTuple_Pack(5, reader.get(), handle.get(), step.get(), PyTuple_GET_ITEM(plan, 3), Py_True)
+                        : nullptr);
+  if (!job || PyList_Append(reading, job) != 0) recorder_fault(rec, c, what);
+  return 1;
+}
+
+// Recorder._step_begins's common case: one rank, a step whose .grad are as the backward before it summarised them
+// (its window closed as they are taken); or a rank of several (ranks_step_begins). 1: done; 0: the Python method's
+// to do.
 int step_begins_natively(PyObject* rec, const RecorderConfig& c, PyObject* optimizer) {
   const RecorderNames& n = recorder_names();
-  if (!attr_is(rec, n.plain, Py_True) || !attr_is(rec, n.stepping, Py_None) || !attr_is(rec, n.records, Py_True) ||
-      maybe_distributed(c))
+  if (!attr_is(rec, n.plain, Py_True) || !attr_is(rec, n.stepping, Py_None) || !attr_is(rec, n.records, Py_True))
     return 0;
+  const long world = world_of(rec);
+  if (world == 0 || (world == 1 && maybe_distributed(c))) return 0;
   THPObjectPtr plan(current_plan(rec, optimizer));  // (lists, lengths, params, described, off the CPU, sharded)
   if (!plan || PyTuple_GET_ITEM(plan.get(), 4) != Py_False || PyTuple_GET_ITEM(plan.get(), 5) != Py_False ||
       !PyList_Check(PyTuple_GET_ITEM(plan.get(), 3)))
     return 0;
+  if (world > 1) return ranks_step_begins(rec, c, optimizer, plan.get());
   THPObjectPtr leaf_pass(read_attr(rec, n.leaf_pass));
   THPObjectPtr capsule(leaf_pass && leaf_pass.get() != Py_None ? read_attr(leaf_pass, n.capsule) : nullptr);
   if (!capsule || pass_of(capsule) == nullptr) {
@@ -2422,8 +2481,9 @@ int step_begins_natively(PyObject* rec, const RecorderConfig& c, PyObject* optim
   return 1;
 }
 
-// Recorder._step_ends's common case: the step counted and its row made, every step recorded, no reader's job to wait
-// for, no memory to read, no segment to write yet.
+// Recorder._step_ends's common case: the step counted and its row made, every step recorded, no memory to read, no
+// segment to write yet; and no reader's job to wait for, or (a rank of several) the step's one, read whole and
+// finite with no .grad changed meanwhile, whose rows the writer's thread then builds (_native_rows).
 int step_ends_natively(PyObject* rec, const RecorderConfig& c, PyObject* optimizer) {
   const RecorderNames& n = recorder_names();
   if (!attr_is(rec, n.plain, Py_True) || !attr_equals(rec, n.nested, 0)) return 0;
@@ -2431,17 +2491,24 @@ int step_ends_natively(PyObject* rec, const RecorderConfig& c, PyObject* optimiz
   THPObjectPtr counting(read_attr(rec, n.counting));
   THPObjectPtr session(read_attr(rec, n.session));
   THPObjectPtr traces(session ? read_attr(session, n.traces) : nullptr);
-  if (!reading || !PyList_Check(reading) || PyList_GET_SIZE(reading.get()) != 0 || !counting ||
+  if (!reading || !PyList_Check(reading) || PyList_GET_SIZE(reading.get()) > 1 || !counting ||
       !PyWeakref_CheckRef(counting) || PyWeakref_GetObject(counting) != optimizer || !traces || !PyList_Check(traces) ||
       PyList_GET_SIZE(traces.get()) != 0)
     return 0;
+  // (reader, job, step, described, fingerprinted): ranks_step_begins's
+  PyObject* job = PyList_GET_SIZE(reading.get()) == 1 ? PyList_GET_ITEM(reading.get(), 0) : nullptr;
+  if (job != nullptr && (!PyTuple_CheckExact(job) || PyTuple_GET_SIZE(job) != 5 || !PyList_Check(PyTuple_GET_ITEM(job, 3))))
+    return 0;
+  const Py_ssize_t job_rows = job != nullptr ? PyList_GET_SIZE(PyTuple_GET_ITEM(job, 3)) : 0;
   const double now_s = perf_counter();
   const double t0 = attr_double(rec, n.t0);
   THPObjectPtr rows(read_attr(rec, n.rows));
   PyObject* grads = rows && PyDict_Check(rows) ? PyDict_GetItemWithError(rows, c.grads) : nullptr;
   THPObjectPtr later_rows(read_attr(rec, n.later_rows));
+  // (with the job's rows: its row builder, and the rows it makes)
   const Py_ssize_t waiting = grads != nullptr && PyList_Check(grads) && later_rows && PyLong_CheckExact(later_rows)
-                                 ? PyList_GET_SIZE(grads) + PyLong_AsSsize_t(later_rows)
+                                 ? PyList_GET_SIZE(grads) + PyLong_AsSsize_t(later_rows) +
+                                       (job != nullptr ? 1 + job_rows : 0)
                                  : PY_SSIZE_T_MAX;
   // (a comparison with NaN is false: an unreadable number goes to Python)
   if (PyErr_Occurred() || !(now_s - attr_double(rec, n.last_flush) < attr_double(rec, n.segment_seconds)) ||
@@ -2449,7 +2516,24 @@ int step_ends_natively(PyObject* rec, const RecorderConfig& c, PyObject* optimiz
     PyErr_Clear();
     return 0;
   }
+  if (job != nullptr) {  // (False, 0) or Python's _collect, which asks the job again and gets the same answer
+    THPObjectPtr got(PyObject_CallMethodObjArgs(PyTuple_GET_ITEM(job, 0), n.wait, PyTuple_GET_ITEM(job, 1), nullptr));
+    if (!got || !PyTuple_Check(got) || PyTuple_GET_SIZE(got) != 2 || PyTuple_GET_ITEM(got.get(), 0) != Py_False ||
+        !PyLong_CheckExact(PyTuple_GET_ITEM(got.get(), 1)) || PyLong_AsSsize_t(PyTuple_GET_ITEM(got.get(), 1)) != 0) {
+      PyErr_Clear();
+      return 0;
+    }
+  }
   // changes from here
+  if (job != nullptr) {
+    THPObjectPtr none_left(PyList_New(0));
+    THPObjectPtr row(PyObject_CallFunctionObjArgs(c.partial, c.native_rows, PyTuple_GET_ITEM(job, 2),
+                                                  PyTuple_GET_ITEM(job, 3), PyTuple_GET_ITEM(job, 0),
+                                                  PyTuple_GET_ITEM(job, 1), nullptr));
+    if (!none_left || !row || PyObject_SetAttr(rec, n.reading, none_left) != 0 || !append_row(rec, c.grads, row) ||
+        !add_to(rec, n.later_rows, job_rows) || PyObject_SetAttr(rec, n.later, Py_True) != 0)
+      recorder_fault(rec, c, "counting an optimizer step");
+  }
   THPObjectPtr step(PyObject_GetAttr(rec, n.step));
   THPObjectPtr row(step ? Py_BuildValue("(OdOO)", step.get(), now_s - t0, Py_None, Py_None) : nullptr);
   THPObjectPtr one(row ? PyLong_FromLong(1) : nullptr);
@@ -2464,8 +2548,9 @@ int step_ends_natively(PyObject* rec, const RecorderConfig& c, PyObject* optimiz
 // native hooks' pass, and (one rank) the window to the next step opened.
 int after_backward_natively(PyObject* rec, const RecorderConfig& c) {
   const RecorderNames& n = recorder_names();
-  if (!attr_is(rec, n.plain, Py_True) || !attr_is(rec, n.stepping, Py_None) || !attr_is(rec, n.leaf_pass, Py_None) ||
-      !attr_is(rec, n.records, Py_True))
+  const long world = world_of(rec);
+  if (world == 0 || !attr_is(rec, n.plain, Py_True) || !attr_is(rec, n.stepping, Py_None) ||
+      !attr_is(rec, n.leaf_pass, Py_None) || !attr_is(rec, n.records, Py_True))
     return 0;
   THPObjectPtr session(read_attr(rec, n.session));
   if (!session || !attr_is(session, n.record_grads, Py_True)) return 0;
@@ -2510,11 +2595,13 @@ int after_backward_natively(PyObject* rec, const RecorderConfig& c) {
     recorder_fault(rec, c, "reading the graph after backward");
     return 1;
   }
-  if (PyObject_SetAttr(rec, n.leaf_pass, source) != 0) {
-    recorder_fault(rec, c, "reading the graph after backward");
-    return 1;
+  if (world == 1) {  // one rank: the window to the step opens (a rank of several reads .grad at the step)
+    if (PyObject_SetAttr(rec, n.leaf_pass, source) != 0) {
+      recorder_fault(rec, c, "reading the graph after backward");
+      return 1;
+    }
+    watch(c.exposing);
   }
-  watch(c.exposing);
   PyObject* numbers = PyTuple_GET_ITEM(stats.get(), 0);
   PyObject* on_device = PyTuple_GET_ITEM(stats.get(), 1);  // (node_stats's own list: empty, it waits untracked too)
   if (PyList_GET_SIZE(on_device) == 0 && PyObject_GC_IsTracked(on_device)) PyObject_GC_UnTrack(on_device);

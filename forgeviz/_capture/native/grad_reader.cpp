@@ -70,6 +70,7 @@ struct Job {
   bool poll = false;  // whether the worker may poll for the next job (a core free of torch's threads)
   bool fingerprint = false;  // whether each gradient's fingerprint is wanted (ranks to compare)
   bool done = false;  // under the worker's mutex
+  bool changed = false;  // whether a gradient's version moved while it was read (wait() says it again if asked again)
 };
 
 // The worker: one thread per process, jobs in the order handed over. Made once and never destroyed, so
@@ -312,7 +313,8 @@ Job* job_of(const char* call, PyObject* const* args, Py_ssize_t n) {
 // since read() (written in place while it was read); `left`, how many gradients present were not read
 // here (Python reads them: with none left, every number is here, and finite). Drops the job's references
 // to the tensors it read (the numbers stay with the job, for numbers()). Two small ints, no list: the
-// training thread pays for no Python object per gradient; the rows are built later, off it.
+// training thread pays for no Python object per gradient; the rows are built later, off it. Asked again, it says
+// the same (the C++ step hooks ask first, and hand a job that is not as expected to Python, which asks again).
 PyObject* py_wait(PyObject*, PyObject* const* args, Py_ssize_t n) {
   Job* job = job_of("wait", args, n);
   if (job == nullptr) return nullptr;
@@ -320,18 +322,17 @@ PyObject* py_wait(PyObject*, PyObject* const* args, Py_ssize_t n) {
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - job->handed).count(),
       std::memory_order_relaxed);
   wait_released(job);
-  bool changed = false;
   Py_ssize_t left = 0;
   for (Entry& e : job->entries) {
     if (!e.grad.defined()) continue;
-    if (e.grad._version() != e.version) changed = true;
+    if (e.grad._version() != e.version) job->changed = true;
     if (!e.read) {
       ++left;  // (kept for numbers(), which hands it to Python)
       continue;
     }
     e.grad.reset();
   }
-  return Py_BuildValue("(On)", changed ? Py_True : Py_False, left);
+  return Py_BuildValue("(On)", job->changed ? Py_True : Py_False, left);
 }
 
 // numbers(job) -> per gradient (min, max, sum, norm, numel, fingerprint), None for one absent, or the tensor
