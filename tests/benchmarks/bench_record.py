@@ -47,6 +47,13 @@ difference (paired: the arms of one turn run back to back, so a machine's drift 
 cancels). The timed hooks above add their own clock reads, and a 2% budget is about 30 µs of MLP-256's step: this
 is the figure to compare with it.
 
+``bench_record.py ddp [mlp|gpt2]`` runs real ranks instead: two processes under DistributedDataParallel (gloo on
+loopback, one torch thread each), the arms interleaved alike on both (capture, capture + record, its hooks in
+Python, hooks idle); each rank prints what each arm adds to capture's step, in wall time and in its thread's CPU
+time, paired. On a 2-core VM two ranks and their gloo threads overfill the cores: its wall figures there swing by
+hundreds of µs a step (MLP-256: a 4.5 ms step, 2.0 ms of it CPU), far more than recording's share; gpu.sh's ``ddp``
+runs it where each rank has cores to itself.
+
 ``bench_record.py writer [mlp|gpt2]`` records one run without a break (``FORGEVIZ_BENCH_STEPS`` steps, 3000 by
 default, after a warm-up run that imports what the writer needs) and prints the writer thread's CPU time per step,
 stream by stream, and its segments' rows: the work a background thread does under the GIL beside the training
@@ -74,6 +81,7 @@ from __future__ import annotations
 import functools
 import gc
 import os
+import socket
 import statistics
 import sys
 import tempfile
@@ -451,7 +459,96 @@ def writer_cost(name: str) -> None:
                  if long else ""))
 
 
+def ddp_steps(name: str) -> None:
+    """Real ranks: two processes (``torch.multiprocessing.spawn``, gloo on loopback, a torch thread each) train
+    ``name`` under DistributedDataParallel, each rank on its own batch; rounds of steps, the arms interleaved
+    in the same order on both ranks (DDP keeps them in step): capture, capture + record (the step hooks' common case
+    in C++), the same with the hooks in Python, and hooks idle. Each rank prints what each arm adds to capture's
+    step in wall time (what DDP's all-reduce makes every rank wait for: the slower rank's) and the training thread's
+    CPU time, medians of each round's difference from capture's in the same turn (paired)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    torch.multiprocessing.spawn(_ddp_rank, args=(name, port), nprocs=2)
+
+
+def _ddp_rank(rank: int, name: str, port: int) -> None:
+    """:func:`ddp_steps`' rank ``rank``."""
+    import datetime
+
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2, timeout=datetime.timedelta(seconds=120))
+    torch.set_num_threads(1)
+    torch.manual_seed(0)  # the same weights on both ranks; each its own batch
+    if name == "gpt2":
+        from bench_capture import real_model
+
+        model, _, x, y, loss_fn = real_model("gpt2", "cpu")
+        steps, rounds = 2, int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", "6"))
+    else:
+        model, _, x, y = mlp(int(os.environ.get("FORGEVIZ_BENCH_WIDTH", "256")), 32)
+        loss_fn, steps, rounds = torch.nn.functional.mse_loss, 20, int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", "100"))
+    torch.manual_seed(1 + rank)
+    x = torch.randn_like(x) if x.is_floating_point() else x
+    model = DistributedDataParallel(model)
+    opt = torch.optim.Adam(model.parameters())
+    with tempfile.TemporaryDirectory() as folder, forgeviz.capture() as session:
+        train(model, opt, x, y, 5, loss_fn)
+        recorders = {}
+        for arm_name in ("record", "python", "idle"):
+            def open_writer(rank: int, meta: dict, sub: str = arm_name) -> RunWriter:
+                return RunWriter(Path(folder) / sub / rank_folder(rank), meta, session.fault)
+
+            recorder = recorders[arm_name] = Recorder(session, open_writer)
+            recorder.native_steps = arm_name == "record"
+            if arm_name == "idle":
+                for hook in HOOKS:
+                    setattr(recorder, hook, lambda *args, **kwargs: None)
+            recorder.install()
+            train(model, opt, x, y, 3, loss_fn)  # its first graph is built and written here, once
+            recorder.uninstall()
+        arms = ("capture", *recorders)
+        wall: dict[str, list[float]] = {a: [] for a in arms}
+        cpu: dict[str, list[float]] = {a: [] for a in arms}
+        for k in range(rounds):
+            for which in arms[k % len(arms):] + arms[:k % len(arms)]:
+                recorder = recorders.get(which)
+                if recorder is not None:
+                    recorder.install()
+                dist.barrier()  # (both ranks start the round together)
+                started, spent = time.perf_counter(), time.thread_time()
+                train(model, opt, x, y, steps, loss_fn)
+                wall[which].append(time.perf_counter() - started)
+                cpu[which].append(time.thread_time() - spent)
+                if recorder is not None:
+                    recorder.uninstall()
+        world = recorders["record"].world
+        for recorder in recorders.values():
+            recorder.close()
+    base, base_cpu = statistics.median(wall["capture"]) / steps, statistics.median(cpu["capture"]) / steps
+    lines = [f"{name}, DDP rank {rank} of {world} (gloo, one torch thread): a step {base * 1e3:.2f} ms wall, "
+             f"{base_cpu * 1e3:.2f} ms of its thread's CPU, under capture; {rounds} rounds of {steps} steps, paired:"]
+    for which, label in (("record", "capture + record"), ("python", "capture + record, hooks in Python"),
+                         ("idle", "hooks idle")):
+        added = statistics.median(a - c for a, c in zip(wall[which], wall["capture"])) / steps
+        added_cpu = statistics.median(a - c for a, c in zip(cpu[which], cpu["capture"])) / steps
+        lines.append(f"  {label}: wall {added * 1e6:+.1f} µs a step ({added / base:+.2%}), its CPU "
+                     f"{added_cpu * 1e6:+.1f} µs ({added_cpu / base_cpu:+.2%})")
+    for r in range(2):  # (rank 0's lines first)
+        dist.barrier()
+        if r == rank:
+            print("\n".join(lines), flush=True)
+    dist.destroy_process_group()
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["ddp"]:
+        for which in sys.argv[2:] or ["mlp"]:
+            ddp_steps(which)
+        sys.exit()
     if sys.argv[1:2] == ["writer"]:
         for which in sys.argv[2:] or ["mlp"]:
             writer_cost(which)

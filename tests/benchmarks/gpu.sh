@@ -4,7 +4,8 @@
 # sync capture tests compile record (all five by default, in this order: the likeliest to matter first, since a
 # lease is short; record: bench_record.py on the GPU, ~2 min) cadence (%fv grads each / every 10 / shown)
 # profile (bench_capture.py profile: where the default arm's time goes) kernels (bench_kernels.py: the summary
-# kernels against torch's reads, ~15 s) (those three not by default). With FORGEVIZ_BENCH_ROUNDS=3 allow ~330 s for sync + capture (an outer
+# kernels against torch's reads, ~15 s) ddp (bench_record.py ddp: recording as two CPU ranks under DDP, on a
+# machine whose cores leave each rank and gloo room, ~1 min) (those four not by default). With FORGEVIZ_BENCH_ROUNDS=3 allow ~330 s for sync + capture (an outer
 # timeout of 200 s cut the GPT-2 arms once). The native libraries are built first, so that no arm is timed
 # while they build. Figures go to stdout and to $OUT/gpu.log if $OUT is set.
 #
@@ -52,6 +53,7 @@ what=${*:-sync capture tests compile record}
       record)  # recording on top of capture: the parameters' gradients on the device path (no host read)
         timeout 150 $py tests/benchmarks/bench_record.py mlp gpt2 cuda ;;
       kernels) FORGEVIZ_KERNEL_VARIANTS=1 timeout 120 $py tests/benchmarks/bench_kernels.py ;;
+      ddp) FORGEVIZ_BENCH_ROUNDS=100 timeout 120 $py tests/benchmarks/bench_record.py ddp ;;
       cadence)
         FORGEVIZ_BENCH_CADENCE=1 timeout 90 $py tests/benchmarks/bench_capture.py 256 32 cuda
         FORGEVIZ_BENCH_CADENCE=1 timeout 150 $py tests/benchmarks/bench_capture.py gpt2 cuda ;;
