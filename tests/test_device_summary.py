@@ -19,6 +19,7 @@ from test_graph import request
 from forgeviz._capture.device_summary import BINS, DeviceSummaries, edges
 from forgeviz._capture.grads import BackwardRecorder, GradStore
 from forgeviz._capture.session import get_session
+from forgeviz._capture.summary import wire_float
 from forgeviz.model.graph import TensorSummary
 
 if not torch.cuda.is_available():
@@ -43,7 +44,8 @@ def cases(dtype, device="cpu"):
     return {"plain": g, "nonfinite": bad, "transposed": bad.t(), "sliced": g[::2, 1::3],
             "zeros": torch.zeros(100, dtype=dtype, device=device),
             "empty": torch.zeros(0, 3, dtype=dtype, device=device),
-            "small": g[:3, :4], "small-sliced": g[:8:2, 1:9:3], "no-finite": only_bad}
+            "small": g[:3, :4], "small-sliced": g[:8:2, 1:9:3], "no-finite": only_bad,
+            "small-nonfinite": bad[2:4, :4]}
 
 
 def expected(t: torch.Tensor) -> dict:
@@ -90,8 +92,8 @@ def test_figures_equal_torch(dtype, triton):
             assert (s.min, s.max) == (want["min"], want["max"]), name  # exact: min and max are values
         else:
             assert s.min == s.max == "NaN" and s.histogram is None, name
-        if g.numel() <= 64:
-            assert s.values == g.reshape(-1).double().tolist(), name
+        if g.numel() <= 64:  # (NaN and ±inf as the wire has them)
+            assert s.values == [wire_float(v) for v in g.reshape(-1).double().tolist()], name
         elif "hist" in want:
             assert s.histogram.counts == want["hist"] and len(s.histogram.counts) == BINS, name
             assert s.histogram.edges == edges(dtype), name
@@ -155,7 +157,7 @@ def test_a_batch_of_mixed_gradients_equals_torch(monkeypatch):
         if "min" in want:
             assert (s.min, s.max) == (want["min"], want["max"])
         if g.numel() <= 64:
-            assert s.values == g.reshape(-1).double().tolist()
+            assert s.values == [wire_float(v) for v in g.reshape(-1).double().tolist()]
         elif "hist" in want:
             assert s.histogram.counts == want["hist"]
 
@@ -220,7 +222,7 @@ def test_parameter_grads_in_one_launch_per_dtype_equal_torch(monkeypatch):
         assert close(s.norm, want["norm"]) and close(s.mean, want["mean"])
         assert (s.min, s.max) == (want["min"], want["max"])
         if g.numel() <= 64:
-            assert s.values == g.reshape(-1).double().tolist()
+            assert s.values == [wire_float(v) for v in g.reshape(-1).double().tolist()]
         else:
             assert s.histogram.counts == want["hist"]
 

@@ -442,18 +442,19 @@ class DeviceSummaries:
             if event is not None and not event.query():
                 still.append(reading)
                 continue
-            # (a read a column group, not one a row: the counts made ints at once; the small ones' values
-            # only where there is a small one. Through numpy: host-side work, no aten op)
+            # (through numpy: host-side work, no aten op)
             rows = host.numpy()
-            stats = rows[:, :_BUCKETS].tolist()
-            counts = rows[:, _BUCKETS:_VALUES].astype(np.int64).tolist()
-            values = rows[:, _VALUES:].tolist() if any(item[0].numel <= SMALL_NUMEL for item in items) else None
-            extremes = {dtype: side.tolist() for dtype, side in sides.items()}
-            nonfinite = False
-            for summary, _, index, side in items:
-                _fill(summary, stats[index], counts[index], values[index] if values is not None else None,
-                      None if side is None else extremes[side][index])
-                nonfinite = nonfinite or bool(summary.nan_count or summary.inf_count)
+            plain = [item for item in items if item[3] is None]
+            nonfinite = _fill_rows(plain, rows) if plain else False
+            if len(plain) < len(items):  # the per-gradient torch path's: min and max from its side buffer
+                stats = rows[:, :_BUCKETS].tolist()
+                counts = rows[:, _BUCKETS:_VALUES].astype(np.int64).tolist()
+                values = rows[:, _VALUES:].tolist()
+                extremes = {dtype: side.tolist() for dtype, side in sides.items()}
+                for summary, _, index, side in items:
+                    if side is not None:
+                        _fill(summary, stats[index], counts[index], values[index], extremes[side][index])
+                        nonfinite = nonfinite or bool(summary.nan_count or summary.inf_count)
             for first, view in views:
                 _share(first, view)
             if nonfinite and on_nonfinite is not None:
@@ -573,6 +574,48 @@ def _reduce_batch(grads: list, base: int, buffer: _Buffer) -> None:
     counts.index_put_((rows, buckets), buffer.one, accumulate=True)
     if where is not None:
         flat_rows.index_copy_(0, where, x[: len(where)])
+
+
+def _fill_rows(items: list, rows: np.ndarray) -> bool:
+    """The summaries of ``items`` (summary, buffer, row index, None), whose rows hold their own min and max (every
+    path but the per-gradient torch one), filled from ``rows`` as :func:`_fill` fills one, number for number: the
+    arithmetic for all of them at once in numpy (the same float64 operations), then each summary's attributes,
+    a non-finite number made a wire string only where there is one. Returns whether one counted NaN or infinity.
+
+    >>> pending = DeviceSummaries(triton=False)
+    >>> a, b = pending.add(torch.tensor([3.0, -4.0] * 40)), pending.add(torch.tensor([1.0, math.inf]))
+    >>> pending.flush(); (round(a.norm, 4), a.min, a.mean), (b.max, b.inf_count, b.values)
+    ((31.6228, -4.0, -0.5), (1.0, 1, [1.0, 'Infinity']))
+    """
+    index = np.fromiter((item[2] for item in items), np.int64, len(items))
+    numel = np.fromiter((item[0].numel for item in items), np.float64, len(items))
+    picked = rows[index]
+    lo, hi = picked[:, 0].copy(), picked[:, 1].copy()
+    none_finite = ~np.isfinite(lo)  # (no finite value at all: min and max NaN)
+    lo[none_finite] = hi[none_finite] = math.nan
+    mean, norm = picked[:, 2] / numel, np.sqrt(picked[:, 3])
+    finite = (np.isfinite(lo) & np.isfinite(hi) & np.isfinite(mean) & np.isfinite(norm)).tolist()
+    buckets = picked[:, _BUCKETS:_VALUES].astype(np.int64)
+    bins = buckets[:, 1:-2]
+    nan_count, inf_count = buckets[:, -1].tolist(), (buckets[:, 0] + buckets[:, -2]).tolist()
+    counted = bins.any(axis=1).tolist()
+    small = [k for k, item in enumerate(items) if item[0].numel <= SMALL_NUMEL]
+    values = dict(zip(small, picked[small, _VALUES:].tolist())) if small else {}
+    values_finite = dict(zip(small, np.isfinite(picked[small, _VALUES:]).tolist())) if small else {}
+    bins = bins.tolist()
+    for k, (summary, lo_k, hi_k, mean_k, norm_k) in enumerate(zip([item[0] for item in items], lo.tolist(),
+                                                                   hi.tolist(), mean.tolist(), norm.tolist())):
+        if not finite[k]:
+            lo_k, hi_k, mean_k, norm_k = wire_float(lo_k), wire_float(hi_k), wire_float(mean_k), wire_float(norm_k)
+        summary.min, summary.max, summary.mean, summary.norm = lo_k, hi_k, mean_k, norm_k
+        summary.nan_count, summary.inf_count = nan_count[k], inf_count[k]
+        n = summary.numel
+        if n <= SMALL_NUMEL:
+            kept = values[k][:n]
+            summary.values = kept if all(values_finite[k][:n]) else [wire_float(v) for v in kept]
+        elif counted[k]:
+            summary.histogram = Histogram(lo_k, hi_k, bins[k], _WIRE_EDGES[summary.dtype])
+    return any(nan_count) or any(inf_count)
 
 
 def _fill(summary: TensorSummary, stats: list[float], buckets: list[int], values: Optional[list[float]],
