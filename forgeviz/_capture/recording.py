@@ -524,9 +524,10 @@ class Recorder:
 
     def _may_be_plain(self) -> bool:
         """What of :meth:`_plain_now` is set when the recorder is made (or before :meth:`install`): gradients on the
-        CPU only (no CUDA here, none routed to the device path), no memory timeline, every step recorded, and the
-        backward's summaries reused."""
-        return not self._cuda and not self._route_cpu and self.memory is None and self.every == 1 and self._reuses
+        CPU only (no CUDA here, none routed to the device path), no memory timeline, every step recorded, and (one
+        rank) the backward's summaries reused."""
+        return (not self._cuda and not self._route_cpu and self.memory is None and self.every == 1
+                and (self._reuses or self.world > 1))
 
     def _plain_now(self) -> bool:
         """Whether what the native hooks' common case needs of the attributes that change only in this class's

@@ -2497,7 +2497,8 @@ int step_ends_natively(PyObject* rec, const RecorderConfig& c, PyObject* optimiz
     return 0;
   // (reader, job, step, described, fingerprinted): ranks_step_begins's
   PyObject* job = PyList_GET_SIZE(reading.get()) == 1 ? PyList_GET_ITEM(reading.get(), 0) : nullptr;
-  if (job != nullptr && (!PyTuple_CheckExact(job) || PyTuple_GET_SIZE(job) != 5 || !PyList_Check(PyTuple_GET_ITEM(job, 3))))
+  if (job != nullptr &&
+      (!PyTuple_CheckExact(job) || PyTuple_GET_SIZE(job) != 5 || !PyList_Check(PyTuple_GET_ITEM(job, 3))))
     return 0;
   const Py_ssize_t job_rows = job != nullptr ? PyList_GET_SIZE(PyTuple_GET_ITEM(job, 3)) : 0;
   const double now_s = perf_counter();
