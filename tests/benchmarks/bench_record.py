@@ -303,38 +303,56 @@ def case(name: str, device: str = "cpu") -> None:
               f"step ({hooks / base:.1%}){later}")
 
 
+def _steps_model(name: str, rounds: int) -> tuple:
+    """(model, optimizer, x, y, loss_fn, steps a round, rounds) of the whole-step benchmarks: the GPT-2-shaped model
+    (2 steps a round, 6 rounds) or the MLP (``FORGEVIZ_BENCH_WIDTH`` wide, 20 steps a round, ``rounds`` rounds);
+    ``FORGEVIZ_BENCH_ROUNDS`` sets the rounds of either."""
+    if name == "gpt2":
+        from bench_capture import real_model
+
+        return (*real_model("gpt2", "cpu"), 2, int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", "6")))
+    model, opt, x, y = mlp(int(os.environ.get("FORGEVIZ_BENCH_WIDTH", "256")), 32)
+    return model, opt, x, y, torch.nn.functional.mse_loss, 20, int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", rounds))
+
+
+def _recorders(session, folder: str, names: tuple, arm: Callable[[str, Recorder], None],
+               warm: Callable[[], None]) -> dict:
+    """A Recorder per arm name, each writing to its own sub-folder of ``folder``, set up by ``arm(name, recorder)``
+    (the arm "idle" with hooks that do nothing), installed for ``warm()`` (its first graph built and written there,
+    once), then uninstalled."""
+    recorders = {}
+    for arm_name in names:
+        def open_writer(rank: int, meta: dict, sub: str = arm_name) -> RunWriter:
+            return RunWriter(Path(folder) / sub / rank_folder(rank), meta, session.fault)
+
+        recorder = recorders[arm_name] = Recorder(session, open_writer)
+        arm(arm_name, recorder)
+        if arm_name == "idle":
+            for hook in HOOKS:
+                setattr(recorder, hook, lambda *args, **kwargs: None)
+        recorder.install()
+        warm()
+        recorder.uninstall()
+    return recorders
+
+
 def whole_steps(name: str) -> None:
     """Whole training steps, no hook timed: what each arm adds to capture's step (medians of rounds of 20 steps
     of the training thread's CPU time, the arms interleaved, each first in turn)."""
     torch.set_num_threads(int(os.environ.get("FORGEVIZ_BENCH_THREADS", "1")))
-    if name == "gpt2":
-        from bench_capture import real_model
-
-        model, opt, x, y, loss_fn = real_model("gpt2", "cpu")
-        steps, rounds = 2, int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", "6"))
-    else:
-        model, opt, x, y = mlp(int(os.environ.get("FORGEVIZ_BENCH_WIDTH", "256")), 32)
-        loss_fn, steps, rounds = torch.nn.functional.mse_loss, 20, int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", "200"))
+    model, opt, x, y, loss_fn, steps, rounds = _steps_model(name, 200)
     with tempfile.TemporaryDirectory() as folder, forgeviz.capture() as session:
         train(model, opt, x, y, 5, loss_fn)
-        recorders = {}
         reader = native.reader()
         inline = () if reader is None or not hasattr(reader, "set_inline_bytes") else ("at once", "beside")
-        for arm_name in ("record", "python", "read", *inline, "idle"):
-            def open_writer(rank: int, meta: dict, sub: str = arm_name) -> RunWriter:
-                return RunWriter(Path(folder) / sub / rank_folder(rank), meta, session.fault)
 
-            recorder = recorders[arm_name] = Recorder(session, open_writer)
+        def arm(arm_name: str, recorder: Recorder) -> None:
             recorder.world = max(recorder.world, int(os.environ.get("FORGEVIZ_BENCH_WORLD", "1")))
             recorder._reuses = arm_name in ("record", "python")
-            recorder.native_steps = arm_name != "python"
-            if arm_name == "idle":
-                recorder.native_steps = False  # (its methods are the hooks, which do nothing)
-                for hook in HOOKS:
-                    setattr(recorder, hook, lambda *args, **kwargs: None)
-            recorder.install()
-            train(model, opt, x, y, 3, loss_fn)  # its first graph is built and written here, once
-            recorder.uninstall()
+            recorder.native_steps = arm_name not in ("python", "idle")
+
+        recorders = _recorders(session, folder, ("record", "python", "read", *inline, "idle"), arm,
+                               lambda: train(model, opt, x, y, 3, loss_fn))
         arms = ("capture", *recorders)
         times: dict[str, list[float]] = {a: [] for a in arms}
         for k in range(rounds):
@@ -483,33 +501,16 @@ def _ddp_rank(rank: int, name: str, port: int) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=2, timeout=datetime.timedelta(seconds=120))
     torch.set_num_threads(1)
     torch.manual_seed(0)  # the same weights on both ranks; each its own batch
-    if name == "gpt2":
-        from bench_capture import real_model
-
-        model, _, x, y, loss_fn = real_model("gpt2", "cpu")
-        steps, rounds = 2, int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", "6"))
-    else:
-        model, _, x, y = mlp(int(os.environ.get("FORGEVIZ_BENCH_WIDTH", "256")), 32)
-        loss_fn, steps, rounds = torch.nn.functional.mse_loss, 20, int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", "100"))
+    model, _, x, y, loss_fn, steps, rounds = _steps_model(name, 100)
     torch.manual_seed(1 + rank)
     x = torch.randn_like(x) if x.is_floating_point() else x
     model = DistributedDataParallel(model)
     opt = torch.optim.Adam(model.parameters())
     with tempfile.TemporaryDirectory() as folder, forgeviz.capture() as session:
         train(model, opt, x, y, 5, loss_fn)
-        recorders = {}
-        for arm_name in ("record", "python", "idle"):
-            def open_writer(rank: int, meta: dict, sub: str = arm_name) -> RunWriter:
-                return RunWriter(Path(folder) / sub / rank_folder(rank), meta, session.fault)
-
-            recorder = recorders[arm_name] = Recorder(session, open_writer)
-            recorder.native_steps = arm_name == "record"
-            if arm_name == "idle":
-                for hook in HOOKS:
-                    setattr(recorder, hook, lambda *args, **kwargs: None)
-            recorder.install()
-            train(model, opt, x, y, 3, loss_fn)  # its first graph is built and written here, once
-            recorder.uninstall()
+        recorders = _recorders(session, folder, ("record", "python", "idle"),
+                               lambda arm_name, recorder: setattr(recorder, "native_steps", arm_name == "record"),
+                               lambda: train(model, opt, x, y, 3, loss_fn))
         arms = ("capture", *recorders)
         wall: dict[str, list[float]] = {a: [] for a in arms}
         cpu: dict[str, list[float]] = {a: [] for a in arms}
