@@ -87,7 +87,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -336,6 +336,22 @@ def _recorders(session, folder: str, names: tuple, arm: Callable[[str, Recorder]
     return recorders
 
 
+def _turns(recorders: dict, rounds: int) -> Iterator[str]:
+    """The arm "capture" and each of ``recorders``' arms in turn, ``rounds`` times, each round starting one arm later
+    (each arm first in turn); a recorder's hooks installed while the loop's body runs its arm."""
+    arms = ("capture", *recorders)
+    for k in range(rounds):
+        for which in arms[k % len(arms):] + arms[:k % len(arms)]:
+            recorder = recorders.get(which)
+            if recorder is not None:
+                recorder.install()
+            try:
+                yield which
+            finally:
+                if recorder is not None:
+                    recorder.uninstall()
+
+
 def whole_steps(name: str) -> None:
     """Whole training steps, no hook timed: what each arm adds to capture's step (medians of rounds of 20 steps
     of the training thread's CPU time, the arms interleaved, each first in turn)."""
@@ -353,22 +369,15 @@ def whole_steps(name: str) -> None:
 
         recorders = _recorders(session, folder, ("record", "python", "read", *inline, "idle"), arm,
                                lambda: train(model, opt, x, y, 3, loss_fn))
-        arms = ("capture", *recorders)
-        times: dict[str, list[float]] = {a: [] for a in arms}
-        for k in range(rounds):
-            for which in arms[k % len(arms):] + arms[:k % len(arms)]:
-                recorder = recorders.get(which)
-                if recorder is not None:
-                    recorder.install()
-                at_once = (reader.set_inline_bytes(-1 if which == "beside" else 1 << 60)
-                           if which in ("beside", "at once") else None)
-                spent = time.thread_time()
-                train(model, opt, x, y, steps, loss_fn)
-                times[which].append(time.thread_time() - spent)
-                if at_once is not None:
-                    reader.set_inline_bytes(at_once)
-                if recorder is not None:
-                    recorder.uninstall()
+        times: dict[str, list[float]] = {a: [] for a in ("capture", *recorders)}
+        for which in _turns(recorders, rounds):
+            at_once = (reader.set_inline_bytes(-1 if which == "beside" else 1 << 60)
+                       if which in ("beside", "at once") else None)
+            spent = time.thread_time()
+            train(model, opt, x, y, steps, loss_fn)
+            times[which].append(time.thread_time() - spent)
+            if at_once is not None:
+                reader.set_inline_bytes(at_once)
         for recorder in recorders.values():
             recorder.close()
     base = statistics.median(times["capture"]) / steps
@@ -511,21 +520,14 @@ def _ddp_rank(rank: int, name: str, port: int) -> None:
         recorders = _recorders(session, folder, ("record", "python", "idle"),
                                lambda arm_name, recorder: setattr(recorder, "native_steps", arm_name == "record"),
                                lambda: train(model, opt, x, y, 3, loss_fn))
-        arms = ("capture", *recorders)
-        wall: dict[str, list[float]] = {a: [] for a in arms}
-        cpu: dict[str, list[float]] = {a: [] for a in arms}
-        for k in range(rounds):
-            for which in arms[k % len(arms):] + arms[:k % len(arms)]:
-                recorder = recorders.get(which)
-                if recorder is not None:
-                    recorder.install()
-                dist.barrier()  # (both ranks start the round together)
-                started, spent = time.perf_counter(), time.thread_time()
-                train(model, opt, x, y, steps, loss_fn)
-                wall[which].append(time.perf_counter() - started)
-                cpu[which].append(time.thread_time() - spent)
-                if recorder is not None:
-                    recorder.uninstall()
+        wall: dict[str, list[float]] = {a: [] for a in ("capture", *recorders)}
+        cpu: dict[str, list[float]] = {a: [] for a in ("capture", *recorders)}
+        for which in _turns(recorders, rounds):
+            dist.barrier()  # (both ranks start the round together)
+            started, spent = time.perf_counter(), time.thread_time()
+            train(model, opt, x, y, steps, loss_fn)
+            wall[which].append(time.perf_counter() - started)
+            cpu[which].append(time.thread_time() - spent)
         world = recorders["record"].world
         for recorder in recorders.values():
             recorder.close()
