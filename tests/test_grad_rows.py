@@ -63,11 +63,15 @@ def _expected_leaf_rows(step: int, described: list, numbers: list) -> list[tuple
 
 
 class _Reader:
-    """The native reader's numbers(job), as grad_reader.cpp gives them: (min, max, sum, norm, numel, CRC-32 or
-    None) per parameter, None for one with no .grad."""
+    """The native reader's packed(job), as grad_reader.cpp gives them, of a job held as numbers(job) gives it:
+    (min, max, sum, norm, numel, fingerprint or None) per parameter, None for one with no .grad.
+    (test_record_reader.py checks the real packed() against numbers().)"""
 
-    def numbers(self, job: list) -> list:
-        return job
+    def packed(self, job: list) -> tuple:
+        stats = b"".join(struct.pack("=5d", *(got[:5] if got is not None else (0, 0, 0, 0, -1))) for got in job)
+        if all(got is None or got[5] is None for got in job):
+            return stats, None
+        return stats, b"".join(struct.pack("=I", 0 if got is None else got[5]) for got in job)
 
 
 def _expected_read_rows(step: int, described: list, numbers: list) -> list[tuple]:

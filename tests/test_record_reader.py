@@ -133,6 +133,32 @@ def test_read_without_fingerprints_gives_the_same_stats_and_none(reads):
     assert numbers[1] is None and numbers[3] is grads[3]
 
 
+def test_packed_gives_numbers_as_the_writer_takes_them(reads):
+    """``packed(job)`` (the writer's columns of a rank's applied gradients): ``numbers(job)`` as two bytes objects,
+    five doubles a gradient (numel -1 for one absent) and a uint32 fingerprint each (0 for one absent), or None for
+    a job read without fingerprints; a job that left a gradient to Python is refused, and says so."""
+    import struct
+
+    torch.manual_seed(2)
+    grads = [torch.randn(300, 70), None, torch.randn(6, 4).t(), torch.randn(5, dtype=torch.float64)]
+    for fingerprinted in (True, False):
+        job = reader.read(grads, False, False, fingerprinted)
+        assert reader.wait(job) == (False, 0)
+        stats, prints = reader.packed(job)
+        numbers = reader.numbers(job)
+        assert list(struct.iter_unpack("=5d", stats)) == [
+            (0.0, 0.0, 0.0, 0.0, -1.0) if got is None else (*got[:4], float(got[4])) for got in numbers]
+        if fingerprinted:
+            assert list(struct.unpack(f"={len(grads)}I", prints)) == [0 if got is None else got[5] for got in numbers]
+            assert numbers[0][5] == bit_sum(grads[0])
+        else:
+            assert prints is None
+    job = reader.read([torch.tensor([1.0, float("nan")])])
+    assert reader.wait(job) == (False, 1)
+    with pytest.raises(ValueError, match="gradient 0 was left to Python"):
+        reader.packed(job)
+
+
 @needs_reader
 def test_a_job_of_a_few_mib_is_read_at_once_and_a_larger_one_beside():
     """``counters()`` (bench_record.py's counts: hand-overs to the reader's thread, wake-ups, waits that blocked,

@@ -165,7 +165,7 @@ def _native_rows(step: int, described: list, reader, job) -> list[tuple]:
     left to Python: all finite, so no finding), from the numbers its ``job`` keeps. A segment's are made
     together, by :func:`grads_segment`."""
     segment = _Segment()
-    return _rows(_in_order([_native_columns(described, [0], [step], [reader.numbers(job)], segment)], segment))
+    return _rows(_in_order([_native_columns(described, [0], [step], [reader.packed(job)], segment)], segment))
 
 
 def _leaf_rows(step: int, described: list, stats: bytes) -> list[tuple]:
@@ -268,7 +268,7 @@ def grads_segment(items: list, breathe: Callable[[], None] = _never) -> dict[str
                 group = read[id(described)] = (described, [], [], [])
             group[1].append(i)
             group[2].append(step)
-            group[3].append(reader.numbers(job))
+            group[3].append(reader.packed(job))
         elif func is _node_rows and not item.args[4]:
             step, graph, described, stats, _ = item.args
             group = nodes.get((id(described), graph))
@@ -301,24 +301,24 @@ def _leaf_columns(described: list, at: list, steps: list, stats: list, segment: 
     return _parameter_columns(described, at, steps, numbers, None, segment)
 
 
-_ABSENT = (0.0, 0.0, 0.0, 0.0, -1, None)  # a parameter with no .grad, as numbers(job) would give it
-
-
-def _native_columns(described: list, at: list, steps: list, numbered: list, segment: _Segment) -> tuple:
-    """:func:`_leaf_columns` of the steps the native reader read: ``numbered``, each step's ``numbers(job)``
-    ((min, max, sum, norm, numel, fingerprint or None) per parameter, None for one with no ``.grad``). Its numbers
-    go through one flat list, not a tuple each: every tuple counts towards the cyclic GC's next collection, and
-    the rows' tuples of a segment were most of what set off its full ones (see grad_hooks.cpp's
-    untrack_waiting)."""
-    flat = np.array([v for numbers in numbered for got in numbers for v in (_ABSENT if got is None else got)],
-                    dtype=object).reshape(len(numbered), len(described), 6)
-    numbers = flat[:, :, :5].astype(np.float64)
-    prints = flat[:, :, 5]
-    null = prints == None  # noqa: E711 (numpy's elementwise comparison)
-    if null.all():
+def _native_columns(described: list, at: list, steps: list, packed: list, segment: _Segment) -> tuple:
+    """:func:`_leaf_columns` of the steps the native reader read: ``packed``, each step's ``packed(job)`` (five
+    doubles a parameter, min, max, sum, norm, numel, numel -1 for one with no ``.grad``; and a uint32 fingerprint a
+    parameter, or None for a job read without them). Bytes, not a tuple a parameter: every tuple counted towards the
+    cyclic GC's next collection, and the GIL this thread holds building them is the training thread's wait."""
+    numbers = np.frombuffer(b"".join(stats for stats, _ in packed), dtype=np.float64).reshape(
+        len(packed), len(described), 5)
+    if all(prints is None for _, prints in packed):
         return _parameter_columns(described, at, steps, numbers, None, segment)
-    return _parameter_columns(described, at, steps, numbers, (np.where(null, 0, prints).astype(np.uint32), null),
-                              segment)
+    blank = bytes(4 * len(described))  # (a step read without fingerprints: a world that grew since)
+    prints = np.frombuffer(b"".join(blank if p is None else p for _, p in packed), dtype=np.uint32).reshape(
+        len(packed), len(described))
+    null = numbers[:, :, 4] < 0
+    unprinted = [k for k, (_, p) in enumerate(packed) if p is None]
+    if unprinted:
+        null = null.copy()
+        null[unprinted] = True
+    return _parameter_columns(described, at, steps, numbers, (prints, null), segment)
 
 
 def _parameter_columns(described: list, at: list, steps: list, numbers: np.ndarray, prints, segment: _Segment) -> tuple:

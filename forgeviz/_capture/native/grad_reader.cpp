@@ -23,6 +23,7 @@
 #include "extension.h"
 
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/utils/object_ptr.h>
 
 #include <sys/prctl.h>
 
@@ -373,6 +374,38 @@ PyObject* py_numbers(PyObject*, PyObject* const* args, Py_ssize_t n) {
   return out;
 }
 
+// packed(job) -> (stats, prints): numbers() of a job that left no gradient to Python, as the writer's columns take
+// them: stats, five native doubles a gradient (min, max, sum, norm, numel; numel -1 and zeros for one absent);
+// prints, a native uint32 a gradient (0 for one absent), or None for a job read without fingerprints. Two bytes
+// objects, not a tuple a gradient: the recording's writer builds a rank's rows from them holding the GIL, which
+// the training thread then waits for. After wait(job).
+PyObject* py_packed(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  Job* job = job_of("packed", args, n);
+  if (job == nullptr) return nullptr;
+  wait_released(job);
+  const Py_ssize_t count = static_cast<Py_ssize_t>(job->entries.size());
+  THPObjectPtr stats(PyBytes_FromStringAndSize(nullptr, count * 5 * static_cast<Py_ssize_t>(sizeof(double))));
+  THPObjectPtr prints(job->fingerprint ? PyBytes_FromStringAndSize(nullptr, count * 4) : Py_NewRef(Py_None));
+  if (!stats || !prints) return nullptr;
+  auto* numbers = reinterpret_cast<double*>(PyBytes_AS_STRING(stats.get()));
+  auto* folded = job->fingerprint ? reinterpret_cast<uint32_t*>(PyBytes_AS_STRING(prints.get())) : nullptr;
+  for (Py_ssize_t i = 0; i < count; ++i) {
+    const Entry& e = job->entries[i];
+    if (!e.read && e.grad.defined()) {
+      PyErr_Format(PyExc_ValueError, "packed(job): gradient %zd was left to Python (numbers() gives it)", i);
+      return nullptr;
+    }
+    double* row = numbers + 5 * i;
+    std::memcpy(row, e.stats, sizeof e.stats);  // (zeros for one absent)
+    row[4] = e.read ? static_cast<double>(e.numel) : -1.0;
+    if (folded != nullptr) {
+      const uint32_t print = e.read && e.fingerprinted ? e.print : 0;
+      std::memcpy(folded + i, &print, sizeof print);
+    }
+  }
+  return PyTuple_Pack(2, stats.get(), prints.get());
+}
+
 // fingerprint(tensor) -> the fingerprint a job gives a float32 or float64 CPU tensor (for tests), or None.
 PyObject* py_fingerprint(PyObject*, PyObject* const* args, Py_ssize_t n) {
   if (n != 1 || !THPVariable_Check(args[0])) {
@@ -417,6 +450,8 @@ PyMethodDef methods[] = {
     FV_METHOD(wait, "wait(job) -> (changed, left): the job read, the tensors it read let go"),
     FV_METHOD(numbers, "numbers(job) -> [(min, max, sum, norm, numel, fingerprint), None or the tensor left to "
                        "Python]"),
+    FV_METHOD(packed, "packed(job) -> (stats, prints or None): numbers() of a job with none left to Python, as "
+                      "bytes"),
     FV_METHOD(fingerprint, "fingerprint(tensor) -> a float CPU tensor's folded bit-pattern sum, or None"),
     FV_METHOD(set_inline_bytes, "set_inline_bytes(n) -> the previous: jobs of at most n bytes are read at once"),
     FV_METHOD(counters, "counters() -> (handed, woken, blocked, polls, reading_ns, worker_ns, read_at_once, "
