@@ -442,19 +442,8 @@ class DeviceSummaries:
             if event is not None and not event.query():
                 still.append(reading)
                 continue
-            # (through numpy: host-side work, no aten op)
-            rows = host.numpy()
-            plain = [item for item in items if item[3] is None]
-            nonfinite = _fill_rows(plain, rows) if plain else False
-            if len(plain) < len(items):  # the per-gradient torch path's: min and max from its side buffer
-                stats = rows[:, :_BUCKETS].tolist()
-                counts = rows[:, _BUCKETS:_VALUES].astype(np.int64).tolist()
-                values = rows[:, _VALUES:].tolist()
-                extremes = {dtype: side.tolist() for dtype, side in sides.items()}
-                for summary, _, index, side in items:
-                    if side is not None:
-                        _fill(summary, stats[index], counts[index], values[index], extremes[side][index])
-                        nonfinite = nonfinite or bool(summary.nan_count or summary.inf_count)
+            # (through numpy and lists: host-side work, no aten op)
+            nonfinite = _fill_rows(items, host.numpy(), {dtype: side.tolist() for dtype, side in sides.items()})
             for first, view in views:
                 _share(first, view)
             if nonfinite and on_nonfinite is not None:
@@ -527,7 +516,7 @@ def _reduce(g: torch.Tensor, index: int, buffer: _Buffer) -> None:
     read back and ``g`` not held: seven aten ops (its flat view, bucketize, the counts, per-bucket min and
     max, sum, norm), + a copy for a strided one that is not dense, + a small one's values (float64 only).
     min and max are kept per bucket (in ``g``'s dtype, exact) so that neither NaN nor ±inf needs an op of
-    its own: the finite ones are the bins' (``_fill``)."""
+    its own: the finite ones are the bins' (``_fill_rows``)."""
     flat = g.view(-1) if g.is_contiguous() else _dense_flat(g)  # (bucketize copies a strided input, and warns)
     flat = g.reshape(-1) if flat is None else flat
     buckets = torch.bucketize(flat, _boundaries_on(buffer, g.dtype))
@@ -576,11 +565,13 @@ def _reduce_batch(grads: list, base: int, buffer: _Buffer) -> None:
         flat_rows.index_copy_(0, where, x[: len(where)])
 
 
-def _fill_rows(items: list, rows: np.ndarray) -> bool:
-    """The summaries of ``items`` (summary, buffer, row index, None), whose rows hold their own min and max (every
-    path but the per-gradient torch one), filled from ``rows`` as :func:`_fill` fills one, number for number: the
-    arithmetic for all of them at once in numpy (the same float64 operations), then each summary's attributes,
-    a non-finite number made a wire string only where there is one. Returns whether one counted NaN or infinity.
+def _fill_rows(items: list, rows: np.ndarray, extremes: dict) -> bool:
+    """The summaries of ``items`` (summary, buffer, row index, side) filled from their ``rows``: min, max, sum, sum
+    of squares, the bucket counts (-inf, the bins, +inf, NaN), a small tensor's values. The arithmetic for all of
+    them at once in numpy (float64, as one by one), then each summary's attributes, a non-finite number made a wire
+    string only where there is one. An item of the per-gradient torch path (side: its dtype) takes its min and max
+    from the finite buckets' in ``extremes[side][row]`` (its side buffer's rows, per bucket), and its row holds the
+    norm, not the sum of squares. Returns whether one counted NaN or infinity.
 
     >>> pending = DeviceSummaries(triton=False)
     >>> a, b = pending.add(torch.tensor([3.0, -4.0] * 40)), pending.add(torch.tensor([1.0, math.inf]))
@@ -590,19 +581,24 @@ def _fill_rows(items: list, rows: np.ndarray) -> bool:
     index = np.fromiter((item[2] for item in items), np.int64, len(items))
     numel = np.fromiter((item[0].numel for item in items), np.float64, len(items))
     picked = rows[index]
-    lo, hi = picked[:, 0].copy(), picked[:, 1].copy()
+    lo, hi, norm = picked[:, 0].copy(), picked[:, 1].copy(), np.sqrt(picked[:, 3])
+    buckets = picked[:, _BUCKETS:_VALUES].astype(np.int64)
+    bins = buckets[:, 1:-2].tolist()
+    for k, (_, _, row, side) in enumerate(items):
+        if side is not None:
+            lows, highs = extremes[side][row]
+            finite_buckets = [j + 1 for j, c in enumerate(bins[k]) if c]
+            lo[k] = min((lows[j] for j in finite_buckets), default=math.inf)
+            hi[k] = max((highs[j] for j in finite_buckets), default=-math.inf)
+            norm[k] = picked[k, 3]
     none_finite = ~np.isfinite(lo)  # (no finite value at all: min and max NaN)
     lo[none_finite] = hi[none_finite] = math.nan
-    mean, norm = picked[:, 2] / numel, np.sqrt(picked[:, 3])
+    mean = picked[:, 2] / numel
     finite = (np.isfinite(lo) & np.isfinite(hi) & np.isfinite(mean) & np.isfinite(norm)).tolist()
-    buckets = picked[:, _BUCKETS:_VALUES].astype(np.int64)
-    bins = buckets[:, 1:-2]
     nan_count, inf_count = buckets[:, -1].tolist(), (buckets[:, 0] + buckets[:, -2]).tolist()
-    counted = bins.any(axis=1).tolist()
     small = [k for k, item in enumerate(items) if item[0].numel <= SMALL_NUMEL]
     values = dict(zip(small, picked[small, _VALUES:].tolist())) if small else {}
     values_finite = dict(zip(small, np.isfinite(picked[small, _VALUES:]).tolist())) if small else {}
-    bins = bins.tolist()
     for k, (summary, lo_k, hi_k, mean_k, norm_k) in enumerate(zip([item[0] for item in items], lo.tolist(),
                                                                    hi.tolist(), mean.tolist(), norm.tolist())):
         if not finite[k]:
@@ -613,34 +609,9 @@ def _fill_rows(items: list, rows: np.ndarray) -> bool:
         if n <= SMALL_NUMEL:
             kept = values[k][:n]
             summary.values = kept if all(values_finite[k][:n]) else [wire_float(v) for v in kept]
-        elif counted[k]:
+        elif any(bins[k]):
             summary.histogram = Histogram(lo_k, hi_k, bins[k], _WIRE_EDGES[summary.dtype])
     return any(nan_count) or any(inf_count)
-
-
-def _fill(summary: TensorSummary, stats: list[float], buckets: list[int], values: Optional[list[float]],
-          side: Optional[list] = None) -> None:
-    """``summary``'s numbers from its row: ``stats`` (min, max, sum, sum of squares), ``buckets`` (-inf, the
-    bins, +inf, NaN), ``values`` (a small tensor's, first), and its per-bucket min and max, ``side``: then
-    the row holds the norm, not the sum of squares."""
-    lo, hi, total, squares = stats
-    counts = buckets[1:-2]
-    numel = summary.numel
-    if side is not None:
-        finite = [k + 1 for k, c in enumerate(counts) if c]
-        lo = min((side[0][k] for k in finite), default=math.inf)
-        hi = max((side[1][k] for k in finite), default=-math.inf)
-    if not math.isfinite(lo):  # no finite value at all
-        lo = hi = math.nan
-    summary.min, summary.max = wire_float(lo), wire_float(hi)
-    summary.mean = wire_float(total / numel)
-    summary.norm = wire_float(math.sqrt(squares) if side is None else squares)
-    summary.nan_count = buckets[-1]
-    summary.inf_count = buckets[0] + buckets[-2]
-    if numel <= SMALL_NUMEL:
-        summary.values = [wire_float(v) for v in values[:numel]]
-    elif any(counts):
-        summary.histogram = Histogram(wire_float(lo), wire_float(hi), counts, _WIRE_EDGES[summary.dtype])
 
 
 # Each dtype's edges as the wire has them, made once and shared by its summaries' histograms (made afresh,
