@@ -7,7 +7,8 @@
 // thread did that beside step(), but each of its calls took the GIL back from the training thread (a hand-off
 // per tensor and per call): on a millisecond step that was most of what recording cost. Here the training thread
 // hands the list of tensors over in one call (`read`); `wait` says they are read (and lets the tensors go), and
-// `numbers` gives them back, later and on any thread (the recorder's writer builds the rows from them).
+// `packed` gives them back as bytes, later and on any thread (the recorder's writer builds the rows from them;
+// `numbers` also gives back a gradient left to Python).
 //
 // Who reads them: a job of up to a few MiB (inline_bytes) is read at once, in `read`, on the training thread,
 // with no other thread woken. A larger one goes to a C++ thread that never touches Python, which reads it while

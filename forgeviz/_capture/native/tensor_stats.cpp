@@ -52,28 +52,62 @@ bool have_avx2() {
   return avx2;
 }
 
+// The wrapping 64-bit sum of int32 bit patterns, eight lanes at a time, without widening each pattern (two shuffles
+// and two 64-bit adds for every eight, which made the summary's pass half as long again as its stats alone): within
+// a block each lane keeps the wrapping 32-bit sum of its patterns, w, and the sum of their top halves (arithmetic
+// shift by 16), h. The lane's true sum is h * 2^16 + l, where l, the sum of the low halves, lies in [0, 2^22) for
+// up to 64 patterns a lane a block: so l = w - h * 2^16 modulo 2^32, exactly, and only h and l are widened, once a
+// block (close_block), into each lane's 64-bit highs and lows; total() adds them up.
+struct PatternSums {
+  __m256i highs, lows;  // each lane's h and l, widened
+  __attribute__((target("avx2"))) PatternSums() : highs(_mm256_setzero_si256()), lows(highs) {}
+
+  static constexpr int64_t kBlockPatterns = 64 * 8;  // at most: l must stay below 2^32 in every lane
+  struct Block {
+    __m256i w, h;
+    __attribute__((target("avx2"))) Block() : w(_mm256_setzero_si256()), h(w) {}
+    __attribute__((target("avx2"))) void add(__m256i u, __m256i v) {  // two vectors of eight patterns each
+      w = _mm256_add_epi32(w, _mm256_add_epi32(u, v));
+      h = _mm256_add_epi32(h, _mm256_add_epi32(_mm256_srai_epi32(u, 16), _mm256_srai_epi32(v, 16)));
+    }
+  };
+
+  __attribute__((target("avx2"))) void close_block(const Block& a, const Block& b) {
+    const __m256i h = _mm256_add_epi32(a.h, b.h);
+    const __m256i l = _mm256_sub_epi32(_mm256_add_epi32(a.w, b.w), _mm256_slli_epi32(h, 16));  // (wrapping)
+    highs = _mm256_add_epi64(highs, _mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(h)),
+                                                     _mm256_cvtepi32_epi64(_mm256_extracti128_si256(h, 1))));
+    lows = _mm256_add_epi64(lows, _mm256_add_epi64(_mm256_cvtepu32_epi64(_mm256_castsi256_si128(l)),
+                                                   _mm256_cvtepu32_epi64(_mm256_extracti128_si256(l, 1))));
+  }
+
+  __attribute__((target("avx2"))) uint64_t total() const {
+    uint64_t h4[4], l4[4];
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(h4), highs);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(l4), lows);
+    return ((h4[0] + h4[1] + h4[2] + h4[3]) << 16) + (l4[0] + l4[1] + l4[2] + l4[3]);
+  }
+};
+
 // Totals<float>::add_contiguous with AVX2, where the CPU has it (checked at run time; the library
 // is built for any x86-64): 32 bytes at a time, min and max with one instruction each, and min
 // and max reduced once per row rather than once per block. Gradients are mostly float32 rows, and
 // this pass runs over every one of them: twice the speed of the SSE2 loop. With kBits it also adds each element's
 // bit pattern, sign-extended, into *bits (fv_bit_sum_tensor's sum), from the same loads: a rank reading the
 // gradient the optimizer applies wants both, and one pass reads its memory once. The float arithmetic is the same
-// either way, so the statistics are bit for bit those of the pass without.
-// The 64-bit sum without widening each pattern (two shuffles and two 64-bit adds for every eight, which made the
-// pass half as long again as the stats alone): within a block, each lane keeps the wrapping 32-bit sum of its
-// patterns, w, and the sum of their top halves (arithmetic shift by 16), h. The lane's true sum is h * 2^16 + l,
-// where l, the sum of the low halves, lies in [0, 2^22) (64 patterns a lane a block): so l = w - h * 2^16 modulo
-// 2^32, exactly, and only h and l are widened, once a block.
+// either way, so the statistics are bit for bit those of the pass without. (The patterns: PatternSums, a block of
+// kBlock floats at a time.)
 template <bool kBits>
 __attribute__((target("avx2,fma"))) void add_floats_avx2(const float* x, int64_t n, double& sum, double& sumsq,
                                                         float& lo, float& hi, uint64_t* bits) {
   __m256d sums = _mm256_setzero_pd(), squares = _mm256_setzero_pd();
   __m256 mn0 = _mm256_set1_ps(lo), mn1 = mn0, mx0 = _mm256_set1_ps(hi), mx1 = mx0;
-  __m256i highs = _mm256_setzero_si256(), lows = highs;  // each lane's h and l, widened, over the blocks
+  static_assert(kBlock <= PatternSums::kBlockPatterns);
+  PatternSums patterns;
   int64_t i = 0;
   for (; i + kBlock <= n; i += kBlock) {
     __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, q0 = s0, q1 = s0, q2 = s0, q3 = s0;
-    __m256i w0 = _mm256_setzero_si256(), w1 = w0, h0 = w0, h1 = w0;
+    PatternSums::Block first, second;  // (two, so that their adds do not wait on each other)
     for (int64_t j = i; j < i + kBlock; j += 32) {
       const __m256 a = _mm256_loadu_ps(x + j), b = _mm256_loadu_ps(x + j + 8), c = _mm256_loadu_ps(x + j + 16),
                    d = _mm256_loadu_ps(x + j + 24);
@@ -91,22 +125,11 @@ __attribute__((target("avx2,fma"))) void add_floats_avx2(const float* x, int64_t
       mx0 = _mm256_max_ps(mx0, _mm256_max_ps(a, b));
       mx1 = _mm256_max_ps(mx1, _mm256_max_ps(c, d));
       if constexpr (kBits) {
-        const __m256i ua = _mm256_castps_si256(a), ub = _mm256_castps_si256(b), uc = _mm256_castps_si256(c),
-                      ud = _mm256_castps_si256(d);
-        w0 = _mm256_add_epi32(w0, _mm256_add_epi32(ua, ub));
-        w1 = _mm256_add_epi32(w1, _mm256_add_epi32(uc, ud));
-        h0 = _mm256_add_epi32(h0, _mm256_add_epi32(_mm256_srai_epi32(ua, 16), _mm256_srai_epi32(ub, 16)));
-        h1 = _mm256_add_epi32(h1, _mm256_add_epi32(_mm256_srai_epi32(uc, 16), _mm256_srai_epi32(ud, 16)));
+        first.add(_mm256_castps_si256(a), _mm256_castps_si256(b));
+        second.add(_mm256_castps_si256(c), _mm256_castps_si256(d));
       }
     }
-    if constexpr (kBits) {
-      const __m256i h = _mm256_add_epi32(h0, h1);
-      const __m256i l = _mm256_sub_epi32(_mm256_add_epi32(w0, w1), _mm256_slli_epi32(h, 16));  // (wrapping)
-      highs = _mm256_add_epi64(highs, _mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(h)),
-                                                       _mm256_cvtepi32_epi64(_mm256_extracti128_si256(h, 1))));
-      lows = _mm256_add_epi64(lows, _mm256_add_epi64(_mm256_cvtepu32_epi64(_mm256_castsi256_si128(l)),
-                                                     _mm256_cvtepu32_epi64(_mm256_extracti128_si256(l, 1))));
-    }
+    if constexpr (kBits) patterns.close_block(first, second);
     const __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
     const __m256 q = _mm256_add_ps(_mm256_add_ps(q0, q1), _mm256_add_ps(q2, q3));
     sums = _mm256_add_pd(sums, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(s)),
@@ -134,10 +157,7 @@ __attribute__((target("avx2,fma"))) void add_floats_avx2(const float* x, int64_t
     hi = v > hi ? v : hi;
   }
   if constexpr (kBits) {
-    uint64_t h4[4], l4[4];
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(h4), highs);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(l4), lows);
-    *bits += ((h4[0] + h4[1] + h4[2] + h4[3]) << 16) + (l4[0] + l4[1] + l4[2] + l4[3]);
+    *bits += patterns.total();
     add_patterns(x + (n - n % kBlock), n % kBlock, 1, bits);  // the elements past the last block
   }
 }
@@ -202,23 +222,23 @@ __attribute__((target("avx2,fma"))) int64_t bin_floats_avx2(const float* p, int6
   return k;
 }
 
-// The wrapping 64-bit sum of n int32s (a float32 row's bit patterns), each sign-extended: 16 at a time.
+// The wrapping 64-bit sum of n int32s (a float32 row's bit patterns), each sign-extended: 16 at a time, in
+// PatternSums' blocks.
 __attribute__((target("avx2"))) uint64_t add_int32s_avx2(const int32_t* x, int64_t n) {
-  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  PatternSums patterns;
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i + 8));
-    a0 = _mm256_add_epi64(a0, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(u)));
-    a1 = _mm256_add_epi64(a1, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(u, 1)));
-    a2 = _mm256_add_epi64(a2, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(v)));
-    a3 = _mm256_add_epi64(a3, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(v, 1)));
+  while (i + 16 <= n) {
+    PatternSums::Block first, second;
+    const int64_t end = std::min(n - n % 16, i + PatternSums::kBlockPatterns);
+    for (; i + 16 <= end; i += 16) {
+      const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i + 8));
+      (i & 16 ? second : first).add(u, v);
+    }
+    patterns.close_block(first, second);
   }
-  uint64_t lanes[4];
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes),
-                      _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)));
-  uint64_t total = lanes[0] + lanes[1] + lanes[2] + lanes[3];
-  for (; i < n; ++i) total += static_cast<uint64_t>(static_cast<int64_t>(x[i]));
+  uint64_t total = patterns.total();
+  add_patterns(x + i, n - i, 1, &total);  // (the last few)
   return total;
 }
 #endif
