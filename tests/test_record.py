@@ -245,9 +245,9 @@ def test_killed_process_opens_to_its_last_segment(tmp_path):
 
 
 def test_a_run_that_lost_segments_or_stopped_writing_says_so(tmp_path):
-    """What the writer counted as dropped (its queue full, a segment's rows that failed to build) and why it
-    stopped writing are in the rank's metadata: ``forgeviz.open`` tells them with the rest (its problems, and a
-    warning), and shows what was written."""
+    """What the writer counted as dropped (rows held back past their bound, a segment's rows that failed to build)
+    and why it stopped writing are in the rank's metadata: ``forgeviz.open`` tells them with the rest (its problems,
+    and a warning), and shows what was written; rows given up are named by their steps."""
     import json
 
     _train(folder=tmp_path / "run")
@@ -258,8 +258,13 @@ def test_a_run_that_lost_segments_or_stopped_writing_says_so(tmp_path):
     meta_path.write_text(json.dumps({**meta, "dropped_segments": 2, "faults": [stopped]}))
     run = _open_warned(tmp_path / "run", "rank0: 2 segment(s) were dropped while recording", "No space left")
     assert run.problems == ["rank0: 2 segment(s) were dropped while recording (the writer fell behind the training "
-                            "loop); the steps in them have no rows", f"rank0: {stopped}"]
+                            "loop); those rows are missing", f"rank0: {stopped}"]
     assert run.steps == [1, 2, 3]
+    dropped = [[2, 2, "grads"], [1, 3, "steps"]]
+    meta_path.write_text(json.dumps({**meta, "dropped_segments": 2, "dropped_steps": dropped}))
+    run = _open_warned(tmp_path / "run", "rank0: 2 segment(s) were dropped while recording")
+    assert run.problems == ["rank0: 2 segment(s) were dropped while recording (the writer fell behind the training "
+                            "loop: grads rows of steps 2, steps rows of steps 1…3); those rows are missing"]
 
 
 def _train(steps: int = 3, folder=None, caplog=None) -> list[torch.Tensor]:

@@ -96,6 +96,42 @@ def test_memory_view_of_a_run_draws_its_wire_model(tmp_path):
     assert view.summary().startswith(f"forgeviz memory (cpu): {run.memory(0).count:,} events")
 
 
+def test_memory_events_wait_for_a_writer_that_fell_behind_and_none_is_lost(tmp_path, monkeypatch):
+    """A writer whose disk stops answering for 30 steps, a segment a step (three streams each): the ledger's events
+    it has no room for stay with the ledger and go with a later segment, so the recorded timeline still holds every
+    event, category for category, with memory_trace()'s peak and live bytes."""
+    import threading
+
+    from forgeviz.run.writer import RunWriter
+
+    disk, append = threading.Event(), RunWriter._append
+    monkeypatch.setattr(RunWriter, "_append", lambda self, *segment: disk.wait(60) and append(self, *segment))
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    before = get_session().fault_count
+    with forgeviz.record(tmp_path / "run", memory=True, segment_seconds=0.0) as session:
+        with forgeviz.memory_trace() as trace:
+            for step in range(1, 41):
+                opt.zero_grad()
+                net(torch.randn(32, 64)).square().mean().backward()
+                opt.step()
+                if step == 30:
+                    disk.set()
+    assert session.fault_count == before, session.faults[-3:]
+    run = forgeviz.open(tmp_path / "run")
+    meta = run.meta(0)
+    assert meta["dropped_segments"] == 0 and "memory_lost_events" not in meta and meta["writer_thinned"], meta
+    timeline = run.memory(0)
+    assert (timeline.peak_bytes, timeline.live_bytes) == (trace.peak_bytes, trace.live_bytes)
+    recorded, traced = run.recorded_memory(0).columns(), trace.tracker.columns()
+    assert len(recorded["bytes"]) == len(traced["bytes"])  # every event
+    assert np.array_equal(recorded["bytes"], traced["bytes"])
+    final = _by_category(recorded)
+    assert final == {**_by_category(traced), "other": final["other"]}
+    assert run.steps == list(range(1, 41))
+
+
 def test_memory_past_half_the_budget_is_an_outline_with_the_same_peak(tmp_path):
     # a tiny budget: early segments in full, then outlines (stand-ins), said in the metadata
     _, _, trace = _train_recorded(tmp_path / "run", 40, budget_mb=0.02, segment_seconds=0.0)

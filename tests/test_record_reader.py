@@ -9,6 +9,8 @@ way of changing ``.grad`` in between sends the step back to the reader."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -558,6 +560,146 @@ def test_gradients_past_half_the_budget_are_thinned_then_dropped_with_either_hoo
     assert (len(in_python) < 40) == native_steps  # (C++: the first pass, and each one after a step that thinned)
 
 
+def _kept_while_behind(meta: dict, steps: int) -> list[int]:
+    """The oracle of a writer that fell behind: the steps the metadata's ``writer_thinned`` keeps (each entry's
+    stride holds from its step until the next entry), less those ``dropped_steps`` gave up."""
+    kept = []
+    for step in range(1, steps + 1):
+        stride = ([1] + [by for since, by in meta.get("writer_thinned", []) if step >= since])[-1]
+        dropped = any(first <= step <= last for first, last, table in meta.get("dropped_steps", []) if table == "grads")
+        if (step - 1) % stride == 0 and not dropped:
+            kept.append(step)
+    return kept
+
+
+class _Grows(torch.nn.Module):
+    """The MLP, its output squashed by tanh once ``grown``: another graph from then on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net, _, _ = _mlp(8)
+        self.grown = False
+
+    def forward(self, x):
+        y = self.net(x)
+        return y.tanh() if self.grown else y
+
+
+def _stalled_writer(monkeypatch, steps: int, stalled: range, tmp_path, native_steps: bool = True,
+                    grows_at: int = 0):
+    """``steps`` recorded training steps (the MLP's; from ``grows_at`` on, if given, another graph) whose writer
+    thread is stalled (a disk that stops answering) from the first segment until the step after ``stalled`` ends,
+    then writes on; each step after that waits for it to catch up. Returns (each step's applied gradients, the
+    recorder, the tables the writer thread wrote, in turn)."""
+    import threading
+    import time
+
+    from forgeviz._capture import recording
+    from forgeviz.model.run import rank_folder
+    from forgeviz.run.writer import RunWriter
+
+    monkeypatch.setattr(recording, "SEGMENT_ROWS", 40)  # (about twelve rows a step: a segment every third step or so)
+    disk = threading.Event()
+    append = RunWriter._append
+    taken = []
+
+    def stalled_append(self, table, columns):
+        disk.wait(60)
+        taken.append(table)
+        return append(self, table, columns)
+
+    monkeypatch.setattr(RunWriter, "_append", stalled_append)
+    _, _, x = _mlp(8)
+    model = _Grows()
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    with forgeviz.capture() as session:
+        recorder = Recorder(session, lambda rank, meta: RunWriter(tmp_path / rank_folder(rank), meta, session.fault),
+                            segment_seconds=3600.0)
+        recorder.native_steps = native_steps
+        recorder.install()
+
+        def writer_answers(step: int) -> None:
+            if step + 1 not in stalled:
+                disk.set()
+                waited = time.monotonic()
+                while recorder.writer.backlog > 0 and time.monotonic() < waited + 30:
+                    time.sleep(0.001)
+
+        applied = _train(model, opt, x, steps, after_step=writer_answers,
+                         before_step=lambda step: setattr(model, "grown", step == grows_at or model.grown))
+        disk.set()
+        recorder.close()
+    return applied, recorder, taken
+
+
+@needs_hooks
+@pytest.mark.parametrize("native_steps", [True, False], ids=["hooks in C++", "hooks in Python"])
+def test_a_writer_that_falls_behind_loses_nothing_the_recording_thins_then_catches_up(tmp_path, monkeypatch,
+                                                                                      native_steps):
+    """A writer whose disk stops answering for 120 steps: its queue fills (16 segments), and what it cannot take is
+    held back and handed over with the next segment, not dropped; meanwhile the recording keeps every second step's
+    gradients, then every fourth, … (the metadata's ``writer_thinned``), and once the writer has caught up, every
+    second step's, and so on back to every step's. Every step's row, both graphs (the second one new while the
+    queue was full) and the kept steps' gradients (torch's, as ``step()`` applied them) are in the file, and a step
+    thinned out says why."""
+    applied, recorder, taken = _stalled_writer(monkeypatch, 240, range(1, 121), tmp_path, native_steps, grows_at=105)
+    run = forgeviz.open(tmp_path)
+    meta = run.meta(0)
+    assert meta["dropped_segments"] == 0 and "dropped_steps" not in meta and run.problems == [], meta
+    thinned = meta["writer_thinned"]
+    # a step thinner at each segment while the writer was stalled, to every 16th step, then a step back at each once
+    # it answered, to every step
+    assert [by for _, by in thinned] == [2, 4, 8, 16, 8, 4, 2, 1], thinned
+    assert thinned[3][0] <= 121 < thinned[4][0], thinned
+    assert run.steps == list(range(1, 241))  # every step's row, held back while the queue was full
+    kept = _kept_while_behind(meta, 240)
+    assert run.gradient_steps(0) == kept and len(kept) < 200 and kept[-3:] == [238, 239, 240]
+    params = run.frame().query("kind == 'parameter'")
+    for step in kept:
+        rows = params[params["step"] == step].set_index("name")
+        for name, g in applied[step - 1].items():
+            assert rows.loc[name, "norm"] == pytest.approx(g.norm().item(), rel=1e-6), (step, name)
+        graph, trait = run.graph_at(step, 0)  # (the second while the queue was full: held back, then written)
+        assert graph == (step >= 105) and ("TanhBackward0" in json.dumps(trait)) == (step >= 105)
+    thinned_out = next(step for step in range(1, 241) if step not in kept)
+    assert "the writer fell behind the training loop" in run.why_no_step(0, thinned_out)
+    assert taken.count("graphs") == 2 and len(taken) == recorder.writer.segments
+
+
+@needs_hooks
+def test_rows_held_back_past_their_bound_are_given_up_oldest_first_and_named(tmp_path, monkeypatch):
+    """A writer stalled for 150 steps with room held back for 60 rows a stream: the oldest held segments are given
+    up (counted, and their steps named in the metadata and in what opening the run says), the rows held since are
+    written once the writer answers, and every step outside what was given up has its row and, if kept, torch's
+    gradients."""
+    from forgeviz._capture import recording
+
+    monkeypatch.setattr(recording, "HELD_ROWS", 60)
+    applied, _, _ = _stalled_writer(monkeypatch, 180, range(1, 151), tmp_path)
+    with pytest.warns(UserWarning, match="dropped while recording"):
+        run = forgeviz.open(tmp_path)
+    meta = run.meta(0)
+    dropped = meta["dropped_steps"]
+    assert meta["dropped_segments"] == len(dropped) > 0 and {table for *_, table in dropped} <= {"grads", "steps"}
+    assert all(first <= last <= 151 for first, last, _ in dropped), dropped
+    [problem] = run.problems
+    assert "segment(s) were dropped while recording" in problem
+    assert all(f"{table} rows of steps {first}…{last}" in problem for first, last, table in dropped), problem
+    lost = {step for first, last, table in dropped if table == "steps" for step in range(first, last + 1)}
+    assert run.steps == [step for step in range(1, 181) if step not in lost]
+    kept = _kept_while_behind(meta, 180)
+    assert run.gradient_steps(0) == kept and kept[-1] > 170
+    # the oldest went: the rows held last before the writer answered were written
+    assert max(last for _, last, table in dropped if table == "grads") < max(k for k in kept if k <= 151)
+    params = run.frame().query("kind == 'parameter'")
+    for step in kept:
+        rows = params[params["step"] == step].set_index("name")
+        for name, g in applied[step - 1].items():
+            assert rows.loc[name, "norm"] == pytest.approx(g.norm().item(), rel=1e-6), (step, name)
+    first, last = next((first, last) for first, last, table in dropped if table == "grads")
+    assert f"the rows of steps {first}…{last} were dropped: the writer fell behind" in run.why_no_step(0, first)
+
+
 class _NaNAt(torch.nn.Module):
     """An MLP whose backward goes NaN while ``poisoned``: sqrt's derivative at 0 is infinite, times 0."""
 
@@ -649,6 +791,38 @@ def test_rows_built_on_the_writer_thread_that_fail_are_a_fault_and_writing_goes_
     with pa.OSFile(str(tmp_path / "rank0" / "grads.arrows"), "rb") as f:
         table = pa.ipc.open_stream(f).read_all()
     assert table.num_rows == 1 and table.column("fingerprint").to_pylist() == [123]
+
+
+def test_a_disk_that_stops_answering_costs_the_exit_its_timeout_not_a_hang(tmp_path, monkeypatch):
+    """The writer's thread stuck in a write (a hung network disk): a full queue takes no more segments (the caller
+    keeps them: submit says False at once), and closing gives up after its timeout with a fault that says so, rather
+    than waiting on the queue for ever; the segment written before the stall stays readable."""
+    import threading
+    import time
+
+    import pyarrow as pa
+
+    from forgeviz.model.run import STEPS
+    from forgeviz.run.writer import QUEUE_SEGMENTS, RunWriter
+
+    faults, disk, append = [], threading.Event(), RunWriter._append
+    writer = RunWriter(tmp_path / "rank0", {"rank": 0}, faults.append)
+    assert writer.submit(STEPS, [(1, 0.5, None, None)])
+    waited = time.monotonic()
+    while writer.segments == 0 and time.monotonic() < waited + 30:
+        time.sleep(0.001)
+    monkeypatch.setattr(RunWriter, "_append", lambda self, *segment: disk.wait(60) and append(self, *segment))
+    taken = [writer.submit(STEPS, [(step, 0.5, None, None)]) for step in range(2, QUEUE_SEGMENTS + 10)]
+    # (the thread holds one in its stuck write: the queue then takes QUEUE_SEGMENTS more, and no other)
+    assert taken.count(True) in (QUEUE_SEGMENTS, QUEUE_SEGMENTS + 1) and taken[-1] is False and writer.backlog == 1.0
+    started = time.monotonic()
+    writer.close({"finished": True}, timeout=0.5)
+    assert time.monotonic() - started < 10
+    assert faults == ["finishing the writes failed: TimeoutError: the disk took no segment for 0.5 s; recording "
+                      "stopped, training goes on"]
+    disk.set()
+    with pa.OSFile(str(tmp_path / "rank0" / "steps.arrows"), "rb") as f:
+        assert pa.ipc.open_stream(f).read_all().column("step").to_pylist()[0] == 1
 
 
 @needs_reader

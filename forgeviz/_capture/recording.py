@@ -37,6 +37,11 @@ writes it.
   (``NativePass.recorded``: no second walk, and no hook before backward); a pass the Python hooks recorded is
   walked after the backward (its Nodes and edges outlive it), in C++ where the library is built
   (``walk`` in grad_hooks.cpp).
+- A writer that falls behind (a slow disk, a writer thread starved of CPU) loses nothing at first: a segment its
+  queue has no room for is held back and handed over again, ahead of the next (:meth:`Recorder._hand`), while the
+  recording keeps every second step's gradient rows, then every fourth, … (up to every 16th) until the queue has
+  room again (:meth:`Recorder._keep_pace`; said in the metadata, ``writer_thinned``). Only rows held back past
+  ``HELD_ROWS`` are given up, oldest first, counted and named by their steps (``dropped_steps``).
 """
 
 from __future__ import annotations
@@ -97,6 +102,12 @@ SEGMENT_SECONDS = 2.0  # ...or this long after the last one (what a SIGKILL can 
 BUDGET_BYTES = 256 * 2**20
 MAX_GRAPHS = 32  # distinct graphs recorded per rank, at most
 GRAPH_NODES = 20_000
+# Rows of one stream held back while the writer's queue is full (about 100 bytes each), at most: past this the oldest
+# held segment is given up (counted, its steps named in the metadata)
+HELD_ROWS = 4 * SEGMENT_ROWS
+# the writer's queue half full (or a segment held back) at a segment's hand-over: the recording thins its gradient
+# rows another step (every second step's, every fourth, … to every MAX_LAG_STRIDE-th); empty: one step back
+MAX_LAG_STRIDE = 16
 PASSES_KEPT = 8  # recent backward passes whose first non-finite Node can still be told (GradStore.nonfinite_found's)
 
 
@@ -342,6 +353,17 @@ def _native_read_rows(reader, job, step: int, described: list, fingerprinted: bo
     return parameter_rows(step, read)
 
 
+def _step_of(table: str, item) -> int:
+    """The step of a row of ``table`` (its ``step`` field) or of a row builder (its first argument).
+
+    >>> _step_of(STEPS, (7, 0.5, None, None)), _step_of(GRADS, functools.partial(_leaf_rows, 9, [], b""))
+    (7, 9)
+    """
+    if type(item) is tuple:
+        return item[1] if table == GRAPHS else item[0]
+    return item.args[0]
+
+
 class _Reader:
     """A thread that runs jobs in the order handed over (``queue.SimpleQueue``: one C call to put)."""
 
@@ -388,8 +410,16 @@ class Recorder:
         self.budget = budget_bytes
         self.rank, self.world = rank_and_world()
         self.step = 1  # the optimizer step under way (steps are counted from 1 at optimizer.step())
-        self.stride = 1  # raised as the size budget fills (older steps keep their detail)
-        self.downsampled: list[list[int]] = []  # [from step, stride]
+        self.stride = 1  # every stride-th step records: the larger of the budget's and the writer's (_records_step)
+        self.downsampled: list[list[int]] = []  # [from step, stride]: the size budget's, raised as it fills
+        self._budget_stride = 1
+        # [from step, stride]: every stride-th step kept while the writer's queue was behind (1: every step again)
+        self.writer_thinned: list[list[int]] = []
+        self._lag_stride = 1
+        # table -> (rows and row builders held back while the writer's queue was full, their rows counted, whether
+        # one is a builder); handed over again, ahead of the next of that table
+        self._held: dict[str, tuple[list, int, bool]] = {}
+        self.dropped_steps: list[list] = []  # [first step, last step, table] of rows given up (held past HELD_ROWS)
         self.over_budget_at: Optional[int] = None
         self.torn_steps: list[int] = []  # steps whose parameter rows were dropped (.grad changed in step())
         self._records = bool(every)  # whether the step under way records (_records_step(), kept as it changes)
@@ -559,7 +589,7 @@ class Recorder:
             self._open()
         with boundary(self.session.fault, "writing the recording's last segment"):
             self._collect()
-            self._flush()
+            self._flush(wait=10.0)  # (what is held back waits for room now: a slow disk is no reason to lose it)
         if self.cuda is not None:
             with boundary(self.session.fault, "stopping the CUDA allocator history"):
                 self.cuda.stop()
@@ -570,6 +600,10 @@ class Recorder:
         self.writer.meta["world_size"] = self.world
         final = {"finished": True, "steps": self.step - 1, "downsampled": self.downsampled,
                  "over_budget_from_step": self.over_budget_at, "torn_steps": self.torn_steps}
+        if self.writer_thinned:
+            final["writer_thinned"] = self.writer_thinned
+        if self.dropped_steps:
+            final["dropped_steps"] = self.dropped_steps
         if self.memory_lost:
             final["memory_lost_events"] = self.memory_lost
         if self.cuda_overflowed:
@@ -818,10 +852,12 @@ class Recorder:
         except Exception as exc:  # noqa: BLE001 - the boundary inline
             report(self.fault, "counting an optimizer step", exc)
 
-    def _flush(self, step: Optional[int] = None) -> None:
+    def _flush(self, step: Optional[int] = None, wait: float = 0.0) -> None:
         """Hand what waits to the writer; ``step``: the step the CUDA entries taken now belong to, unless
-        stamped (the one that just ended; by default the one under way)."""
+        stamped (the one that just ended; by default the one under way); ``wait``: how long a full queue may keep
+        this thread waiting (0: not at all, as in a training step: what it cannot take is held back)."""
         self._last_flush = time.perf_counter()
+        backlog = self.writer.backlog  # (what the writer has not written of the segments before this one)
         if self._later_on_device:
             # every pass's read-back done first (on CUDA the last pass's copy, queued behind its backward: a wait
             # once a segment, after an optimizer step, never inside backward), so that no Node row goes unwritten
@@ -836,22 +872,65 @@ class Recorder:
             for step, described, made in reused:  # steps that took their backward's summaries: read back now
                 self._nonfinite_parameters(step, described, made, [])
         for name, rows in self._rows.items():
-            if rows:
-                if name == GRADS and self._later:  # (rows the writer's thread builds first)
-                    rows = functools.partial(grads_segment, rows)  # (its columns)
-                self.writer.submit(name, rows)  # the writer thread turns rows into columns
+            if rows or name in self._held:
+                later = name == GRADS and self._later  # (rows the writer's thread builds first)
+                self._hand(name, rows, len(rows) + (self._later_rows if name == GRADS else 0), later, wait)
                 self._rows[name] = []
+        for name in [name for name in self._held if name not in self._rows]:  # (graphs held back)
+            self._hand(name, [], 0, False, wait)
         self._later_rows, self._later = 0, False
         self._poll = self._reader_polls()  # (torch.set_num_threads may have run since)
         if self.memory is not None:
-            self._memory_segment()
+            self._memory_segment(wait)
         if self.cuda is not None:
-            self._cuda_segment(self.step if step is None else step)
+            self._cuda_segment(self.step if step is None else step, wait)
         self._budget()
+        self._keep_pace(backlog)
 
-    def _memory_segment(self) -> None:
+    def _hand(self, name: str, rows: list, count: int, later: bool, wait: float = 0.0) -> None:
+        """Hand ``rows`` of the stream ``name`` to the writer (``count``: about how many rows; ``later``: some are
+        row builders, whose columns the writer's thread makes with grads_segment), after any of that stream held
+        back. A queue with no room holds them back in turn, to be handed over with the next; rows held past
+        HELD_ROWS are given up, the oldest segment first (counted in the writer's ``dropped``, their steps named)."""
+        held = self._held.pop(name, None)
+        if held is not None:
+            rows, count, later = held[0] + rows, held[1] + count, held[2] or later
+        if not rows:
+            return
+        if self.writer.submit(name, functools.partial(grads_segment, rows) if later else rows, wait):
+            return  # (the writer thread turns rows into columns)
+        if count > HELD_ROWS and held is not None and held[0]:
+            given_up = held[0]  # the oldest: what was held already
+            self.writer.dropped += 1
+            self.dropped_steps.append([_step_of(name, given_up[0]), _step_of(name, given_up[-1]), name])
+            rows, count = rows[len(given_up):], count - held[1]
+            later = later and any(type(r) is not tuple for r in rows)
+        self._held[name] = (rows, count, later)
+
+    def _keep_pace(self, backlog: float) -> None:
+        """After a segment's hand-over, ``backlog`` the writer's queue as it was before (RunWriter.backlog): half
+        full, or a segment held back, thins the gradient rows another step (every second step's, then every fourth,
+        …); empty (the writer kept up) takes one step back (a writer slower than the steps settles between the two).
+        Each change is kept in ``writer_thinned``."""
+        stride = self._lag_stride
+        if self._held or backlog >= 0.5:
+            stride = min(stride * 2, MAX_LAG_STRIDE)
+        elif backlog == 0:
+            stride = max(stride // 2, 1)
+        if stride != self._lag_stride:
+            self._lag_stride = stride
+            self.writer_thinned.append([self.step, stride])
+            self._thin()
+
+    def _thin(self) -> None:
+        """Every ``stride``-th step records: the larger of the size budget's stride and the writer's."""
+        self.stride = max(self._budget_stride, self._lag_stride)
+        self._records = self._records_step()
+
+    def _memory_segment(self, wait: float = 0.0) -> None:
         """The ledger's events since the last segment, handed to the writer (which thins them past the budget):
-        their bytes are copied here, the rest happens on the writer's thread."""
+        their bytes are copied here, the rest happens on the writer's thread. A full queue (``wait``: :meth:`_flush`'s)
+        leaves them with the ledger, for the next segment."""
         tracker = self.memory
         stats = tracker.ledger.stats()
         start = self._mem_written - stats.dropped  # the ledger merges older events: indices move back
@@ -862,9 +941,10 @@ class Recorder:
             return
         first = start + stats.dropped
         self._mem_bounds = [b for b in self._mem_bounds if b[0] > first]
-        self.writer.submit(MEMORY, {"columns": tracker.columns(start, stats.count), "first": first,
-                                    "bounds": list(self._mem_bounds), "current": self.step,
-                                    "ops": list(tracker.ops), "modules": list(tracker.modules)})
+        if not self.writer.submit(MEMORY, {"columns": tracker.columns(start, stats.count), "first": first,
+                                           "bounds": list(self._mem_bounds), "current": self.step,
+                                           "ops": list(tracker.ops), "modules": list(tracker.modules)}, wait):
+            return  # (the writer is behind: these events go with the next segment, the ledger keeps them till then)
         tracker.publish(stats.count)
         self._mem_written = stats.count + stats.dropped
 
@@ -889,7 +969,7 @@ class Recorder:
             history.mark_step(self.step)
         self._cuda_wanted = None  # (a history that failed to start is not asked for again)
 
-    def _cuda_segment(self, step: int) -> None:
+    def _cuda_segment(self, step: int, wait: float = 0.0) -> None:
         """The allocator's entries since the last segment (a snapshot: a host call, no device sync), handed
         to the writer with the segments they are anchored at; the writer thread turns them into columns."""
         snapshot = self.cuda.take()
@@ -900,8 +980,9 @@ class Recorder:
             self.session.fault(f"recording: the CUDA allocator history filled its {len(entries):,} entries within "
                                f"one segment (step {self.step}); older entries of it were lost, so allocated "
                                "bytes before then are off. A smaller segment_seconds takes them more often")
-        if entries:
-            self.writer.submit(CUDA_MEMORY, {"snapshot": snapshot, "device": self.cuda.device, "step": step})
+        if entries and not self.writer.submit(CUDA_MEMORY, {"snapshot": snapshot, "device": self.cuda.device,
+                                                              "step": step}, wait):
+            self.writer.dropped += 1  # (the history's entries since the last segment: taken, and not kept here)
 
     def _budget(self) -> None:
         """Past half the budget, every second recorded step is kept; past three quarters every fourth, …;
@@ -916,10 +997,10 @@ class Recorder:
         while used >= self.budget * (1 - 0.5 ** wanted) and wanted < 16:
             wanted += 1
         stride = 2 ** (wanted - 1)
-        if stride > self.stride:
-            self.stride = stride
+        if stride > self._budget_stride:
+            self._budget_stride = stride
             self.downsampled.append([self.step, stride])
-            self._records = self._records_step()
+            self._thin()
 
     # --- per backward ------------------------------------------------------------------------
     # One hook, after the backward (its Nodes and edges are still there, their saved tensors not): the native
@@ -1031,8 +1112,7 @@ class Recorder:
         if recorded >= MAX_GRAPHS:
             return None, described
         live = build_graph(roots, self.session, NameIndex(), max_nodes=GRAPH_NODES)  # (ids the Nodes too)
-        self.writer.submit(GRAPHS, {"graph": [recorded], "step": [self.step], "nodes": [len(at)],
-                                    "json": [json.dumps(graph_trait(live.graph))]})
+        self._hand(GRAPHS, [(recorded, self.step, len(at), json.dumps(graph_trait(live.graph)))], 1, False)
         return recorded, described
 
     def _nonfinite_nodes(self) -> None:

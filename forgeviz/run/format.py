@@ -92,4 +92,6 @@ META_KEYS = (
     "started", "grads", "budget_bytes", "memory",
     # written when recording ends (absent in a run that was killed):
     "finished", "steps", "segments", "bytes", "dropped_segments", "downsampled", "faults",
+    # and only when they happened: the steps thinned while the writer was behind, and rows given up
+    "writer_thinned", "dropped_steps",
 )

@@ -105,9 +105,11 @@ def _read_rank(folder: Path, problems: list[str]) -> Optional[RankData]:
         problems.append(f"{folder.name}: recording did not finish (the process was killed or is still "
                         "running); showing its whole segments")
     dropped = meta.get("dropped_segments") or 0
-    if dropped:  # (its queue was full; or a segment's rows failed to build, which was also told then, as a fault)
+    if dropped:  # (held back past the recorder's bound; or its rows failed to build, which was also told, as a fault)
+        spans = [f"{table} rows of steps {_between(first, last)}"
+                 for first, last, table in meta.get("dropped_steps") or ()]
         problems.append(f"{folder.name}: {dropped} segment(s) were dropped while recording (the writer fell behind "
-                        "the training loop); the steps in them have no rows")
+                        "the training loop" + (f": {', '.join(spans)}" if spans else "") + "); those rows are missing")
     problems.extend(f"{folder.name}: {fault}" for fault in meta.get("faults") or [])  # (writing stopped)
     return RankData(int(meta.get("rank", folder.name.removeprefix("rank") or 0)), meta, tables)
 
@@ -418,7 +420,10 @@ class Run:
         said = f"expected a step with recorded gradients on rank {rank} ({_span(have)}), got {step!r}"
         if not isinstance(step, int) or isinstance(step, bool):
             return said
-        if step not in self.steps:
+        lost = [f"the rows of steps {_between(first, last)} were dropped: the writer fell behind"
+                for first, last, table in meta.get("dropped_steps") or ()
+                if table == fmt.GRADS and first <= step <= last]
+        if step not in self.steps and not lost:
             return f"{said}: the run has steps {_span(self.steps)}"
         reasons = []
         if meta.get("grads") not in (None, "each"):
@@ -426,6 +431,11 @@ class Run:
         for start, stride in meta.get("downsampled") or ():
             if step >= start:
                 reasons.append(f"from step {start} the size budget kept every {_nth(stride)} step")
+        lag = [(start, stride) for start, stride in meta.get("writer_thinned") or () if step >= start]
+        if lag and lag[-1][1] > 1:
+            reasons.append(f"from step {lag[-1][0]} the writer fell behind the training loop and every "
+                           f"{_nth(lag[-1][1])} step was kept")
+        reasons += lost
         over = meta.get("over_budget_from_step")
         if over is not None and step >= over:
             reasons.append(f"from step {over} the size budget was spent")
@@ -591,6 +601,11 @@ def divergence(fingerprints: dict[tuple[int, str], dict[int, int]]) -> list[Find
                                 "all-reduce it must be equal on every rank: a rank-dependent branch, or a "
                                 "gradient changed after the all-reduce?)"))
     return findings
+
+
+def _between(first: int, last: int) -> str:
+    """Steps ``first`` to ``last``, in words: ``3…9``, or ``3`` alone."""
+    return f"{first}…{last}" if last != first else str(first)
 
 
 def _span(steps: list[int]) -> str:

@@ -1,6 +1,7 @@
 """The background writer of one rank's recording: segments go through a bounded queue to a thread
 that appends them to Arrow IPC streams. The training thread never waits on the disk: a full queue
-drops the segment (counted), and a write that fails (a full disk, an unwritable folder) is reported
+takes no segment (the recorder holds it back and thins what it records until the writer catches up:
+recording.py's ``Recorder._hand``), and a write that fails (a full disk, an unwritable folder) is reported
 once through ``on_fault`` and ends writing; training goes on.
 """
 
@@ -68,7 +69,7 @@ class RunWriter:
         self.meta = dict(meta)
         self.on_fault = on_fault
         self.segments = 0
-        self.dropped = 0
+        self.dropped = 0  # segments left out: rows that failed to build here, or that the recorder gave up holding
         self.bytes = 0  # written so far (the recorder downsamples against its budget with it)
         self.broken = ""  # why writing stopped, once it did
         self._queue: "queue.Queue" = queue.Queue(QUEUE_SEGMENTS)
@@ -81,32 +82,48 @@ class RunWriter:
         if not self.broken:
             self._thread.start()
 
-    def submit(self, table: str, columns) -> bool:
+    def submit(self, table: str, columns, wait: float = 0.0) -> bool:
         """Queue one segment of ``table``: its columns as lists, or its rows as tuples in the schema's
         order (turned into columns here, on the writer thread), or a function of :class:`Breather` that gives
         those rows or columns (called on the writer thread: the recorder's training thread keeps numbers, not
-        rows; it calls the breather between its pieces); False when it was dropped."""
+        rows; it calls the breather between its pieces). False when it was not taken: the queue stayed full
+        for ``wait`` seconds (the caller still has the segment), or writing stopped."""
         if self.broken:
             return False
         try:
-            self._queue.put_nowait((table, columns))
+            if wait > 0:
+                self._queue.put((table, columns), timeout=wait)
+            else:
+                self._queue.put_nowait((table, columns))
             return True
         except queue.Full:
-            self.dropped += 1
             return False
 
+    @property
+    def backlog(self) -> float:
+        """How full the queue of segments waiting for the disk is: 0 (empty) to 1 (QUEUE_SEGMENTS, full)."""
+        return self._queue.qsize() / QUEUE_SEGMENTS
+
     def close(self, final: dict, timeout: float = 60.0) -> None:
-        """Write what is queued, close the streams and write the final metadata."""
+        """Write what is queued (waiting up to ``timeout`` seconds for it), close the streams and write the final
+        metadata. A disk that stops answering costs the exit ``timeout``, not a hang: what it did not take is left
+        out, and the metadata says so."""
         if self._thread.is_alive():
-            self._queue.put((_STOP, None))  # blocking: what was recorded is written before the exit
-            self._thread.join(timeout)
-        for sink, writer in self._streams.values():
-            try:
-                writer.close()
-                sink.close()
-            except (OSError, pa.ArrowException):
+            try:  # what was recorded is written before the exit, if the disk lets it
+                self._queue.put((_STOP, None), timeout=timeout)
+                self._thread.join(timeout)
+            except queue.Full:
                 pass
-        self._streams.clear()
+        if self._thread.is_alive():  # (stuck in a write: its streams are left as they are, whole up to a segment)
+            self._fail("finishing the writes", TimeoutError(f"the disk took no segment for {timeout:g} s"))
+        else:
+            for sink, writer in self._streams.values():
+                try:
+                    writer.close()
+                    sink.close()
+                except (OSError, pa.ArrowException):
+                    pass
+            self._streams.clear()
         self.meta.update(final, segments=self.segments, bytes=self.bytes, dropped_segments=self.dropped)
         if self._memory.thinned:
             self.meta["memory_downsampled"] = self._memory.thinned  # [from step, events per segment at most]
