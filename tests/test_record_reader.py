@@ -663,6 +663,8 @@ def test_a_writer_that_falls_behind_loses_nothing_the_recording_thins_then_catch
         assert graph == (step >= 105) and ("TanhBackward0" in json.dumps(trait)) == (step >= 105)
     thinned_out = next(step for step in range(1, 241) if step not in kept)
     assert "the writer fell behind the training loop" in run.why_no_step(0, thinned_out)
+    assert (f"rank 0's gradients thinned: from step {thinned[0][0]} to {thinned[-1][0] - 1} the writer fell behind "
+            "the training loop and every 2nd to every 16th step was kept") in run.header()
     assert taken.count("graphs") == 2 and len(taken) == recorder.writer.segments
 
 

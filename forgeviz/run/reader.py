@@ -469,6 +469,10 @@ class Run:
                  f"gradients {first.get('grads', '?')}",
                  f"- command: `{command}`"]
         lines += [f"- ⚠ {problem}" for problem in self.problems]
+        for rank in self.ranks:
+            thinned = _thinning(self._rank(rank).meta)
+            if thinned:
+                lines.append(f"- rank {rank}'s gradients thinned: {'; '.join(thinned)}")
         findings = self.findings
         if findings:
             lines.append(f"- **{len(findings)} finding(s)**:")
@@ -601,6 +605,27 @@ def divergence(fingerprints: dict[tuple[int, str], dict[int, int]]) -> list[Find
                                 "all-reduce it must be equal on every rank: a rank-dependent branch, or a "
                                 "gradient changed after the all-reduce?)"))
     return findings
+
+
+def _thinning(meta: dict) -> list[str]:
+    """What thinned a rank's gradient rows, in words: its size budget, a writer that fell behind.
+
+    >>> _thinning({"downsampled": [[40, 2]], "writer_thinned": [[9, 2], [12, 4], [30, 2], [33, 1]]})
+    ['from step 40 the size budget kept every 2nd step', 'from step 9 to 32 the writer fell behind the training loop \
+and every 2nd to every 4th step was kept']
+    """
+    said = [f"from step {start} the size budget kept every {_nth(stride)} step"
+            for start, stride in meta.get("downsampled") or ()]
+    if meta.get("over_budget_from_step") is not None:
+        said.append(f"from step {meta['over_budget_from_step']} the size budget was spent")
+    lag = meta.get("writer_thinned") or []
+    if lag:
+        strides = sorted({by for _, by in lag if by > 1})
+        until = f" to {lag[-1][0] - 1}" if lag[-1][1] == 1 else ""
+        kept = _nth(strides[0]) if len(strides) == 1 else f"{_nth(strides[0])} to every {_nth(strides[-1])}"
+        said.append(f"from step {lag[0][0]}{until} the writer fell behind the training loop and every {kept} step "
+                    "was kept")
+    return said
 
 
 def _between(first: int, last: int) -> str:
