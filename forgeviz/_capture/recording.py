@@ -846,8 +846,10 @@ class Recorder:
             self._records = self._records_step()
             if self.cuda is not None:
                 self.cuda.mark_step(self.step)
+            # (while the writer is behind, its segments come as much less often as its rows are thinned: a disk whose
+            # every write takes long catches up on fewer, larger ones; the C++ hooks run only while none are thinned)
             if (len(self._rows[GRADS]) + self._later_rows >= SEGMENT_ROWS
-                    or now - self._last_flush >= self.segment_seconds):
+                    or now - self._last_flush >= self.segment_seconds * self._lag_stride):
                 self._flush(self.step - 1)
         except Exception as exc:  # noqa: BLE001 - the boundary inline
             report(self.fault, "counting an optimizer step", exc)
@@ -885,7 +887,8 @@ class Recorder:
         if self.cuda is not None:
             self._cuda_segment(self.step if step is None else step, wait)
         self._budget()
-        self._keep_pace(backlog)
+        if not wait:  # (the last segment: no step follows to thin)
+            self._keep_pace(backlog)
 
     def _hand(self, name: str, rows: list, count: int, later: bool, wait: float = 0.0) -> None:
         """Hand ``rows`` of the stream ``name`` to the writer (``count``: about how many rows; ``later``: some are

@@ -63,7 +63,10 @@ whichever thread): each holds the GIL, and a full one (generation 2) takes a few
 are rare (MLP-256: about one in 20,000 steps of a recording, before its rows waited untracked): count them over
 ``FORGEVIZ_BENCH_STEPS=20000`` or more. And for both, what the training thread waited per step (its wall time less
 its CPU time: for the GIL while the writer holds it, or for a core), and its steps that waited over 1 ms: the
-thread-time figures above cannot see those.
+thread-time figures above cannot see those. ``FORGEVIZ_BENCH_DISK_MS``: a slow disk, each segment's write that much
+longer (a sleep: no CPU), and ``FORGEVIZ_BENCH_SEGMENT_S``: segments that often (2 s by default): a writer that falls
+behind; it then prints what the run kept (steps with rows, gradient steps, the metadata's ``writer_thinned`` and
+what was dropped).
 
 Models: the benchmark MLP-256 at batch 32 and the GPT-2-shaped CPU model of bench_capture.py.
 Run: ``.venv/bin/python tests/benchmarks/bench_record.py [mlp|gpt2 ...] [cuda]``, or ``... steps [mlp|gpt2]``
@@ -86,6 +89,7 @@ import statistics
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -409,9 +413,14 @@ def writer_cost(name: str) -> None:
         loss_fn, steps = torch.nn.functional.mse_loss, int(os.environ.get("FORGEVIZ_BENCH_STEPS", "3000"))
     spent: dict[str, list] = {}
     append = RunWriter._append
+    disk = float(os.environ.get("FORGEVIZ_BENCH_DISK_MS", "0")) / 1e3
+    every = {"segment_seconds": float(os.environ["FORGEVIZ_BENCH_SEGMENT_S"])} if "FORGEVIZ_BENCH_SEGMENT_S" in \
+        os.environ else {}
 
     def timed_append(self, table: str, columns) -> None:
         start = time.thread_time()
+        if disk:
+            time.sleep(disk)
         append(self, table, columns)
         took = spent.setdefault(table, [0.0, 0])
         took[0] += time.thread_time() - start
@@ -456,13 +465,21 @@ def writer_cost(name: str) -> None:
             arm[0] = "record"
             gc.collect()
             gc.callbacks.append(collected)
-            with forgeviz.record(folder + "/run"):
+            with forgeviz.record(folder + "/run", **every):
                 start = time.thread_time()
                 waited_steps(steps)
                 step = (time.thread_time() - start) / steps
             gc.callbacks.remove(collected)
-            run = forgeviz.open(folder + "/run")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # (what was dropped: printed below)
+                run = forgeviz.open(folder + "/run")
             rows = len(run.frame())
+            if disk or every:
+                meta = run.meta(run.ranks[0])
+                print(f"a disk {disk * 1e3:g} ms slower a segment, segments every {every.get('segment_seconds', 2)} s: "
+                      f"{len(run.steps)} of {steps} steps have their row, {len(run.gradient_steps(run.ranks[0]))} "
+                      f"their gradients; thinned {meta.get('writer_thinned')}, dropped {meta.get('dropped_segments')} "
+                      f"segment(s) {meta.get('dropped_steps', '')}")
     finally:
         RunWriter._append = append
         if collected in gc.callbacks:
