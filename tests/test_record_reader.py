@@ -668,6 +668,43 @@ def test_a_writer_that_falls_behind_loses_nothing_the_recording_thins_then_catch
     assert taken.count("graphs") == 2 and len(taken) == recorder.writer.segments
 
 
+def test_a_disk_slow_to_answer_gets_fewer_larger_segments_before_anything_is_thinned(tmp_path, monkeypatch):
+    """Each write 20 ms late (a disk slow to answer, not slow to fill), segments asked for every 10 ms: while the
+    queue is behind, the small segments the clock makes come twice as far apart at each hand-over, and the
+    gradient rows are thinned only once they are 16 times as far apart; no row is lost, and as the writer catches
+    up the spacing comes back."""
+    import time
+
+    from forgeviz.model.run import rank_folder
+    from forgeviz.run.writer import RunWriter
+
+    append = RunWriter._append
+    monkeypatch.setattr(RunWriter, "_append", lambda self, *segment: time.sleep(0.02) or append(self, *segment))
+    paces = []  # (spacing, stride) after each segment's hand-over
+    keep_pace = Recorder._keep_pace
+    monkeypatch.setattr(Recorder, "_keep_pace", lambda self, *args: keep_pace(self, *args) or paces.append(
+        (self._lag_spacing, self._lag_stride, self.segment_seconds)))
+    model, opt, x = _mlp(8)
+    with forgeviz.capture() as session:
+        recorder = Recorder(session, lambda rank, meta: RunWriter(tmp_path / rank_folder(rank), meta, session.fault),
+                            segment_seconds=0.01)
+        recorder.install()
+        applied = _train(model, opt, x, 600)
+        recorder.close()
+    run = forgeviz.open(tmp_path)
+    meta = run.meta(0)
+    assert meta["dropped_segments"] == 0 and run.steps == list(range(1, 601)), meta
+    assert max(spacing for spacing, _, _ in paces) >= 4, paces
+    assert all(spacing == 16 for spacing, stride, _ in paces if stride > 1), paces  # (thinned only past the spacing)
+    assert all(seconds == pytest.approx(0.01 * spacing) for spacing, _, seconds in paces)
+    kept = _kept_while_behind(meta, 600)
+    assert run.gradient_steps(0) == kept
+    params = run.frame().query("kind == 'parameter'").set_index(["step", "name"])
+    for step in kept:
+        for name, g in applied[step - 1].items():
+            assert params.loc[(step, name), "norm"] == pytest.approx(g.norm().item(), rel=1e-6), (step, name)
+
+
 @needs_hooks
 def test_rows_held_back_past_their_bound_are_given_up_oldest_first_and_named(tmp_path, monkeypatch):
     """A writer stalled for 150 steps with room held back for 60 rows a stream: the oldest held segments are given

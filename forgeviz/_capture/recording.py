@@ -105,9 +105,10 @@ GRAPH_NODES = 20_000
 # Rows of one stream held back while the writer's queue is full (about 100 bytes each), at most: past this the oldest
 # held segment is given up (counted, its steps named in the metadata)
 HELD_ROWS = 4 * SEGMENT_ROWS
-# the writer's queue half full (or a segment held back) at a segment's hand-over: the recording thins its gradient
-# rows another step (every second step's, every fourth, … to every MAX_LAG_STRIDE-th); empty: one step back
-MAX_LAG_STRIDE = 16
+# the writer's queue half full (or a segment held back) at a segment's hand-over: segments come twice as far apart
+# (small ones, made by the clock: fewer, larger segments lose nothing), else the recording thins its gradient rows
+# another step (every second step's, every fourth, …); each to MAX_LAG times at most; empty: one step back
+MAX_LAG = 16
 PASSES_KEPT = 8  # recent backward passes whose first non-finite Node can still be told (GradStore.nonfinite_found's)
 
 
@@ -405,7 +406,8 @@ class Recorder:
         gives one, whose entries since the last segment (``take()``) go to the cuda_memory stream."""
         self.session = session
         self.fault = session.fault  # (the step hooks report there)
-        self.segment_seconds = segment_seconds
+        self._segment_seconds = segment_seconds  # as asked
+        self.segment_seconds = segment_seconds  # as now: longer while the writer is behind (grad_hooks.cpp reads it)
         self.every = every  # parameters are recorded on steps 1, 1 + every, …; 0: none
         self.budget = budget_bytes
         self.rank, self.world = rank_and_world()
@@ -416,6 +418,7 @@ class Recorder:
         # [from step, stride]: every stride-th step kept while the writer's queue was behind (1: every step again)
         self.writer_thinned: list[list[int]] = []
         self._lag_stride = 1
+        self._lag_spacing = 1  # segments this many times segment_seconds apart, while the writer is behind
         # table -> (rows and row builders held back while the writer's queue was full, their rows counted, whether
         # one is a builder); handed over again, ahead of the next of that table
         self._held: dict[str, tuple[list, int, bool]] = {}
@@ -846,10 +849,8 @@ class Recorder:
             self._records = self._records_step()
             if self.cuda is not None:
                 self.cuda.mark_step(self.step)
-            # (while the writer is behind, its segments come as much less often as its rows are thinned: a disk whose
-            # every write takes long catches up on fewer, larger ones; the C++ hooks run only while none are thinned)
             if (len(self._rows[GRADS]) + self._later_rows >= SEGMENT_ROWS
-                    or now - self._last_flush >= self.segment_seconds * self._lag_stride):
+                    or now - self._last_flush >= self.segment_seconds):
                 self._flush(self.step - 1)
         except Exception as exc:  # noqa: BLE001 - the boundary inline
             report(self.fault, "counting an optimizer step", exc)
@@ -860,6 +861,7 @@ class Recorder:
         this thread waiting (0: not at all, as in a training step: what it cannot take is held back)."""
         self._last_flush = time.perf_counter()
         backlog = self.writer.backlog  # (what the writer has not written of the segments before this one)
+        handed = len(self._rows[GRADS]) + self._later_rows + self._held.get(GRADS, ((), 0))[1]
         if self._later_on_device:
             # every pass's read-back done first (on CUDA the last pass's copy, queued behind its backward: a wait
             # once a segment, after an optimizer step, never inside backward), so that no Node row goes unwritten
@@ -888,7 +890,7 @@ class Recorder:
             self._cuda_segment(self.step if step is None else step, wait)
         self._budget()
         if not wait:  # (the last segment: no step follows to thin)
-            self._keep_pace(backlog)
+            self._keep_pace(backlog, handed)
 
     def _hand(self, name: str, rows: list, count: int, later: bool, wait: float = 0.0) -> None:
         """Hand ``rows`` of the stream ``name`` to the writer (``count``: about how many rows; ``later``: some are
@@ -910,16 +912,27 @@ class Recorder:
             later = later and any(type(r) is not tuple for r in rows)
         self._held[name] = (rows, count, later)
 
-    def _keep_pace(self, backlog: float) -> None:
-        """After a segment's hand-over, ``backlog`` the writer's queue as it was before (RunWriter.backlog): half
-        full, or a segment held back, thins the gradient rows another step (every second step's, then every fourth,
-        …); empty (the writer kept up) takes one step back (a writer slower than the steps settles between the two).
-        Each change is kept in ``writer_thinned``."""
-        stride = self._lag_stride
+    def _keep_pace(self, backlog: float, handed: int) -> None:
+        """After a segment's hand-over (``handed``: about how many gradient rows it had), ``backlog`` the writer's
+        queue as it was before (RunWriter.backlog). Half full, or a segment held back: a small segment (the clock made
+        it) makes the next come twice as far apart, a disk whose every write takes long then catches up on fewer,
+        larger ones, losing nothing; a large one (or segments already MAX_LAG times further apart) thins the
+        gradient rows another step (every second step's, then every fourth, …). Empty (the writer kept up): one
+        step back, the thinning first (a writer slower than the steps settles between the two). Each change of the
+        thinning is kept in ``writer_thinned``."""
+        stride, spacing = self._lag_stride, self._lag_spacing
         if self._held or backlog >= 0.5:
-            stride = min(stride * 2, MAX_LAG_STRIDE)
+            if spacing < MAX_LAG and self._segment_seconds > 0 and handed < SEGMENT_ROWS // 2:
+                spacing *= 2
+            else:
+                stride = min(stride * 2, MAX_LAG)
         elif backlog == 0:
-            stride = max(stride // 2, 1)
+            if stride > 1:
+                stride //= 2
+            else:
+                spacing = max(spacing // 2, 1)
+        self._lag_spacing = spacing
+        self.segment_seconds = self._segment_seconds * spacing
         if stride != self._lag_stride:
             self._lag_stride = stride
             self.writer_thinned.append([self.step, stride])
