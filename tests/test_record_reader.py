@@ -10,6 +10,7 @@ way of changing ``.grad`` in between sends the step back to the reader."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -666,6 +667,54 @@ def test_a_writer_that_falls_behind_loses_nothing_the_recording_thins_then_catch
     assert (f"rank 0's gradients thinned: from step {thinned[0][0]} to {thinned[-1][0] - 1} the writer fell behind "
             "the training loop and every 2nd to every 16th step was kept") in run.header()
     assert taken.count("graphs") == 2 and len(taken) == recorder.writer.segments
+
+
+def test_a_disk_that_fills_mid_run_stops_writing_and_nothing_is_held_for_it(tmp_path, monkeypatch):
+    """The disk fills at the fourth segment: writing stops with one fault that says so, what was written stays
+    readable, and the recorder neither holds rows back for a writer that takes no more nor thins what it records
+    (its queue empty, not behind); training's numbers are as without forgeviz."""
+    import errno
+    import time
+
+    from forgeviz._capture import recording
+    from forgeviz.model.run import rank_folder
+    from forgeviz.run.writer import RunWriter
+
+    monkeypatch.setattr(recording, "SEGMENT_ROWS", 40)
+    append, written = RunWriter._append, []
+
+    def filling(self, table, columns):
+        if len(written) == 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written.append(table)
+        return append(self, table, columns)
+
+    monkeypatch.setattr(RunWriter, "_append", filling)
+    model, opt, x = _mlp(8)
+    plain = _train(*_mlp(8), 60)
+    faults = []
+    with forgeviz.capture() as session:
+        recorder = Recorder(session, lambda rank, meta: RunWriter(tmp_path / rank_folder(rank), meta, faults.append),
+                            segment_seconds=3600.0)
+        recorder.install()
+
+        def written_or_stopped(step: int) -> None:  # (a writer on a loaded machine is not the disk falling behind)
+            waited = time.monotonic()
+            while recorder.writer.backlog > 0 and not recorder.writer.broken and time.monotonic() < waited + 30:
+                time.sleep(0.001)
+
+        applied = _train(model, opt, x, 60, after_step=written_or_stopped)
+        assert recorder._held == {} and recorder.writer_thinned == [] and recorder.stride == 1
+        recorder.close()
+    assert all(torch.equal(a[name], b[name]) for a, b in zip(applied, plain) for name in a)
+    [fault] = faults  # (told once)
+    assert re.fullmatch(rf"writing the (grads|steps|graphs) stream in {re.escape(str(tmp_path / 'rank0'))} failed: "
+                        r"OSError: \[Errno 28\] No space left on device; recording stopped, training goes on", fault)
+    with pytest.warns(UserWarning, match="No space left on device"):
+        run = forgeviz.open(tmp_path)
+    meta = run.meta(0)
+    assert meta["dropped_segments"] == 0 and "writer_thinned" not in meta and "dropped_steps" not in meta, meta
+    assert run.gradient_steps(0) and max(run.gradient_steps(0)) < 60
 
 
 def test_a_disk_slow_to_answer_gets_fewer_larger_segments_before_anything_is_thinned(tmp_path, monkeypatch):
