@@ -261,11 +261,9 @@ def _record(folder, model, opt, x, steps: int, native_reader: bool, world: int =
     ``after_backward(step)`` between its backward and its optimizer step. ``reuses``: a step may take the backward's
     summaries of ``.grad`` unchanged since (else, as these tests of the readers want, every step reads).
     ``native_steps``: the hooks' common case in C++ where it is built (False: all in Python)."""
-    from forgeviz.model.run import rank_folder
-    from forgeviz.run.writer import RunWriter
 
     with forgeviz.capture() as session:
-        recorder = Recorder(session, lambda rank, meta: RunWriter(folder / rank_folder(rank), meta, session.fault))
+        recorder = _recorder(session, folder)
         if not native_reader:
             recorder._native_reader = None
         recorder.world = world
@@ -275,6 +273,16 @@ def _record(folder, model, opt, x, steps: int, native_reader: bool, world: int =
         applied = _train(model, opt, x, steps, before_step, after_backward)
         recorder.close()
     return forgeviz.open(folder), applied, recorder
+
+
+def _recorder(session, folder, on_fault=None, **settings) -> Recorder:
+    """A Recorder of ``session`` writing rank folders under ``folder`` (its faults to ``on_fault``, by default the
+    session's), with ``settings`` (segment_seconds, budget_bytes, …)."""
+    from forgeviz.model.run import rank_folder
+    from forgeviz.run.writer import RunWriter
+
+    return Recorder(session, lambda rank, meta: RunWriter(folder / rank_folder(rank), meta,
+                                                          on_fault or session.fault), **settings)
 
 
 def _train(model, opt, x, steps: int, before_step=None, after_backward=None, after_step=None) -> list[dict]:
@@ -468,14 +476,12 @@ def test_rows_waiting_for_their_segment_stay_out_of_the_cyclic_gc(tmp_path, monk
     import gc
 
     from forgeviz._capture import recording
-    from forgeviz.model.run import GRADS, STEPS, rank_folder
-    from forgeviz.run.writer import RunWriter
+    from forgeviz.model.run import GRADS, STEPS
 
     monkeypatch.setattr(recording, "SEGMENT_ROWS", 10**9)  # (no segment until the end)
     model, opt, x = _mlp(8)
     with forgeviz.capture() as session:
-        recorder = Recorder(session, lambda rank, meta: RunWriter(tmp_path / rank_folder(rank), meta, session.fault),
-                            segment_seconds=3600)
+        recorder = _recorder(session, tmp_path, segment_seconds=3600)
         recorder.install()
         applied = _train(model, opt, x, 12)
         waiting = {key: list(recorder._rows[key]) for key in (GRADS, STEPS)}
@@ -521,7 +527,6 @@ def test_gradients_past_half_the_budget_are_thinned_then_dropped_with_either_hoo
     import time
 
     from forgeviz._capture import recording
-    from forgeviz.model.run import rank_folder
     from forgeviz.run.writer import RunWriter
 
     monkeypatch.setattr(recording, "SEGMENT_ROWS", 40)  # (about twelve rows a step: a segment every third step or so)
@@ -532,8 +537,7 @@ def test_gradients_past_half_the_budget_are_thinned_then_dropped_with_either_hoo
     monkeypatch.setattr(RunWriter, "submit", lambda self, *segment: queued.append(submit(self, *segment)) or queued[-1])
     model, opt, x = _mlp(8)
     with forgeviz.capture() as session:
-        recorder = Recorder(session, lambda rank, meta: RunWriter(tmp_path / rank_folder(rank), meta, session.fault),
-                            budget_bytes=20_000, segment_seconds=3600.0)
+        recorder = _recorder(session, tmp_path, budget_bytes=20_000, segment_seconds=3600.0)
         recorder.native_steps = native_steps
         recorder.install()
 
@@ -596,7 +600,6 @@ def _stalled_writer(monkeypatch, steps: int, stalled: range, tmp_path, native_st
     import time
 
     from forgeviz._capture import recording
-    from forgeviz.model.run import rank_folder
     from forgeviz.run.writer import RunWriter
 
     monkeypatch.setattr(recording, "SEGMENT_ROWS", 40)  # (about twelve rows a step: a segment every third step or so)
@@ -614,8 +617,7 @@ def _stalled_writer(monkeypatch, steps: int, stalled: range, tmp_path, native_st
     model = _Grows()
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     with forgeviz.capture() as session:
-        recorder = Recorder(session, lambda rank, meta: RunWriter(tmp_path / rank_folder(rank), meta, session.fault),
-                            segment_seconds=3600.0)
+        recorder = _recorder(session, tmp_path, segment_seconds=3600.0)
         recorder.native_steps = native_steps
         recorder.install()
 
@@ -677,7 +679,6 @@ def test_a_disk_that_fills_mid_run_stops_writing_and_nothing_is_held_for_it(tmp_
     import time
 
     from forgeviz._capture import recording
-    from forgeviz.model.run import rank_folder
     from forgeviz.run.writer import RunWriter
 
     monkeypatch.setattr(recording, "SEGMENT_ROWS", 40)
@@ -694,8 +695,7 @@ def test_a_disk_that_fills_mid_run_stops_writing_and_nothing_is_held_for_it(tmp_
     plain = _train(*_mlp(8), 60)
     faults = []
     with forgeviz.capture() as session:
-        recorder = Recorder(session, lambda rank, meta: RunWriter(tmp_path / rank_folder(rank), meta, faults.append),
-                            segment_seconds=3600.0)
+        recorder = _recorder(session, tmp_path, faults.append, segment_seconds=3600.0)
         recorder.install()
 
         def written_or_stopped(step: int) -> None:  # (a writer on a loaded machine is not the disk falling behind)
@@ -724,19 +724,17 @@ def test_a_disk_slow_to_answer_gets_fewer_larger_segments_before_anything_is_thi
     up the spacing comes back."""
     import time
 
-    from forgeviz.model.run import rank_folder
     from forgeviz.run.writer import RunWriter
 
     append = RunWriter._append
     monkeypatch.setattr(RunWriter, "_append", lambda self, *segment: time.sleep(0.02) or append(self, *segment))
-    paces = []  # (spacing, stride) after each segment's hand-over
+    paces = []  # (spacing, stride, segment_seconds) after each segment's hand-over
     keep_pace = Recorder._keep_pace
     monkeypatch.setattr(Recorder, "_keep_pace", lambda self, *args: keep_pace(self, *args) or paces.append(
         (self._lag_spacing, self._lag_stride, self.segment_seconds)))
     model, opt, x = _mlp(8)
     with forgeviz.capture() as session:
-        recorder = Recorder(session, lambda rank, meta: RunWriter(tmp_path / rank_folder(rank), meta, session.fault),
-                            segment_seconds=0.01)
+        recorder = _recorder(session, tmp_path, segment_seconds=0.01)
         recorder.install()
         applied = _train(model, opt, x, 600)
         recorder.close()
@@ -920,8 +918,6 @@ def test_a_step_with_a_gradient_left_to_python_keeps_every_row_in_order(tmp_path
     rows are built on the training thread,
     the other steps' on the writer's (from the numbers the native job keeps), and every row is torch's, in step
     order."""
-    from forgeviz.model.run import rank_folder
-    from forgeviz.run.writer import RunWriter
 
     model, opt, x = _mlp()
 
@@ -932,7 +928,7 @@ def test_a_step_with_a_gradient_left_to_python_keeps_every_row_in_order(tmp_path
             assert w.grad.is_neg() and reader.fingerprint(w.grad) is None
 
     with forgeviz.capture() as session:
-        recorder = Recorder(session, lambda rank, meta: RunWriter(tmp_path / rank_folder(rank), meta, session.fault))
+        recorder = _recorder(session, tmp_path)
         recorder.world = 2  # (a rank of two: fingerprinted)
         recorder.install()
         applied = _train(model, opt, x, 3, after_backward=negated)
