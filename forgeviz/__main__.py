@@ -1,6 +1,8 @@
 """``python -m forgeviz record -o DIR [--grads each|off|N] [--budget-mb MB] [--memory] -- script.py args…``: run a
 training script as ``__main__`` with recording on (under torchrun too: each rank writes ``DIR/rank<N>/``).
-``-m module`` in place of the script runs a module. The script's exit status is the command's.
+``-m module`` in place of the script runs a module. The script's exit status is the command's. A SIGTERM (a
+scheduler's preemption, torchrun ending the ranks) first writes what was recorded, then ends the process as it would
+have.
 """
 
 from __future__ import annotations
@@ -50,8 +52,8 @@ def main(argv=None) -> int:
 
     target = args.module or rest[0]
     sys.argv = [target, *(rest if args.module else rest[1:])]
-    with record(args.output, grads=grads, budget_mb=args.budget_mb,
-                segment_seconds=args.segment_seconds, memory=args.memory, command=[target, *sys.argv[1:]]):
+    with record(args.output, grads=grads, budget_mb=args.budget_mb, segment_seconds=args.segment_seconds,
+                memory=args.memory, command=[target, *sys.argv[1:]], _write_at_sigterm=True):
         if args.module:
             runpy.run_module(args.module, run_name="__main__", alter_sys=True)
         else:

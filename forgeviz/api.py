@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Optional, Sequence, Union
 
@@ -364,7 +366,8 @@ CUDA_HISTORY_ENTRIES = 2**20  # the allocator's ring between two segments (taken
 @contextlib.contextmanager
 def record(path, *, grads: Union[str, int] = "each", budget_mb: float = 256,
            command: Optional[Sequence[str]] = None, segment_seconds: float = 2.0,
-           memory: bool = False, _cuda: Optional[Callable[[], object]] = None) -> Iterator[CaptureSession]:
+           memory: bool = False, _cuda: Optional[Callable[[], object]] = None,
+           _write_at_sigterm: bool = False) -> Iterator[CaptureSession]:
     """Capture inside a ``with`` block and record it to the folder ``path`` (each rank in its own
     ``rank<N>/``), for :func:`forgeviz.open` to read later: per ``optimizer.step()``, each parameter's
     gradient as the optimizer applies it, each module's, each Node's (this rank's, during backward), each
@@ -379,7 +382,8 @@ def record(path, *, grads: Union[str, int] = "each", budget_mb: float = 256,
     a step), it also records the current device's caching-allocator history (allocated, reserved, segments,
     OOMs), which ``run.memory(rank)`` then draws instead of the CPU ledger's. ``_cuda``: for tests, what
     starts that history (``cuda_memory.history_once_in_use``'s contract). Writing happens on a background thread; an
-    unwritable folder or a full disk is a warning, and the block runs on.
+    unwritable folder or a full disk is a warning, and the block runs on. ``_write_at_sigterm``: ``python -m forgeviz
+    record``'s: a SIGTERM writes what was recorded before the process ends (:func:`_written_at_sigterm`).
 
     >>> import tempfile, torch, forgeviz
     >>> net = torch.nn.Linear(3, 1); opt = torch.optim.SGD(net.parameters(), lr=0.1)
@@ -414,12 +418,64 @@ def record(path, *, grads: Union[str, int] = "each", budget_mb: float = 256,
             recorder = Recorder(session, open_writer, every, None if command is None else list(command),
                                 int(budget_mb * 2**20), segment_seconds, memory=tracker, cuda=cuda if memory else None)
             recorder.install()
+            if _write_at_sigterm:
+                stack.enter_context(_written_at_sigterm(recorder, session))
         try:
             yield session
         finally:
             if recorder is not None:
                 with boundary(session.fault, "finishing the recording"):
                     recorder.close()
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_OUTSIDE = (os.path.join(_PACKAGE, "__main__.py"), os.path.abspath(__file__))  # (below the script: the CLI, record())
+
+
+def _in_forgeviz(frame) -> bool:
+    """Whether ``frame`` (a signal's: where the main thread was) is forgeviz's code, or code forgeviz called: a frame
+    of the package stands on the stack above the script's (the CLI's and record()'s own frames stand below it)."""
+    while frame is not None:
+        name = os.path.abspath(frame.f_code.co_filename)
+        if name in _OUTSIDE:
+            return False
+        if name.startswith(_PACKAGE):
+            return True
+        frame = frame.f_back
+    return False
+
+
+@contextlib.contextmanager
+def _written_at_sigterm(recorder, session) -> Iterator[None]:
+    """While the block runs, a SIGTERM (a scheduler's preemption, torchrun ending the other ranks when one fails)
+    first writes what ``recorder`` holds (its last segment, the final metadata, naming the signal and the step; a
+    few seconds at most), then ends the process as the signal would have: the same exit status. Without it, the
+    last ``segment_seconds`` of the run, the steps just before the end, would be lost. Only where the process had no
+    SIGTERM handler of its own (a script that sets one later replaces this), and on the main thread. A signal that
+    comes while forgeviz's own code runs (a hook mid-step) is taken again a few ms later, from the script's code."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+    deferred = [0]
+
+    def ended(signum, frame) -> None:
+        if _in_forgeviz(frame) and deferred[0] < 200:  # (about a second of them)
+            deferred[0] += 1
+            threading.Timer(0.005, os.kill, (os.getpid(), signum)).start()
+            return
+        signal.signal(signum, signal.SIG_DFL)
+        with boundary(session.fault, "writing the recording at SIGTERM"):
+            recorder.terminated = f"{signal.Signals(signum).name} after step {recorder.step - 1}"
+            recorder.close(wait=2.0, timeout=10.0)
+        os.kill(os.getpid(), signum)  # (the default action now: the process ends as it would have)
+
+    previous = signal.signal(signal.SIGTERM, ended)
+    try:
+        yield
+    finally:
+        if signal.getsignal(signal.SIGTERM) is ended:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _refresh_after_backward() -> None:

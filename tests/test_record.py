@@ -244,6 +244,57 @@ def test_killed_process_opens_to_its_last_segment(tmp_path):
     assert 0 < len(cut.frame()) < whole and any("cut short" in p for p in cut.problems)
 
 
+def _terminated(command: list[str]) -> int:
+    """``command`` (the ``forever`` script, bare or recorded) sent SIGTERM once it said step 5: its exit status."""
+    proc = subprocess.Popen(command, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stdout:
+            if line.strip() == "step 5":
+                break
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
+def test_a_sigterm_writes_what_was_recorded_then_ends_the_process_as_it_would_have(tmp_path):
+    """A scheduler's preemption, torchrun ending the other ranks when one fails: ``python -m forgeviz record`` given
+    SIGTERM first writes the steps recorded since its last segment (here every one: segments an hour apart, so
+    without it the file would hold none), naming the signal and the last step in the metadata; then the process
+    ends by the signal, with the exit status the script alone has."""
+    plain = _terminated([sys.executable, str(SCRIPT), str(tmp_path), "forever"])
+    recorded = _terminated([sys.executable, "-m", "forgeviz", "record", "-o", str(tmp_path / "run"),
+                            "--segment-seconds", "3600", "--", str(SCRIPT), str(tmp_path), "forever"])
+    assert plain == recorded == -signal.SIGTERM
+    run = _open_warned(tmp_path / "run", "rank0: the script was ended by SIGTERM after step")
+    meta = run.meta(0)
+    last = meta["steps"]
+    assert meta["terminated"] == f"SIGTERM after step {last}" and last >= 5 and meta["finished"], meta
+    # every step up to the last whole one, with the gradients step() applied; and the backward of the step under way
+    # when the signal came, if it had run (its Nodes' rows: no step() applied anything)
+    assert run.steps in (list(range(1, last + 1)), list(range(1, last + 2))) and run.gradient_steps(0) == run.steps
+    frame = run.frame()
+    assert sorted(frame.query("kind == 'parameter'")["step"].unique()) == list(range(1, last + 1))
+    assert set(run.grad_norms(0, last)) == {"0.weight", "0.bias", "2.weight", "2.bias"}
+
+
+def test_a_sigterm_that_comes_inside_forgeviz_is_taken_from_the_script_s_code(tmp_path):
+    """Where the signal found the main thread decides whether the recording is written at once: in the script's
+    code (or torch's) yes; in forgeviz's own (a hook mid-step, the writer's fault report) it is taken again a few ms
+    later, so that nothing is written half-updated."""
+    from forgeviz.api import _in_forgeviz
+    from forgeviz.run.writer import RunWriter
+
+    seen = []
+    writer = RunWriter(tmp_path / "rank0", {"rank": 0}, lambda said: seen.append(_in_forgeviz(sys._getframe())))
+    writer._fail("writing", OSError("no disk"))  # (forgeviz's code calls the function: it stands above it)
+    writer.close({})
+    assert seen == [True] and not _in_forgeviz(sys._getframe())
+
+
 def test_a_run_that_lost_segments_or_stopped_writing_says_so(tmp_path):
     """What the writer counted as dropped (rows held back past their bound, a segment's rows that failed to build)
     and why it stopped writing are in the rank's metadata: ``forgeviz.open`` tells them with the rest (its problems,

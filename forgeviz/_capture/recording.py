@@ -425,6 +425,8 @@ class Recorder:
         # one is a builder); handed over again, ahead of the next of that table
         self._held: dict[str, tuple[list, int, bool]] = {}
         self.dropped_steps: list[list] = []  # [first step, last step, table] of rows given up (held past HELD_ROWS)
+        self.terminated = ""  # how the process was ended, if a signal ended it ("SIGTERM after step 12")
+        self.closed = False
         self.over_budget_at: Optional[int] = None
         self.torn_steps: list[int] = []  # steps whose parameter rows were dropped (.grad changed in step())
         self._records = bool(every)  # whether the step under way records (_records_step(), kept as it changes)
@@ -587,14 +589,19 @@ class Recorder:
         if self._cuda_before_backward in self.session.before_backward:
             self.session.before_backward.remove(self._cuda_before_backward)
 
-    def close(self) -> None:
-        """Remove the hooks, write what waits, and the final metadata."""
+    def close(self, wait: float = 10.0, timeout: float = 60.0) -> None:
+        """Remove the hooks, write what waits, and the final metadata (once: a second call does nothing). ``wait``:
+        how long each stream's last segment may wait for room in the writer's queue; ``timeout``: how long the
+        writes may take (a stuck disk: then the metadata says so)."""
+        if self.closed:
+            return
+        self.closed = True
         self.uninstall()
         if self.writer is None:  # (no backward and no step ran)
             self._open()
         with boundary(self.session.fault, "writing the recording's last segment"):
             self._collect()
-            self._flush(wait=10.0)  # (what is held back waits for room now: a slow disk is no reason to lose it)
+            self._flush(wait=wait)  # (what is held back waits for room now: a slow disk is no reason to lose it)
         if self.cuda is not None:
             with boundary(self.session.fault, "stopping the CUDA allocator history"):
                 self.cuda.stop()
@@ -605,6 +612,8 @@ class Recorder:
         self.writer.meta["world_size"] = self.world
         final = {"finished": True, "steps": self.step - 1, "downsampled": self.downsampled,
                  "over_budget_from_step": self.over_budget_at, "torn_steps": self.torn_steps}
+        if self.terminated:
+            final["terminated"] = self.terminated
         if self.writer_thinned:
             final["writer_thinned"] = self.writer_thinned
         if self.dropped_steps:
@@ -613,7 +622,7 @@ class Recorder:
             final["memory_lost_events"] = self.memory_lost
         if self.cuda_overflowed:
             final["cuda_history_overflowed_at_step"] = self.cuda_overflowed
-        self.writer.close(final)
+        self.writer.close(final, timeout)
 
     # --- per step ----------------------------------------------------------------------------
     def _end_window(self) -> None:

@@ -93,5 +93,5 @@ META_KEYS = (
     # written when recording ends (absent in a run that was killed):
     "finished", "steps", "segments", "bytes", "dropped_segments", "downsampled", "faults",
     # and only when they happened: the steps thinned while the writer was behind, and rows given up
-    "writer_thinned", "dropped_steps",
+    "writer_thinned", "dropped_steps", "terminated",
 )

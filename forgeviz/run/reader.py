@@ -101,6 +101,9 @@ def _read_rank(folder: Path, problems: list[str]) -> Optional[RankData]:
     for name in SCHEMAS:
         table = read_stream(folder / (name + SUFFIX), problems)
         tables[name] = table if table is not None else SCHEMAS[name].empty_table()
+    if meta.get("terminated"):
+        problems.append(f"{folder.name}: the script was ended by {meta['terminated']}; what it recorded until then was "
+                        "written")
     if not meta.get("finished"):
         problems.append(f"{folder.name}: recording did not finish (the process was killed or is still "
                         "running); showing its whole segments")
