@@ -460,7 +460,8 @@ def _written_at_sigterm(recorder, session) -> Iterator[None]:
     deferred = [0]
 
     def ended(signum, frame) -> None:
-        if _in_forgeviz(frame) and deferred[0] < 200:  # (about a second of them)
+        # (about a second of them; and for as long as the recording is being closed: close() has its own time limits)
+        if _in_forgeviz(frame) and (deferred[0] < 200 or recorder.closed):
             deferred[0] += 1
             threading.Timer(0.005, os.kill, (os.getpid(), signum)).start()
             return

@@ -5,7 +5,8 @@ fingerprint to ``<out>/prints-rank<N>.json``: the int64 sum of its elements' bit
 read as int32), by torch.
 
 ``record_ranks.py OUT MODE``; MODE: ``ddp`` (DDP over gloo), ``fsdp`` (FSDP2 ``fully_shard``), ``diverge``
-(DDP; rank 1 doubles its first parameter's gradient after the all-reduce at step 3), ``nan`` (DDP; at step
+(DDP; rank 1 doubles its first parameter's gradient after the all-reduce at step 3), ``crash`` (DDP; rank 1 raises
+at step 3, before its backward: torchrun then ends rank 0), ``nan`` (DDP; at step
 2 rank 1's backward sends a NaN from a sqrt at 0, its forward finite), ``single`` (one
 process, no torch.distributed), ``forever`` (single, until killed), ``spawn`` (run alone: two ranks started by
 ``torch.multiprocessing.spawn``, as PyTorch's DDP tutorial starts them, no torchrun variables; each records in code,
@@ -33,7 +34,7 @@ def model() -> torch.nn.Module:
 
 
 def wrap(net: torch.nn.Module, mode: str) -> torch.nn.Module:
-    if mode in ("ddp", "diverge", "nan"):
+    if mode in ("ddp", "diverge", "nan", "crash"):
         from torch.nn.parallel import DistributedDataParallel
 
         return DistributedDataParallel(net)
@@ -93,6 +94,10 @@ def train(out: Path, mode: str, distributed: bool) -> None:
         opt.zero_grad()
         y = net(x)
         loss = y.square().mean()
+        if mode == "crash" and step == 3:
+            if rank == 1:
+                raise RuntimeError("rank 1 fails at step 3")
+            print(f"rank 0 at step {step}", flush=True)
         if mode == "nan" and rank == 1 and step == 2:
             loss = loss + (y[:, :1] * 0).sqrt().sum()  # adds 0; its backward: sqrt'(0) = inf, times 0: NaN
         loss.backward()
