@@ -429,15 +429,15 @@ def record(path, *, grads: Union[str, int] = "each", budget_mb: float = 256,
 
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_OUTSIDE = (os.path.join(_PACKAGE, "__main__.py"), os.path.abspath(__file__))  # (below the script: the CLI, record())
+_CLI = os.path.join(_PACKAGE, "__main__.py")  # (its frame stands below the script's; record()'s, suspended, on none)
 
 
 def _in_forgeviz(frame) -> bool:
     """Whether ``frame`` (a signal's: where the main thread was) is forgeviz's code, or code forgeviz called: a frame
-    of the package stands on the stack above the script's (the CLI's and record()'s own frames stand below it)."""
+    of the package stands on the stack above the script's (the CLI's own stands below it)."""
     while frame is not None:
         name = os.path.abspath(frame.f_code.co_filename)
-        if name in _OUTSIDE:
+        if name == _CLI:
             return False
         if name.startswith(_PACKAGE):
             return True
