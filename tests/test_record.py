@@ -214,20 +214,26 @@ def _wait_for_steps(folder: Path, steps: int, proc: subprocess.Popen) -> None:
     raise AssertionError(f"the recording never reached {steps} steps; the script said {proc.poll()}")
 
 
-def record_then_kill(tmp_path: Path, *options: str) -> Path:
-    """``python -m forgeviz record`` of a script that trains forever, SIGKILLed once 3 steps are on disk:
-    the run's folder."""
-    proc = subprocess.Popen([sys.executable, "-m", "forgeviz", "record", "-o", str(tmp_path / "run"), *options,
-                             "--segment-seconds", "0.1", "--", str(SCRIPT), str(tmp_path), "forever"],
-                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+def _signalled(command: list[str], ready, sent: signal.Signals, stdout=subprocess.DEVNULL) -> int:
+    """``command`` run until ``ready(process)`` returns, then sent ``sent``: its exit status."""
+    proc = subprocess.Popen(command, env=ENV, stdout=stdout, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for_steps(tmp_path / "run", 3, proc)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
+        ready(proc)
+        proc.send_signal(sent)
+        proc.wait(60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    return proc.returncode
+
+
+def record_then_kill(tmp_path: Path, *options: str) -> Path:
+    """``python -m forgeviz record`` of a script that trains forever, SIGKILLed once 3 steps are on disk:
+    the run's folder."""
+    _signalled([sys.executable, "-m", "forgeviz", "record", "-o", str(tmp_path / "run"), *options,
+                "--segment-seconds", "0.1", "--", str(SCRIPT), str(tmp_path), "forever"],
+               lambda proc: _wait_for_steps(tmp_path / "run", 3, proc), signal.SIGKILL)
     return tmp_path / "run"
 
 
@@ -246,18 +252,12 @@ def test_killed_process_opens_to_its_last_segment(tmp_path):
 
 def _terminated(command: list[str]) -> int:
     """``command`` (the ``forever`` script, bare or recorded) sent SIGTERM once it said step 5: its exit status."""
-    proc = subprocess.Popen(command, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    def said_step_5(proc: subprocess.Popen) -> None:
         for line in proc.stdout:
             if line.strip() == "step 5":
-                break
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return proc.returncode
+                return
+
+    return _signalled(command, said_step_5, signal.SIGTERM, subprocess.PIPE)
 
 
 def test_a_sigterm_writes_what_was_recorded_then_ends_the_process_as_it_would_have(tmp_path):
