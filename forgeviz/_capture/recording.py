@@ -42,8 +42,8 @@ writes it.
   segments come further apart (fewer, larger writes), then the recording keeps every second step's gradient rows,
   every fourth, … (up to every 16th) until the queue has room again (:meth:`Recorder._keep_pace`; said in the
   metadata, ``writer_thinned``). Only rows held back past ``HELD_ROWS`` are given up, oldest first, counted and
-  named by their steps (``dropped_steps``). A writer that stopped (a full disk: its fault told once) takes nothing
-  more, and nothing is held for it.
+  named by their steps (``dropped_steps``). A writer that stopped (a full disk: its fault told once) takes every
+  segment and lets it go (RunWriter.submit), so nothing is held for it.
 """
 
 from __future__ import annotations
@@ -914,9 +914,7 @@ class Recorder:
         if not rows:
             return
         if self.writer.submit(name, functools.partial(grads_segment, rows) if later else rows, wait):
-            return  # (the writer thread turns rows into columns)
-        if self.writer.broken:
-            return  # (writing stopped, and said why: there is nothing to hold them for)
+            return  # (the writer thread turns rows into columns; or, writing stopped, lets them go)
         if count > HELD_ROWS and held is not None and held[0]:
             given_up = held[0]  # the oldest: what was held already
             self.writer.dropped += 1
@@ -934,7 +932,7 @@ class Recorder:
         step back, the thinning first (a writer slower than the steps settles between the two). Each change of the
         thinning is kept in ``writer_thinned``."""
         stride, spacing = self._lag_stride, self._lag_spacing
-        if self.writer.broken:
+        if self.writer.broken:  # (its queue drains unwritten: nothing to keep pace with)
             return
         if self._held or backlog >= 0.5:
             if spacing < MAX_LAG and self._segment_seconds > 0 and handed < SEGMENT_ROWS // 2:
@@ -974,8 +972,7 @@ class Recorder:
         self._mem_bounds = [b for b in self._mem_bounds if b[0] > first]
         if not self.writer.submit(MEMORY, {"columns": tracker.columns(start, stats.count), "first": first,
                                            "bounds": list(self._mem_bounds), "current": self.step,
-                                           "ops": list(tracker.ops), "modules": list(tracker.modules)}, wait) \
-                and not self.writer.broken:
+                                           "ops": list(tracker.ops), "modules": list(tracker.modules)}, wait):
             return  # (the writer is behind: these events go with the next segment, the ledger keeps them till then)
         tracker.publish(stats.count)
         self._mem_written = stats.count + stats.dropped

@@ -87,14 +87,12 @@ class RunWriter:
         order (turned into columns here, on the writer thread), or a function of :class:`Breather` that gives
         those rows or columns (called on the writer thread: the recorder's training thread keeps numbers, not
         rows; it calls the breather between its pieces). False when it was not taken: the queue stayed full
-        for ``wait`` seconds (the caller still has the segment), or writing stopped."""
+        for ``wait`` seconds (the caller still has the segment, to hand over later). Once writing stopped (its fault
+        told once), every segment is taken and let go: there is nothing to hold it for."""
         if self.broken:
-            return False
+            return True
         try:
-            if wait > 0:
-                self._queue.put((table, columns), timeout=wait)
-            else:
-                self._queue.put_nowait((table, columns))
+            self._queue.put((table, columns), block=wait > 0, timeout=wait if wait > 0 else None)
             return True
         except queue.Full:
             return False
