@@ -84,7 +84,8 @@ def test_walk_and_the_armed_pass_give_iter_graphs_order_and_one_signature():
 @needs_hooks
 def test_a_native_pass_forgets_exactly_the_rows_of_the_nodes_it_is_given():
     """``NativePass.forget(gone)`` (what ``GradStore`` asks of a pass that newer ones recorded again, and of the
-    Nodes that died) drops the rows of the Nodes in ``gone`` and keeps every other row, in order."""
+    Nodes that died) drops the rows of the Nodes in ``gone`` and keeps every other row, in order, whether
+    ``gone`` is smaller than the pass (a few parameters' Nodes) or larger (a prune's hundreds)."""
     # (16 × 8 elements: more than chain.SMALL, so no Node's gradients go to a Python hook: all five rows are here)
     x, w = torch.randn(16, 8, requires_grad=True), torch.randn(8, 8, requires_grad=True)
     loss = (x @ w).tanh().sum()
@@ -98,7 +99,10 @@ def test_a_native_pass_forgets_exactly_the_rows_of_the_nodes_it_is_given():
     gone = {nids[0], nids[3]}
     assert armed.forget(gone | {-7, 10**15}) == 3  # (ids no row has change nothing)
     assert [nid for nid, _, _ in armed.rows()] == [nid for nid in nids if nid not in gone]
-    assert armed.forget(set()) == 3 and armed.forget(set(nids)) == 0 and armed.rows() == []
+    # a prune's set of dead Nodes, larger than the pass (its rows are looked up in it): one of them a row's
+    assert armed.forget({nids[1], "not an id"} | set(range(-300, 0))) == 2
+    assert [nid for nid, _, _ in armed.rows()] == [nids[2], nids[4]]
+    assert armed.forget(set()) == 2 and armed.forget(set(nids)) == 0 and armed.rows() == []
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_recorded_graphs_and_node_rows(tmp_path, dtype):
