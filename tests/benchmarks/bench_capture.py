@@ -54,6 +54,11 @@ summaries and capturing as by default, interleaved; it prints µs per step and p
 the summaries' own arithmetic in a step (each unique gradient of a backward summarised by ``fv_summarize_tensor``
 outside any hook): capture without summaries plus that is as low as the default arm can go.
 
+``bench_capture.py mechanism [width batch]`` times the MLP's forward tagged by another mechanism than forgeviz's
+TorchFunctionMode and module hooks (``capture_probe.cpp``, a probe built on first use: a thread-local RecordFunction
+callback tagging each new Node, with the module named from the nearest ``forward`` frame rather than by module hooks):
+what a redesign of capture would save, µs a forward beside forgeviz's own in the same run.
+
 Run: ``.venv/bin/python tests/benchmarks/bench_capture.py`` (or ``bench_capture.py 256 32`` for one
 MLP). Not a test: timings are noisy, so nothing here asserts.
 """
@@ -61,12 +66,14 @@ MLP). Not a test: timings are noisy, so nothing here asserts.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -287,6 +294,79 @@ def summaries_arithmetic(model, opt, x, y, loss_fn) -> tuple[float, int]:
     return statistics.median(spent) / 1e3, unique
 
 
+def mechanism(width: int, batch: int) -> None:
+    """What tagging the MLP's forward costs by each mechanism (issue 27's CPU target: how far another design of
+    capture would go), µs a forward (thread time, median of interleaved rounds, one torch thread): forgeviz as a
+    cell runs it (its TorchFunctionMode and module hooks, no gradient summaries), then ``capture_probe.cpp``'s
+    thread-local RecordFunction callback: alone, tagging each new Node with its op and line, with forgeviz's
+    module stack kept by its module hooks too, and naming the module from the nearest ``forward`` frame instead
+    of any module hook. The probe is built into forgeviz's cache folder on first use."""
+    import importlib.machinery
+    import importlib.util
+
+    from forgeviz._capture.modules import ModuleStack
+
+    source = Path(__file__).with_name("capture_probe.cpp")
+    key = hashlib.sha256(source.read_bytes()).hexdigest()[:10]
+    built = native._compile_extension([source], native.cache_dir() / f"capture_probe-{native._torch_key()}-{key}.so",
+                                      "capture probe", False, False, None)
+    loader = importlib.machinery.ExtensionFileLoader("_capture_probe", str(built))
+    probe = importlib.util.module_from_spec(importlib.util.spec_from_loader("_capture_probe", loader))
+    loader.exec_module(probe)
+
+    torch.set_num_threads(1)
+    model, _, x, y = mlp(width, batch)
+    clock, forwards = time.thread_time_ns, 200
+
+    def forward() -> None:
+        for _ in range(forwards):
+            torch.nn.functional.mse_loss(model(x), y)
+
+    native.load()
+    session = get_session()
+    files = {__file__: True}  # the user's file: this one, where the forward is called
+    paths = {id(module): name for name, module in model.named_modules()}
+
+    def probed(mode: int, module_stack: bool = False) -> Callable[[], None]:
+        def run() -> None:
+            stack = ModuleStack() if module_stack else None
+            if stack is not None:
+                stack.install()
+                stack.use_native(native.hooks())
+            probe.start(mode, files, paths)
+            try:
+                forward()
+            finally:
+                probe.stop()
+                if stack is not None:
+                    stack.uninstall()
+        return run
+
+    arms = {"off": forward, "forgeviz (mode, module hooks)": lambda: run_as_a_cell(session, forward, False),
+            "probe: callback alone": probed(0), "probe: tags (op, line)": probed(1),
+            "probe: tags + forgeviz's module hooks": probed(1, module_stack=True),
+            "probe: tags + module from frames": probed(2)}
+    times: dict[str, list[float]] = {name: [] for name in arms}
+    for round_ in range(ROUNDS):
+        order = list(arms.items())
+        for name, run in order[round_ % len(order):] + order[:round_ % len(order)]:
+            start = clock()
+            run()
+            times[name].append((clock() - start) / forwards / 1e3)
+    probe.start(2, files, paths)
+    try:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+    finally:
+        calls, tagged = probe.stop()
+    first = loss.grad_fn.next_functions[0][0].metadata.get("fv_probe")
+    off = statistics.median(times["off"])
+    print(f"MLP {width} wide, batch {batch}: µs a forward (thread time, one torch thread, {ROUNDS} rounds × "
+          f"{forwards}); the probe's last tag: {first}")
+    for name, spent in times.items():
+        median = statistics.median(spent)
+        print(f"  {name:40} {median:8.1f}" + ("" if name == "off" else f"  (+{median - off:.1f})"))
+
+
 def profile(name: str, device: str) -> None:
     """Where the default arm's time goes on ``name`` ("mlp", "gpt2" or "resnet"): torch.profiler's busiest
     ops, by device time and by CPU time, over two steps; then cProfile's busiest Python functions over
@@ -393,6 +473,8 @@ if __name__ == "__main__":
                   f"aten ops each{kernels}, host reads {sum(ops[n] for n in HOST_READS)}; a batch held at most "
                   f"{held} elements ({held * 4 / 2**20:.1f} MiB, + ~{held * 40 / 2**20:.0f} MiB while reduced); "
                   f"by op: {dict(ours)}")
+    elif sys.argv[1] == "mechanism":  # tagging by another mechanism: capture_probe.cpp
+        mechanism(*(int(a) for a in sys.argv[2:4])) if len(sys.argv) > 3 else mechanism(256, 32)
     elif sys.argv[1] == "profile":  # profile gpt2|resnet|mlp [cuda]
         profile(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "cpu")
     elif sys.argv[1] in ("gpt2", "resnet"):
