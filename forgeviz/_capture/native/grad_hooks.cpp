@@ -1314,41 +1314,43 @@ PyObject* fv_node_stats(PyObject* capsule, PyObject* ids) {
   return Py_BuildValue("(NN)", out, external);
 }
 
-// Drops the rows of a finished pass whose nid is in `gone` (a set); returns how many are left.
+// Drops the rows of a finished pass whose nid is in `gone` (a set); returns how many are left. (Python is asked
+// with the pass unlocked: a set's comparisons may run Python code.)
 Py_ssize_t fv_forget(PyObject* capsule, PyObject* gone) {
   Pass* pass = pass_of(capsule);
   if (pass == nullptr || !PyAnySet_Check(gone)) return -1;
+  std::vector<int64_t> row_ids;
+  {
+    std::lock_guard<std::mutex> lock(pass->mu);
+    for (const Row& row : pass->rows) row_ids.push_back(row.nid);
+  }
+  std::unordered_set<int64_t> ids;  // those to drop
+  if (PySet_GET_SIZE(gone) > static_cast<Py_ssize_t>(row_ids.size())) {
+    // A prune's dead Nodes (hundreds, and each unread pass is asked): each row's id looked up in the set, not the
+    // set copied into a C++ one for each pass (about 10 us for 260 ids)
+    for (const int64_t nid : row_ids) {
+      PyObject* key = PyLong_FromLongLong(nid);
+      if (key != nullptr && PySet_Contains(gone, key) > 0) ids.insert(nid);
+      Py_XDECREF(key);
+      PyErr_Clear();  // (an id that could not be asked: its row stays)
+    }
+  } else {
+    // the ids once (a handful a training step: its parameters' AccumulateGrad), not a Python int per row tested
+    PyObject* each = PyObject_GetIter(gone);
+    for (PyObject* nid = each != nullptr ? PyIter_Next(each) : nullptr; nid != nullptr; nid = PyIter_Next(each)) {
+      const long long value = PyLong_AsLongLong(nid);
+      Py_DECREF(nid);
+      if (value != -1 || !PyErr_Occurred()) ids.insert(value);
+      PyErr_Clear();  // (not an id: no row has it)
+    }
+    Py_XDECREF(each);
+    PyErr_Clear();
+  }
   std::lock_guard<std::mutex> lock(pass->mu);
   auto& rows = pass->rows;
-  if (PySet_GET_SIZE(gone) > static_cast<Py_ssize_t>(rows.size())) {
-    // A prune's dead Nodes (hundreds, and each unread pass is asked): each row's id looked up in the set, not
-    // the set copied into a C++ one per pass (about 10 us for 260 ids)
-    bool failed = false;
-    rows.erase(std::remove_if(rows.begin(), rows.end(),
-                              [gone, &failed](const Row& row) {
-                                PyObject* nid = failed ? nullptr : PyLong_FromLongLong(row.nid);
-                                const int found = nid != nullptr ? PySet_Contains(gone, nid) : -1;
-                                Py_XDECREF(nid);
-                                failed = failed || found < 0;
-                                return found > 0;
-                              }),
+  if (!ids.empty())
+    rows.erase(std::remove_if(rows.begin(), rows.end(), [&ids](const Row& row) { return ids.count(row.nid) > 0; }),
                rows.end());
-    if (failed) PyErr_Clear();  // (a row whose id could not be asked stays)
-    return static_cast<Py_ssize_t>(rows.size());
-  }
-  // the ids once (a handful a training step: its parameters' AccumulateGrad), not a Python int per row tested
-  std::unordered_set<int64_t> ids;
-  PyObject* each = PyObject_GetIter(gone);
-  for (PyObject* nid = each != nullptr ? PyIter_Next(each) : nullptr; nid != nullptr; nid = PyIter_Next(each)) {
-    const long long value = PyLong_AsLongLong(nid);
-    Py_DECREF(nid);
-    if (value != -1 || !PyErr_Occurred()) ids.insert(value);
-    PyErr_Clear();  // (not an id: no row has it)
-  }
-  Py_XDECREF(each);
-  PyErr_Clear();
-  rows.erase(std::remove_if(rows.begin(), rows.end(), [&ids](const Row& row) { return ids.count(row.nid) > 0; }),
-             rows.end());
   return static_cast<Py_ssize_t>(rows.size());
 }
 
