@@ -346,25 +346,26 @@ def mechanism(width: int, batch: int) -> None:
             "probe: callback alone": probed(0), "probe: tags (op, line)": probed(1),
             "probe: tags + forgeviz's module hooks": probed(1, module_stack=True),
             "probe: tags + module from frames": probed(2)}
-    times: dict[str, list[float]] = {name: [] for name in arms}
-    for round_ in range(ROUNDS):
-        order = list(arms.items())
-        for name, run in order[round_ % len(order):] + order[:round_ % len(order)]:
+
+    def thread_time(run: Callable[[], None]) -> Callable[[], float]:
+        def arm() -> float:  # (interleaved takes an arm's own seconds: this thread's, not the wall's)
             start = clock()
             run()
-            times[name].append((clock() - start) / forwards / 1e3)
+            return (clock() - start) / 1e9
+        return arm
+
+    medians = interleaved({name: thread_time(run) for name, run in arms.items()}, ROUNDS)
     probe.start(2, files, paths)
     try:
         loss = torch.nn.functional.mse_loss(model(x), y)
     finally:
-        calls, tagged = probe.stop()
-    first = loss.grad_fn.next_functions[0][0].metadata.get("fv_probe")
-    off = statistics.median(times["off"])
+        probe.stop()
+    last = loss.grad_fn.next_functions[0][0].metadata.get("fv_probe")
+    per_forward = {name: seconds / forwards * 1e6 for name, seconds in medians.items()}
     print(f"MLP {width} wide, batch {batch}: µs a forward (thread time, one torch thread, {ROUNDS} rounds × "
-          f"{forwards}); the probe's last tag: {first}")
-    for name, spent in times.items():
-        median = statistics.median(spent)
-        print(f"  {name:40} {median:8.1f}" + ("" if name == "off" else f"  (+{median - off:.1f})"))
+          f"{forwards}); the probe's last tag: {last}")
+    for name, spent in per_forward.items():
+        print(f"  {name:40} {spent:8.1f}" + ("" if name == "off" else f"  (+{spent - per_forward['off']:.1f})"))
 
 
 def profile(name: str, device: str) -> None:
