@@ -65,9 +65,21 @@ def close(got, want) -> bool:
     return math.isclose(got, want, rel_tol=1e-12, abs_tol=1e-300)  # float64 sums of exact float64 values
 
 
+@pytest.mark.parametrize("fill", ["native", "python"])
 @pytest.mark.parametrize("triton", PATHS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_figures_equal_torch(dtype, triton):
+def test_figures_equal_torch(dtype, triton, fill, monkeypatch):
+    """Every figure equals torch's, filled from the read-back rows by native/device_rows.cpp (rows with no side
+    buffer: the batches' and Triton's) or by numpy (_fill_rows: without the library, and the per-gradient torch
+    path's rows, float64's and the large ones')."""
+    from forgeviz._capture import device_summary, native
+    if fill == "native":
+        assert native.hooks() is not None  # the path under test
+        filled = []
+        real = native.hooks().fill_device_rows
+        monkeypatch.setattr(device_summary, "_native_fill", lambda: lambda *args: filled.append(1) or real(*args))
+    else:
+        monkeypatch.setattr(device_summary, "_native_fill", lambda: None)
     pending = DeviceSummaries(triton=triton)
     assert (pending._triton is not None) == triton
     # Compiled Triton runs on a GPU; interpreted (no GPU here) on CPU tensors.
@@ -97,6 +109,57 @@ def test_figures_equal_torch(dtype, triton):
         elif "hist" in want:
             assert s.histogram.counts == want["hist"] and len(s.histogram.counts) == BINS, name
             assert s.histogram.edges == edges(dtype), name
+    if fill == "native":  # (float64's rows are all the per-gradient path's: numpy fills them)
+        assert filled if dtype != torch.float64 else not filled
+
+
+def test_the_native_fill_equals_numpy_s_and_refuses_rows_that_do_not_fit():
+    """native/device_rows.cpp fills the same Python objects as _fill_rows from the same rows (floats where
+    finite, wire strings where not, counts, values, histograms with the dtype's edges), and bad input is a
+    clear error that changes nothing."""
+    import numpy as np
+
+    from forgeviz._capture import native
+    from forgeviz._capture.device_summary import _LAYOUT, _VALUES, _WIRE_EDGES, ROW, _fill_rows
+    from forgeviz.model.graph import Histogram
+
+    hooks = native.hooks()
+    assert hooks is not None  # the path under test
+    pending = DeviceSummaries(triton=False)
+    grads = [torch.tensor([3.0, -4.0] * 40), torch.tensor([1.0, math.inf, -2.0]), torch.zeros(100),
+             torch.tensor([math.nan] * 70), torch.tensor([math.inf, -math.inf] * 50), torch.randn(9, 11) * 1e3,
+             torch.tensor([2.0 ** -30, -(2.0 ** 9), 0.0] * 30, dtype=torch.bfloat16)]
+    made = [pending.add(g) for g in grads]
+    pending._reduce_batches()
+    items = [(item[0], item[1], item[2], None) for item in pending._rows]
+    assert len(items) == len(grads) and all(item[3] is None for item in pending._rows)
+    rows = items[0][1].rows[:len(items)].numpy().copy()
+    twin_of = {id(s): TensorSummary(s.shape, s.dtype, s.device, s.numel) for s, *_ in items}
+    twin = [(twin_of[id(s)], None, index, None) for s, _, index, _ in items]
+    fresh = [twin_of[id(s)] for s in made]  # (in the gradients' order: a batch puts the small ones first)
+    want = _fill_rows(items, rows, {})
+    assert hooks.fill_device_rows(twin, rows, _LAYOUT, Histogram, _WIRE_EDGES) is want is True
+    for s, f in zip(made, fresh):
+        assert repr(f) == repr(s)  # every attribute, its type too (a float is never an int, nor a string)
+        assert [type(v) for v in (f.min, f.max, f.mean, f.norm)] == [type(v) for v in (s.min, s.max, s.mean, s.norm)]
+    assert fresh[1].values == [1.0, "Infinity", -2.0] and fresh[3].min == "NaN" and fresh[3].histogram is None
+    assert fresh[0].histogram.edges is _WIRE_EDGES["float32"] and sum(fresh[0].histogram.counts) == 80
+    finite_only = [item for item in twin if item[0] in (fresh[0], fresh[2], fresh[5])]
+    assert hooks.fill_device_rows(finite_only, rows, _LAYOUT, Histogram, _WIRE_EDGES) is False
+    untouched = TensorSummary([2], "float32", "cpu", 2)
+    bad = [([(untouched, None, len(items), None)], rows, _LAYOUT, Histogram, _WIRE_EDGES, IndexError, "row 7 of 7"),
+           ([(untouched, None, 0, None)], rows.astype(np.float32), _LAYOUT, Histogram, _WIRE_EDGES, TypeError,
+            "float64 rows"),
+           ([(untouched, None, 0, None)], rows[:, :ROW - 1].copy(), _LAYOUT, Histogram, _WIRE_EDGES, TypeError,
+            "float64 rows"),
+           ([(untouched, None, 0, None)], rows, (ROW, 4, ROW, 64), Histogram, _WIRE_EDGES, ValueError, "layout"),
+           ([(untouched,)], rows, _LAYOUT, Histogram, _WIRE_EDGES, TypeError, "(summary, buffer, row index, side)"),
+           ([(untouched, None, 0, None)], rows, _LAYOUT, Histogram, [], TypeError, "wire_edges must be a dict")]
+    for args in bad:
+        with pytest.raises(args[-2], match=args[-1].replace("(", r"\(").replace(")", r"\)")):
+            hooks.fill_device_rows(*args[:-2])
+    assert untouched.norm is None and untouched.min is None  # nothing half-filled
+    assert _VALUES < ROW
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton not installed")

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from ..model.graph import Histogram, TensorSummary
+from . import native
 from .device_layout import _BUCKETS, _NAN, _VALUES, BINS, COUNTS, HIGH_EXPONENT, LOW_EXPONENT  # noqa: F401 - BINS: with its edges()
 from .summary import SMALL_NUMEL, dtype_name, wire_float
 from .untraced import untraced
@@ -442,8 +443,12 @@ class DeviceSummaries:
             if event is not None and not event.query():
                 still.append(reading)
                 continue
-            # (through numpy and lists: host-side work, no aten op)
-            nonfinite = _fill_rows(items, host.numpy(), {dtype: side.tolist() for dtype, side in sides.items()})
+            # (host-side work, no aten op: in C++ where the hooks' library is built, through numpy and lists here)
+            fill = _native_fill()
+            if fill is not None and not sides:
+                nonfinite = fill(items, host.numpy(), _LAYOUT, Histogram, _WIRE_EDGES)
+            else:
+                nonfinite = _fill_rows(items, host.numpy(), {dtype: side.tolist() for dtype, side in sides.items()})
             for first, view in views:
                 _share(first, view)
             if nonfinite and on_nonfinite is not None:
@@ -617,6 +622,14 @@ def _fill_rows(items: list, rows: np.ndarray, extremes: dict) -> bool:
 # Each dtype's edges as the wire has them, made once and shared by its summaries' histograms (made afresh,
 # they cost a pass of GPT-2's 554 gradients more than the rest of its summaries: ~20 ms of CPU, on an H100)
 _WIRE_EDGES = {dtype_name(d): [wire_float(e) for e in edges(d)] for d in _FLOATS}
+_LAYOUT = (ROW, _BUCKETS, _VALUES, SMALL_NUMEL)  # what native/device_rows.cpp reads of a row
+
+
+def _native_fill() -> Optional[Callable]:
+    """native/device_rows.cpp's ``fill_device_rows`` (:func:`_fill_rows` for rows with no side buffer, in C++) where
+    the gradient hooks' library is built, else None."""
+    hooks = native.hooks()
+    return None if hooks is None else hooks.fill_device_rows
 
 
 def _triton_kernels() -> tuple:

@@ -44,7 +44,8 @@ import torch
 from ..untraced import use_native_pause
 
 SOURCES = [Path(__file__).with_name("cpu_ledger.cpp"), Path(__file__).with_name("tensor_stats.cpp")]
-HOOK_SOURCES = [Path(__file__).with_name("tensor_stats.cpp"), Path(__file__).with_name("grad_hooks.cpp")]
+HOOK_SOURCES = [Path(__file__).with_name("tensor_stats.cpp"), Path(__file__).with_name("grad_hooks.cpp"),
+                Path(__file__).with_name("device_rows.cpp")]
 READER_SOURCES = [Path(__file__).with_name("tensor_stats.cpp"), Path(__file__).with_name("grad_reader.cpp")]
 EXTENSION_HEADERS = [Path(__file__).with_name("extension.h")]  # included by both: part of their source keys
 ABI_VERSION = 3
@@ -53,7 +54,7 @@ ABI_VERSION = 3
 BACKGROUND_NICE = 5
 # Builds of other sources kept beside a new one, per library and torch (prune_builds)
 KEPT_BUILDS = 3
-HOOKS_ABI_VERSION = 16
+HOOKS_ABI_VERSION = 17
 READER_ABI_VERSION = 5
 
 

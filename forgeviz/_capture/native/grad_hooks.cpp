@@ -47,6 +47,7 @@
 
 extern "C" int fv_summarize_tensor(const void* impl, int sample, int bins, int values_cap, double* out,
                                    int64_t* counts);  // tensor_stats.cpp
+PyObject* fv_fill_device_rows(PyObject* const* args, Py_ssize_t n);  // device_rows.cpp
 
 namespace {
 
@@ -1576,6 +1577,10 @@ PyObject* py_tag(PyObject*, PyObject* const* args, Py_ssize_t n) {
   Py_RETURN_NONE;
 }
 
+PyObject* py_fill_device_rows(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  return fv_fill_device_rows(args, n);
+}
+
 PyObject* py_torch_function(PyObject*, PyObject* const* args, Py_ssize_t n) {
   if (!args_ok<void>("torch_function", n, 4)) return nullptr;
   return fv_torch_function(args[0], args[1], args[2], args[3] == Py_None ? nullptr : args[3]);
@@ -2727,9 +2732,11 @@ PyMethodDef methods[] = {
               "record_step_begins(recorder, config, optimizer, args, kwargs): Recorder._step_begins"),
     FV_METHOD(record_step_ends, "record_step_ends(recorder, config, optimizer, args, kwargs): Recorder._step_ends"),
     FV_METHOD(record_after_backward, "record_after_backward(recorder, config, roots): Recorder._after_backward"),
+    FV_METHOD(fill_device_rows, "fill_device_rows(items, rows, layout, histogram, wire_edges) -> whether one counted "
+                                "NaN or infinity: device_summary._fill_rows (device_rows.cpp)"),
     {nullptr, nullptr, 0, nullptr},
 };
 
 }  // namespace
 
-FV_MODULE(_grad_hooks, "forgeviz's gradient hooks and op tags in C++ (forgeviz/_capture/native/grad_hooks.cpp)", 16)
+FV_MODULE(_grad_hooks, "forgeviz's gradient hooks and op tags in C++ (forgeviz/_capture/native/grad_hooks.cpp)", 17)
