@@ -622,6 +622,46 @@ def test_a_multi_tensor_launch_reuses_its_table_for_the_same_gradients():
     assert tables[1] is tables[0] and tables[2] is not tables[0]
 
 
+def test_a_large_gradient_s_launch_on_a_gpu_takes_its_row_with_no_op_and_no_switch(monkeypatch):
+    """A gradient past BATCH_NUMEL that Triton reads flat is one launch into the next row, with nothing else: no
+    aten op (a transposed one's flat view is a view, as_strided), and neither untraced's nor no_grad's switches,
+    which cost a cold backward more than the launch's own Python. A buffer that must grow first grows under them
+    (its ops are forgeviz's own). Kernels stubbed, as on a GPU: CPU tensors take the Triton path."""
+    from op_count import _Count
+
+    import forgeviz._capture.device_summary as ds
+    launched, switched = [], []
+    pending = DeviceSummaries(triton=False)
+    pending._triton = lambda flat, row: launched.append((flat, row))
+    pending._triton_many = lambda *args: None
+    pending._interpreted, pending._kernels_on_cpu = True, False
+
+    class Untraced(ds.untraced):
+        def __enter__(self):
+            switched.append(1)
+            return super().__enter__()
+
+    monkeypatch.setattr(ds, "untraced", Untraced)
+    first = torch.randn(ds.BATCH_NUMEL + 1)
+    pending.add(first)  # the buffer is made and grown: under the switches
+    assert len(switched) == 1 and len(launched) == 1
+    room = len(pending._buffers[first.device].views) - pending._buffers[first.device].used
+    grads = [torch.randn(600, 500), torch.randn(500, 600).t(), torch.randn(ds.BATCH_NUMEL + 7)]
+    with _Count() as counted:
+        summaries = [pending.add(g) for g in grads]
+    assert room >= len(grads) and len(switched) == 1  # no switch: the rows were there
+    assert sum(counted.ops.values()) == counted.ops["aten::as_strided"] == 1, dict(counted.ops)  # the transposed one
+    buffer = pending._buffers[first.device]
+    assert [index for _, _, index, _ in pending._rows] == [0, 1, 2, 3] == list(range(buffer.used))
+    assert [row.data_ptr() for _, row in launched] == [buffer.views[k].data_ptr() for k in range(4)]
+    flat = launched[2][0]  # the transposed gradient, read as its memory
+    assert flat.shape == (300_000,) and flat.data_ptr() == grads[1].data_ptr() and flat.is_contiguous()
+    assert [s.shape for s in summaries] == [[600, 500], [600, 500], [ds.BATCH_NUMEL + 7]]
+    buffer.used = len(buffer.views)  # full: the next launch grows the buffer, under the switches
+    pending.add(torch.randn(ds.BATCH_NUMEL + 3))
+    assert len(switched) == 2 and len(launched) == 5
+
+
 def test_bins_are_the_dtypes_edges():
     e = edges(torch.float16)
     assert len(e) == BINS + 1 and e[0] == -65504.0 and e[-1] == 65504.0 and e == sorted(e)

@@ -41,6 +41,8 @@ from .untraced import untraced
 ROW = _VALUES + SMALL_NUMEL  # then a small tensor's values
 _no_torch_function = torch._C.DisableTorchFunction
 _FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+_NUMPY_DTYPES = {torch.int64: np.int64, torch.float64: np.float64}
+_DEVICE_NAMES: dict = {}  # torch.device → str(device), asked once per gradient (str() is the slow part)
 
 
 def edges(dtype: torch.dtype = torch.float32) -> list[float]:
@@ -78,7 +80,12 @@ def _to_device(values: list, dtype: torch.dtype, device: torch.device) -> torch.
     ``non_blocking`` copy (a copy from pageable memory would wait; the caching host allocator keeps the
     pinned block until the copy is done)."""
     cuda = device.type == "cuda"
-    host = torch.tensor(values, dtype=dtype, pin_memory=cuda)
+    numpy_dtype = _NUMPY_DTYPES.get(dtype)
+    if numpy_dtype is None:
+        host = torch.tensor(values, dtype=dtype, pin_memory=cuda)
+    else:  # (numpy reads a list of Python numbers in a third of torch.tensor's time: a table, a batch's indices)
+        host = torch.from_numpy(np.array(values, dtype=numpy_dtype))
+        host = host.pin_memory() if cuda else host
     return host.to(device, non_blocking=True) if cuda else host
 
 
@@ -196,6 +203,9 @@ class DeviceSummaries:
         self.summarised = 0  # gradients summarised so far (each counted once per pass)
         self.held = 0  # the most elements a batch held, this object's lifetime (bench_capture.py ops)
         self._interpreted = os.environ.get("TRITON_INTERPRET") == "1"  # Triton then runs on CPU tensors too
+        # Whether a kernel runs as torch's and numpy's ops on the CPU (the interpreter), not as a GPU launch: its
+        # reductions then take untraced's and no_grad's switches as the torch path's do
+        self._kernels_on_cpu = self._interpreted
 
     def __bool__(self) -> bool:
         """Whether summaries wait for ``flush()`` or ``poll()``."""
@@ -210,29 +220,37 @@ class DeviceSummaries:
         """
         return bool(self._reading)
 
-    def _summary(self, grad: torch.Tensor) -> tuple[TensorSummary, bool]:
+    def _summary(self, grad: torch.Tensor, numel: int, dense: bool) -> tuple[TensorSummary, bool]:
         """(the summary already made for ``grad`` this pass, or for another view of its memory, or a new
-        one; whether it is new)."""
-        key = _memory(grad)
+        one; whether it is new). ``numel``: grad's; ``dense``: whether its elements fill its memory (_is_dense)."""
+        shape, version = list(grad.shape), grad._version
+        key = _memory(grad, numel, dense)
         hit = self._seen.get(key)
         # The first tensor still alive means its memory was not reused by another gradient.
-        if hit is not None and hit[0]() is not None and hit[1] == grad._version:
+        if hit is not None and hit[0]() is not None and hit[1] == version:
             first = hit[2]
-            if first.shape == list(grad.shape):
+            if first.shape == shape:
                 return first, False
-            view = TensorSummary(list(grad.shape), first.dtype, first.device, first.numel)
+            view = TensorSummary(shape, first.dtype, first.device, first.numel)
             self._views.append((first, view))
             return view, False
-        summary = TensorSummary(list(grad.shape), dtype_name(grad.dtype), str(grad.device), grad.numel())
-        self._seen[key] = (weakref.ref(grad), grad._version, summary)
+        device = grad.device
+        name = _DEVICE_NAMES.get(device)
+        if name is None:
+            name = _DEVICE_NAMES[device] = str(device)
+        summary = TensorSummary(shape, dtype_name(grad.dtype), name, numel)
+        self._seen[key] = (weakref.ref(grad), version, summary)
         return summary, True
 
     def add(self, grad: torch.Tensor) -> TensorSummary:
         """``grad``'s summary, numbers to come; launches its reductions (or queues it in a batch) and
         reads nothing back."""
-        summary, new = self._summary(grad)
+        # (each fact read once: called for every gradient of every backward, this is the device path's hot path)
+        numel, contiguous = grad.numel(), grad.is_contiguous()
+        dense = contiguous or numel > SMALL_NUMEL and _is_dense(grad)
+        summary, new = self._summary(grad, numel, dense)
         if new:
-            self._launch(grad, summary)
+            self._launch(grad, summary, numel, contiguous, dense)
         return summary
 
     def add_leaf(self, grad: torch.Tensor, parameter: torch.Tensor) -> TensorSummary:
@@ -242,7 +260,8 @@ class DeviceSummaries:
         make AccumulateGrad copy it instead of keeping it. (A weak one does not: when no AccumulateGrad runs,
         as under ``torch.autograd.grad``, ``.grad`` stays None and ``grad`` itself, returned to its caller, is
         summarised, if still alive and unchanged.)"""
-        summary, new = self._summary(grad)
+        numel = grad.numel()
+        summary, new = self._summary(grad, numel, grad.is_contiguous() or numel > SMALL_NUMEL and _is_dense(grad))
         if new:
             self._leaves.append((summary, weakref.ref(parameter), grad.shape, grad.dtype, weakref.ref(grad),
                                  grad._version))
@@ -260,7 +279,8 @@ class DeviceSummaries:
         """
         summaries = []
         for grad in grads:
-            summary, new = self._summary(grad)
+            numel = grad.numel()
+            summary, new = self._summary(grad, numel, grad.is_contiguous() or numel > SMALL_NUMEL and _is_dense(grad))
             if new:
                 self._add_whole(grad, summary)
             summaries.append(summary)
@@ -277,29 +297,35 @@ class DeviceSummaries:
         else:
             self._launch(grad, summary)
 
-    def _launch(self, grad: torch.Tensor, summary: TensorSummary) -> None:
-        numel = grad.numel()
-        if numel == 0 or grad.layout != torch.strided or grad.dtype not in _FLOATS:
+    def _launch(self, grad: torch.Tensor, summary: TensorSummary, numel: Optional[int] = None,
+                contiguous: Optional[bool] = None, dense: Optional[bool] = None) -> None:
+        """``grad``'s reductions launched, or ``grad`` queued in a batch (``numel``, ``contiguous``, ``dense``: its
+        facts, when the caller read them)."""
+        if numel is None:
+            numel, contiguous = grad.numel(), grad.is_contiguous()
+            dense = contiguous or numel > SMALL_NUMEL and _is_dense(grad)
+        dtype = grad.dtype
+        if numel == 0 or grad.layout != torch.strided or dtype not in _FLOATS:
             return  # nothing to reduce (callers send other dtypes to summary.summarize)
         # Which path: read from its layout, views at most (no memory, and no op any mode should see); only
         # the reductions below pay for untraced's and no_grad's switches (a batched gradient is most of them)
         with _no_torch_function():
             # (a small tensor's values are kept in memory order: its memory must be in row-major order)
             flat = None
-            if self._triton is not None and self._triton_on(grad) and (numel > SMALL_NUMEL or grad.is_contiguous()):
+            if self._triton is not None and self._triton_on(grad) and (numel > SMALL_NUMEL or contiguous):
                 # (the kernel reads memory: a contiguous gradient is its own flat view, no op needed)
-                flat = grad if grad.is_contiguous() else _dense_flat(grad)
+                flat = grad if contiguous else grad.as_strided((numel,), (1,)) if dense else None
             batch = None
             if numel <= BATCH_NUMEL:
                 if flat is not None and self._triton_many is not None:
                     # Held until its batch's one launch (a launch costs the CPU more than such a gradient
                     # costs the GPU to read): the kernel reads its memory then
-                    batch = self._dense.setdefault((grad.device, grad.dtype), [])
+                    batch = self._dense.setdefault((grad.device, dtype), [])
                     batch.append((flat, summary, grad._version, grad))
-                elif flat is None and grad.dtype != torch.float64:
+                elif flat is None and dtype != torch.float64:
                     # Held as it is: the batch gathers its elements (torch._chunk_cat reads any layout, in
                     # row-major order), so it costs no op here; a 0-d one needs a dimension to be gathered
-                    batch = self._batches.setdefault((grad.device, grad.dtype), [])
+                    batch = self._batches.setdefault((grad.device, dtype), [])
                     batch.append((grad.view(1) if grad.dim() == 0 else grad, summary, grad._version, grad))
             if batch is not None:
                 self._batched += numel
@@ -307,6 +333,18 @@ class DeviceSummaries:
                 if self._batched >= BATCH_ELEMENTS or len(batch) >= BATCH_TENSORS:
                     self._reduce_batches()
                 return
+            if flat is not None and not self._kernels_on_cpu:
+                # One Triton launch into a row made already: no op of torch's, nothing allocated, so neither
+                # untraced's nor no_grad's switches (cold after a backward's kernels, those two took longer than
+                # the rest of a large gradient's add: 32 of ~60 us, GPT-2's shape on the CPU, kernels stubbed)
+                buffer = self._buffer(grad.device)
+                index = buffer.used
+                if index < len(buffer.views):  # (else grown below, under both)
+                    buffer.used = index + 1
+                    self._triton(flat, buffer.views[index])
+                    self._rows.append((summary, buffer, index, None))
+                    self.summarised += 1
+                    return
         with untraced(), torch.no_grad():
             buffer = self._buffer(grad.device)
             index = buffer.used
@@ -464,17 +502,20 @@ class DeviceSummaries:
         self.poll()
 
 
-def _memory(grad: torch.Tensor) -> tuple:
+def _memory(grad: torch.Tensor, numel: Optional[int] = None, dense: Optional[bool] = None) -> tuple:
     """What makes two gradients one summary's numbers: the same memory, every element of it once, in any
     shape (the same elements in any order have the same min, max, sum, norm and counts); a small one's
     values are kept in row-major order, so only its contiguous views share. Others: the same view.
+    (``numel``, ``dense``: grad's, and whether it is contiguous or, past SMALL_NUMEL, dense, if known.)
 
     >>> g = torch.ones(300, 400)
     >>> _memory(g) == _memory(g.t()) == _memory(g.view(-1)), _memory(g) == _memory(g[:, :200])
     (True, False)
     """
-    numel = grad.numel()
-    if grad.is_contiguous() or numel > SMALL_NUMEL and _is_dense(grad):
+    if numel is None:
+        numel = grad.numel()
+        dense = grad.is_contiguous() or numel > SMALL_NUMEL and _is_dense(grad)
+    if dense:
         return grad.data_ptr(), numel, grad.dtype
     return grad.data_ptr(), grad.shape, grad.stride(), grad.dtype
 

@@ -117,14 +117,15 @@ def cuda_path_on_cpu(pending, on: bool = True):
     if not on:
         yield
         return
-    kernels = (pending._triton, pending._triton_many, pending._interpreted)
+    kernels = (pending._triton, pending._triton_many, pending._interpreted, pending._kernels_on_cpu)
     pending._triton = pending._triton_many = lambda *args: None
     pending._interpreted = True  # (what lets the Triton path take CPU tensors)
+    pending._kernels_on_cpu = False  # (as on a GPU: a launch runs no torch op here)
     os.environ["FORGEVIZ_SUMMARIES"] = "device"
     try:
         yield
     finally:
-        pending._triton, pending._triton_many, pending._interpreted = kernels
+        pending._triton, pending._triton_many, pending._interpreted, pending._kernels_on_cpu = kernels
         os.environ.pop("FORGEVIZ_SUMMARIES", None)
 
 
