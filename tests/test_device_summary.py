@@ -69,7 +69,7 @@ def close(got, want) -> bool:
 @pytest.mark.parametrize("triton", PATHS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_figures_equal_torch(dtype, triton, fill, monkeypatch):
-    """Every figure equals torch's, filled from the read-back rows by native/device_rows.cpp (rows with no side
+    """Every figure equals torch's, filled from the read-back rows by native/device_path.cpp (rows with no side
     buffer: the batches' and Triton's) or by numpy (_fill_rows: without the library, and the per-gradient torch
     path's rows, float64's and the large ones')."""
     from forgeviz._capture import device_summary, native
@@ -114,7 +114,7 @@ def test_figures_equal_torch(dtype, triton, fill, monkeypatch):
 
 
 def test_the_native_fill_equals_numpy_s_and_refuses_rows_that_do_not_fit():
-    """native/device_rows.cpp fills the same Python objects as _fill_rows from the same rows (floats where
+    """native/device_path.cpp fills the same Python objects as _fill_rows from the same rows (floats where
     finite, wire strings where not, counts, values, histograms with the dtype's edges), and bad input is a
     clear error that changes nothing."""
     import numpy as np
@@ -516,9 +516,12 @@ def test_autograd_grad_on_the_device_path_summarises_what_it_returns(monkeypatch
     assert close(to_w.norm, expected(dw)["norm"]) and (to_w.min, to_w.max) == (a.min().item(), a.max().item())
 
 
-def test_a_device_summary_that_fails_is_a_fault_not_a_broken_backward(monkeypatch):
+@pytest.mark.parametrize("where", ["python-add", "native-add"])
+def test_a_device_summary_that_fails_is_a_fault_not_a_broken_backward(monkeypatch, where):
     """A fault of the device path under the native hooks goes through the fault boundary: reported once per
-    failure, the Node left unrecorded this pass, and backward's gradients are torch's."""
+    failure, the Node left unrecorded this pass, and backward's gradients are torch's. Whether the hooks called
+    DeviceSummaries.add (here replaced by one that raises) or its common case in C++ (device_path.cpp), which
+    raises what it met."""
     monkeypatch.setenv("FORGEVIZ_SUMMARIES", "device")
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
@@ -532,14 +535,18 @@ def test_a_device_summary_that_fails_is_a_fault_not_a_broken_backward(monkeypatc
     def broken(grad):
         raise ValueError("no room on the device")
 
-    recorder.device.add = broken
+    if where == "python-add":
+        recorder.device.add = broken
+        said = "ValueError: no room on the device"
+    else:  # (what the C++ reads of the class, made wrong)
+        monkeypatch.setattr(DeviceSummaries, "_native_config", ("not", "the", "constants"))
+        said = "TypeError: device_add: _native_config is (TensorSummary, SMALL_NUMEL"
     loss = model(x).sum()
     finish = recorder.arm([loss.grad_fn])
     loss.backward()
     finish()
     assert all(torch.equal(p.grad, w) for p, w in zip(model.parameters(), want))
-    assert faults and all("summarising a gradient on its device failed: ValueError: no room on the device" in f
-                          for f in faults)
+    assert faults and all(f"summarising a gradient on its device failed: {said}" in f for f in faults), faults
     assert recorder.store.get(loss.grad_fn.metadata["fv_id"]) is None  # its gradient went to the broken add
 
 
@@ -660,6 +667,89 @@ def test_a_large_gradient_s_launch_on_a_gpu_takes_its_row_with_no_op_and_no_swit
     buffer.used = len(buffer.views)  # full: the next launch grows the buffer, under the switches
     pending.add(torch.randn(ds.BATCH_NUMEL + 3))
     assert len(switched) == 2 and len(launched) == 5
+
+
+def _state(pending: DeviceSummaries) -> dict:
+    """What add and add_leaf change, comparable across two DeviceSummaries fed the same gradients."""
+    def tensor(t):
+        return (t.data_ptr(), tuple(t.shape), t.stride(), t.dtype) if isinstance(t, torch.Tensor) else t
+
+    def item(x):
+        if isinstance(x, tuple):
+            return tuple(item(v) for v in x)
+        if isinstance(x, weakref.ref):
+            return ("ref", tensor(x()))
+        if isinstance(x, TensorSummary):
+            return repr(x)
+        return tensor(x) if not hasattr(x, "views") else ("buffer", x.device)
+
+    return {"seen": {key: item(v) for key, v in pending._seen.items()},
+            "dense": {key: [item(v) for v in items] for key, items in pending._dense.items()},
+            "batches": {key: [item(v) for v in items] for key, items in pending._batches.items()},
+            "rows": [item(v) for v in pending._rows], "views": [item(v) for v in pending._views],
+            "leaves": [item(v) for v in pending._leaves], "batched": pending._batched,
+            "summarised": pending.summarised, "used": {d: b.used for d, b in pending._buffers.items()}}
+
+
+@pytest.mark.parametrize("kernels", ["torch-ops", "triton-on-a-gpu", "triton-interpreted"])
+def test_the_native_add_changes_what_python_s_add_changes(kernels):
+    """native/device_path.cpp's add and add_leaf (the native hooks call them, not DeviceSummaries' methods) leave a
+    DeviceSummaries as its Python methods do, gradient by gradient: the summaries, the memory seen (views sharing a
+    first one's numbers), the batches held, the rows launched into (kernels stubbed: on a GPU, or interpreted, whose
+    launches take the switches), the leaves queued; and what they cannot take (a gradient keyed by its shape: not
+    dense) they leave untouched for Python. The numbers after the flush are the same."""
+    from forgeviz._capture import native
+    hooks = native.hooks()
+    assert hooks is not None  # the path under test
+    import forgeviz._capture.device_summary as ds
+
+    def make() -> DeviceSummaries:
+        pending = DeviceSummaries(triton=False)
+        if kernels != "torch-ops":
+            pending._triton = lambda flat, row: row[2].add_(flat.double().sum())  # (a stand-in reduction)
+            pending._triton_many = lambda table, n, most, dtype, rows: None
+            pending._interpreted, pending._kernels_on_cpu = True, kernels == "triton-interpreted"
+        return pending
+
+    torch.manual_seed(0)
+    big = torch.randn(600, 500)
+    weight = torch.nn.Parameter(torch.randn(30, 20))
+    grads = [torch.randn(30, 20), big, big.t(), big.view(-1), big, torch.tensor(2.5), torch.zeros(0, 3),
+             torch.randn(ds.BATCH_NUMEL + 5), torch.randn(5, 7, dtype=torch.float64),
+             torch.randn(40, 40, dtype=torch.bfloat16), torch.randn(8, 9)[:, :4], torch.randn(200, 300)[::2]]
+    ours, theirs = make(), make()
+    handled = []
+    for k, g in enumerate(grads):
+        made = hooks.device_add(ours, g, None)
+        handled.append(made is not NotImplemented)
+        if made is NotImplemented:  # (as the native hooks do then)
+            made = ours.add(g)
+        want = theirs.add(g)
+        assert repr(made) == repr(want), k
+        assert _state(ours) == _state(theirs), k
+    # what the native add leaves to Python: the strided ones that are not dense (keyed by their shape)
+    assert handled == [True] * 10 + [False, False]
+    leaf_grad = torch.randn(30, 20)
+    made = hooks.device_add(ours, leaf_grad, weight)
+    assert repr(made) == repr(theirs.add_leaf(leaf_grad, weight)) and _state(ours) == _state(theirs)
+    ours.flush()
+    theirs.flush()
+    assert _state(ours) == _state(theirs)
+    for g in grads:  # (after the flush: a fresh pass, every gradient new again)
+        assert repr(hooks.device_add(ours, g, None) if g.is_contiguous() else ours.add(g)) == repr(theirs.add(g))
+    ours.flush()
+    theirs.flush()
+
+
+def test_the_native_add_refuses_what_is_not_a_device_summaries():
+    from forgeviz._capture import native
+    hooks = native.hooks()
+    assert hooks is not None
+    with pytest.raises(AttributeError, match="_native_config"):
+        hooks.device_add(object(), torch.ones(3), None)
+    with pytest.raises(TypeError, match="expected \\(pending, a tensor, a tensor or None\\)"):
+        hooks.device_add(DeviceSummaries(triton=False), [1.0], None)
+    assert hooks.device_add(DeviceSummaries(triton=False), torch.ones(3, dtype=torch.int64), None) is NotImplemented
 
 
 def test_bins_are_the_dtypes_edges():

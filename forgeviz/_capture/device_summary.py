@@ -185,7 +185,12 @@ class DeviceSummaries:
     (True, None, 31.6228, 40, 40)
     """
 
+    # What native/device_path.cpp's add reads of this module (a class attribute: one look-up a call)
+    _native_config = (TensorSummary, SMALL_NUMEL, BATCH_NUMEL, BATCH_ELEMENTS, BATCH_TENSORS)
+
     def __init__(self, triton: Optional[bool] = None) -> None:
+        # (the native hooks' add and add_leaf, native/device_path.cpp, read and change the attributes below as
+        # this class's methods do; they call _launch, _reduce_batches and _triton for the rest)
         self._buffers: dict = {}  # device → _Buffer
         # (summary, buffer, row index, side) waiting for the read-back; side: the dtype of the side buffer
         # holding the row's per-bucket min and max (the per-gradient torch path), else None
@@ -663,11 +668,11 @@ def _fill_rows(items: list, rows: np.ndarray, extremes: dict) -> bool:
 # Each dtype's edges as the wire has them, made once and shared by its summaries' histograms (made afresh,
 # they cost a pass of GPT-2's 554 gradients more than the rest of its summaries: ~20 ms of CPU, on an H100)
 _WIRE_EDGES = {dtype_name(d): [wire_float(e) for e in edges(d)] for d in _FLOATS}
-_LAYOUT = (ROW, _BUCKETS, _VALUES, SMALL_NUMEL)  # what native/device_rows.cpp reads of a row
+_LAYOUT = (ROW, _BUCKETS, _VALUES, SMALL_NUMEL)  # what native/device_path.cpp reads of a row
 
 
 def _native_fill() -> Optional[Callable]:
-    """native/device_rows.cpp's ``fill_device_rows`` (:func:`_fill_rows` for rows with no side buffer, in C++) where
+    """native/device_path.cpp's ``fill_device_rows`` (:func:`_fill_rows` for rows with no side buffer, in C++) where
     the gradient hooks' library is built, else None."""
     hooks = native.hooks()
     return None if hooks is None else hooks.fill_device_rows

@@ -45,7 +45,7 @@ from ..untraced import use_native_pause
 
 SOURCES = [Path(__file__).with_name("cpu_ledger.cpp"), Path(__file__).with_name("tensor_stats.cpp")]
 HOOK_SOURCES = [Path(__file__).with_name("tensor_stats.cpp"), Path(__file__).with_name("grad_hooks.cpp"),
-                Path(__file__).with_name("device_rows.cpp")]
+                Path(__file__).with_name("device_path.cpp")]
 READER_SOURCES = [Path(__file__).with_name("tensor_stats.cpp"), Path(__file__).with_name("grad_reader.cpp")]
 EXTENSION_HEADERS = [Path(__file__).with_name("extension.h")]  # included by both: part of their source keys
 ABI_VERSION = 3

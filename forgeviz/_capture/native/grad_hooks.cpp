@@ -47,7 +47,10 @@
 
 extern "C" int fv_summarize_tensor(const void* impl, int sample, int bins, int values_cap, double* out,
                                    int64_t* counts);  // tensor_stats.cpp
-PyObject* fv_fill_device_rows(PyObject* const* args, Py_ssize_t n);  // device_rows.cpp
+PyObject* fv_fill_device_rows(PyObject* const* args, Py_ssize_t n);  // device_path.cpp
+PyObject* fv_device_add(PyObject* pending, const at::Tensor& t, PyObject* grad, int64_t version,
+                        PyObject* parameter);  // device_path.cpp
+PyObject* fv_device_add_py(PyObject* const* args, Py_ssize_t n);  // device_path.cpp
 
 namespace {
 
@@ -277,8 +280,14 @@ struct Pass {
       // hooks' DisableTorchFunction); device_summary keeps its reductions from dispatch modes itself.
       const auto before = at::impl::PythonTorchFunctionTLS::get_disabled_state();
       at::impl::PythonTorchFunctionTLS::set_disabled_state(at::impl::TorchFunctionDisabledState::ALL_DISABLED);
-      made = leaf != nullptr ? PyObject_CallFunctionObjArgs(device_add_leaf, grad, leaf, nullptr)
-                             : PyObject_CallOneArg(device_add, grad);
+      // DeviceSummaries.add's and add_leaf's common cases in C++ (device_path.cpp), when they are its methods
+      PyObject* pending = PyMethod_Check(device_add) ? PyMethod_GET_SELF(device_add) : nullptr;
+      made = pending != nullptr ? fv_device_add(pending, t, grad, version, leaf) : Py_NewRef(Py_NotImplemented);
+      if (made == Py_NotImplemented) {
+        Py_DECREF(made);
+        made = leaf != nullptr ? PyObject_CallFunctionObjArgs(device_add_leaf, grad, leaf, nullptr)
+                               : PyObject_CallOneArg(device_add, grad);
+      }
       at::impl::PythonTorchFunctionTLS::set_disabled_state(before);
     }
     Py_XDECREF(leaf);
@@ -1581,6 +1590,8 @@ PyObject* py_fill_device_rows(PyObject*, PyObject* const* args, Py_ssize_t n) {
   return fv_fill_device_rows(args, n);
 }
 
+PyObject* py_device_add(PyObject*, PyObject* const* args, Py_ssize_t n) { return fv_device_add_py(args, n); }
+
 PyObject* py_torch_function(PyObject*, PyObject* const* args, Py_ssize_t n) {
   if (!args_ok<void>("torch_function", n, 4)) return nullptr;
   return fv_torch_function(args[0], args[1], args[2], args[3] == Py_None ? nullptr : args[3]);
@@ -2732,8 +2743,10 @@ PyMethodDef methods[] = {
               "record_step_begins(recorder, config, optimizer, args, kwargs): Recorder._step_begins"),
     FV_METHOD(record_step_ends, "record_step_ends(recorder, config, optimizer, args, kwargs): Recorder._step_ends"),
     FV_METHOD(record_after_backward, "record_after_backward(recorder, config, roots): Recorder._after_backward"),
+    FV_METHOD(device_add, "device_add(pending, grad, parameter or None) -> summary, or NotImplemented where "
+                          "DeviceSummaries.add or add_leaf takes it (device_path.cpp)"),
     FV_METHOD(fill_device_rows, "fill_device_rows(items, rows, layout, histogram, wire_edges) -> whether one counted "
-                                "NaN or infinity: device_summary._fill_rows (device_rows.cpp)"),
+                                "NaN or infinity: device_summary._fill_rows (device_path.cpp)"),
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -1,0 +1,542 @@
+// The device path's bookkeeping in C++: a gradient's summary made and its reduction queued or launched
+// (device_summary.py's DeviceSummaries.add and add_leaf, their common cases), and the summaries filled from their
+// read-back rows (device_summary.py's _fill_rows).
+//
+// Why C++, add: the native hooks call it once per gradient of every backward pass (GPT-2's shape: ~550 a step).
+// In Python each call read a dozen facts of the tensor, made a TensorSummary, a weakref, tuples and dict entries,
+// and, cold after the backward's own kernels, cost 17-24 us of CPU (kernels stubbed): the GPU waits on that thread.
+// Here the common cases (a dense gradient seen again, queued in a batch, or launched into a row made already) take
+// no Python frame; anything else goes to the Python method, as before.
+//
+// Why C++, fill: once per backward pass, device_summary.py turns each gradient's row of the read-back buffer (min,
+// max, sum, sum of squares, the bucket counts, a small tensor's values) into its TensorSummary's numbers. In
+// numpy, for a training step's dozen gradients, that was about 25 array calls whose own costs, cold after a
+// backward, came to about 90 us a step on the 256-wide MLP: more than every other piece of a pass's end. Here
+// it is one call and a loop over the rows, the same float64 arithmetic (sum / numel, sqrt), the same Python
+// objects as a result (floats, or a wire string where a number is not finite; ints; a Histogram).
+//
+// Part of the gradient hooks' extension module (grad_hooks.cpp registers it and calls fv_device_add).
+#include <Python.h>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/Device.h>
+#include <torch/csrc/DynamicTypes.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+// The wire's names of non-finite numbers (summary.wire_float's), made once.
+PyObject* g_nan = nullptr;
+PyObject* g_inf = nullptr;
+PyObject* g_neg_inf = nullptr;
+// The attributes set, as interned strings.
+PyObject *g_min, *g_max, *g_mean, *g_norm, *g_nan_count, *g_inf_count, *g_values, *g_histogram, *g_numel, *g_dtype;
+
+bool ready() {
+  if (g_nan != nullptr) return true;
+  g_nan = PyUnicode_InternFromString("NaN");
+  g_inf = PyUnicode_InternFromString("Infinity");
+  g_neg_inf = PyUnicode_InternFromString("-Infinity");
+  g_min = PyUnicode_InternFromString("min");
+  g_max = PyUnicode_InternFromString("max");
+  g_mean = PyUnicode_InternFromString("mean");
+  g_norm = PyUnicode_InternFromString("norm");
+  g_nan_count = PyUnicode_InternFromString("nan_count");
+  g_inf_count = PyUnicode_InternFromString("inf_count");
+  g_values = PyUnicode_InternFromString("values");
+  g_histogram = PyUnicode_InternFromString("histogram");
+  g_numel = PyUnicode_InternFromString("numel");
+  g_dtype = PyUnicode_InternFromString("dtype");
+  return g_dtype != nullptr;
+}
+
+// summary.wire_float: the float, or "NaN", "Infinity", "-Infinity". A new reference.
+PyObject* wire(double value) {
+  if (std::isnan(value)) return Py_NewRef(g_nan);
+  if (std::isinf(value)) return Py_NewRef(value > 0 ? g_inf : g_neg_inf);
+  return PyFloat_FromDouble(value);
+}
+
+// Sets summary.name to value (stolen); false with a Python error set.
+bool set(PyObject* summary, PyObject* name, PyObject* value) {
+  if (value == nullptr) return false;
+  const int failed = PyObject_SetAttr(summary, name, value);
+  Py_DECREF(value);
+  return failed == 0;
+}
+
+struct Layout {
+  Py_ssize_t row = 0, buckets = 0, values = 0, small = 0;  // a row's width; where its counts and values start
+};
+
+// One item's (summary, buffer, row index, side) numbers from `rows`; false with a Python error set. *nonfinite
+// is set when the row counted NaN or infinity.
+bool fill_one(PyObject* item, const double* rows, Py_ssize_t used, const Layout& at, PyObject* histogram,
+              PyObject* wire_edges, bool* nonfinite) {
+  if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 3) {
+    PyErr_SetString(PyExc_TypeError, "fill_device_rows: each item is (summary, buffer, row index, side)");
+    return false;
+  }
+  PyObject* summary = PyTuple_GET_ITEM(item, 0);
+  const Py_ssize_t index = PyLong_AsSsize_t(PyTuple_GET_ITEM(item, 2));
+  if (index == -1 && PyErr_Occurred()) return false;
+  if (index < 0 || index >= used) {
+    PyErr_Format(PyExc_IndexError, "fill_device_rows: row %zd of %zd", index, used);
+    return false;
+  }
+  PyObject* numel_object = PyObject_GetAttr(summary, g_numel);
+  if (numel_object == nullptr) return false;
+  const long long numel = PyLong_AsLongLong(numel_object);
+  Py_DECREF(numel_object);
+  if (numel == -1 && PyErr_Occurred()) return false;
+  const double* row = rows + index * at.row;
+  double lo = row[0], hi = row[1];
+  const double mean = row[2] / static_cast<double>(numel), norm = std::sqrt(row[3]);
+  if (!std::isfinite(lo)) lo = hi = NAN;  // no finite value at all: min and max NaN
+  const Py_ssize_t counts = at.values - at.buckets;  // -inf, the bins, +inf, NaN
+  const double* bucket = row + at.buckets;
+  const long long nan_count = static_cast<long long>(bucket[counts - 1]);
+  const long long inf_count = static_cast<long long>(bucket[0]) + static_cast<long long>(bucket[counts - 2]);
+  if (nan_count != 0 || inf_count != 0) *nonfinite = true;
+  const bool finite = std::isfinite(lo) && std::isfinite(hi) && std::isfinite(mean) && std::isfinite(norm);
+  if (!set(summary, g_min, finite ? PyFloat_FromDouble(lo) : wire(lo)) ||
+      !set(summary, g_max, finite ? PyFloat_FromDouble(hi) : wire(hi)) ||
+      !set(summary, g_mean, finite ? PyFloat_FromDouble(mean) : wire(mean)) ||
+      !set(summary, g_norm, finite ? PyFloat_FromDouble(norm) : wire(norm)) ||
+      !set(summary, g_nan_count, PyLong_FromLongLong(nan_count)) ||
+      !set(summary, g_inf_count, PyLong_FromLongLong(inf_count)))
+    return false;
+  if (numel <= at.small) {  // its values, as they are (a wire string for each non-finite one, if any)
+    const double* values = row + at.values;
+    bool all_finite = true;
+    for (long long k = 0; k < numel; ++k) all_finite = all_finite && std::isfinite(values[k]);
+    PyObject* list = PyList_New(static_cast<Py_ssize_t>(numel));
+    if (list == nullptr) return false;
+    for (long long k = 0; k < numel; ++k) {
+      PyObject* value = all_finite ? PyFloat_FromDouble(values[k]) : wire(values[k]);
+      if (value == nullptr) {
+        Py_DECREF(list);
+        return false;
+      }
+      PyList_SET_ITEM(list, k, value);
+    }
+    return set(summary, g_values, list);
+  }
+  const Py_ssize_t bins = counts - 3;
+  bool any = false;
+  for (Py_ssize_t b = 1; b <= bins; ++b) any = any || bucket[b] != 0;
+  if (!any) return true;  // no finite value: no histogram
+  PyObject* dtype = PyObject_GetAttr(summary, g_dtype);
+  if (dtype == nullptr) return false;
+  PyObject* edges = PyDict_GetItemWithError(wire_edges, dtype);  // (borrowed)
+  Py_DECREF(dtype);
+  if (edges == nullptr) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "fill_device_rows: no edges for this dtype");
+    return false;
+  }
+  PyObject* list = PyList_New(bins);
+  if (list == nullptr) return false;
+  for (Py_ssize_t b = 0; b < bins; ++b) {
+    PyObject* count = PyLong_FromLongLong(static_cast<long long>(bucket[b + 1]));
+    if (count == nullptr) {
+      Py_DECREF(list);
+      return false;
+    }
+    PyList_SET_ITEM(list, b, count);
+  }
+  PyObject* lo_object = finite ? PyFloat_FromDouble(lo) : wire(lo);
+  PyObject* hi_object = finite ? PyFloat_FromDouble(hi) : wire(hi);
+  PyObject* made = nullptr;
+  if (lo_object != nullptr && hi_object != nullptr) {
+    PyObject* args[] = {lo_object, hi_object, list, edges};
+    made = PyObject_Vectorcall(histogram, args, 4, nullptr);
+  }
+  Py_XDECREF(lo_object);
+  Py_XDECREF(hi_object);
+  Py_DECREF(list);
+  return set(summary, g_histogram, made);
+}
+
+}  // namespace
+
+// fill_device_rows(items, rows, layout, histogram, wire_edges) -> whether one counted NaN or infinity:
+// device_summary._fill_rows for items none of which has a side buffer (the per-gradient torch path's rows hold a
+// norm and per-bucket extremes: Python fills those). rows: a C-contiguous float64 buffer of the read-back rows;
+// layout: (a row's width, where its counts start, where its values start, SMALL_NUMEL); histogram: the Histogram
+// class; wire_edges: dtype name -> its edges as the wire has them.
+PyObject* fv_fill_device_rows(PyObject* const* args, Py_ssize_t n) {
+  if (n != 5) {
+    PyErr_Format(PyExc_TypeError, "fill_device_rows takes 5 arguments (%zd given)", n);
+    return nullptr;
+  }
+  if (!ready()) return nullptr;
+  if (!PyDict_Check(args[4])) {
+    PyErr_SetString(PyExc_TypeError, "fill_device_rows: wire_edges must be a dict");
+    return nullptr;
+  }
+  Layout at;
+  if (!PyArg_ParseTuple(args[2], "nnnn", &at.row, &at.buckets, &at.values, &at.small)) return nullptr;
+  if (at.row <= at.values || at.values - at.buckets < 4 || at.values + at.small > at.row) {
+    PyErr_SetString(PyExc_ValueError, "fill_device_rows: the layout does not fit a row");
+    return nullptr;
+  }
+  PyObject* items = PySequence_Fast(args[0], "fill_device_rows: items must be a list");
+  if (items == nullptr) return nullptr;
+  Py_buffer view;
+  if (PyObject_GetBuffer(args[1], &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) {
+    Py_DECREF(items);
+    return nullptr;
+  }
+  bool ok = view.itemsize == 8 && view.format != nullptr && view.format[0] == 'd' && view.format[1] == '\0' &&
+            view.len % (at.row * 8) == 0;
+  if (!ok) PyErr_SetString(PyExc_TypeError, "fill_device_rows: rows must be C-contiguous float64 rows of the layout");
+  const Py_ssize_t used = ok ? view.len / (at.row * 8) : 0;
+  bool nonfinite = false;
+  for (Py_ssize_t k = 0; ok && k < PySequence_Fast_GET_SIZE(items); ++k)
+    ok = fill_one(PySequence_Fast_GET_ITEM(items, k), static_cast<const double*>(view.buf), used, at, args[3],
+                  args[4], &nonfinite);
+  PyBuffer_Release(&view);
+  Py_DECREF(items);
+  if (!ok) return nullptr;
+  return PyBool_FromLong(nonfinite);
+}
+
+// --- add ------------------------------------------------------------------------------------------------
+namespace {
+
+PyObject *g_seen, *g_views, *g_dense, *g_batches, *g_rows, *g_leaves, *g_buffers, *g_used, *g_views_attr,
+    *g_triton, *g_triton_many, *g_interpreted, *g_kernels_on_cpu, *g_batched, *g_summarised, *g_config,
+    *g_shape, *g_reduce_batches, *g_launch;
+
+bool add_ready() {
+  if (g_launch != nullptr) return true;
+  g_seen = PyUnicode_InternFromString("_seen");
+  g_views = PyUnicode_InternFromString("_views");
+  g_dense = PyUnicode_InternFromString("_dense");
+  g_batches = PyUnicode_InternFromString("_batches");
+  g_rows = PyUnicode_InternFromString("_rows");
+  g_leaves = PyUnicode_InternFromString("_leaves");
+  g_buffers = PyUnicode_InternFromString("_buffers");
+  g_used = PyUnicode_InternFromString("used");
+  g_views_attr = PyUnicode_InternFromString("views");
+  g_triton = PyUnicode_InternFromString("_triton");
+  g_triton_many = PyUnicode_InternFromString("_triton_many");
+  g_interpreted = PyUnicode_InternFromString("_interpreted");
+  g_kernels_on_cpu = PyUnicode_InternFromString("_kernels_on_cpu");
+  g_batched = PyUnicode_InternFromString("_batched");
+  g_summarised = PyUnicode_InternFromString("summarised");
+  g_config = PyUnicode_InternFromString("_native_config");
+  g_shape = PyUnicode_InternFromString("shape");
+  g_reduce_batches = PyUnicode_InternFromString("_reduce_batches");
+  g_launch = PyUnicode_InternFromString("_launch");
+  return g_launch != nullptr;
+}
+
+// A new reference, or nullptr with a Python error: an owned PyObject* that frees itself.
+struct Owned {
+  PyObject* p;
+  explicit Owned(PyObject* o = nullptr) : p(o) {}
+  ~Owned() { Py_XDECREF(p); }
+  Owned(const Owned&) = delete;
+  Owned& operator=(const Owned&) = delete;
+  PyObject* release() {
+    PyObject* o = p;
+    p = nullptr;
+    return o;
+  }
+};
+
+// device_summary.py's constants, read from DeviceSummaries._native_config.
+struct Config {
+  PyObject* summary_class = nullptr;  // TensorSummary (borrowed from the tuple, which the class keeps)
+  long long small = 0, batch_numel = 0, batch_elements = 0, batch_tensors = 0;
+};
+
+bool read_config(PyObject* pending, Config& config) {
+  Owned tuple(PyObject_GetAttr(pending, g_config));
+  if (tuple.p == nullptr) return false;
+  if (!PyTuple_Check(tuple.p) || PyTuple_GET_SIZE(tuple.p) != 5) {
+    PyErr_SetString(PyExc_TypeError, "device_add: _native_config is (TensorSummary, SMALL_NUMEL, BATCH_NUMEL, "
+                                     "BATCH_ELEMENTS, BATCH_TENSORS)");
+    return false;
+  }
+  config.summary_class = PyTuple_GET_ITEM(tuple.p, 0);
+  config.small = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple.p, 1));
+  config.batch_numel = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple.p, 2));
+  config.batch_elements = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple.p, 3));
+  config.batch_tensors = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple.p, 4));
+  return !PyErr_Occurred();
+}
+
+// summary.dtype_name's names of the dtypes the device path takes; nullptr for any other.
+const char* dtype_name(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat:
+      return "float32";
+    case at::kDouble:
+      return "float64";
+    case at::kHalf:
+      return "float16";
+    case at::kBFloat16:
+      return "bfloat16";
+    default:
+      return nullptr;
+  }
+}
+
+// device_summary._is_dense: the strides, smallest first, each the product of the sizes before (size-1 dims aside).
+bool is_dense(const at::Tensor& t) {
+  if (t.is_contiguous()) return true;
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size), sorted as Python sorts those tuples
+  for (int64_t d = 0; d < t.dim(); ++d) dims.emplace_back(t.stride(d), t.size(d));
+  std::sort(dims.begin(), dims.end());
+  int64_t expected = 1;
+  for (const auto& [stride, size] : dims) {
+    if (size != 1 && stride != expected) return false;
+    expected *= size;
+  }
+  return true;
+}
+
+PyObject* shape_list(const at::Tensor& t) {
+  PyObject* list = PyList_New(t.dim());
+  for (int64_t d = 0; list != nullptr && d < t.dim(); ++d) {
+    PyObject* size = PyLong_FromLongLong(t.size(d));
+    if (size == nullptr) Py_CLEAR(list);
+    else PyList_SET_ITEM(list, d, size);
+  }
+  return list;
+}
+
+// Whether summary.shape (a list of ints) equals t's sizes; -1 with a Python error.
+int same_shape(PyObject* summary, const at::Tensor& t) {
+  Owned shape(PyObject_GetAttr(summary, g_shape));
+  if (shape.p == nullptr) return -1;
+  if (!PyList_Check(shape.p) || PyList_GET_SIZE(shape.p) != t.dim()) return 0;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const long long size = PyLong_AsLongLong(PyList_GET_ITEM(shape.p, d));
+    if (size == -1 && PyErr_Occurred()) return -1;
+    if (size != t.size(d)) return 0;
+  }
+  return 1;
+}
+
+// pending.<name> += by; false with a Python error.
+bool add_to(PyObject* pending, PyObject* name, long long by) {
+  Owned now(PyObject_GetAttr(pending, name));
+  if (now.p == nullptr) return false;
+  Owned by_object(PyLong_FromLongLong(by));
+  Owned sum(by_object.p != nullptr ? PyNumber_Add(now.p, by_object.p) : nullptr);
+  return sum.p != nullptr && PyObject_SetAttr(pending, name, sum.p) == 0;
+}
+
+// dict.setdefault(key, []) as a borrowed reference, or nullptr with a Python error.
+PyObject* list_at(PyObject* owner, PyObject* name, PyObject* key) {
+  Owned dict(PyObject_GetAttr(owner, name));
+  if (dict.p == nullptr) return nullptr;
+  if (!PyDict_Check(dict.p)) {
+    PyErr_SetString(PyExc_TypeError, "device_add: a batch table is not a dict");
+    return nullptr;
+  }
+  Owned fresh(PyList_New(0));
+  // (borrowed: the dict, which its owner keeps, holds it)
+  return fresh.p != nullptr ? PyDict_SetDefault(dict.p, key, fresh.p) : nullptr;
+}
+
+// list.append(a tuple of the given items, each a borrowed reference); false with a Python error.
+bool append_to(PyObject* list, std::initializer_list<PyObject*> items) {
+  Owned tuple(PyTuple_New(static_cast<Py_ssize_t>(items.size())));
+  if (tuple.p == nullptr) return false;
+  Py_ssize_t k = 0;
+  for (PyObject* item : items) PyTuple_SET_ITEM(tuple.p, k++, Py_NewRef(item));
+  return PyList_Append(list, tuple.p) == 0;
+}
+
+// pending.<list>.append(item) for a tuple of the given items (each a borrowed reference); false with an error.
+bool append_tuple(PyObject* pending, PyObject* list_name, std::initializer_list<PyObject*> items) {
+  Owned list(PyObject_GetAttr(pending, list_name));
+  return list.p != nullptr && PyList_Check(list.p) && append_to(list.p, items);
+}
+
+bool truthy(PyObject* pending, PyObject* name, int& out) {
+  Owned value(PyObject_GetAttr(pending, name));
+  out = value.p != nullptr ? PyObject_IsTrue(value.p) : -1;
+  return out >= 0;
+}
+
+}  // namespace
+
+// DeviceSummaries.add(grad) (parameter nullptr) or .add_leaf(grad, parameter) for `pending`, a DeviceSummaries, in
+// their common cases: a dense gradient (contiguous, or past SMALL_NUMEL filling its memory) seen again this pass
+// (its summary, or a view's sharing its numbers), or new: its summary made and its reduction queued in a batch, or
+// launched by Triton into a row its buffer has already; a leaf's summary queued for the pass's end. `grad`: t as
+// Python has it; `version`: t's version now. Returns a new reference to the summary; Py_NotImplemented (a new
+// reference) where Python's method must take it, before anything changed; nullptr with a Python error (what the
+// Python method would have raised). Called with the GIL, and __torch_function__ off (as the Python method is).
+PyObject* fv_device_add(PyObject* pending, const at::Tensor& t, PyObject* grad, int64_t version, PyObject* parameter) {
+  if (!ready() || !add_ready()) return nullptr;
+  const char* dtype = t.defined() && t.layout() == c10::kStrided && version >= 0 && t.has_storage()
+                          ? dtype_name(t.scalar_type())
+                          : nullptr;
+  if (dtype == nullptr) return Py_NewRef(Py_NotImplemented);
+  Config config;
+  if (!read_config(pending, config)) return nullptr;
+  const int64_t numel = t.numel();
+  const bool contiguous = t.is_contiguous();
+  if (!(contiguous || (numel > config.small && is_dense(t)))) return Py_NewRef(Py_NotImplemented);  // keyed by shape
+  PyObject* dtype_object = reinterpret_cast<PyObject*>(torch::getTHPDtype(t.scalar_type()));  // (borrowed)
+  Owned key(Py_BuildValue("(KLO)", static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(t.data_ptr())),
+                          static_cast<long long>(numel), dtype_object));
+  Owned seen(PyObject_GetAttr(pending, g_seen));
+  Owned version_object(PyLong_FromLongLong(version));
+  if (key.p == nullptr || seen.p == nullptr || version_object.p == nullptr) return nullptr;
+  if (!PyDict_Check(seen.p)) {
+    PyErr_SetString(PyExc_TypeError, "device_add: _seen is not a dict");
+    return nullptr;
+  }
+  PyObject* hit = PyDict_GetItemWithError(seen.p, key.p);  // (borrowed)
+  if (hit == nullptr && PyErr_Occurred()) return nullptr;
+  // The first tensor still alive means its memory was not reused by another gradient.
+  if (hit != nullptr && PyTuple_Check(hit) && PyTuple_GET_SIZE(hit) == 3 &&
+      PyWeakref_GetObject(PyTuple_GET_ITEM(hit, 0)) != Py_None) {
+    const int same_version = PyObject_RichCompareBool(PyTuple_GET_ITEM(hit, 1), version_object.p, Py_EQ);
+    if (same_version < 0) return nullptr;
+    if (same_version) {
+      PyObject* first = PyTuple_GET_ITEM(hit, 2);
+      const int same = same_shape(first, t);
+      if (same < 0) return nullptr;
+      if (same) return Py_NewRef(first);
+      Owned shape(shape_list(t));
+      Owned first_dtype(PyObject_GetAttrString(first, "dtype"));
+      Owned first_device(PyObject_GetAttrString(first, "device"));
+      Owned first_numel(PyObject_GetAttrString(first, "numel"));
+      if (shape.p == nullptr || first_dtype.p == nullptr || first_device.p == nullptr || first_numel.p == nullptr)
+        return nullptr;
+      PyObject* args[] = {shape.p, first_dtype.p, first_device.p, first_numel.p};
+      Owned view(PyObject_Vectorcall(config.summary_class, args, 4, nullptr));
+      if (view.p == nullptr || !append_tuple(pending, g_views, {first, view.p})) return nullptr;
+      return view.release();
+    }
+  }
+  // A new summary, numbers to come
+  Owned shape(shape_list(t));
+  Owned dtype_string(PyUnicode_FromString(dtype));
+  Owned device_string(PyUnicode_FromString(t.device().str().c_str()));
+  Owned numel_object(PyLong_FromLongLong(numel));
+  if (shape.p == nullptr || dtype_string.p == nullptr || device_string.p == nullptr || numel_object.p == nullptr)
+    return nullptr;
+  PyObject* args[] = {shape.p, dtype_string.p, device_string.p, numel_object.p};
+  Owned summary(PyObject_Vectorcall(config.summary_class, args, 4, nullptr));
+  Owned grad_ref(summary.p != nullptr ? PyWeakref_NewRef(grad, nullptr) : nullptr);
+  Owned entry(grad_ref.p != nullptr ? PyTuple_Pack(3, grad_ref.p, version_object.p, summary.p) : nullptr);
+  if (entry.p == nullptr || PyDict_SetItem(seen.p, key.p, entry.p) != 0) return nullptr;
+  if (parameter != nullptr) {  // add_leaf: summarised as the parameter's .grad when the pass ends
+    Owned parameter_ref(PyWeakref_NewRef(parameter, nullptr));
+    Owned grad_shape(PyObject_GetAttr(grad, g_shape));
+    if (parameter_ref.p == nullptr || grad_shape.p == nullptr ||
+        !append_tuple(pending, g_leaves,
+                      {summary.p, parameter_ref.p, grad_shape.p, dtype_object, grad_ref.p, version_object.p}))
+      return nullptr;
+    return summary.release();
+  }
+  if (numel == 0) return summary.release();  // nothing to reduce
+  // Which path (DeviceSummaries._launch's): Triton's, reading memory flat, or the torch ops' batch
+  Owned triton(PyObject_GetAttr(pending, g_triton));
+  Owned triton_many(PyObject_GetAttr(pending, g_triton_many));
+  int interpreted = 0, kernels_on_cpu = 0;
+  if (triton.p == nullptr || triton_many.p == nullptr || !truthy(pending, g_interpreted, interpreted) ||
+      !truthy(pending, g_kernels_on_cpu, kernels_on_cpu))
+    return nullptr;
+  Owned flat;
+  if (triton.p != Py_None && (t.is_cuda() || interpreted) && (numel > config.small || contiguous)) {
+    // (dense here: a contiguous gradient is its own flat view, another its memory as one)
+    flat.p = contiguous ? Py_NewRef(grad) : THPVariable_Wrap(t.as_strided({numel}, {1}));
+    if (flat.p == nullptr) return nullptr;
+  }
+  Owned device_object(THPDevice_New(t.device()));
+  Owned batch_key(device_object.p != nullptr ? PyTuple_Pack(2, device_object.p, dtype_object) : nullptr);
+  if (batch_key.p == nullptr) return nullptr;
+  PyObject* batch = nullptr;  // (borrowed: its table holds it)
+  if (numel <= config.batch_numel) {
+    if (flat.p != nullptr && triton_many.p != Py_None) {
+      // Held until its batch's one launch (a launch costs the CPU more than such a gradient costs the GPU to
+      // read): the kernel reads its memory then
+      batch = list_at(pending, g_dense, batch_key.p);
+      if (batch == nullptr || !append_to(batch, {flat.p, summary.p, version_object.p, grad})) return nullptr;
+    } else if (flat.p == nullptr && t.scalar_type() != at::kDouble) {
+      // Held as it is (the batch gathers any layout); a 0-d one needs a dimension to be gathered
+      Owned held(t.dim() == 0 ? THPVariable_Wrap(t.view({1})) : Py_NewRef(grad));
+      batch = held.p != nullptr ? list_at(pending, g_batches, batch_key.p) : nullptr;
+      if (batch == nullptr || !append_to(batch, {held.p, summary.p, version_object.p, grad})) return nullptr;
+    }
+  }
+  if (batch != nullptr) {
+    if (!add_to(pending, g_batched, numel) || !add_to(pending, g_summarised, 1)) return nullptr;
+    Owned batched(PyObject_GetAttr(pending, g_batched));
+    const long long held = batched.p != nullptr ? PyLong_AsLongLong(batched.p) : -1;
+    if (held == -1 && PyErr_Occurred()) return nullptr;
+    if (held >= config.batch_elements || PyList_GET_SIZE(batch) >= config.batch_tensors) {
+      Owned done(PyObject_CallMethodNoArgs(pending, g_reduce_batches));
+      if (done.p == nullptr) return nullptr;
+    }
+    return summary.release();
+  }
+  if (flat.p != nullptr && !kernels_on_cpu) {
+    // One Triton launch into a row made already (no op of torch's, nothing allocated: no switch needed)
+    Owned buffers(PyObject_GetAttr(pending, g_buffers));
+    PyObject* buffer = buffers.p != nullptr && PyDict_Check(buffers.p)
+                           ? PyDict_GetItemWithError(buffers.p, device_object.p)  // (borrowed)
+                           : nullptr;
+    if (buffer == nullptr && PyErr_Occurred()) return nullptr;
+    Owned used(buffer != nullptr ? PyObject_GetAttr(buffer, g_used) : nullptr);
+    Owned views(buffer != nullptr ? PyObject_GetAttr(buffer, g_views_attr) : nullptr);
+    if (buffer != nullptr && (used.p == nullptr || views.p == nullptr)) return nullptr;
+    const Py_ssize_t index = used.p != nullptr ? PyLong_AsSsize_t(used.p) : -1;
+    if (index == -1 && PyErr_Occurred()) return nullptr;
+    if (buffer != nullptr && PyTuple_Check(views.p) && index >= 0 && index < PyTuple_GET_SIZE(views.p)) {
+      Owned next(PyLong_FromSsize_t(index + 1));
+      if (next.p == nullptr || PyObject_SetAttr(buffer, g_used, next.p) != 0) return nullptr;
+      Owned launched(PyObject_CallFunctionObjArgs(triton.p, flat.p, PyTuple_GET_ITEM(views.p, index), nullptr));
+      if (launched.p == nullptr || !append_tuple(pending, g_rows, {summary.p, buffer, used.p, Py_None}) ||
+          !add_to(pending, g_summarised, 1))
+        return nullptr;
+      return summary.release();
+    }
+  }
+  // Any other launch (a buffer to grow, the torch ops' own reductions): Python's, under its switches
+  Owned numel_again(PyLong_FromLongLong(numel));
+  Owned launched(numel_again.p != nullptr
+                     ? PyObject_CallMethodObjArgs(pending, g_launch, grad, summary.p, numel_again.p,
+                                                  contiguous ? Py_True : Py_False, Py_True, nullptr)
+                     : nullptr);
+  if (launched.p == nullptr) return nullptr;
+  return summary.release();
+}
+
+// device_add(pending, grad, parameter or None): fv_device_add for Python (tests): the summary, or NotImplemented
+// where DeviceSummaries.add (parameter None) or add_leaf must take it.
+PyObject* fv_device_add_py(PyObject* const* args, Py_ssize_t n) {
+  if (n != 3) {
+    PyErr_Format(PyExc_TypeError, "device_add takes 3 arguments (%zd given)", n);
+    return nullptr;
+  }
+  if (!THPVariable_Check(args[1]) || (args[2] != Py_None && !THPVariable_Check(args[2]))) {
+    PyErr_SetString(PyExc_TypeError, "device_add: expected (pending, a tensor, a tensor or None)");
+    return nullptr;
+  }
+  const at::Tensor& t = THPVariable_Unpack(args[1]);
+  int64_t version = -1;
+  try {
+    version = t.unsafeGetTensorImpl()->version_counter().current_version();
+  } catch (...) {  // an inference tensor keeps no version: Python's method takes it
+  }
+  return fv_device_add(args[0], t, args[1], version, args[2] == Py_None ? nullptr : args[2]);
+}
