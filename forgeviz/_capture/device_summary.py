@@ -250,9 +250,7 @@ class DeviceSummaries:
     def add(self, grad: torch.Tensor) -> TensorSummary:
         """``grad``'s summary, numbers to come; launches its reductions (or queues it in a batch) and
         reads nothing back."""
-        # (each fact read once: called for every gradient of every backward, this is the device path's hot path)
-        numel, contiguous = grad.numel(), grad.is_contiguous()
-        dense = contiguous or numel > SMALL_NUMEL and _is_dense(grad)
+        numel, contiguous, dense = _facts(grad)  # (read once: this is every gradient's path, without the library)
         summary, new = self._summary(grad, numel, dense)
         if new:
             self._launch(grad, summary, numel, contiguous, dense)
@@ -265,8 +263,8 @@ class DeviceSummaries:
         make AccumulateGrad copy it instead of keeping it. (A weak one does not: when no AccumulateGrad runs,
         as under ``torch.autograd.grad``, ``.grad`` stays None and ``grad`` itself, returned to its caller, is
         summarised, if still alive and unchanged.)"""
-        numel = grad.numel()
-        summary, new = self._summary(grad, numel, grad.is_contiguous() or numel > SMALL_NUMEL and _is_dense(grad))
+        numel, _, dense = _facts(grad)
+        summary, new = self._summary(grad, numel, dense)
         if new:
             self._leaves.append((summary, weakref.ref(parameter), grad.shape, grad.dtype, weakref.ref(grad),
                                  grad._version))
@@ -284,8 +282,8 @@ class DeviceSummaries:
         """
         summaries = []
         for grad in grads:
-            numel = grad.numel()
-            summary, new = self._summary(grad, numel, grad.is_contiguous() or numel > SMALL_NUMEL and _is_dense(grad))
+            numel, _, dense = _facts(grad)
+            summary, new = self._summary(grad, numel, dense)
             if new:
                 self._add_whole(grad, summary)
             summaries.append(summary)
@@ -307,8 +305,7 @@ class DeviceSummaries:
         """``grad``'s reductions launched, or ``grad`` queued in a batch (``numel``, ``contiguous``, ``dense``: its
         facts, when the caller read them)."""
         if numel is None:
-            numel, contiguous = grad.numel(), grad.is_contiguous()
-            dense = contiguous or numel > SMALL_NUMEL and _is_dense(grad)
+            numel, contiguous, dense = _facts(grad)
         dtype = grad.dtype
         if numel == 0 or grad.layout != torch.strided or dtype not in _FLOATS:
             return  # nothing to reduce (callers send other dtypes to summary.summarize)
@@ -518,11 +515,22 @@ def _memory(grad: torch.Tensor, numel: Optional[int] = None, dense: Optional[boo
     (True, False)
     """
     if numel is None:
-        numel = grad.numel()
-        dense = grad.is_contiguous() or numel > SMALL_NUMEL and _is_dense(grad)
+        numel, _, dense = _facts(grad)
     if dense:
         return grad.data_ptr(), numel, grad.dtype
     return grad.data_ptr(), grad.shape, grad.stride(), grad.dtype
+
+
+def _facts(grad: torch.Tensor) -> tuple[int, bool, bool]:
+    """(numel, contiguous, dense) of ``grad``: dense when contiguous, or past SMALL_NUMEL when its elements fill its
+    memory in any order (:func:`_is_dense`; a small one's values are kept in row-major order).
+
+    >>> g = torch.ones(300, 400)
+    >>> _facts(g), _facts(g.t()), _facts(g[:, :200]), _facts(torch.ones(4, 4).t())
+    ((120000, True, True), (120000, False, True), (60000, False, False), (16, False, False))
+    """
+    numel, contiguous = grad.numel(), grad.is_contiguous()
+    return numel, contiguous, contiguous or numel > SMALL_NUMEL and _is_dense(grad)
 
 
 def _share(first: TensorSummary, view: TensorSummary) -> None:

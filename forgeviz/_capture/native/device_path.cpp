@@ -33,35 +33,32 @@
 
 namespace {
 
-// The wire's names of non-finite numbers (summary.wire_float's), made once.
-PyObject* g_nan = nullptr;
-PyObject* g_inf = nullptr;
-PyObject* g_neg_inf = nullptr;
-// The attributes set, as interned strings.
-PyObject *g_min, *g_max, *g_mean, *g_norm, *g_nan_count, *g_inf_count, *g_values, *g_histogram, *g_numel, *g_dtype;
+// The strings this file hands Python (the wire's names of non-finite numbers, summary.wire_float's) and the
+// attributes it reads and sets, interned once: g_names[kName].
+constexpr const char* kNameTexts[] = {
+    "NaN", "Infinity", "-Infinity", "min", "max", "mean", "norm", "nan_count", "inf_count", "values", "histogram",
+    "numel", "dtype", "_seen", "_views", "_dense", "_batches", "_rows", "_leaves", "_buffers", "used", "views",
+    "_triton", "_triton_many", "_interpreted", "_kernels_on_cpu", "_batched", "summarised", "_native_config",
+    "shape", "_reduce_batches", "_launch", "device"};
+enum Name {
+    kNan, kInf, kNegInf, kMin, kMax, kMean, kNorm, kNanCount, kInfCount, kValues, kHistogram, kNumel, kDtype, kSeen,
+    kViews, kDense, kBatches, kRows, kLeaves, kBuffers, kUsed, kViewsAttr, kTriton, kTritonMany, kInterpreted,
+    kKernelsOnCpu, kBatched, kSummarised, kConfig, kShape, kReduceBatches, kLaunch, kDevice, kNames
+};
+static_assert(sizeof(kNameTexts) / sizeof(kNameTexts[0]) == kNames);
+PyObject* g_names[kNames] = {};
 
 bool ready() {
-  if (g_nan != nullptr) return true;
-  g_nan = PyUnicode_InternFromString("NaN");
-  g_inf = PyUnicode_InternFromString("Infinity");
-  g_neg_inf = PyUnicode_InternFromString("-Infinity");
-  g_min = PyUnicode_InternFromString("min");
-  g_max = PyUnicode_InternFromString("max");
-  g_mean = PyUnicode_InternFromString("mean");
-  g_norm = PyUnicode_InternFromString("norm");
-  g_nan_count = PyUnicode_InternFromString("nan_count");
-  g_inf_count = PyUnicode_InternFromString("inf_count");
-  g_values = PyUnicode_InternFromString("values");
-  g_histogram = PyUnicode_InternFromString("histogram");
-  g_numel = PyUnicode_InternFromString("numel");
-  g_dtype = PyUnicode_InternFromString("dtype");
-  return g_dtype != nullptr;
+  if (g_names[kNames - 1] != nullptr) return true;
+  for (int k = 0; k < kNames; ++k)
+    if ((g_names[k] = PyUnicode_InternFromString(kNameTexts[k])) == nullptr) return false;
+  return true;
 }
 
 // summary.wire_float: the float, or "NaN", "Infinity", "-Infinity". A new reference.
 PyObject* wire(double value) {
-  if (std::isnan(value)) return Py_NewRef(g_nan);
-  if (std::isinf(value)) return Py_NewRef(value > 0 ? g_inf : g_neg_inf);
+  if (std::isnan(value)) return Py_NewRef(g_names[kNan]);
+  if (std::isinf(value)) return Py_NewRef(value > 0 ? g_names[kInf] : g_names[kNegInf]);
   return PyFloat_FromDouble(value);
 }
 
@@ -92,7 +89,7 @@ bool fill_one(PyObject* item, const double* rows, Py_ssize_t used, const Layout&
     PyErr_Format(PyExc_IndexError, "fill_device_rows: row %zd of %zd", index, used);
     return false;
   }
-  PyObject* numel_object = PyObject_GetAttr(summary, g_numel);
+  PyObject* numel_object = PyObject_GetAttr(summary, g_names[kNumel]);
   if (numel_object == nullptr) return false;
   const long long numel = PyLong_AsLongLong(numel_object);
   Py_DECREF(numel_object);
@@ -107,12 +104,12 @@ bool fill_one(PyObject* item, const double* rows, Py_ssize_t used, const Layout&
   const long long inf_count = static_cast<long long>(bucket[0]) + static_cast<long long>(bucket[counts - 2]);
   if (nan_count != 0 || inf_count != 0) *nonfinite = true;
   const bool finite = std::isfinite(lo) && std::isfinite(hi) && std::isfinite(mean) && std::isfinite(norm);
-  if (!set(summary, g_min, finite ? PyFloat_FromDouble(lo) : wire(lo)) ||
-      !set(summary, g_max, finite ? PyFloat_FromDouble(hi) : wire(hi)) ||
-      !set(summary, g_mean, finite ? PyFloat_FromDouble(mean) : wire(mean)) ||
-      !set(summary, g_norm, finite ? PyFloat_FromDouble(norm) : wire(norm)) ||
-      !set(summary, g_nan_count, PyLong_FromLongLong(nan_count)) ||
-      !set(summary, g_inf_count, PyLong_FromLongLong(inf_count)))
+  if (!set(summary, g_names[kMin], finite ? PyFloat_FromDouble(lo) : wire(lo)) ||
+      !set(summary, g_names[kMax], finite ? PyFloat_FromDouble(hi) : wire(hi)) ||
+      !set(summary, g_names[kMean], finite ? PyFloat_FromDouble(mean) : wire(mean)) ||
+      !set(summary, g_names[kNorm], finite ? PyFloat_FromDouble(norm) : wire(norm)) ||
+      !set(summary, g_names[kNanCount], PyLong_FromLongLong(nan_count)) ||
+      !set(summary, g_names[kInfCount], PyLong_FromLongLong(inf_count)))
     return false;
   if (numel <= at.small) {  // its values, as they are (a wire string for each non-finite one, if any)
     const double* values = row + at.values;
@@ -128,13 +125,13 @@ bool fill_one(PyObject* item, const double* rows, Py_ssize_t used, const Layout&
       }
       PyList_SET_ITEM(list, k, value);
     }
-    return set(summary, g_values, list);
+    return set(summary, g_names[kValues], list);
   }
   const Py_ssize_t bins = counts - 3;
   bool any = false;
   for (Py_ssize_t b = 1; b <= bins; ++b) any = any || bucket[b] != 0;
   if (!any) return true;  // no finite value: no histogram
-  PyObject* dtype = PyObject_GetAttr(summary, g_dtype);
+  PyObject* dtype = PyObject_GetAttr(summary, g_names[kDtype]);
   if (dtype == nullptr) return false;
   PyObject* edges = PyDict_GetItemWithError(wire_edges, dtype);  // (borrowed)
   Py_DECREF(dtype);
@@ -162,7 +159,7 @@ bool fill_one(PyObject* item, const double* rows, Py_ssize_t used, const Layout&
   Py_XDECREF(lo_object);
   Py_XDECREF(hi_object);
   Py_DECREF(list);
-  return set(summary, g_histogram, made);
+  return set(summary, g_names[kHistogram], made);
 }
 
 }  // namespace
@@ -212,34 +209,6 @@ PyObject* fv_fill_device_rows(PyObject* const* args, Py_ssize_t n) {
 // --- add ------------------------------------------------------------------------------------------------
 namespace {
 
-PyObject *g_seen, *g_views, *g_dense, *g_batches, *g_rows, *g_leaves, *g_buffers, *g_used, *g_views_attr,
-    *g_triton, *g_triton_many, *g_interpreted, *g_kernels_on_cpu, *g_batched, *g_summarised, *g_config,
-    *g_shape, *g_reduce_batches, *g_launch;
-
-bool add_ready() {
-  if (g_launch != nullptr) return true;
-  g_seen = PyUnicode_InternFromString("_seen");
-  g_views = PyUnicode_InternFromString("_views");
-  g_dense = PyUnicode_InternFromString("_dense");
-  g_batches = PyUnicode_InternFromString("_batches");
-  g_rows = PyUnicode_InternFromString("_rows");
-  g_leaves = PyUnicode_InternFromString("_leaves");
-  g_buffers = PyUnicode_InternFromString("_buffers");
-  g_used = PyUnicode_InternFromString("used");
-  g_views_attr = PyUnicode_InternFromString("views");
-  g_triton = PyUnicode_InternFromString("_triton");
-  g_triton_many = PyUnicode_InternFromString("_triton_many");
-  g_interpreted = PyUnicode_InternFromString("_interpreted");
-  g_kernels_on_cpu = PyUnicode_InternFromString("_kernels_on_cpu");
-  g_batched = PyUnicode_InternFromString("_batched");
-  g_summarised = PyUnicode_InternFromString("summarised");
-  g_config = PyUnicode_InternFromString("_native_config");
-  g_shape = PyUnicode_InternFromString("shape");
-  g_reduce_batches = PyUnicode_InternFromString("_reduce_batches");
-  g_launch = PyUnicode_InternFromString("_launch");
-  return g_launch != nullptr;
-}
-
 // A new reference, or nullptr with a Python error: an owned PyObject* that frees itself.
 struct Owned {
   PyObject* p;
@@ -261,7 +230,7 @@ struct Config {
 };
 
 bool read_config(PyObject* pending, Config& config) {
-  Owned tuple(PyObject_GetAttr(pending, g_config));
+  Owned tuple(PyObject_GetAttr(pending, g_names[kConfig]));
   if (tuple.p == nullptr) return false;
   if (!PyTuple_Check(tuple.p) || PyTuple_GET_SIZE(tuple.p) != 5) {
     PyErr_SetString(PyExc_TypeError, "device_add: _native_config is (TensorSummary, SMALL_NUMEL, BATCH_NUMEL, "
@@ -318,7 +287,7 @@ PyObject* shape_list(const at::Tensor& t) {
 
 // Whether summary.shape (a list of ints) equals t's sizes; -1 with a Python error.
 int same_shape(PyObject* summary, const at::Tensor& t) {
-  Owned shape(PyObject_GetAttr(summary, g_shape));
+  Owned shape(PyObject_GetAttr(summary, g_names[kShape]));
   if (shape.p == nullptr) return -1;
   if (!PyList_Check(shape.p) || PyList_GET_SIZE(shape.p) != t.dim()) return 0;
   for (int64_t d = 0; d < t.dim(); ++d) {
@@ -382,7 +351,7 @@ bool truthy(PyObject* pending, PyObject* name, int& out) {
 // reference) where Python's method must take it, before anything changed; nullptr with a Python error (what the
 // Python method would have raised). Called with the GIL, and __torch_function__ off (as the Python method is).
 PyObject* fv_device_add(PyObject* pending, const at::Tensor& t, PyObject* grad, int64_t version, PyObject* parameter) {
-  if (!ready() || !add_ready()) return nullptr;
+  if (!ready()) return nullptr;
   const char* dtype = t.defined() && t.layout() == c10::kStrided && version >= 0 && t.has_storage()
                           ? dtype_name(t.scalar_type())
                           : nullptr;
@@ -395,7 +364,7 @@ PyObject* fv_device_add(PyObject* pending, const at::Tensor& t, PyObject* grad, 
   PyObject* dtype_object = reinterpret_cast<PyObject*>(torch::getTHPDtype(t.scalar_type()));  // (borrowed)
   Owned key(Py_BuildValue("(KLO)", static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(t.data_ptr())),
                           static_cast<long long>(numel), dtype_object));
-  Owned seen(PyObject_GetAttr(pending, g_seen));
+  Owned seen(PyObject_GetAttr(pending, g_names[kSeen]));
   Owned version_object(PyLong_FromLongLong(version));
   if (key.p == nullptr || seen.p == nullptr || version_object.p == nullptr) return nullptr;
   if (!PyDict_Check(seen.p)) {
@@ -415,14 +384,14 @@ PyObject* fv_device_add(PyObject* pending, const at::Tensor& t, PyObject* grad, 
       if (same < 0) return nullptr;
       if (same) return Py_NewRef(first);
       Owned shape(shape_list(t));
-      Owned first_dtype(PyObject_GetAttrString(first, "dtype"));
-      Owned first_device(PyObject_GetAttrString(first, "device"));
-      Owned first_numel(PyObject_GetAttrString(first, "numel"));
+      Owned first_dtype(PyObject_GetAttr(first, g_names[kDtype]));
+      Owned first_device(PyObject_GetAttr(first, g_names[kDevice]));
+      Owned first_numel(PyObject_GetAttr(first, g_names[kNumel]));
       if (shape.p == nullptr || first_dtype.p == nullptr || first_device.p == nullptr || first_numel.p == nullptr)
         return nullptr;
       PyObject* args[] = {shape.p, first_dtype.p, first_device.p, first_numel.p};
       Owned view(PyObject_Vectorcall(config.summary_class, args, 4, nullptr));
-      if (view.p == nullptr || !append_tuple(pending, g_views, {first, view.p})) return nullptr;
+      if (view.p == nullptr || !append_tuple(pending, g_names[kViews], {first, view.p})) return nullptr;
       return view.release();
     }
   }
@@ -440,20 +409,20 @@ PyObject* fv_device_add(PyObject* pending, const at::Tensor& t, PyObject* grad, 
   if (entry.p == nullptr || PyDict_SetItem(seen.p, key.p, entry.p) != 0) return nullptr;
   if (parameter != nullptr) {  // add_leaf: summarised as the parameter's .grad when the pass ends
     Owned parameter_ref(PyWeakref_NewRef(parameter, nullptr));
-    Owned grad_shape(PyObject_GetAttr(grad, g_shape));
+    Owned grad_shape(PyObject_GetAttr(grad, g_names[kShape]));
     if (parameter_ref.p == nullptr || grad_shape.p == nullptr ||
-        !append_tuple(pending, g_leaves,
+        !append_tuple(pending, g_names[kLeaves],
                       {summary.p, parameter_ref.p, grad_shape.p, dtype_object, grad_ref.p, version_object.p}))
       return nullptr;
     return summary.release();
   }
   if (numel == 0) return summary.release();  // nothing to reduce
   // Which path (DeviceSummaries._launch's): Triton's, reading memory flat, or the torch ops' batch
-  Owned triton(PyObject_GetAttr(pending, g_triton));
-  Owned triton_many(PyObject_GetAttr(pending, g_triton_many));
+  Owned triton(PyObject_GetAttr(pending, g_names[kTriton]));
+  Owned triton_many(PyObject_GetAttr(pending, g_names[kTritonMany]));
   int interpreted = 0, kernels_on_cpu = 0;
-  if (triton.p == nullptr || triton_many.p == nullptr || !truthy(pending, g_interpreted, interpreted) ||
-      !truthy(pending, g_kernels_on_cpu, kernels_on_cpu))
+  if (triton.p == nullptr || triton_many.p == nullptr || !truthy(pending, g_names[kInterpreted], interpreted) ||
+      !truthy(pending, g_names[kKernelsOnCpu], kernels_on_cpu))
     return nullptr;
   Owned flat;
   if (triton.p != Py_None && (t.is_cuda() || interpreted) && (numel > config.small || contiguous)) {
@@ -469,44 +438,44 @@ PyObject* fv_device_add(PyObject* pending, const at::Tensor& t, PyObject* grad, 
     if (flat.p != nullptr && triton_many.p != Py_None) {
       // Held until its batch's one launch (a launch costs the CPU more than such a gradient costs the GPU to
       // read): the kernel reads its memory then
-      batch = list_at(pending, g_dense, batch_key.p);
+      batch = list_at(pending, g_names[kDense], batch_key.p);
       if (batch == nullptr || !append_to(batch, {flat.p, summary.p, version_object.p, grad})) return nullptr;
     } else if (flat.p == nullptr && t.scalar_type() != at::kDouble) {
       // Held as it is (the batch gathers any layout); a 0-d one needs a dimension to be gathered
       Owned held(t.dim() == 0 ? THPVariable_Wrap(t.view({1})) : Py_NewRef(grad));
-      batch = held.p != nullptr ? list_at(pending, g_batches, batch_key.p) : nullptr;
+      batch = held.p != nullptr ? list_at(pending, g_names[kBatches], batch_key.p) : nullptr;
       if (batch == nullptr || !append_to(batch, {held.p, summary.p, version_object.p, grad})) return nullptr;
     }
   }
   if (batch != nullptr) {
-    if (!add_to(pending, g_batched, numel) || !add_to(pending, g_summarised, 1)) return nullptr;
-    Owned batched(PyObject_GetAttr(pending, g_batched));
+    if (!add_to(pending, g_names[kBatched], numel) || !add_to(pending, g_names[kSummarised], 1)) return nullptr;
+    Owned batched(PyObject_GetAttr(pending, g_names[kBatched]));
     const long long held = batched.p != nullptr ? PyLong_AsLongLong(batched.p) : -1;
     if (held == -1 && PyErr_Occurred()) return nullptr;
     if (held >= config.batch_elements || PyList_GET_SIZE(batch) >= config.batch_tensors) {
-      Owned done(PyObject_CallMethodNoArgs(pending, g_reduce_batches));
+      Owned done(PyObject_CallMethodNoArgs(pending, g_names[kReduceBatches]));
       if (done.p == nullptr) return nullptr;
     }
     return summary.release();
   }
   if (flat.p != nullptr && !kernels_on_cpu) {
     // One Triton launch into a row made already (no op of torch's, nothing allocated: no switch needed)
-    Owned buffers(PyObject_GetAttr(pending, g_buffers));
+    Owned buffers(PyObject_GetAttr(pending, g_names[kBuffers]));
     PyObject* buffer = buffers.p != nullptr && PyDict_Check(buffers.p)
                            ? PyDict_GetItemWithError(buffers.p, device_object.p)  // (borrowed)
                            : nullptr;
     if (buffer == nullptr && PyErr_Occurred()) return nullptr;
-    Owned used(buffer != nullptr ? PyObject_GetAttr(buffer, g_used) : nullptr);
-    Owned views(buffer != nullptr ? PyObject_GetAttr(buffer, g_views_attr) : nullptr);
+    Owned used(buffer != nullptr ? PyObject_GetAttr(buffer, g_names[kUsed]) : nullptr);
+    Owned views(buffer != nullptr ? PyObject_GetAttr(buffer, g_names[kViewsAttr]) : nullptr);
     if (buffer != nullptr && (used.p == nullptr || views.p == nullptr)) return nullptr;
     const Py_ssize_t index = used.p != nullptr ? PyLong_AsSsize_t(used.p) : -1;
     if (index == -1 && PyErr_Occurred()) return nullptr;
     if (buffer != nullptr && PyTuple_Check(views.p) && index >= 0 && index < PyTuple_GET_SIZE(views.p)) {
       Owned next(PyLong_FromSsize_t(index + 1));
-      if (next.p == nullptr || PyObject_SetAttr(buffer, g_used, next.p) != 0) return nullptr;
+      if (next.p == nullptr || PyObject_SetAttr(buffer, g_names[kUsed], next.p) != 0) return nullptr;
       Owned launched(PyObject_CallFunctionObjArgs(triton.p, flat.p, PyTuple_GET_ITEM(views.p, index), nullptr));
-      if (launched.p == nullptr || !append_tuple(pending, g_rows, {summary.p, buffer, used.p, Py_None}) ||
-          !add_to(pending, g_summarised, 1))
+      if (launched.p == nullptr || !append_tuple(pending, g_names[kRows], {summary.p, buffer, used.p, Py_None}) ||
+          !add_to(pending, g_names[kSummarised], 1))
         return nullptr;
       return summary.release();
     }
@@ -514,7 +483,7 @@ PyObject* fv_device_add(PyObject* pending, const at::Tensor& t, PyObject* grad, 
   // Any other launch (a buffer to grow, the torch ops' own reductions): Python's, under its switches
   Owned numel_again(PyLong_FromLongLong(numel));
   Owned launched(numel_again.p != nullptr
-                     ? PyObject_CallMethodObjArgs(pending, g_launch, grad, summary.p, numel_again.p,
+                     ? PyObject_CallMethodObjArgs(pending, g_names[kLaunch], grad, summary.p, numel_again.p,
                                                   contiguous ? Py_True : Py_False, Py_True, nullptr)
                      : nullptr);
   if (launched.p == nullptr) return nullptr;
