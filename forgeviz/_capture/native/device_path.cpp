@@ -225,12 +225,14 @@ struct Owned {
 
 // device_summary.py's constants, read from DeviceSummaries._native_config.
 struct Config {
-  PyObject* summary_class = nullptr;  // TensorSummary (borrowed from the tuple, which the class keeps)
+  Owned tuple;  // (held while the call runs)
+  PyObject* summary_class = nullptr;  // TensorSummary (borrowed from the tuple)
   long long small = 0, batch_numel = 0, batch_elements = 0, batch_tensors = 0;
 };
 
 bool read_config(PyObject* pending, Config& config) {
-  Owned tuple(PyObject_GetAttr(pending, g_names[kConfig]));
+  Owned& tuple = config.tuple;
+  tuple.p = PyObject_GetAttr(pending, g_names[kConfig]);
   if (tuple.p == nullptr) return false;
   if (!PyTuple_Check(tuple.p) || PyTuple_GET_SIZE(tuple.p) != 5) {
     PyErr_SetString(PyExc_TypeError, "device_add: _native_config is (TensorSummary, SMALL_NUMEL, BATCH_NUMEL, "
@@ -374,12 +376,13 @@ PyObject* fv_device_add(PyObject* pending, const at::Tensor& t, PyObject* grad, 
   PyObject* hit = PyDict_GetItemWithError(seen.p, key.p);  // (borrowed)
   if (hit == nullptr && PyErr_Occurred()) return nullptr;
   // The first tensor still alive means its memory was not reused by another gradient.
-  if (hit != nullptr && PyTuple_Check(hit) && PyTuple_GET_SIZE(hit) == 3 &&
+  if (hit != nullptr && PyTuple_Check(hit) && PyTuple_GET_SIZE(hit) == 3 && PyWeakref_Check(PyTuple_GET_ITEM(hit, 0)) &&
       PyWeakref_GetObject(PyTuple_GET_ITEM(hit, 0)) != Py_None) {
     const int same_version = PyObject_RichCompareBool(PyTuple_GET_ITEM(hit, 1), version_object.p, Py_EQ);
     if (same_version < 0) return nullptr;
     if (same_version) {
-      PyObject* first = PyTuple_GET_ITEM(hit, 2);
+      Owned first_ref(Py_NewRef(PyTuple_GET_ITEM(hit, 2)));  // (held: Python code runs below)
+      PyObject* first = first_ref.p;
       const int same = same_shape(first, t);
       if (same < 0) return nullptr;
       if (same) return Py_NewRef(first);
@@ -461,9 +464,10 @@ PyObject* fv_device_add(PyObject* pending, const at::Tensor& t, PyObject* grad, 
   if (flat.p != nullptr && !kernels_on_cpu) {
     // One Triton launch into a row made already (no op of torch's, nothing allocated: no switch needed)
     Owned buffers(PyObject_GetAttr(pending, g_names[kBuffers]));
-    PyObject* buffer = buffers.p != nullptr && PyDict_Check(buffers.p)
-                           ? PyDict_GetItemWithError(buffers.p, device_object.p)  // (borrowed)
-                           : nullptr;
+    Owned buffer_ref(buffers.p != nullptr && PyDict_Check(buffers.p)
+                         ? Py_XNewRef(PyDict_GetItemWithError(buffers.p, device_object.p))
+                         : nullptr);
+    PyObject* buffer = buffer_ref.p;  // (held: the launch is Python code)
     if (buffer == nullptr && PyErr_Occurred()) return nullptr;
     Owned used(buffer != nullptr ? PyObject_GetAttr(buffer, g_names[kUsed]) : nullptr);
     Owned views(buffer != nullptr ? PyObject_GetAttr(buffer, g_names[kViewsAttr]) : nullptr);
