@@ -741,6 +741,49 @@ def test_the_native_add_changes_what_python_s_add_changes(kernels):
     theirs.flush()
 
 
+@pytest.mark.parametrize("replaced", [False, True], ids=["as-built", "add-replaced-on-the-class"])
+def test_the_native_hooks_add_in_cpp_unless_the_method_was_replaced(monkeypatch, replaced):
+    """Under the native hooks no Python frame of DeviceSummaries.add or add_leaf runs for the common cases; a method
+    replaced on the class (a test's spy, a user's patch) is the one called, for every gradient, not bypassed."""
+    import sys
+
+    monkeypatch.setenv("FORGEVIZ_SUMMARIES", "device")
+    monkeypatch.setenv("FORGEVIZ_TRITON", "0")
+    calls = []
+    if replaced:
+        add, add_leaf = DeviceSummaries.add, DeviceSummaries.add_leaf
+        monkeypatch.setattr(DeviceSummaries, "add", lambda self, g: calls.append("add") or add(self, g))
+        monkeypatch.setattr(DeviceSummaries, "add_leaf",
+                            lambda self, g, p: calls.append("leaf") or add_leaf(self, g, p))
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
+    loss = model(torch.randn(8, 16)).pow(2).mean()
+    recorder = BackwardRecorder(GradStore(), pytest.fail)
+    finish = recorder.arm([loss.grad_fn])
+    assert recorder.armed is not None  # the native hooks
+    entered = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_name in ("add", "add_leaf", "_summary") and \
+                frame.f_code.co_filename.endswith("device_summary.py"):
+            entered.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        loss.backward()
+    finally:
+        sys.setprofile(None)
+    finish()
+    assert recorder.device.summarised > 0
+    if replaced:
+        assert calls.count("leaf") == 4 and calls.count("add") >= 4 and "_summary" in entered
+    else:
+        assert entered == [] and calls == []
+    for p in model.parameters():  # the figures are torch's either way
+        s = recorder.store.leaf_history(p).values[-1]
+        assert close(s.norm, float(p.grad.double().norm())) and s.shape == list(p.shape)
+
+
 def test_the_native_add_refuses_what_is_not_a_device_summaries():
     from forgeviz._capture import native
     hooks = native.hooks()

@@ -185,8 +185,7 @@ class DeviceSummaries:
     (True, None, 31.6228, 40, 40)
     """
 
-    # What native/device_path.cpp's add reads of this module (a class attribute: one look-up a call)
-    _native_config = (TensorSummary, SMALL_NUMEL, BATCH_NUMEL, BATCH_ELEMENTS, BATCH_TENSORS)
+    _native_config: tuple = ()  # (set below the class: what native/device_path.cpp reads)
 
     def __init__(self, triton: Optional[bool] = None) -> None:
         # (the native hooks' add and add_leaf, native/device_path.cpp, read and change the attributes below as
@@ -502,6 +501,12 @@ class DeviceSummaries:
             if event is not None:
                 event.synchronize()
         self.poll()
+
+
+# What native/device_path.cpp's add reads of this module (a class attribute: one look-up a call), with the two methods
+# it stands for: replaced on the class or an instance, they are called instead
+DeviceSummaries._native_config = (TensorSummary, SMALL_NUMEL, BATCH_NUMEL, BATCH_ELEMENTS, BATCH_TENSORS,
+                                  DeviceSummaries.add, DeviceSummaries.add_leaf)
 
 
 def _memory(grad: torch.Tensor, numel: Optional[int] = None, dense: Optional[bool] = None) -> tuple:

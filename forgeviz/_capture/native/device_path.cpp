@@ -226,7 +226,9 @@ struct Owned {
 // device_summary.py's constants, read from DeviceSummaries._native_config.
 struct Config {
   Owned tuple;  // (held while the call runs)
-  PyObject* summary_class = nullptr;  // TensorSummary (borrowed from the tuple)
+  PyObject* summary_class = nullptr;  // TensorSummary (borrowed from the tuple, as the two below)
+  PyObject* add = nullptr;  // the functions DeviceSummaries.add and add_leaf: what this stands for
+  PyObject* add_leaf = nullptr;
   long long small = 0, batch_numel = 0, batch_elements = 0, batch_tensors = 0;
 };
 
@@ -234,12 +236,14 @@ bool read_config(PyObject* pending, Config& config) {
   Owned& tuple = config.tuple;
   tuple.p = PyObject_GetAttr(pending, g_names[kConfig]);
   if (tuple.p == nullptr) return false;
-  if (!PyTuple_Check(tuple.p) || PyTuple_GET_SIZE(tuple.p) != 5) {
+  if (!PyTuple_Check(tuple.p) || PyTuple_GET_SIZE(tuple.p) != 7) {
     PyErr_SetString(PyExc_TypeError, "device_add: _native_config is (TensorSummary, SMALL_NUMEL, BATCH_NUMEL, "
-                                     "BATCH_ELEMENTS, BATCH_TENSORS)");
+                                     "BATCH_ELEMENTS, BATCH_TENSORS, DeviceSummaries.add, DeviceSummaries.add_leaf)");
     return false;
   }
   config.summary_class = PyTuple_GET_ITEM(tuple.p, 0);
+  config.add = PyTuple_GET_ITEM(tuple.p, 5);
+  config.add_leaf = PyTuple_GET_ITEM(tuple.p, 6);
   config.small = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple.p, 1));
   config.batch_numel = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple.p, 2));
   config.batch_elements = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple.p, 3));
@@ -345,6 +349,8 @@ bool truthy(PyObject* pending, PyObject* name, int& out) {
 
 }  // namespace
 
+namespace {
+
 // DeviceSummaries.add(grad) (parameter nullptr) or .add_leaf(grad, parameter) for `pending`, a DeviceSummaries, in
 // their common cases: a dense gradient (contiguous, or past SMALL_NUMEL filling its memory) seen again this pass
 // (its summary, or a view's sharing its numbers), or new: its summary made and its reduction queued in a batch, or
@@ -352,14 +358,12 @@ bool truthy(PyObject* pending, PyObject* name, int& out) {
 // Python has it; `version`: t's version now. Returns a new reference to the summary; Py_NotImplemented (a new
 // reference) where Python's method must take it, before anything changed; nullptr with a Python error (what the
 // Python method would have raised). Called with the GIL, and __torch_function__ off (as the Python method is).
-PyObject* fv_device_add(PyObject* pending, const at::Tensor& t, PyObject* grad, int64_t version, PyObject* parameter) {
-  if (!ready()) return nullptr;
+PyObject* device_add(PyObject* pending, const Config& config, const at::Tensor& t, PyObject* grad, int64_t version,
+                     PyObject* parameter) {
   const char* dtype = t.defined() && t.layout() == c10::kStrided && version >= 0 && t.has_storage()
                           ? dtype_name(t.scalar_type())
                           : nullptr;
   if (dtype == nullptr) return Py_NewRef(Py_NotImplemented);
-  Config config;
-  if (!read_config(pending, config)) return nullptr;
   const int64_t numel = t.numel();
   const bool contiguous = t.is_contiguous();
   if (!(contiguous || (numel > config.small && is_dense(t)))) return Py_NewRef(Py_NotImplemented);  // keyed by shape
@@ -494,8 +498,29 @@ PyObject* fv_device_add(PyObject* pending, const at::Tensor& t, PyObject* grad, 
   return summary.release();
 }
 
-// device_add(pending, grad, parameter or None): fv_device_add for Python (tests): the summary, or NotImplemented
-// where DeviceSummaries.add (parameter None) or add_leaf must take it.
+}  // namespace
+
+// `method(grad)` (parameter nullptr) or `method(grad, parameter)` where method is DeviceSummaries.add or add_leaf
+// bound to a DeviceSummaries (not one replaced on the class or the instance), in their common cases: device_add.
+// `grad`: t as Python has it; `version`: t's version now. Returns a new reference to the summary; Py_NotImplemented (a
+// new reference) where the method itself must be called, before anything changed; nullptr with a Python error.
+PyObject* fv_device_add(PyObject* method, const at::Tensor& t, PyObject* grad, int64_t version, PyObject* parameter) {
+  if (!ready()) return nullptr;
+  if (!PyMethod_Check(method)) return Py_NewRef(Py_NotImplemented);
+  PyObject* pending = PyMethod_GET_SELF(method);
+  Config config;
+  if (!read_config(pending, config)) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return nullptr;
+    PyErr_Clear();  // (not a DeviceSummaries)
+    return Py_NewRef(Py_NotImplemented);
+  }
+  if (PyMethod_GET_FUNCTION(method) != (parameter == nullptr ? config.add : config.add_leaf))
+    return Py_NewRef(Py_NotImplemented);
+  return device_add(pending, config, t, grad, version, parameter);
+}
+
+// device_add(pending, grad, parameter or None): device_add for Python (tests): the summary, or NotImplemented where
+// DeviceSummaries.add (parameter None) or add_leaf must take it.
 PyObject* fv_device_add_py(PyObject* const* args, Py_ssize_t n) {
   if (n != 3) {
     PyErr_Format(PyExc_TypeError, "device_add takes 3 arguments (%zd given)", n);
@@ -511,5 +536,8 @@ PyObject* fv_device_add_py(PyObject* const* args, Py_ssize_t n) {
     version = t.unsafeGetTensorImpl()->version_counter().current_version();
   } catch (...) {  // an inference tensor keeps no version: Python's method takes it
   }
-  return fv_device_add(args[0], t, args[1], version, args[2] == Py_None ? nullptr : args[2]);
+  if (!ready()) return nullptr;
+  Config config;
+  if (!read_config(args[0], config)) return nullptr;
+  return device_add(args[0], config, t, args[1], version, args[2] == Py_None ? nullptr : args[2]);
 }

@@ -48,7 +48,7 @@
 extern "C" int fv_summarize_tensor(const void* impl, int sample, int bins, int values_cap, double* out,
                                    int64_t* counts);  // tensor_stats.cpp
 PyObject* fv_fill_device_rows(PyObject* const* args, Py_ssize_t n);  // device_path.cpp
-PyObject* fv_device_add(PyObject* pending, const at::Tensor& t, PyObject* grad, int64_t version,
+PyObject* fv_device_add(PyObject* method, const at::Tensor& t, PyObject* grad, int64_t version,
                         PyObject* parameter);  // device_path.cpp
 PyObject* fv_device_add_py(PyObject* const* args, Py_ssize_t n);  // device_path.cpp
 
@@ -281,8 +281,7 @@ struct Pass {
       const auto before = at::impl::PythonTorchFunctionTLS::get_disabled_state();
       at::impl::PythonTorchFunctionTLS::set_disabled_state(at::impl::TorchFunctionDisabledState::ALL_DISABLED);
       // DeviceSummaries.add's and add_leaf's common cases in C++ (device_path.cpp), when they are its methods
-      PyObject* pending = PyMethod_Check(device_add) ? PyMethod_GET_SELF(device_add) : nullptr;
-      made = pending != nullptr ? fv_device_add(pending, t, grad, version, leaf) : Py_NewRef(Py_NotImplemented);
+      made = fv_device_add(leaf != nullptr ? device_add_leaf : device_add, t, grad, version, leaf);
       if (made == Py_NotImplemented) {
         Py_DECREF(made);
         made = leaf != nullptr ? PyObject_CallFunctionObjArgs(device_add_leaf, grad, leaf, nullptr)
