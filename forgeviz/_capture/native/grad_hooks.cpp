@@ -7,8 +7,8 @@
 // summarises float CPU gradients in one pass each (tensor_stats.cpp), without the GIL, and keeps the
 // numbers; Python turns them into records when the backward call ends (grads.py). A float gradient
 // on the device path (CUDA's by default, every float one with FORGEVIZ_SUMMARIES=device) is summarised
-// where it lives by device_summary.py: the hook calls its add() once per gradient, with the GIL, and
-// keeps the summary it returns (numbers to come). A gradient this cannot summarise (on another device,
+// where it lives by device_summary.py: once per gradient, with the GIL, the hook takes its add()'s common
+// cases in C++ (device_path.cpp) or calls add(), and keeps the summary it gets (numbers to come). A gradient this cannot summarise (on another device,
 // of another dtype, holding NaN or infinity) and a Node whose local derivatives are shown (a small
 // elementwise one) go to the Node's Python hook instead, with the same arguments Node.register_hook
 // would give it.
