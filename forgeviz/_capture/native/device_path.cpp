@@ -22,6 +22,7 @@
 #include <torch/csrc/Device.h>
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/utils/object_ptr.h>
 
 #include <algorithm>
 #include <cmath>
@@ -103,22 +104,17 @@ bool fill_one(PyObject* item, const double* rows, Py_ssize_t used, const Layout&
   const long long nan_count = static_cast<long long>(bucket[counts - 1]);
   const long long inf_count = static_cast<long long>(bucket[0]) + static_cast<long long>(bucket[counts - 2]);
   if (nan_count != 0 || inf_count != 0) *nonfinite = true;
-  const bool finite = std::isfinite(lo) && std::isfinite(hi) && std::isfinite(mean) && std::isfinite(norm);
-  if (!set(summary, g_names[kMin], finite ? PyFloat_FromDouble(lo) : wire(lo)) ||
-      !set(summary, g_names[kMax], finite ? PyFloat_FromDouble(hi) : wire(hi)) ||
-      !set(summary, g_names[kMean], finite ? PyFloat_FromDouble(mean) : wire(mean)) ||
-      !set(summary, g_names[kNorm], finite ? PyFloat_FromDouble(norm) : wire(norm)) ||
+  if (!set(summary, g_names[kMin], wire(lo)) || !set(summary, g_names[kMax], wire(hi)) ||
+      !set(summary, g_names[kMean], wire(mean)) || !set(summary, g_names[kNorm], wire(norm)) ||
       !set(summary, g_names[kNanCount], PyLong_FromLongLong(nan_count)) ||
       !set(summary, g_names[kInfCount], PyLong_FromLongLong(inf_count)))
     return false;
-  if (numel <= at.small) {  // its values, as they are (a wire string for each non-finite one, if any)
+  if (numel <= at.small) {  // its values, as they are (a wire string for each non-finite one)
     const double* values = row + at.values;
-    bool all_finite = true;
-    for (long long k = 0; k < numel; ++k) all_finite = all_finite && std::isfinite(values[k]);
     PyObject* list = PyList_New(static_cast<Py_ssize_t>(numel));
     if (list == nullptr) return false;
     for (long long k = 0; k < numel; ++k) {
-      PyObject* value = all_finite ? PyFloat_FromDouble(values[k]) : wire(values[k]);
+      PyObject* value = wire(values[k]);
       if (value == nullptr) {
         Py_DECREF(list);
         return false;
@@ -149,8 +145,8 @@ bool fill_one(PyObject* item, const double* rows, Py_ssize_t used, const Layout&
     }
     PyList_SET_ITEM(list, b, count);
   }
-  PyObject* lo_object = finite ? PyFloat_FromDouble(lo) : wire(lo);
-  PyObject* hi_object = finite ? PyFloat_FromDouble(hi) : wire(hi);
+  PyObject* lo_object = wire(lo);
+  PyObject* hi_object = wire(hi);
   PyObject* made = nullptr;
   if (lo_object != nullptr && hi_object != nullptr) {
     PyObject* args[] = {lo_object, hi_object, list, edges};
@@ -209,23 +205,9 @@ PyObject* fv_fill_device_rows(PyObject* const* args, Py_ssize_t n) {
 // --- add ------------------------------------------------------------------------------------------------
 namespace {
 
-// A new reference, or nullptr with a Python error: an owned PyObject* that frees itself.
-struct Owned {
-  PyObject* p;
-  explicit Owned(PyObject* o = nullptr) : p(o) {}
-  ~Owned() { Py_XDECREF(p); }
-  Owned(const Owned&) = delete;
-  Owned& operator=(const Owned&) = delete;
-  PyObject* release() {
-    PyObject* o = p;
-    p = nullptr;
-    return o;
-  }
-};
-
 // device_summary.py's constants, read from DeviceSummaries._native_config.
 struct Config {
-  Owned tuple;  // (held while the call runs)
+  THPObjectPtr tuple;  // (held while the call runs)
   PyObject* summary_class = nullptr;  // TensorSummary (borrowed from the tuple, as the two below)
   PyObject* add = nullptr;  // the functions DeviceSummaries.add and add_leaf: what this stands for
   PyObject* add_leaf = nullptr;
@@ -233,21 +215,21 @@ struct Config {
 };
 
 bool read_config(PyObject* pending, Config& config) {
-  Owned& tuple = config.tuple;
-  tuple.p = PyObject_GetAttr(pending, g_names[kConfig]);
-  if (tuple.p == nullptr) return false;
-  if (!PyTuple_Check(tuple.p) || PyTuple_GET_SIZE(tuple.p) != 7) {
+  THPObjectPtr& tuple = config.tuple;
+  tuple = PyObject_GetAttr(pending, g_names[kConfig]);
+  if (!tuple) return false;
+  if (!PyTuple_Check(tuple.get()) || PyTuple_GET_SIZE(tuple.get()) != 7) {
     PyErr_SetString(PyExc_TypeError, "device_add: _native_config is (TensorSummary, SMALL_NUMEL, BATCH_NUMEL, "
                                      "BATCH_ELEMENTS, BATCH_TENSORS, DeviceSummaries.add, DeviceSummaries.add_leaf)");
     return false;
   }
-  config.summary_class = PyTuple_GET_ITEM(tuple.p, 0);
-  config.add = PyTuple_GET_ITEM(tuple.p, 5);
-  config.add_leaf = PyTuple_GET_ITEM(tuple.p, 6);
-  config.small = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple.p, 1));
-  config.batch_numel = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple.p, 2));
-  config.batch_elements = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple.p, 3));
-  config.batch_tensors = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple.p, 4));
+  config.summary_class = PyTuple_GET_ITEM(tuple.get(), 0);
+  config.add = PyTuple_GET_ITEM(tuple.get(), 5);
+  config.add_leaf = PyTuple_GET_ITEM(tuple.get(), 6);
+  config.small = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple.get(), 1));
+  config.batch_numel = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple.get(), 2));
+  config.batch_elements = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple.get(), 3));
+  config.batch_tensors = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple.get(), 4));
   return !PyErr_Occurred();
 }
 
@@ -293,11 +275,11 @@ PyObject* shape_list(const at::Tensor& t) {
 
 // Whether summary.shape (a list of ints) equals t's sizes; -1 with a Python error.
 int same_shape(PyObject* summary, const at::Tensor& t) {
-  Owned shape(PyObject_GetAttr(summary, g_names[kShape]));
-  if (shape.p == nullptr) return -1;
-  if (!PyList_Check(shape.p) || PyList_GET_SIZE(shape.p) != t.dim()) return 0;
+  THPObjectPtr shape(PyObject_GetAttr(summary, g_names[kShape]));
+  if (!shape) return -1;
+  if (!PyList_Check(shape.get()) || PyList_GET_SIZE(shape.get()) != t.dim()) return 0;
   for (int64_t d = 0; d < t.dim(); ++d) {
-    const long long size = PyLong_AsLongLong(PyList_GET_ITEM(shape.p, d));
+    const long long size = PyLong_AsLongLong(PyList_GET_ITEM(shape.get(), d));
     if (size == -1 && PyErr_Occurred()) return -1;
     if (size != t.size(d)) return 0;
   }
@@ -306,44 +288,44 @@ int same_shape(PyObject* summary, const at::Tensor& t) {
 
 // pending.<name> += by; false with a Python error.
 bool add_to(PyObject* pending, PyObject* name, long long by) {
-  Owned now(PyObject_GetAttr(pending, name));
-  if (now.p == nullptr) return false;
-  Owned by_object(PyLong_FromLongLong(by));
-  Owned sum(by_object.p != nullptr ? PyNumber_Add(now.p, by_object.p) : nullptr);
-  return sum.p != nullptr && PyObject_SetAttr(pending, name, sum.p) == 0;
+  THPObjectPtr now(PyObject_GetAttr(pending, name));
+  if (!now) return false;
+  THPObjectPtr by_object(PyLong_FromLongLong(by));
+  THPObjectPtr sum(by_object ? PyNumber_Add(now.get(), by_object.get()) : nullptr);
+  return sum && PyObject_SetAttr(pending, name, sum.get()) == 0;
 }
 
 // dict.setdefault(key, []) as a borrowed reference, or nullptr with a Python error.
 PyObject* list_at(PyObject* owner, PyObject* name, PyObject* key) {
-  Owned dict(PyObject_GetAttr(owner, name));
-  if (dict.p == nullptr) return nullptr;
-  if (!PyDict_Check(dict.p)) {
+  THPObjectPtr dict(PyObject_GetAttr(owner, name));
+  if (!dict) return nullptr;
+  if (!PyDict_Check(dict.get())) {
     PyErr_SetString(PyExc_TypeError, "device_add: a batch table is not a dict");
     return nullptr;
   }
-  Owned fresh(PyList_New(0));
+  THPObjectPtr fresh(PyList_New(0));
   // (borrowed: the dict, which its owner keeps, holds it)
-  return fresh.p != nullptr ? PyDict_SetDefault(dict.p, key, fresh.p) : nullptr;
+  return fresh ? PyDict_SetDefault(dict.get(), key, fresh.get()) : nullptr;
 }
 
 // list.append(a tuple of the given items, each a borrowed reference); false with a Python error.
 bool append_to(PyObject* list, std::initializer_list<PyObject*> items) {
-  Owned tuple(PyTuple_New(static_cast<Py_ssize_t>(items.size())));
-  if (tuple.p == nullptr) return false;
+  THPObjectPtr tuple(PyTuple_New(static_cast<Py_ssize_t>(items.size())));
+  if (!tuple) return false;
   Py_ssize_t k = 0;
-  for (PyObject* item : items) PyTuple_SET_ITEM(tuple.p, k++, Py_NewRef(item));
-  return PyList_Append(list, tuple.p) == 0;
+  for (PyObject* item : items) PyTuple_SET_ITEM(tuple.get(), k++, Py_NewRef(item));
+  return PyList_Append(list, tuple.get()) == 0;
 }
 
 // pending.<list>.append(item) for a tuple of the given items (each a borrowed reference); false with an error.
 bool append_tuple(PyObject* pending, PyObject* list_name, std::initializer_list<PyObject*> items) {
-  Owned list(PyObject_GetAttr(pending, list_name));
-  return list.p != nullptr && PyList_Check(list.p) && append_to(list.p, items);
+  THPObjectPtr list(PyObject_GetAttr(pending, list_name));
+  return list && PyList_Check(list.get()) && append_to(list.get(), items);
 }
 
 bool truthy(PyObject* pending, PyObject* name, int& out) {
-  Owned value(PyObject_GetAttr(pending, name));
-  out = value.p != nullptr ? PyObject_IsTrue(value.p) : -1;
+  THPObjectPtr value(PyObject_GetAttr(pending, name));
+  out = value ? PyObject_IsTrue(value.get()) : -1;
   return out >= 0;
 }
 
@@ -368,133 +350,132 @@ PyObject* device_add(PyObject* pending, const Config& config, const at::Tensor& 
   const bool contiguous = t.is_contiguous();
   if (!(contiguous || (numel > config.small && is_dense(t)))) return Py_NewRef(Py_NotImplemented);  // keyed by shape
   PyObject* dtype_object = reinterpret_cast<PyObject*>(torch::getTHPDtype(t.scalar_type()));  // (borrowed)
-  Owned key(Py_BuildValue("(KLO)", static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(t.data_ptr())),
-                          static_cast<long long>(numel), dtype_object));
-  Owned seen(PyObject_GetAttr(pending, g_names[kSeen]));
-  Owned version_object(PyLong_FromLongLong(version));
-  if (key.p == nullptr || seen.p == nullptr || version_object.p == nullptr) return nullptr;
-  if (!PyDict_Check(seen.p)) {
+  THPObjectPtr key(Py_BuildValue("(KLO)", static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(t.data_ptr())),
+                                 static_cast<long long>(numel), dtype_object));
+  THPObjectPtr seen(PyObject_GetAttr(pending, g_names[kSeen]));
+  THPObjectPtr version_object(PyLong_FromLongLong(version));
+  if (!key || !seen || !version_object) return nullptr;
+  if (!PyDict_Check(seen.get())) {
     PyErr_SetString(PyExc_TypeError, "device_add: _seen is not a dict");
     return nullptr;
   }
-  PyObject* hit = PyDict_GetItemWithError(seen.p, key.p);  // (borrowed)
+  PyObject* hit = PyDict_GetItemWithError(seen.get(), key.get());  // (borrowed)
   if (hit == nullptr && PyErr_Occurred()) return nullptr;
   // The first tensor still alive means its memory was not reused by another gradient.
   if (hit != nullptr && PyTuple_Check(hit) && PyTuple_GET_SIZE(hit) == 3 && PyWeakref_Check(PyTuple_GET_ITEM(hit, 0)) &&
       PyWeakref_GetObject(PyTuple_GET_ITEM(hit, 0)) != Py_None) {
-    const int same_version = PyObject_RichCompareBool(PyTuple_GET_ITEM(hit, 1), version_object.p, Py_EQ);
+    const int same_version = PyObject_RichCompareBool(PyTuple_GET_ITEM(hit, 1), version_object.get(), Py_EQ);
     if (same_version < 0) return nullptr;
     if (same_version) {
-      Owned first_ref(Py_NewRef(PyTuple_GET_ITEM(hit, 2)));  // (held: Python code runs below)
-      PyObject* first = first_ref.p;
+      THPObjectPtr first_ref(Py_NewRef(PyTuple_GET_ITEM(hit, 2)));  // (held: Python code runs below)
+      PyObject* first = first_ref.get();
       const int same = same_shape(first, t);
       if (same < 0) return nullptr;
       if (same) return Py_NewRef(first);
-      Owned shape(shape_list(t));
-      Owned first_dtype(PyObject_GetAttr(first, g_names[kDtype]));
-      Owned first_device(PyObject_GetAttr(first, g_names[kDevice]));
-      Owned first_numel(PyObject_GetAttr(first, g_names[kNumel]));
-      if (shape.p == nullptr || first_dtype.p == nullptr || first_device.p == nullptr || first_numel.p == nullptr)
-        return nullptr;
-      PyObject* args[] = {shape.p, first_dtype.p, first_device.p, first_numel.p};
-      Owned view(PyObject_Vectorcall(config.summary_class, args, 4, nullptr));
-      if (view.p == nullptr || !append_tuple(pending, g_names[kViews], {first, view.p})) return nullptr;
+      THPObjectPtr shape(shape_list(t));
+      THPObjectPtr first_dtype(PyObject_GetAttr(first, g_names[kDtype]));
+      THPObjectPtr first_device(PyObject_GetAttr(first, g_names[kDevice]));
+      THPObjectPtr first_numel(PyObject_GetAttr(first, g_names[kNumel]));
+      if (!shape || !first_dtype || !first_device || !first_numel) return nullptr;
+      PyObject* args[] = {shape.get(), first_dtype.get(), first_device.get(), first_numel.get()};
+      THPObjectPtr view(PyObject_Vectorcall(config.summary_class, args, 4, nullptr));
+      if (!view || !append_tuple(pending, g_names[kViews], {first, view.get()})) return nullptr;
       return view.release();
     }
   }
   // A new summary, numbers to come
-  Owned shape(shape_list(t));
-  Owned dtype_string(PyUnicode_FromString(dtype));
-  Owned device_string(PyUnicode_FromString(t.device().str().c_str()));
-  Owned numel_object(PyLong_FromLongLong(numel));
-  if (shape.p == nullptr || dtype_string.p == nullptr || device_string.p == nullptr || numel_object.p == nullptr)
-    return nullptr;
-  PyObject* args[] = {shape.p, dtype_string.p, device_string.p, numel_object.p};
-  Owned summary(PyObject_Vectorcall(config.summary_class, args, 4, nullptr));
-  Owned grad_ref(summary.p != nullptr ? PyWeakref_NewRef(grad, nullptr) : nullptr);
-  Owned entry(grad_ref.p != nullptr ? PyTuple_Pack(3, grad_ref.p, version_object.p, summary.p) : nullptr);
-  if (entry.p == nullptr || PyDict_SetItem(seen.p, key.p, entry.p) != 0) return nullptr;
+  THPObjectPtr shape(shape_list(t));
+  THPObjectPtr dtype_string(PyUnicode_FromString(dtype));
+  THPObjectPtr device_string(PyUnicode_FromString(t.device().str().c_str()));
+  THPObjectPtr numel_object(PyLong_FromLongLong(numel));
+  if (!shape || !dtype_string || !device_string || !numel_object) return nullptr;
+  PyObject* args[] = {shape.get(), dtype_string.get(), device_string.get(), numel_object.get()};
+  THPObjectPtr summary(PyObject_Vectorcall(config.summary_class, args, 4, nullptr));
+  THPObjectPtr grad_ref(summary ? PyWeakref_NewRef(grad, nullptr) : nullptr);
+  THPObjectPtr entry(grad_ref ? PyTuple_Pack(3, grad_ref.get(), version_object.get(), summary.get()) : nullptr);
+  if (!entry || PyDict_SetItem(seen.get(), key.get(), entry.get()) != 0) return nullptr;
   if (parameter != nullptr) {  // add_leaf: summarised as the parameter's .grad when the pass ends
-    Owned parameter_ref(PyWeakref_NewRef(parameter, nullptr));
-    Owned grad_shape(PyObject_GetAttr(grad, g_names[kShape]));
-    if (parameter_ref.p == nullptr || grad_shape.p == nullptr ||
+    THPObjectPtr parameter_ref(PyWeakref_NewRef(parameter, nullptr));
+    THPObjectPtr grad_shape(PyObject_GetAttr(grad, g_names[kShape]));
+    if (!parameter_ref || !grad_shape ||
         !append_tuple(pending, g_names[kLeaves],
-                      {summary.p, parameter_ref.p, grad_shape.p, dtype_object, grad_ref.p, version_object.p}))
+                      {summary.get(), parameter_ref.get(), grad_shape.get(), dtype_object, grad_ref.get(),
+                       version_object.get()}))
       return nullptr;
     return summary.release();
   }
   if (numel == 0) return summary.release();  // nothing to reduce
   // Which path (DeviceSummaries._launch's): Triton's, reading memory flat, or the torch ops' batch
-  Owned triton(PyObject_GetAttr(pending, g_names[kTriton]));
-  Owned triton_many(PyObject_GetAttr(pending, g_names[kTritonMany]));
+  THPObjectPtr triton(PyObject_GetAttr(pending, g_names[kTriton]));
+  THPObjectPtr triton_many(PyObject_GetAttr(pending, g_names[kTritonMany]));
   int interpreted = 0, kernels_on_cpu = 0;
-  if (triton.p == nullptr || triton_many.p == nullptr || !truthy(pending, g_names[kInterpreted], interpreted) ||
+  if (!triton || !triton_many || !truthy(pending, g_names[kInterpreted], interpreted) ||
       !truthy(pending, g_names[kKernelsOnCpu], kernels_on_cpu))
     return nullptr;
-  Owned flat;
-  if (triton.p != Py_None && (t.is_cuda() || interpreted) && (numel > config.small || contiguous)) {
+  THPObjectPtr flat;
+  if (triton.get() != Py_None && (t.is_cuda() || interpreted) && (numel > config.small || contiguous)) {
     // (dense here: a contiguous gradient is its own flat view, another its memory as one)
-    flat.p = contiguous ? Py_NewRef(grad) : THPVariable_Wrap(t.as_strided({numel}, {1}));
-    if (flat.p == nullptr) return nullptr;
+    flat = contiguous ? Py_NewRef(grad) : THPVariable_Wrap(t.as_strided({numel}, {1}));
+    if (!flat) return nullptr;
   }
-  Owned device_object(THPDevice_New(t.device()));
-  Owned batch_key(device_object.p != nullptr ? PyTuple_Pack(2, device_object.p, dtype_object) : nullptr);
-  if (batch_key.p == nullptr) return nullptr;
+  THPObjectPtr device_object(THPDevice_New(t.device()));
+  THPObjectPtr batch_key(device_object ? PyTuple_Pack(2, device_object.get(), dtype_object) : nullptr);
+  if (!batch_key) return nullptr;
   PyObject* batch = nullptr;  // (borrowed: its table holds it)
   if (numel <= config.batch_numel) {
-    if (flat.p != nullptr && triton_many.p != Py_None) {
+    if (flat && triton_many.get() != Py_None) {
       // Held until its batch's one launch (a launch costs the CPU more than such a gradient costs the GPU to
       // read): the kernel reads its memory then
-      batch = list_at(pending, g_names[kDense], batch_key.p);
-      if (batch == nullptr || !append_to(batch, {flat.p, summary.p, version_object.p, grad})) return nullptr;
-    } else if (flat.p == nullptr && t.scalar_type() != at::kDouble) {
+      batch = list_at(pending, g_names[kDense], batch_key.get());
+      if (batch == nullptr || !append_to(batch, {flat.get(), summary.get(), version_object.get(), grad}))
+        return nullptr;
+    } else if (!flat && t.scalar_type() != at::kDouble) {
       // Held as it is (the batch gathers any layout); a 0-d one needs a dimension to be gathered
-      Owned held(t.dim() == 0 ? THPVariable_Wrap(t.view({1})) : Py_NewRef(grad));
-      batch = held.p != nullptr ? list_at(pending, g_names[kBatches], batch_key.p) : nullptr;
-      if (batch == nullptr || !append_to(batch, {held.p, summary.p, version_object.p, grad})) return nullptr;
+      THPObjectPtr held(t.dim() == 0 ? THPVariable_Wrap(t.view({1})) : Py_NewRef(grad));
+      batch = held ? list_at(pending, g_names[kBatches], batch_key.get()) : nullptr;
+      if (batch == nullptr || !append_to(batch, {held.get(), summary.get(), version_object.get(), grad}))
+        return nullptr;
     }
   }
   if (batch != nullptr) {
     if (!add_to(pending, g_names[kBatched], numel) || !add_to(pending, g_names[kSummarised], 1)) return nullptr;
-    Owned batched(PyObject_GetAttr(pending, g_names[kBatched]));
-    const long long held = batched.p != nullptr ? PyLong_AsLongLong(batched.p) : -1;
+    THPObjectPtr batched(PyObject_GetAttr(pending, g_names[kBatched]));
+    const long long held = batched ? PyLong_AsLongLong(batched.get()) : -1;
     if (held == -1 && PyErr_Occurred()) return nullptr;
     if (held >= config.batch_elements || PyList_GET_SIZE(batch) >= config.batch_tensors) {
-      Owned done(PyObject_CallMethodNoArgs(pending, g_names[kReduceBatches]));
-      if (done.p == nullptr) return nullptr;
+      THPObjectPtr done(PyObject_CallMethodNoArgs(pending, g_names[kReduceBatches]));
+      if (!done) return nullptr;
     }
     return summary.release();
   }
-  if (flat.p != nullptr && !kernels_on_cpu) {
+  if (flat && !kernels_on_cpu) {
     // One Triton launch into a row made already (no op of torch's, nothing allocated: no switch needed)
-    Owned buffers(PyObject_GetAttr(pending, g_names[kBuffers]));
-    Owned buffer_ref(buffers.p != nullptr && PyDict_Check(buffers.p)
-                         ? Py_XNewRef(PyDict_GetItemWithError(buffers.p, device_object.p))
-                         : nullptr);
-    PyObject* buffer = buffer_ref.p;  // (held: the launch is Python code)
+    THPObjectPtr buffers(PyObject_GetAttr(pending, g_names[kBuffers]));
+    THPObjectPtr buffer_ref(buffers && PyDict_Check(buffers.get())
+                                ? Py_XNewRef(PyDict_GetItemWithError(buffers.get(), device_object.get()))
+                                : nullptr);
+    PyObject* buffer = buffer_ref.get();  // (held: the launch is Python code)
     if (buffer == nullptr && PyErr_Occurred()) return nullptr;
-    Owned used(buffer != nullptr ? PyObject_GetAttr(buffer, g_names[kUsed]) : nullptr);
-    Owned views(buffer != nullptr ? PyObject_GetAttr(buffer, g_names[kViewsAttr]) : nullptr);
-    if (buffer != nullptr && (used.p == nullptr || views.p == nullptr)) return nullptr;
-    const Py_ssize_t index = used.p != nullptr ? PyLong_AsSsize_t(used.p) : -1;
+    THPObjectPtr used(buffer != nullptr ? PyObject_GetAttr(buffer, g_names[kUsed]) : nullptr);
+    THPObjectPtr views(buffer != nullptr ? PyObject_GetAttr(buffer, g_names[kViewsAttr]) : nullptr);
+    if (buffer != nullptr && (!used || !views)) return nullptr;
+    const Py_ssize_t index = used ? PyLong_AsSsize_t(used.get()) : -1;
     if (index == -1 && PyErr_Occurred()) return nullptr;
-    if (buffer != nullptr && PyTuple_Check(views.p) && index >= 0 && index < PyTuple_GET_SIZE(views.p)) {
-      Owned next(PyLong_FromSsize_t(index + 1));
-      if (next.p == nullptr || PyObject_SetAttr(buffer, g_names[kUsed], next.p) != 0) return nullptr;
-      Owned launched(PyObject_CallFunctionObjArgs(triton.p, flat.p, PyTuple_GET_ITEM(views.p, index), nullptr));
-      if (launched.p == nullptr || !append_tuple(pending, g_names[kRows], {summary.p, buffer, used.p, Py_None}) ||
+    if (buffer != nullptr && PyTuple_Check(views.get()) && index >= 0 && index < PyTuple_GET_SIZE(views.get())) {
+      THPObjectPtr next(PyLong_FromSsize_t(index + 1));
+      if (!next || PyObject_SetAttr(buffer, g_names[kUsed], next.get()) != 0) return nullptr;
+      PyObject* row = PyTuple_GET_ITEM(views.get(), index);
+      THPObjectPtr launched(PyObject_CallFunctionObjArgs(triton.get(), flat.get(), row, nullptr));
+      if (!launched || !append_tuple(pending, g_names[kRows], {summary.get(), buffer, used.get(), Py_None}) ||
           !add_to(pending, g_names[kSummarised], 1))
         return nullptr;
       return summary.release();
     }
   }
   // Any other launch (a buffer to grow, the torch ops' own reductions): Python's, under its switches
-  Owned numel_again(PyLong_FromLongLong(numel));
-  Owned launched(numel_again.p != nullptr
-                     ? PyObject_CallMethodObjArgs(pending, g_names[kLaunch], grad, summary.p, numel_again.p,
-                                                  contiguous ? Py_True : Py_False, Py_True, nullptr)
-                     : nullptr);
-  if (launched.p == nullptr) return nullptr;
+  THPObjectPtr launched(PyObject_CallMethodObjArgs(pending, g_names[kLaunch], grad, summary.get(), numel_object.get(),
+                                                   contiguous ? Py_True : Py_False, Py_True, nullptr));
+  if (!launched) return nullptr;
   return summary.release();
 }
 
