@@ -698,6 +698,110 @@ def test_an_optimizer_step_runs_outside_forgevizs_mode_and_the_mode_comes_back(o
     assert torch._C._len_torch_function_stack() == stack
 
 
+def _twins(make_optimizer):
+    """Two equal Linear models, each with an optimizer ``make_optimizer(parameters)``, and a batch."""
+    made = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 2)
+        made.append((model, make_optimizer(model.parameters())))
+    return made, torch.randn(3, 4)
+
+
+def _equal_parameters(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    return all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+
+
+def test_from_its_second_step_an_optimizer_steps_the_mode_aside_before_torch_s_profiler_mark(ops_seen):
+    """torch's step wrapper enters record_function before its step hooks: its two marks reached the mode
+    each step. forgeviz wraps the class's step at the first step, so from the second nothing does; a
+    torch.compile'd step runs through the wrapper too; each result is torch's, and uninstall puts torch's back."""
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    torch_step = torch.optim.Adam.step
+    calls = []
+    handle = register_optimizer_step_pre_hook(lambda opt, args, kwargs: calls.append(opt))
+    try:
+        ((model, opt), (twin, twin_opt)), x = _twins(lambda ps: torch.optim.Adam(ps, lr=0.1))
+        with forgeviz.capture():
+            model(x).sum().backward()
+            before = len(ops_seen)
+            opt.step()  # torch's wrapper, unwrapped: its marks reach the mode
+            first = ops_seen[before:]
+            assert torch.optim.Adam.step.fv_steps_aside and torch.optim.Adam.step.hooked
+            model(x).sum().backward()
+            before = len(ops_seen)
+            opt.step()
+            assert ops_seen[before:] == []  # nothing of the step reaches the mode
+            later = torch.optim.Adam(torch.nn.Linear(2, 2).parameters())  # torch must not wrap ours again
+            later.step()
+            assert calls.count(later) == 1  # (wrapped twice, the step hooks would run twice)
+            compiled = torch.compile(opt.step, backend="eager")
+            model(x).sum().backward()
+            compiled()
+            y = (torch.ones(2, requires_grad=True) * 2).sum()
+        assert len(first) == 2 and all("record_function" in name for name in first)
+        assert ops_seen[-2:] == ["mul", "sum"] and y.grad_fn.metadata["fv_op"][0] == "sum"  # watched again
+        assert torch.optim.Adam.step is torch_step and calls.count(opt) == 3
+        for step in (twin_opt.step, twin_opt.step, torch.compile(twin_opt.step, backend="eager")):
+            twin(x).sum().backward()
+            step()
+        assert _equal_parameters(model, twin)  # bit for bit
+    finally:
+        handle.remove()
+        torch.optim.Adam.step = torch_step
+
+
+def test_an_lr_scheduler_s_step_on_the_optimizer_is_wrapped_and_put_back(ops_seen):
+    """An LR scheduler made before capture puts its own step on the optimizer, holding torch's: forgeviz
+    wraps that one, the scheduler sees nothing changed (no warning), and its learning rates are torch's."""
+    import warnings
+
+    ((model, opt), (twin, twin_opt)), x = _twins(lambda ps: torch.optim.SGD(ps, lr=0.5))
+    schedulers = [torch.optim.lr_scheduler.StepLR(o, step_size=1, gamma=0.5) for o in (opt, twin_opt)]
+    theirs = opt.__dict__["step"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "optimizer.step() has been overridden after ... initialization"
+        with forgeviz.capture():
+            for turn in range(3):
+                model(x).sum().backward()
+                before = len(ops_seen)
+                opt.step()
+                if turn:
+                    assert ops_seen[before:] == []
+                schedulers[0].step()
+            assert opt.__dict__["step"].fv_steps_aside and opt.__dict__["step"]._wrapped_by_lr_sched
+        for _ in range(3):
+            twin(x).sum().backward()
+            twin_opt.step()
+            schedulers[1].step()
+    assert opt.__dict__["step"] is theirs and not getattr(torch.optim.SGD.step, "fv_steps_aside", False)
+    assert schedulers[0].get_last_lr() == schedulers[1].get_last_lr() == [0.0625]
+    assert _equal_parameters(model, twin)
+
+
+def test_a_step_given_a_closure_runs_under_the_mode_wrapped_or_not(ops_seen):
+    """LBFGS evaluates the user's model inside step(): its ops are the graph's, tagged as any other."""
+    ((model, opt), (twin, twin_opt)), x = _twins(lambda ps: torch.optim.LBFGS(ps, max_iter=2))
+
+    def closure_of(m, o):
+        def closure():
+            o.zero_grad()
+            loss = m(x).pow(2).sum()
+            loss.backward()
+            return loss
+        return closure
+
+    with forgeviz.capture():
+        for _ in range(2):  # the second through forgeviz's wrapper
+            before = len(ops_seen)
+            opt.step(closure_of(model, opt))
+            assert "linear" in ops_seen[before:] and "pow" in ops_seen[before:]
+    for _ in range(2):
+        twin_opt.step(closure_of(twin, twin_opt))
+    assert _equal_parameters(model, twin)
+
+
 def test_zero_grad_runs_outside_forgevizs_mode_and_resets_grads_as_torch_does(ops_seen):
     from forgeviz._capture.session import _ZERO_GRAD
 
@@ -748,9 +852,14 @@ def test_another_librarys_zero_grad_patch_is_kept_and_called():
 
 
 def test_a_step_that_raises_leaves_the_mode_stack_as_it_was(ops_seen):
+    import traceback
+
     class Failing(torch.optim.SGD):
+        fails = True
+
         def step(self, closure=None):
-            raise ValueError("the user's own error")
+            if self.fails:
+                raise ValueError("the user's own error")
 
     opt = Failing(torch.nn.Linear(2, 2).parameters(), lr=0.1)
     stack = torch._C._len_torch_function_stack()
@@ -758,6 +867,17 @@ def test_a_step_that_raises_leaves_the_mode_stack_as_it_was(ops_seen):
         with forgeviz.capture():
             opt.step()
     assert torch._C._len_torch_function_stack() == stack and not get_session().capturing
+    with forgeviz.capture():
+        opt.fails = False
+        opt.step()  # (the first step wraps the class's)
+        opt.fails = True
+        with pytest.raises(ValueError, match="the user's own error") as raised:
+            opt.step()  # through forgeviz's wrapper: the mode comes back at once
+        assert Failing.step.fv_steps_aside
+        y = (torch.ones(2, requires_grad=True) * 2).sum()
+    assert y.grad_fn.metadata["fv_op"][0] == "sum" and torch._C._len_torch_function_stack() == stack
+    files = [frame.filename for frame in traceback.extract_tb(raised.value.__traceback__)]
+    assert not any("forgeviz" in f for f in files) and files[-1] == __file__  # the user's frames, torch's
     with forgeviz.capture():  # and the next block is watched as before
         (torch.ones(2, requires_grad=True) * 3).sum()
     assert ops_seen[-2:] == ["mul", "sum"]
