@@ -718,11 +718,11 @@ def test_from_its_second_step_an_optimizer_steps_the_mode_aside_before_torch_s_p
     torch.compile'd step runs through the wrapper too; each result is torch's, and uninstall puts torch's back."""
     from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-    torch_step = torch.optim.Adam.step
+    ((model, opt), (twin, twin_opt)), x = _twins(lambda ps: torch.optim.Adam(ps, lr=0.1))
+    torch_step = torch.optim.Adam.step  # (torch's wrapper, put on the class by the first Adam made)
     calls = []
     handle = register_optimizer_step_pre_hook(lambda opt, args, kwargs: calls.append(opt))
     try:
-        ((model, opt), (twin, twin_opt)), x = _twins(lambda ps: torch.optim.Adam(ps, lr=0.1))
         with forgeviz.capture():
             model(x).sum().backward()
             before = len(ops_seen)

@@ -15,6 +15,7 @@ import torch
 import forgeviz
 from forgeviz._capture.grads import node_id
 from forgeviz._capture.memory_choice import make_tracker
+from forgeviz._capture.session import get_session
 from forgeviz.model.memory import ALLOC, FREE, GRADIENT, NO_ID, OTHER
 
 
@@ -99,6 +100,36 @@ def _training_timeline(direct: bool) -> tuple[dict, dict]:
     events["node"] = [nodes.setdefault(node, len(nodes)) for node in events["node"]]
     assert len(nodes) > 6  # the claiming Nodes of three steps, named in their events
     return events, by_category
+
+
+def test_a_fake_parameter_that_a_compile_s_cache_keeps_alive_is_no_memory_and_no_fault():
+    """torch.compile of an optimizer step leaves Dynamo's fake parameters alive, each with a fake .grad whose data
+    pointer raises (as Dynamo makes them: no unsafe data pointer access). The seeding walk finds them: they are no
+    memory, and a .grad sync that meets one (were it remembered) skips it."""
+    from torch._functorch import config as functorch_config
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    real = torch.nn.Parameter(torch.ones(2, 4))
+    real.grad = torch.ones(2, 4)
+    with functorch_config.patch(fake_tensor_allow_unsafe_data_ptr_access=False):
+        fake = FakeTensorMode().from_tensor(real)
+    assert isinstance(fake, torch.nn.Parameter) and fake.grad is not None
+    with pytest.raises(RuntimeError, match="Cannot access data pointer"):
+        fake.grad.untyped_storage().data_ptr()
+    model = torch.nn.Linear(32, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    session = get_session()
+    faults = session.fault_count
+    with forgeviz.memory_trace() as trace:
+        tracker = trace.tracker
+        assert id(fake) not in tracker._params  # not remembered by the walk
+        tracker._remember(fake)  # (as another path might)
+        model(torch.randn(8, 32)).square().mean().backward()
+        opt.step()
+        by_category = trace.bytes_by_category()
+    assert session.fault_count == faults
+    real_grads = [p.grad for p in model.parameters()] + [real.grad]  # (the fake's real twin is a parameter too)
+    assert by_category["gradient"] == sum(g.untyped_storage().nbytes() for g in real_grads)
 
 
 def test_the_ledgers_calls_in_c_record_what_ctypes_and_python_record():

@@ -595,7 +595,8 @@ class MemoryTracker:
                     buffers.update(id(b) for b in obj._buffers.values() if b is not None)
             found = []
             for t in tensors:
-                if isinstance(t, torch.nn.Parameter):
+                # (a fake parameter that a compile's cache keeps alive, its .grad fake too, holds no memory)
+                if isinstance(t, torch.nn.Parameter) and real_storage(t, meta=True) is not None:
                     params.add(id(t))
                     self._remember(t)
                     grad = t.grad  # a .grad that backward wrote and Python never read has no object in gc

@@ -81,11 +81,13 @@ def _zero_grad_aside(session: "CaptureSession", on: bool) -> None:
     replaced = torch.optim.Optimizer.__dict__["zero_grad"]
 
     @functools.wraps(replaced)
-    def zero_grad(optimizer, *args, **kwargs):
+    def wrapper(optimizer, *args, **kwargs):
+        # (Dynamo, tracing this, calls torch's, which it never traces: a compiled loop breaks its graph there as
+        # before. Not torch._disable_dynamo here too: each such layer costs a call ~2 µs, each step.)
+        if _is_compiling():
+            return replaced(optimizer, *args, **kwargs)
         return session._zero_grad(replaced, optimizer, args, kwargs)
 
-    # (torch's is never traced by Dynamo: nor is this, so a compiled loop breaks its graph there as before)
-    wrapper = torch._disable_dynamo(zero_grad)
     torch.optim.Optimizer.zero_grad, _zero_grad_patch = wrapper, (session, replaced, wrapper)
 
 

@@ -92,9 +92,10 @@ def _torch_key() -> str:
     return hashlib.sha256(f"{torch.__version__}|{_torch_lib_dir()}|{sys.platform}".encode()).hexdigest()[:10]
 
 
-@functools.lru_cache(maxsize=2)
+@functools.lru_cache(maxsize=4)
 def _source_key(sources: tuple = tuple(SOURCES)) -> str:
-    # Read once per process: every capture() or memory_trace() asks whether a build exists.
+    # Read once per process and source list (the ledger's, the hooks', the reader's): every capture() or
+    # memory_trace() asks whether a build exists.
     return hashlib.sha256(b"".join(path.read_bytes() for path in sources)).hexdigest()[:10]
 
 

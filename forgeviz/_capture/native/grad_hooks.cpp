@@ -971,7 +971,11 @@ int storage_of(PyObject* obj, uint64_t& ptr, double& bytes) {
   try {
     const at::Tensor& t = THPVariable_Unpack(obj);
     if (!t.defined() || t.layout() != c10::kStrided || !t.device().is_cpu() || !t.has_storage()) return 0;
-    ptr = reinterpret_cast<uint64_t>(t.storage().mutable_data());
+    try {
+      ptr = reinterpret_cast<uint64_t>(t.storage().mutable_data());
+    } catch (const c10::Error&) {
+      return 0;  // a fake or functional tensor (a compile's, kept alive by its cache): no memory of its own
+    }
     bytes = static_cast<double>(t.numel()) * static_cast<double>(t.element_size());
     return 1;
   } catch (const std::exception& e) {
