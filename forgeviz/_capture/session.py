@@ -7,6 +7,7 @@ import functools
 import logging
 import os
 import sys
+import types
 import weakref
 from typing import Callable, Iterator, Optional
 
@@ -524,13 +525,14 @@ class CaptureSession:
         else its class's. Each at most once: a step that still comes unwrapped (called through the class while
         the instance has its own) wraps the other, then nothing more."""
         with boundary(self.fault, "wrapping an optimizer's step"):  # the step then steps aside in its hook
-            own = optimizer.__dict__.get("step")
-            if own is not None and not getattr(own, "fv_steps_aside", False):
+            own = getattr(optimizer, "__dict__", {}).get("step")
+            if callable(own) and not getattr(own, "fv_steps_aside", False):
                 target, bound = optimizer, False
             else:
                 owner = next((c for c in type(optimizer).__mro__ if "step" in c.__dict__), None)
                 entry = owner.__dict__["step"] if owner is not None else None
-                if not callable(entry) or getattr(entry, "fv_steps_aside", False):
+                # (a plain function only: a staticmethod, say, is not called with the optimizer first)
+                if not isinstance(entry, types.FunctionType) or getattr(entry, "fv_steps_aside", False):
                     return
                 target, bound = owner, True
             replaced = target.__dict__["step"]
