@@ -8,10 +8,10 @@
 // numbers; Python turns them into records when the backward call ends (grads.py). A float gradient
 // on the device path (CUDA's by default, every float one with FORGEVIZ_SUMMARIES=device) is summarised
 // where it lives by device_summary.py: once per gradient, with the GIL, the hook takes its add()'s common
-// cases in C++ (device_path.cpp) or calls add(), and keeps the summary it gets (numbers to come). A gradient this cannot summarise (on another device,
-// of another dtype, holding NaN or infinity) and a Node whose local derivatives are shown (a small
-// elementwise one) go to the Node's Python hook instead, with the same arguments Node.register_hook
-// would give it.
+// cases in C++ (device_path.cpp) or calls add(), and keeps the summary it gets (numbers to come). A
+// gradient this cannot summarise (on another device, of another dtype, holding NaN or infinity) and a
+// Node whose local derivatives are shown (a small elementwise one) go to the Node's Python hook instead,
+// with the same arguments Node.register_hook would give it.
 //
 // Built as a library of its own (it needs Python's and torch's Python headers, which the CPU ledger
 // does not): without it, forgeviz registers Python hooks, as before.
