@@ -1,7 +1,7 @@
 """Gradient summaries computed on the gradient's device, with no host read until the pass ends.
 
 Each gradient gets a row of one device buffer (float64): the min and max of its finite values (on the
-per-gradient torch path, of each bucket, in a side buffer of its dtype), its sum, its sum of squares (or
+per-gradient torch path, in a side buffer of its dtype), its sum, its sum of squares (or
 norm), its NaN and ±inf counts and a histogram whose bins are fixed in advance, so that
 binning never waits for a host read of min and max. The buffer is copied to the host once per backward
 (on CUDA to pinned memory, ``non_blocking``), and the summaries are filled in when that copy is done.
@@ -18,8 +18,9 @@ gradient costs one kernel launch; smaller ones (BATCH_NUMEL) wait in a batch tha
 multi-tensor kernel reduces, and the parameters' ``.grad`` join it at a pass's end (a launch per dtype). Without it,
 small gradients (BATCH_NUMEL) wait in a batch that is reduced with about thirteen torch ops for all of them
 (a gradient itself costs no op: the batch gathers them with one ``torch._chunk_cat``), and a large or float64
-one takes seven ops of its own (its flat view, bucketize, the counts, per-bucket min and max, sum, norm),
-none holding it; still no host read.
+one takes nine ops of its own (its flat view, bucketize, the counts, min and max of its finite values, each
+with the non-finite ones replaced first, sum, norm), none holding it and none an atomic update of a few
+addresses; still no host read.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import torch
 
 from ..model.graph import Histogram, TensorSummary
 from . import native
-from .device_layout import _BUCKETS, _NAN, _VALUES, BINS, COUNTS, HIGH_EXPONENT, LOW_EXPONENT  # noqa: F401 - BINS: with its edges()
+from .device_layout import _BUCKETS, _NAN, _VALUES, BINS, HIGH_EXPONENT, LOW_EXPONENT  # noqa: F401 - BINS: with its edges()
 from .summary import SMALL_NUMEL, dtype_name, wire_float
 from .untraced import untraced
 
@@ -105,8 +106,8 @@ class _Buffer:
         self.counts: tuple = ()
         self.columns: tuple = ()  # the rows' min, max, sum, sum of squares, counts (2-D), all flat: made once
         self.boundaries: dict = {}  # dtype (None: the batch path's) → torch.bucketize's boundaries on this device
-        # dtype → its side buffer: for each row of the per-gradient path, the min and max of each bucket
-        # in the gradient's own dtype (torch.scatter_reduce_ keeps the dtype; min and max are exact in it)
+        # dtype → its side buffer: for each row of the per-gradient path, the min and max of its finite values
+        # in the gradient's own dtype (exact in it), written there by torch.amin/amax's out=
         self.sides: dict = {}
         # (first row, the gradients' numels) → the batch's index tensors on this device: a training loop's
         # batches are the same every step, so they go up once (bounded: cleared when full)
@@ -149,8 +150,8 @@ class _Buffer:
         return side
 
     def _side(self, dtype: torch.dtype, old: Optional[torch.Tensor]) -> tuple:
-        blank = _to_device([[math.inf] * COUNTS, [-math.inf] * COUNTS], dtype, self.device)
-        side = blank.repeat(len(self.views), 1, 1)
+        blank = _to_device([math.inf, -math.inf], dtype, self.device)
+        side = blank.repeat(len(self.views), 1)
         if old is not None:
             side[: len(old)].copy_(old)
         return side, side[:, 0].unbind(0), side[:, 1].unbind(0), blank
@@ -192,7 +193,7 @@ class DeviceSummaries:
         # this class's methods do; they call _launch, _reduce_batches and _triton for the rest)
         self._buffers: dict = {}  # device → _Buffer
         # (summary, buffer, row index, side) waiting for the read-back; side: the dtype of the side buffer
-        # holding the row's per-bucket min and max (the per-gradient torch path), else None
+        # holding the row's min and max (the per-gradient torch path), else None
         self._rows: list[tuple] = []
         # its memory (_memory) → (weakref to the first tensor seen there, its version, its summary)
         self._seen: dict = {}
@@ -577,17 +578,19 @@ def _boundaries_on(buffer: _Buffer, dtype: Optional[torch.dtype]) -> torch.Tenso
 
 def _reduce(g: torch.Tensor, index: int, buffer: _Buffer) -> None:
     """The per-gradient torch path (a large or a float64 gradient), into row ``index`` of ``buffer``, none
-    read back and ``g`` not held: seven aten ops (its flat view, bucketize, the counts, per-bucket min and
-    max, sum, norm), + a copy for a strided one that is not dense, + a small one's values (float64 only).
-    min and max are kept per bucket (in ``g``'s dtype, exact) so that neither NaN nor ±inf needs an op of
-    its own: the finite ones are the bins' (``_fill_rows``)."""
+    read back and ``g`` not held: nine aten ops (its flat view, bucketize, the counts, the min and the max of
+    its finite values, each after a nan_to_num, sum, norm), + a copy for a strided one that is not dense, + a
+    small one's values (float64 only). min and max are plain reductions, in ``g``'s dtype (exact), into its side
+    buffer: per bucket, scatter_reduce_ made every value an atomic update of one of a few addresses, which on a
+    GPU serialised (GPT-2's embedding gradient took seconds); the nan_to_num copy is transient, one at a time."""
+    inf = math.inf
     flat = g.view(-1) if g.is_contiguous() else _dense_flat(g)  # (bucketize copies a strided input, and warns)
     flat = g.reshape(-1) if flat is None else flat
     buckets = torch.bucketize(flat, _boundaries_on(buffer, g.dtype))
     buffer.counts[index].index_put_((buckets,), buffer.one, accumulate=True)
     _, lo, hi, _ = buffer.side(g.dtype)
-    lo[index].scatter_reduce_(0, buckets, flat, "amin")
-    hi[index].scatter_reduce_(0, buckets, flat, "amax")
+    torch.amin(flat.nan_to_num(inf, inf, inf), out=lo[index])  # finite values only (none: +inf)
+    torch.amax(flat.nan_to_num(-inf, -inf, -inf), out=hi[index])
     torch.sum(flat, 0, dtype=torch.float64, out=buffer.sums[index])
     torch.linalg.vector_norm(flat, dtype=torch.float64, out=buffer.squares[index])
     if g.numel() <= SMALL_NUMEL:
@@ -634,7 +637,7 @@ def _fill_rows(items: list, rows: np.ndarray, extremes: dict) -> bool:
     of squares, the bucket counts (-inf, the bins, +inf, NaN), a small tensor's values. The arithmetic for all of
     them at once in numpy (float64, as one by one), then each summary's attributes, a non-finite number made a wire
     string only where there is one. An item of the per-gradient torch path (side: its dtype) takes its min and max
-    from the finite buckets' in ``extremes[side][row]`` (its side buffer's rows, per bucket), and its row holds the
+    from ``extremes[side][row]`` (its side buffer's row: those of its finite values), and its row holds the
     norm, not the sum of squares. Returns whether one counted NaN or infinity.
 
     >>> pending = DeviceSummaries(triton=False)
@@ -650,10 +653,7 @@ def _fill_rows(items: list, rows: np.ndarray, extremes: dict) -> bool:
     bins = buckets[:, 1:-2].tolist()
     for k, (_, _, row, side) in enumerate(items):
         if side is not None:
-            lows, highs = extremes[side][row]
-            finite_buckets = [j + 1 for j, c in enumerate(bins[k]) if c]
-            lo[k] = min((lows[j] for j in finite_buckets), default=math.inf)
-            hi[k] = max((highs[j] for j in finite_buckets), default=-math.inf)
+            lo[k], hi[k] = extremes[side][row]  # (no finite value: +inf and -inf)
             norm[k] = picked[k, 3]
     none_finite = ~np.isfinite(lo)  # (no finite value at all: min and max NaN)
     lo[none_finite] = hi[none_finite] = math.nan

@@ -162,7 +162,7 @@ bool fill_one(PyObject* item, const double* rows, Py_ssize_t used, const Layout&
 
 // fill_device_rows(items, rows, layout, histogram, wire_edges) -> whether one counted NaN or infinity:
 // device_summary._fill_rows for items none of which has a side buffer (the per-gradient torch path's rows hold a
-// norm and per-bucket extremes: Python fills those). rows: a C-contiguous float64 buffer of the read-back rows;
+// norm and, in a side buffer, extremes: Python fills those). rows: a C-contiguous float64 buffer of the read-back rows;
 // layout: (a row's width, where its counts start, where its values start, SMALL_NUMEL); histogram: the Histogram
 // class; wire_edges: dtype name -> its edges as the wire has them.
 PyObject* fv_fill_device_rows(PyObject* const* args, Py_ssize_t n) {
