@@ -4,6 +4,7 @@ go unmeasured)."""
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import time
@@ -94,10 +95,15 @@ def interleaved(variants: dict[str, Callable[[], Optional[float]]], rounds: int)
     arm after "capture, no summaries" measured 1.58x where the same path two arms later measured 1.42x)."""
     times: dict[str, list[float]] = {name: [] for name in variants}
     order = list(variants.items())
+    # FORGEVIZ_BENCH_PROGRESS=1 (gpu.sh): each arm's time as it ends, on stderr, so that a run an outer timeout
+    # cuts (a lease is short) still says which arm took long and what the others measured
+    progress = os.environ.get("FORGEVIZ_BENCH_PROGRESS") == "1"
     for round_ in range(rounds):
         shift = round_ % len(order)
         for name, fn in order[shift:] + order[:shift]:
             start = time.perf_counter()
             seconds = fn()  # an arm may time its own steady part (memory_arms): else the whole call
             times[name].append(seconds if isinstance(seconds, float) else time.perf_counter() - start)
+            if progress:
+                print(f"    round {round_}, {name}: {times[name][-1] * 1e3:.1f} ms", file=sys.stderr, flush=True)
     return {name: statistics.median(t) for name, t in times.items()}
