@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import forgeviz
-from forgeviz._capture.cuda_memory import parse_snapshot
+from forgeviz._capture.cuda_memory import allocated_and_peak, parse_snapshot
 from forgeviz.model.memory import ALLOC, FREE, GRADIENT, PARAMETER, TEMPORARY
 
 from cuda_fixtures import A, MiB, synthetic_snapshot
@@ -72,6 +72,19 @@ def test_cuda_trace_without_a_gpu_says_so():
 
 
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA-only: no CUDA GPU on this machine")
+
+
+def test_allocated_and_peak_are_torchs_counters():
+    """What a recording's step rows keep (live and peak bytes): torch.cuda's two counters, read once. Without a GPU
+    (or before CUDA is in use) both are 0, as torch's."""
+    kept = []
+    if torch.cuda.is_available():
+        kept.append(torch.empty(3 * MiB, dtype=torch.uint8, device="cuda"))
+        torch.empty(7 * MiB, dtype=torch.uint8, device="cuda")  # freed at once: the peak stays above
+    assert allocated_and_peak() == (torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated())
+    if kept:
+        live, peak = allocated_and_peak()
+        assert live >= 3 * MiB and peak >= live + 7 * MiB
 
 
 @pytest.mark.cuda

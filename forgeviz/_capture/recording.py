@@ -76,6 +76,7 @@ from ..model.run import (
     STEPS,
 )
 from . import native
+from .cuda_memory import allocated_and_peak
 from .device_summary import DeviceSummaries
 from .fault import boundary, report
 from .grad_rows import (
@@ -845,7 +846,7 @@ class Recorder:
                 return  # a second optimizer's step is not another step
             live = peak = None
             if self._cuda and torch.cuda.is_initialized():
-                live, peak = torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated()
+                live, peak = allocated_and_peak()
             else:
                 traces = self.session.traces
                 tracker = self.memory or (traces[0] if traces else None)  # or the kernel's timeline
