@@ -14,7 +14,7 @@
 #
 # The machine needs torch with CUDA. forgeviz runs from this checkout (PYTHONPATH), with forgeviz/static
 # built here and carried. Its other dependencies, if missing there, travel as wheels in .whl/
-# (see /work/.library/device/README.md); they are installed into /tmp/site first. Building the native
+# (tests/benchmarks/gpu_wheels.sh fetches them here); they are installed into /tmp/site first. Building the native
 # libraries there takes ~50 s: with FORGEVIZ_CACHE=$PWD/.gpucache, copy .gpucache/native/*.so back from one
 # run ($OUT) and carry .gpucache in the next (they match that machine's torch only).
 set -uo pipefail
