@@ -75,15 +75,19 @@ native reader has a core to itself). With ``cuda`` (gpu.sh's ``record``): the mo
 512, batch 8), whose parameters' gradients take the device path (summarised on the GPU, no host read); the arms
 that are about the CPU's reader and ledger are left out, and each arm's wall time waits for the GPU
 (``torch.cuda.synchronize``). ``FORGEVIZ_SUMMARIES=device`` runs that path on the CPU (its CPU cost, less the
-launches' GPU time).
+launches' GPU time). ``FORGEVIZ_BENCH_PROFILE=1`` (gpu.sh's ``record-profile``) adds cProfile's busiest functions of
+the capture and record arms' steps alone: on an H200 recording cost the MLP's step 1.47x of its CPU time, more than
+its hooks' Python accounts for here.
 Not a test: nothing asserts.
 """
 
 from __future__ import annotations
 
+import cProfile
 import functools
 import gc
 import os
+import pstats
 import socket
 import statistics
 import sys
@@ -230,10 +234,15 @@ def case(name: str, device: str = "cpu") -> None:
             at_once = reader.set_inline_bytes(-1) if which == "beside" else None
             if cuda:
                 torch.cuda.synchronize()
+            profile = profiles.get(which)
             thread, wall, process = time.thread_time(), time.perf_counter(), time.process_time()
+            if profile is not None:
+                profile.enable()
             train(model, opt, x, y, steps, loss_fn)
             if cuda:
                 torch.cuda.synchronize()
+            if profile is not None:
+                profile.disable()
             thread, wall = time.thread_time() - thread, time.perf_counter() - wall
             process = time.process_time() - process
             if recorder is not None:
@@ -249,6 +258,10 @@ def case(name: str, device: str = "cpu") -> None:
 
         arms = ("capture", *recorders)
         times: dict[str, list[tuple[float, float, float]]] = {a: [] for a in arms}
+        # FORGEVIZ_BENCH_PROFILE=1: cProfile around the capture and record arms' steps alone (no import, no warm-up),
+        # printed after the figures: where recording's time goes (a GPU rank's hooks are Python)
+        profiles = ({"capture": cProfile.Profile(), "record": cProfile.Profile()}
+                    if os.environ.get("FORGEVIZ_BENCH_PROFILE") == "1" else {})
         for k in range(rounds):
             for which in arms[k % len(arms):] + arms[:k % len(arms)]:  # each arm first in turn
                 times[which].append(arm(which))
@@ -305,6 +318,9 @@ def case(name: str, device: str = "cpu") -> None:
         later = "" if steady is None else f"; from a round's third step on {steady * 1e6:.1f} µs ({steady / base:.1%})"
         print(f"  the recorder's hooks less the idle arm's (the timing's cost inside a step): {hooks * 1e6:.1f} µs a "
               f"step ({hooks / base:.1%}){later}")
+    for which, profile in profiles.items():  # (profiled steps run slower: places to look, not ratios)
+        print(f"  cProfile, arm {which}, the busiest functions by their own time:")
+        pstats.Stats(profile).sort_stats("tottime").print_stats(18)
 
 
 def _steps_model(name: str, rounds: int) -> tuple:

@@ -5,7 +5,8 @@
 # lease is short; record: bench_record.py on the GPU, ~20 s on an H200) cadence (%fv grads each / every 10 / shown)
 # profile (bench_capture.py profile: where the default arm's time goes) kernels (bench_kernels.py: the summary
 # kernels against torch's reads, ~15 s) ddp (bench_record.py ddp: recording as two CPU ranks under DDP, on a
-# machine whose cores leave each rank and gloo room, ~1 min) (those four not by default). With FORGEVIZ_BENCH_ROUNDS=3 allow ~330 s for sync + capture (an outer
+# machine whose cores leave each rank and gloo room, ~1 min) record-profile (bench_record.py mlp cuda with
+# FORGEVIZ_BENCH_PROFILE=1: where a GPU rank's recording spends its time, ~30 s) (those five not by default). With FORGEVIZ_BENCH_ROUNDS=3 allow ~330 s for sync + capture (an outer
 # timeout of 200 s cut the GPT-2 arms once). The native libraries are built first, so that no arm is timed
 # while they build. Figures go to stdout and to $OUT/gpu.log if $OUT is set. The whole list ends within
 # FORGEVIZ_GPU_SECONDS (540 by default, for one device call of 600 s): each command's timeout is its own or what is
@@ -63,6 +64,7 @@ t() {  # t SECONDS command...: the command under a timeout of SECONDS, or of wha
       compile) t 300 $py tests/benchmarks/bench_compile.py cuda inductor ;;
       record)  # recording on top of capture: the parameters' gradients on the device path (no host read)
         t 150 $py tests/benchmarks/bench_record.py mlp gpt2 cuda ;;
+      record-profile) t 90 env FORGEVIZ_BENCH_PROFILE=1 $py tests/benchmarks/bench_record.py mlp cuda ;;
       kernels) t 120 env FORGEVIZ_KERNEL_VARIANTS=1 $py tests/benchmarks/bench_kernels.py ;;
       ddp) t 120 env FORGEVIZ_BENCH_ROUNDS=100 $py tests/benchmarks/bench_record.py ddp ;;
       cadence)
