@@ -6,8 +6,8 @@
 # profile (bench_capture.py profile: where the default arm's time goes) kernels (bench_kernels.py: the summary
 # kernels against torch's reads, ~15 s) ddp (bench_record.py ddp: recording as two CPU ranks under DDP, on a
 # machine whose cores leave each rank and gloo room, ~1 min) record-profile (bench_record.py mlp cuda with
-# FORGEVIZ_BENCH_PROFILE=1: where a GPU rank's recording spends its time, ~30 s) (those five not by default). With FORGEVIZ_BENCH_ROUNDS=3 allow ~330 s for sync + capture (an outer
-# timeout of 200 s cut the GPT-2 arms once). The native libraries are built first, so that no arm is timed
+# FORGEVIZ_BENCH_PROFILE=1: where a GPU rank's recording spends its time, ~30 s) (those five not by default).
+# With FORGEVIZ_BENCH_ROUNDS=3 allow ~330 s for sync + capture (an outer timeout of 200 s cut the GPT-2 arms once). The native libraries are built first, so that no arm is timed
 # while they build. Figures go to stdout and to $OUT/gpu.log if $OUT is set. The whole list ends within
 # FORGEVIZ_GPU_SECONDS (540 by default, for one device call of 600 s): each command's timeout is its own or what is
 # left, whichever is less, and an item with under 15 s left is skipped, saying so. On an H200 (2026-11-30, 3 rounds)
