@@ -142,19 +142,18 @@ class _Buffer:
         return first
 
     def side(self, dtype: torch.dtype) -> tuple:
-        """(side buffer, each row's bucket minima, each row's bucket maxima, a blank row) of ``dtype``, as
-        many rows as the buffer."""
+        """(side buffer, each row's minimum, each row's maximum: 0-d views) of ``dtype``, as many rows as the
+        buffer. A row is read only once _reduce wrote both, so none is ever reset."""
         side = self.sides.get(dtype)
         if side is None:
             side = self.sides[dtype] = self._side(dtype, None)
         return side
 
     def _side(self, dtype: torch.dtype, old: Optional[torch.Tensor]) -> tuple:
-        blank = _to_device([math.inf, -math.inf], dtype, self.device)
-        side = blank.repeat(len(self.views), 1)
+        side = torch.empty(len(self.views), 2, dtype=dtype, device=self.device)
         if old is not None:
             side[: len(old)].copy_(old)
-        return side, side[:, 0].unbind(0), side[:, 1].unbind(0), blank
+        return side, side[:, 0].unbind(0), side[:, 1].unbind(0)
 
 
 # Gradients this small (and not float64) are reduced together, in batches: a few torch ops for the whole
@@ -467,9 +466,6 @@ class DeviceSummaries:
                     event = torch.cuda.Event()
                     event.record()
                 rows_used.copy_(buffer.blank)  # ordered after the copies on the same stream
-                for dtype in sides:
-                    side, _, _, blank = buffer.sides[dtype]
-                    side[:used].copy_(blank)
                 mine = {id(item[0]) for item in items}  # the views whose numbers come with this copy
                 self._reading.append((event, buffer, items, host, sides,
                                       [pair for pair in views if id(pair[0]) in mine], on_nonfinite))
@@ -589,7 +585,7 @@ def _reduce(g: torch.Tensor, index: int, buffer: _Buffer) -> None:
     buckets = torch.bucketize(flat, _boundaries_on(buffer, g.dtype))
     buffer.counts[index].index_put_((buckets,), buffer.one, accumulate=True)
     del buckets  # (int64: twice a float32 gradient's bytes, free before nan_to_num's copy, so the peak stays)
-    _, lo, hi, _ = buffer.side(g.dtype)
+    _, lo, hi = buffer.side(g.dtype)
     torch.amin(flat.nan_to_num(inf, inf, inf), out=lo[index])  # finite values only (none: +inf)
     torch.amax(flat.nan_to_num(-inf, -inf, -inf), out=hi[index])
     torch.sum(flat, 0, dtype=torch.float64, out=buffer.sums[index])
