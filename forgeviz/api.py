@@ -13,8 +13,8 @@ from typing import Callable, Iterator, Mapping, Optional, Sequence, Union
 
 import torch
 
+from ._capture.cadence import cadence_of
 from ._capture.fault import boundary
-from ._capture.grads import cadence_of
 from ._capture.names import NameIndex
 from ._capture.session import CaptureSession, get_session
 from ._capture.source import names_by_identity
@@ -329,8 +329,9 @@ def capture(grads: Optional[Union[str, int]] = None) -> Iterator[CaptureSession]
     """Capture ops and gradients inside a ``with`` block, outside IPython.
 
     ``grads``: which backward passes inside the block record gradient summaries (as ``%fv grads``
-    sets for the kernel): ``"each"``, every N-th (an int N: passes 1, 1 + N, ...), ``"shown"`` (only
-    the Nodes a live graph view draws) or ``"off"``; None keeps the kernel's setting. A bad value
+    sets for the kernel): ``"each"``, every N-th (an int N: passes 1, 1 + N, ...), ``"within P%"`` (the
+    block's first pass, then as many as fit in P% of the loop's time, measured pass by pass), ``"shown"``
+    (only the Nodes a live graph view draws) or ``"off"``; None keeps the kernel's setting. A bad value
     raises ValueError before anything is captured.
 
     >>> import torch, forgeviz

@@ -5,7 +5,7 @@ from __future__ import annotations
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
-from ._capture.grads import cadence_of, describe_cadence
+from ._capture.cadence import cadence_of, describe_cadence
 from ._capture.session import get_session
 from .api import broadcast, graph, strides
 from .views import COMMANDS as EXAMPLES
@@ -53,7 +53,7 @@ class ForgevizMagics(Magics):
         ``%fv broadcast a b`` / ``%fv matmul a b``: animate the broadcasting (or matmul) rule.
         ``%fv explain off`` / ``on``: draw (or not) the shapes of ops that fail with a shape error.
         ``%fv memory off`` / ``on``: pause (or resume) the kernel's memory tracking, e.g. for speed.
-        ``%fv grads each`` / ``every N`` / ``shown`` / ``off``: which backward passes record gradient
+        ``%fv grads each`` / ``every N`` / ``within P%`` / ``shown`` / ``off``: which backward passes record gradient
         summaries (``%fv grads`` alone says which do now)."""
         command, _, rest = line.strip().partition(" ")
         if command not in COMMANDS:
@@ -93,6 +93,10 @@ class ForgevizMagics(Magics):
             except ValueError as exc:
                 raise UsageError(f"%fv grads: {exc}. Example: {EXAMPLES['grads']}") from None
         print(f"forgeviz gradient summaries: {describe_cadence(recorder.cadence)}")
+        counted = recorder.budget.last_cell if recorder.budget is not None else None
+        if counted is not None:
+            summarised, skipped = counted
+            print(f"the last cell that ran backward passes summarised {summarised} of {summarised + skipped}")
 
     def _evaluate(self, command: str, rest: str) -> tuple[list[str], list]:
         """The expressions after ``%fv <command>`` (at least one), and their values."""

@@ -9,6 +9,7 @@ from IPython.core.error import UsageError
 from test_graph import request
 
 import forgeviz
+from forgeviz._capture.cadence import CREDIT_SECONDS, EARLY, REMEASURE_EVERY, WINDOW, SummaryBudget
 from forgeviz._capture.grads import EACH, iter_graph, node_id
 from forgeviz._capture.session import get_session
 
@@ -109,12 +110,14 @@ def test_off_records_nothing_and_the_inspector_says_so(nb, cadence):
     assert detail["grad_cadence"] == "every 10"
 
 
-@pytest.mark.parametrize("bad", ["every 0", "every", "sometimes", "every -2", "every 2.5", "each 3"])
+@pytest.mark.parametrize("bad", ["every 0", "every", "sometimes", "every -2", "every 2.5", "each 3", "within 5",
+                                 "within 0%", "within 100%", "within -5%", "within five%", "within nan%", "within"])
 def test_a_bad_magic_says_what_it_expected_and_changes_nothing(nb, cadence, bad):
     nb.ok("%fv grads every 5")
     with pytest.raises(UsageError) as info:
         nb.shell.run_line_magic("fv", f"grads {bad}")
-    assert str(info.value).startswith(f"%fv grads: expected each, every N (N ≥ 1), shown or off; got '{bad}'")
+    assert str(info.value).startswith(f"%fv grads: expected each, every N (N ≥ 1), within P% (0 < P < 100), shown or "
+                                      f"off; got '{bad}'")
     assert cadence.cadence == 5
 
 
@@ -127,11 +130,12 @@ def test_the_magic_alone_says_the_setting(nb, cadence, capsys):
     assert cadence.cadence == "each"
 
 
-@pytest.mark.parametrize("bad", [0, -3, True, 2.5, "every 0", "often", "Each"])
+@pytest.mark.parametrize("bad", [0, -3, True, 2.5, "every 0", "often", "Each", "within 150%", 0.05])
 def test_a_bad_keyword_raises_before_capturing(cadence, bad):
     cadence.cadence = "shown"
     session = get_session()
-    with pytest.raises(ValueError, match=r"expected each, every N \(N ≥ 1\), shown or off; got "):
+    expected = r"expected each, every N \(N ≥ 1\), within P% \(0 < P < 100\), shown or off; got "
+    with pytest.raises(ValueError, match=expected):
         with forgeviz.capture(grads=bad):
             pass
     assert cadence.cadence == "shown" and not session.capturing
@@ -163,3 +167,160 @@ def test_unload_ext_puts_the_default_cadence_back(nb):
     nb.ok("x = torch.tensor([2.], requires_grad=True)\nloss = (x * 3) ** 2\nloss.backward()")
     record = get_session().store.get(node_id(nb["loss"].grad_fn)).records[-1]
     assert record.grad_outputs[0].values == [1.0] and nb["x"].grad.tolist() == [36.0]
+
+
+class StepClock:
+    """A budget's clock for a loop whose steps take 16 ms (2**-6 s), and 8 ms more when their backward pass was
+    summarised: the budget reads it as each pass begins (a step's end)."""
+
+    def __init__(self, budget) -> None:
+        self.budget, self.at, self.reads = budget, 0.0, 0
+
+    def __call__(self) -> float:
+        if self.reads:
+            self.at += 2**-6 + (2**-7 if self.budget.summarising else 0.0)
+        self.reads += 1
+        return self.at
+
+
+WITHIN_TRAIN = """
+torch.manual_seed(0)
+fc1, fc2 = torch.nn.Linear(4, 3), torch.nn.Linear(3, 1)
+x = torch.randn(5, 4)
+steps = []  # per step: (the ReLU's grad_fn, torch's dL/dh, fc1.weight's .grad)
+for k in range(10):
+    h = torch.relu(fc1(x))
+    loss = fc2(h).square().mean()
+    seen = []
+    h.register_hook(lambda g: seen.append(g.clone()))
+    fc1.zero_grad()
+    loss.backward()
+    steps.append((h.grad_fn, seen[0], fc1.weight.grad.clone()))
+"""
+
+
+def test_within_summarises_a_cell_s_first_pass_then_what_fits_with_torchs_figures(nb, cadence, capsys):
+    nb.ok("%fv grads within 25%")
+    assert cadence.cadence == forgeviz._capture.cadence.Within(0.25)
+    clock = nb.shell.user_ns["clock"] = StepClock(cadence.budget)
+    cadence.budget.clock = clock
+    first = get_session().store.passes
+    nb.ok(WITHIN_TRAIN)
+    store = get_session().store
+    assert store.passes == first + 10
+    recorded = [store.get(node_id(node)) is not None for node, _, _ in nb["steps"]]
+    # the cell's first pass; its second's step measures one without summaries (16 ms); then two summaries (16 ms)
+    # in every three steps (64 ms): 25% of the loop's time
+    assert recorded == [True, False, True, True, False, True, True, False, True, True]
+    assert (cadence.budget.pace, cadence.budget.cost) == (2**-6, 2**-7)
+    for k, (node, dh, weight_grad) in enumerate(nb["steps"], 1):
+        grads = store.get(node_id(node))
+        if grads is None:
+            continue
+        (record,) = grads.records
+        assert record.backward_index == first + k
+        arriving = record.grad_outputs[0]
+        assert arriving.values == dh.flatten().tolist()
+        assert arriving.norm == pytest.approx(dh.norm().item(), rel=1e-6)
+        assert (arriving.min, arriving.max) == (dh.min().item(), dh.max().item())
+    accumulate = next(n for n in iter_graph([nb["steps"][0][0]])
+                      if type(n).__name__ == "AccumulateGrad" and n.variable is nb["fc1"].weight)
+    records = store.get(node_id(accumulate)).records
+    assert [r.backward_index - first for r in records][-3:] == [7, 9, 10]
+    for record in records[-3:]:
+        assert record.grad_outputs[0].values == nb["steps"][record.backward_index - first - 1][2].flatten().tolist()
+    # a new cell: its first pass is summarised again, and its second measures again
+    nb.ok(WITHIN_TRAIN.replace("range(10)", "range(3)"))
+    assert [store.get(node_id(node)) is not None for node, _, _ in nb["steps"]] == [True, False, True]
+    nb.ok("g = forgeviz.graph(loss)")
+    loss_id = by_label(nb["g"].model, "loss").id
+    detail = request(nb["g"], {"type": "inspect", "request_id": 1, "node": loss_id})["detail"]
+    assert detail["grad_cadence"] == "within 25%"
+    assert detail["backward_passes"] == first + 13
+    assert detail["grads"][-1]["backward_index"] == first + 13
+    capsys.readouterr()
+    nb.ok("%fv grads")
+    said = capsys.readouterr().out
+    assert "gradient summaries: within 25% (a cell's first backward pass, then as many as fit in 25% of" in said
+    assert "the last cell that ran backward passes summarised 2 of 3" in said
+
+
+def test_within_on_the_real_clock_summarises_the_block_s_first_pass_and_measures_on_its_second(cadence):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    x = torch.randn(16, 64)
+    store = get_session().store
+    nodes, grads = [], []
+    with forgeviz.capture(grads="within 1%"):
+        assert cadence.cadence == forgeviz._capture.cadence.Within(0.01)
+        budget = cadence.budget
+        for _ in range(6):
+            loss = model(x).square().mean()
+            nodes.append(loss.grad_fn)
+            model.zero_grad()
+            loss.backward()
+            grads.append(model[0].weight.grad.clone())
+    recorded = [store.get(node_id(n)) is not None for n in nodes]
+    assert recorded[:2] == [True, False]
+    assert budget.pace is not None and budget.pace > 0
+    assert budget.summarised == sum(recorded) and budget.skipped == 6 - sum(recorded)
+    assert cadence.cadence == EACH and cadence.budget is None  # as it was before the block
+    first = store.get(node_id(nodes[0])).records[-1].grad_outputs[0]
+    assert first.values == [1.0]  # dloss/dloss
+    torch.testing.assert_close(grads[-1], model[0].weight.grad)  # torch's result stands
+
+
+def _budget_run(budget, now: list, costs: list) -> list:
+    """Each step's pass begun on ``budget`` and whether it was summarised; ``costs``: per step, (its seconds,
+    seconds more when summarised)."""
+    summarised = []
+    for step, more in costs:
+        summarised.append(budget.begins())
+        now[0] += step + (more if summarised[-1] else 0.0)
+    return summarised
+
+
+def test_a_budget_measures_the_pace_again_every_8_passes_early_then_every_64():
+    now = [0.0]
+    budget = SummaryBudget(0.5, clock=lambda: now[0])
+    summarised = _budget_run(budget, now, [(2**-6, 2**-10)] * 200)  # summaries cost 6%: room for all
+    # one in EARLY + 1 unsummarised until WINDOW steps without summaries were measured, then one in REMEASURE_EVERY + 1
+    early = [1 + (EARLY + 1) * k for k in range(WINDOW)]
+    assert [k for k, s in enumerate(summarised) if not s] == early + [early[-1] + REMEASURE_EVERY + 1]
+    assert (budget.pace, budget.cost) == (2**-6, 2**-10) and (budget.summarised, budget.skipped) == (190, 10)
+
+
+def _longest_run(summarised: list) -> int:
+    longest = run = 0
+    for s in summarised:
+        run = run + 1 if s else 0
+        longest = max(longest, run)
+    return longest
+
+
+def test_a_pause_or_a_slow_step_in_a_loop_sets_off_no_burst_of_summaries():
+    def run(pause: float) -> list:
+        now = [0.0]
+        budget = SummaryBudget(0.25, clock=lambda: now[0])
+        first = _budget_run(budget, now, [(2**-6, 2**-6)] * 10)  # summaries double a step: one pass in three
+        now[0] += pause  # (a validation loop, a plot; a slow step) after the tenth step
+        return first + _budget_run(budget, now, [(2**-6, 2**-6)] * 20)
+
+    steady = run(0.0)
+    assert steady[:4] == [True, False, True, False] and _longest_run(steady) == 1
+    assert sum(steady[10:]) == 7  # (the step after one summarised is twice as long: 1 in 3 of the loop's time)
+    for pause in (10.0, 2**-5):  # ten seconds (a pause: neither earned nor charged); a step three times as long
+        after = run(pause)
+        # (the slow step earned a quarter of its time: one more summary, at most two in a row)
+        assert _longest_run(after) <= 2 and abs(sum(after[10:]) - sum(steady[10:])) <= 1, (pause, after)
+
+
+def test_credit_saved_while_summaries_were_cheap_is_capped():
+    now = [0.0]
+    budget = SummaryBudget(0.5, clock=lambda: now[0])
+    _budget_run(budget, now, [(2**-6, 2**-10)] * 300)  # summaries cost 6% at a 50% budget: credit piles up
+    assert budget.credit == pytest.approx(0.5 * CREDIT_SECONDS, abs=0.02)
+    # then they cost three steps each (a summarised step of 64 ms earns 32 and spends 48): the 1 s saved pays for
+    # 64 of them, and then one pass in three; uncapped, the 2.2 s saved would summarise almost all 120
+    burst = _budget_run(budget, now, [(2**-6, 3 * 2**-6)] * 120)
+    assert 75 <= sum(burst) <= 90, sum(burst)

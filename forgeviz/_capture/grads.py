@@ -20,6 +20,7 @@ import torch
 
 from ..model.graph import GradRecord, Histogram, TensorSummary
 from . import native
+from .cadence import EACH, OFF, SHOWN, Cadence, SummaryBudget, Within
 from .chain import LOCAL_DERIVATIVES, SMALL as CHAIN_NUMEL, local_derivatives
 from .device_summary import DeviceSummaries
 from .fault import boundary
@@ -59,58 +60,6 @@ def iter_graph(roots: Iterable) -> list:
             if nxt is not None and id(nxt) not in seen:
                 stack.append(nxt)
     return order
-
-
-EACH, SHOWN, OFF = "each", "shown", "off"
-# When backward passes record gradients: EACH pass, every N-th (an int N >= 2: the first pass after the
-# setting, then every N-th after it, so a kernel's first backward records), only the Nodes a view SHOWS,
-# or none (OFF). A "step" is one backward pass: counted without an optimizer, and what records are numbered by.
-Cadence = Union[int, str]
-
-
-def cadence_of(value) -> Cadence:
-    """The cadence ``value`` names: "each", "shown", "off", "every N" or an int N >= 1 (1 is "each").
-
-    >>> cadence_of("every 10"), cadence_of(1), cadence_of(" shown ")
-    (10, 'each', 'shown')
-    >>> cadence_of("every 0")
-    Traceback (most recent call last):
-    ...
-    ValueError: expected each, every N (N ≥ 1), shown or off; got 'every 0'
-    """
-    n = None
-    if isinstance(value, int) and not isinstance(value, bool):  # True is an int, and no count
-        n = value
-    elif isinstance(value, str):
-        words = value.split()
-        if len(words) == 1 and words[0] in (EACH, SHOWN, OFF):
-            return words[0]
-        if len(words) == 2 and words[0] == "every" and words[1].isdecimal():
-            n = int(words[1])
-    if n is None or n < 1:
-        raise ValueError(f"expected each, every N (N ≥ 1), shown or off; got {value!r}")
-    return EACH if n == 1 else n
-
-
-def cadence_text(cadence: Cadence) -> str:
-    """How ``%fv grads`` spells a cadence: ``cadence_text(10)`` is ``'every 10'``.
-
-    >>> [cadence_text(c) for c in ("each", 10, "shown", "off")]
-    ['each', 'every 10', 'shown', 'off']
-    """
-    return f"every {cadence}" if isinstance(cadence, int) else cadence
-
-
-def describe_cadence(cadence: Cadence) -> str:
-    """The cadence in words, for ``%fv grads``.
-
-    >>> describe_cadence(10)
-    'every 10 (the next backward pass, then every 10th)'
-    """
-    if isinstance(cadence, int):
-        return f"every {cadence} (the next backward pass, then every {cadence}th)"
-    return {EACH: "each (every backward pass)", SHOWN: "shown (only the Nodes a live graph view draws)",
-            OFF: "off (no backward pass)"}[cadence]
 
 
 def has_nonfinite(summaries: Iterable[Optional[TensorSummary]]) -> bool:
@@ -688,6 +637,8 @@ class BackwardRecorder:
         self._reading_from = 0  # the pass whose device summaries were last flushed (read back once its copy is done)
         self._cadence: Cadence = EACH
         self._cadence_from = 0  # the pass count when it was set: every N counts from the next pass
+        # a Within cadence's: which passes fit its share of the loop's time (the session times each pass for it)
+        self.budget: Optional[SummaryBudget] = None
         # the pass the native hooks armed last (None when the latest arm() did not arm them): its Node order
         # spares a memory timeline a walk of its own (CaptureSession.backward_begins)
         self.armed: Optional[NativePass] = None
@@ -700,6 +651,7 @@ class BackwardRecorder:
     @cadence.setter
     def cadence(self, value: Cadence) -> None:
         self._cadence, self._cadence_from = value, self.store.passes
+        self.budget = SummaryBudget(value.share) if isinstance(value, Within) else None
 
     # Whether ``grad`` is summarised on its device and read back when the pass ends (a CPU or CUDA
     # gradient is read at once: see _READ_AT_ONCE). Tests stand in for such a device by replacing it;
@@ -734,7 +686,11 @@ class BackwardRecorder:
         cadence = self.cadence
         only = None  # the ids of the Nodes to hook, when not all
         if cadence != EACH:
-            if cadence == OFF or (cadence != SHOWN and (index - 1 - self._cadence_from) % cadence):
+            budget = self.budget
+            if budget is not None:
+                if not budget.begins():
+                    return None
+            elif cadence == OFF or (cadence != SHOWN and (index - 1 - self._cadence_from) % cadence):
                 return None  # no hook at all: the pass costs what it costs without forgeviz
             if cadence == SHOWN:
                 only = store.pinned()

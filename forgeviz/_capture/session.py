@@ -985,8 +985,12 @@ class CaptureSession:
         del self.faults[:-20]
 
     def new_cell(self) -> None:
-        """A cell (or a capture() block outside one) begins: the faults it meets are told again."""
+        """A cell (or a capture() block outside one) begins: the faults it meets are told again, and a "within P%"
+        cadence summarises its first backward pass."""
         self._told.clear()
+        budget = self.recorder.budget
+        if budget is not None:
+            budget.new_cell()
 
     def faults_since(self, count: int) -> list[str]:
         """Distinct fault messages after the first ``count`` (may run on autograd threads: no I/O)."""

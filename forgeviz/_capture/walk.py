@@ -24,9 +24,10 @@ from ..model.graph import (
     TensorMeta,
     shape_times_text,
 )
+from .cadence import cadence_text
 from .chain import formulas
 from .compiled import compiled_region, count_at_line, is_compiled_region
-from .grads import cadence_text, has_nonfinite, node_id
+from .grads import has_nonfinite, node_id
 from .module_tree import ModuleTree, leaf_norm
 from .names import NameIndex, node_names
 from .saved import saved_attrs

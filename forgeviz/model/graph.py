@@ -264,7 +264,7 @@ class NodeDetail:
     compiled: Optional[CompiledRegion] = None  # what torch.compile made this Node, if it did
     # How fresh ``grads`` are: the backward passes the kernel has run so far (a record's backward_index
     # of N is N - backward_passes steps ago), and which passes record (``%fv grads``: "each", "every 10",
-    # "shown" or "off").
+    # "within 5%", "shown" or "off").
     backward_passes: int = 0
     grad_cadence: str = "each"
     # A recorded run's Node (``run.graph_view()``): its gradients at the step the view shows.

@@ -54,6 +54,12 @@ summaries and capturing as by default, interleaved; it prints µs per step and p
 the summaries' own arithmetic in a step (each unique gradient of a backward summarised by ``fv_summarize_tensor``
 outside any hook): capture without summaries plus that is as low as the default arm can go.
 
+``bench_capture.py budget [mlp|gpt2] [cuda]`` times the ``within P%`` cadences of ``%fv grads`` (10%, 5%, 2%) beside
+off, capturing without summaries and each: each arm's round a cell of ``FORGEVIZ_BENCH_STEPS`` training steps
+(200 for the MLP, 12 for GPT-2), so that a budget starts as a cell starts it (its first pass summarised, its
+second measuring a pass without summaries); it prints each arm's ratio to off and the share of its passes
+summarised.
+
 ``bench_capture.py mechanism [width batch]`` times the MLP's forward tagged by another mechanism than forgeviz's
 TorchFunctionMode and module hooks (``capture_probe.cpp``, a probe built on first use: a thread-local RecordFunction
 callback tagging each new Node, with the module named from the nearest ``forward`` frame rather than by module hooks):
@@ -81,6 +87,7 @@ from _bench import interleaved, memory_arms, mlp, run_as_a_cell, train  # first:
 
 import forgeviz
 from forgeviz._capture import native, summary
+from forgeviz._capture.cadence import Within
 from forgeviz._capture.grads import EACH, SHOWN, BackwardRecorder, Cadence
 from forgeviz._capture.session import get_session
 
@@ -194,6 +201,49 @@ def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> d
         print(f"  {name}: start and finish {statistics.median(seconds) * 1e3:.1f} ms, once per recording "
               f"(the ratio is its steady state: the {STEPS} steps alone)")
     return {name: t / base for name, t in medians.items()} | {"off_ms_per_step": base / STEPS * 1e3}
+
+
+def budget(name: str, device: str) -> None:
+    """The ``within P%`` cadences beside each and capture without summaries (see the module's docstring)."""
+    if name == "gpt2":
+        model, opt, x, y, loss_fn = real_model("gpt2", device)
+    else:
+        model, opt, x, y = mlp(256, 32, device)
+        loss_fn = torch.nn.functional.mse_loss
+    steps = int(os.environ.get("FORGEVIZ_BENCH_STEPS", "12" if name == "gpt2" else "200"))
+
+    def loop():
+        train(model, opt, x, y, steps, loss_fn)
+        if device != "cpu":
+            torch.cuda.synchronize()
+
+    loop()  # warm up
+    native.load()
+    session = get_session()
+    shares: dict[str, list[float]] = {}  # per within arm: the share of each round's passes summarised
+
+    def cell(record_grads: bool, cadence: Cadence = EACH, arm: str = ""):
+        def run():
+            session.recorder.cadence = cadence  # (a budget made anew: as a cell starts one)
+            run_as_a_cell(session, loop, record_grads)
+            made = session.recorder.budget
+            if made is not None:
+                shares.setdefault(arm, []).append(made.summarised / max(1, made.summarised + made.skipped))
+            session.recorder.cadence = EACH
+        return run
+
+    arms = {"off": loop, "capture, no summaries": cell(False), "grads each": cell(True)}
+    for percent in (10, 5, 2):
+        arm = f"grads within {percent}%"
+        arms[arm] = cell(True, Within(percent / 100), arm)
+    medians = interleaved(arms, ROUNDS)
+    base = medians["off"]
+    print(f"{name}, {device} ({torch.cuda.get_device_name() if device != 'cpu' else 'cpu'}, torch {torch.__version__}):"
+          f" off {base / steps * 1e3:.2f} ms/step, {ROUNDS} rounds of {steps} steps, arms interleaved")
+    for arm, seconds in medians.items():
+        summarised = (f"; {statistics.median(shares[arm]) * 100:.0f}% of passes summarised (median of rounds)"
+                      if arm in shares else "")
+        print(f"  {arm}: {seconds / base:.3f}x{summarised}")
 
 
 def pieces(width: int, batch: int) -> None:
@@ -475,6 +525,8 @@ if __name__ == "__main__":
                   f"aten ops each{kernels}, host reads {sum(ops[n] for n in HOST_READS)}; a batch held at most "
                   f"{held} elements ({held * 4 / 2**20:.1f} MiB, + ~{held * 40 / 2**20:.0f} MiB while reduced); "
                   f"by op: {dict(ours)}")
+    elif sys.argv[1] == "budget":  # budget [mlp|gpt2] [cuda]
+        budget(sys.argv[2] if len(sys.argv) > 2 else "mlp", sys.argv[3] if len(sys.argv) > 3 else "cpu")
     elif sys.argv[1] == "mechanism":  # tagging by another mechanism: capture_probe.cpp
         mechanism(*(int(a) for a in sys.argv[2:4])) if len(sys.argv) > 3 else mechanism(256, 32)
     elif sys.argv[1] == "profile":  # profile gpt2|resnet|mlp [cuda]

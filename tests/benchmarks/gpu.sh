@@ -6,8 +6,10 @@
 # profile (bench_capture.py profile: where the default arm's time goes) kernels (bench_kernels.py: the summary
 # kernels against torch's reads, ~15 s) ddp (bench_record.py ddp: recording as two CPU ranks under DDP, on a
 # machine whose cores leave each rank and gloo room, ~1 min) record-profile (bench_record.py mlp cuda with
-# FORGEVIZ_BENCH_PROFILE=1: where a GPU rank's recording spends its time, ~30 s) (those five not by default).
-# With FORGEVIZ_BENCH_ROUNDS=3 allow ~330 s for sync + capture (an outer timeout of 200 s cut the GPT-2 arms once). The native libraries are built first, so that no arm is timed
+# FORGEVIZ_BENCH_PROFILE=1: where a GPU rank's recording spends its time, ~30 s) budget (bench_capture.py budget:
+# %fv grads within 10% / 5% / 2% beside each, MLP and GPT-2) (those six not by default).
+# With FORGEVIZ_BENCH_ROUNDS=3 allow ~330 s for sync + capture (an outer timeout of 200 s cut the GPT-2 arms once).
+# The native libraries are built first, so that no arm is timed
 # while they build. Figures go to stdout and to $OUT/gpu.log if $OUT is set. The whole list ends within
 # FORGEVIZ_GPU_SECONDS (540 by default, for one device call of 600 s): each command's timeout is its own or what is
 # left, whichever is less, and an item with under 15 s left is skipped, saying so. On an H200 (2026-11-30, 3 rounds)
@@ -67,6 +69,9 @@ t() {  # t SECONDS command...: the command under a timeout of SECONDS, or of wha
       record-profile) t 90 env FORGEVIZ_BENCH_PROFILE=1 $py tests/benchmarks/bench_record.py mlp cuda ;;
       kernels) t 120 env FORGEVIZ_KERNEL_VARIANTS=1 $py tests/benchmarks/bench_kernels.py ;;
       ddp) t 120 env FORGEVIZ_BENCH_ROUNDS=100 $py tests/benchmarks/bench_record.py ddp ;;
+      budget)  # the "within P%" cadences: each arm's round a cell of 200 MLP steps (12 of GPT-2)
+        t 90 $py tests/benchmarks/bench_capture.py budget mlp cuda
+        t 150 $py tests/benchmarks/bench_capture.py budget gpt2 cuda ;;
       cadence)
         t 90 env FORGEVIZ_BENCH_CADENCE=1 $py tests/benchmarks/bench_capture.py 256 32 cuda
         t 150 env FORGEVIZ_BENCH_CADENCE=1 $py tests/benchmarks/bench_capture.py gpt2 cuda ;;

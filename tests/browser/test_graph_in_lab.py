@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from labdriver import ARTIFACTS, LabNotebook, websocket_bytes
+from labdriver import ARTIFACTS, LabNotebook, kernel_eval, websocket_bytes
 
 pytestmark = pytest.mark.browser
 
@@ -134,3 +134,35 @@ def test_s1_graph_click_update_export(page, lab):
     bg = first.evaluate("el => getComputedStyle(el.querySelector('.fv-node-box')).fill")
     page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
     assert bg, "node boxes are filled from theme variables"
+
+
+WITHIN_CELLS = [
+    "%load_ext forgeviz\nimport torch, forgeviz",
+    # a cell's first pass is summarised, and its second is not (its step measures one without summaries)
+    "%fv grads within 50%\nx = torch.tensor([2.], requires_grad=True)\ngrads = []\nfor k in (3, 4):\n"
+    "    loss = (x * k) ** 2\n    loss.backward()\n    grads.append(x.grad.clone())",
+    "forgeviz.graph(loss)",
+]
+
+
+def test_a_budgeted_cadence_says_how_fresh_a_nodes_figures_are(page, lab):
+    nb = LabNotebook.written(page, lab, "within.ipynb", WITHIN_CELLS)
+    nb.run_cells(3)
+    out, root = nb.view_ready(2, "root")
+    inspector = root.locator(".fv-inspector")
+    # x's AccumulateGrad: summarised by the first pass (dL/dx = 2 * 3^2 * 2 = 36), not by the second
+    root.locator('.fv-node[data-label="x"]').click()
+    page.wait_for_function("el => el.dataset.nodeId && el.textContent.includes('1 step ago')",
+                           arg=inspector.element_handle(), timeout=15_000)
+    fresh = inspector.locator(".fv-grad-fresh").text_content()
+    assert fresh == ("from backward #1 · 1 step ago · not summarised since (summarised within 50% of the loop's "
+                     "time)"), fresh
+    assert "36" in inspector.text_content()
+    assert kernel_eval(page, "within.ipynb", "[g.item() for g in grads]") == "[36.0, 100.0]"
+    out.screenshot(path=str(ARTIFACTS / "graph-within.png"))
+    # the second pass's own graph: none of its Nodes but x was summarised
+    root.locator('.fv-node[data-label="loss"]').click()
+    page.wait_for_function("el => el.textContent.includes('not summarised in 2 backward passes')",
+                           arg=inspector.element_handle(), timeout=15_000)
+    assert inspector.locator(".fv-grad-fresh").text_content() == (
+        "not summarised in 2 backward passes (summarised within 50% of the loop's time)")

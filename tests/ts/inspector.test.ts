@@ -265,6 +265,9 @@ describe('how fresh a Node\'s gradients are (%fv grads)', () => {
     expect(freshnessText(nodeDetail({ grads: [rec(4)], backward_passes: 5, grad_cadence: 'off' }))).toBe(
       'from backward #4 · 1 step ago · not summarised since (summaries off: %fv grads each turns them on)'
     );
+    expect(freshnessText(nodeDetail({ grads: [rec(9)], backward_passes: 12, grad_cadence: 'within 5%' }))).toBe(
+      "from backward #9 · 3 steps ago · not summarised since (summarised within 5% of the loop's time)"
+    );
     // none yet (a graph that ran only on skipped passes)
     expect(freshnessText(nodeDetail({ backward_passes: 13, grad_cadence: 'every 10' }))).toBe(
       'not summarised in 13 backward passes (summarised every 10 steps)'

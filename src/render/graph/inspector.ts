@@ -208,7 +208,7 @@ export function historyText(detail: NodeDetail): string {
   return detail.leaf_grad_history.map(t => (t ? formatCompact(t) : '∅ (zero_grad)')).join(' → ');
 }
 
-/** "every 10 steps": which backward passes record gradients (NodeDetail.grad_cadence), in words. */
+/** "summarised every 10 steps": which backward passes record gradients (NodeDetail.grad_cadence), in words. */
 function cadenceWords(cadence: string): string {
   if (cadence === 'each') {
     return 'summarised every step';
@@ -218,6 +218,9 @@ function cadenceWords(cadence: string): string {
   }
   if (cadence === 'off') {
     return 'summaries off: %fv grads each turns them on';
+  }
+  if (cadence.startsWith('within ')) {
+    return `summarised ${cadence} of the loop's time`; // "within 5%"
   }
   return `summarised ${cadence} steps`; // "every 10"
 }

@@ -1,0 +1,234 @@
+"""Which backward passes record gradient summaries (``%fv grads``, ``forgeviz.capture(grads=...)``).
+
+EACH pass; every N-th (an int N >= 2: the first pass after the setting, then every N-th after it, so a
+kernel's first backward records); WITHIN a share of a loop's time (:class:`Within`: as many passes as the
+summaries' measured cost fits in, a cell's first always); only the Nodes a view SHOWS; or none (OFF). A
+"step" is one backward pass: counted without an optimizer, and what records are numbered by.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Optional, Union
+
+EACH, SHOWN, OFF = "each", "shown", "off"
+
+
+@dataclass(frozen=True)
+class Within:
+    """A cadence that summarises as many backward passes as fit in ``share`` of a loop's time (0 < share < 1):
+    what summarising costs is measured pass by pass (:class:`SummaryBudget`).
+
+    >>> Within(0.05)
+    Within(share=0.05)
+    """
+
+    share: float
+
+
+Cadence = Union[int, str, Within]
+
+# A budget's credit is capped at what this many seconds of a loop earn: credit saved while summaries were cheap
+# does not pay for a long burst of them once they are not (a loop whose graph or batch grows)
+CREDIT_SECONDS = 2.0
+# A budget re-measures the pace of steps without summaries (a graph may change inside a loop) when this many passes
+# in a row were summarised: one pass in this many goes unsummarised even when the budget has room; and while fewer
+# than WINDOW such steps were measured in the cell (its first ones run colder than the loop's), one in EARLY
+REMEASURE_EVERY = 64
+EARLY = 8
+# What a summarised pass costs is the median of the latest steps whose pass was summarised less the median of as
+# many latest steps whose was not (at most this many of each): a step's noise (a collection, another process, a data
+# loader's hiccup) moves a median little, where one step less another would charge or refund it whole
+WINDOW = 9
+# A step this many times the pace is a pause (a validation loop, a plot, a checkpoint), not a step: it earns and
+# costs nothing, and is not measured
+PAUSE = 4.0
+
+
+def _percent(share: float) -> str:
+    return f"{share * 100:.6g}%"
+
+
+def cadence_of(value) -> Cadence:
+    """The cadence ``value`` names: "each", "shown", "off", "every N" or an int N >= 1 (1 is "each"),
+    "within P%" (0 < P < 100).
+
+    >>> cadence_of("every 10"), cadence_of(1), cadence_of(" shown "), cadence_of("within 5%")
+    (10, 'each', 'shown', Within(share=0.05))
+    >>> cadence_of("every 0")
+    Traceback (most recent call last):
+    ...
+    ValueError: expected each, every N (N ≥ 1), within P% (0 < P < 100), shown or off; got 'every 0'
+    """
+    n = None
+    if isinstance(value, int) and not isinstance(value, bool):  # True is an int, and no count
+        n = value
+    elif isinstance(value, str):
+        words = value.split()
+        if len(words) == 1 and words[0] in (EACH, SHOWN, OFF):
+            return words[0]
+        if len(words) == 2 and words[0] == "every" and words[1].isdecimal():
+            n = int(words[1])
+        if words and words[0] == "within":
+            share = _share_of("".join(words[1:]))
+            if share is not None:
+                return Within(share)
+    if n is None or n < 1:
+        raise ValueError(f"expected each, every N (N ≥ 1), within P% (0 < P < 100), shown or off; got {value!r}")
+    return EACH if n == 1 else n
+
+
+def _share_of(text: str) -> Optional[float]:
+    """``"5%"`` as 0.05; None unless a percentage strictly between 0 and 100."""
+    if not text.endswith("%"):
+        return None
+    try:
+        percent = float(text[:-1])
+    except ValueError:
+        return None
+    return percent / 100 if 0 < percent < 100 else None  # (NaN compares false: None)
+
+
+def cadence_text(cadence: Cadence) -> str:
+    """How ``%fv grads`` spells a cadence: ``cadence_text(10)`` is ``'every 10'``.
+
+    >>> [cadence_text(c) for c in ("each", 10, Within(0.05), "shown", "off")]
+    ['each', 'every 10', 'within 5%', 'shown', 'off']
+    """
+    if isinstance(cadence, Within):
+        return f"within {_percent(cadence.share)}"
+    return f"every {cadence}" if isinstance(cadence, int) else cadence
+
+
+def describe_cadence(cadence: Cadence) -> str:
+    """The cadence in words, for ``%fv grads``.
+
+    >>> describe_cadence(10)
+    'every 10 (the next backward pass, then every 10th)'
+    >>> describe_cadence(Within(0.05))
+    "within 5% (a cell's first backward pass, then as many as fit in 5% of the loop's time)"
+    """
+    if isinstance(cadence, Within):
+        return (f"within {_percent(cadence.share)} (a cell's first backward pass, then as many as fit in "
+                f"{_percent(cadence.share)} of the loop's time)")
+    if isinstance(cadence, int):
+        return f"every {cadence} (the next backward pass, then every {cadence}th)"
+    return {EACH: "each (every backward pass)", SHOWN: "shown (only the Nodes a live graph view draws)",
+            OFF: "off (no backward pass)"}[cadence]
+
+
+class SummaryBudget:
+    """Decides, pass by pass, which backward passes a :class:`Within` cadence summarises, from the loop's steps.
+
+    A step is the time from one backward pass's start to the next's: the backward, what follows it (an
+    optimizer step, whose kernels run colder after a summarised backward) and the next forward. A token
+    bucket of seconds: each step earns ``share`` of its time (at most CREDIT_SECONDS' worth is kept), and a
+    step whose pass was summarised spends what summarising costs: the median of the latest such steps less the
+    median of as many latest steps whose pass was not (WINDOW). A pass is summarised while credit is left. So a
+    loop whose summaries add 20% to its step at ``within 5%`` summarises about one pass in four, and one whose
+    summaries cost 2% summarises every pass.
+
+    - A cell's first pass is always summarised (what a notebook user looks at), and its step, a cold start, is
+      not counted; its second pass is not summarised: its step measures the loop's pace (none carried across
+      cells, whose loops differ).
+    - After REMEASURE_EVERY summarised passes in a row (EARLY, while fewer than WINDOW steps without summaries were
+      measured in the cell), one is not: the pace measured again.
+    - A step over PAUSE times the pace is a pause, not a step: neither earned, charged nor measured.
+    - Times are the training thread's wall clock (on a GPU, a loop that waits for its GPU each step, as
+      ``loss.item()`` does, counts the summary kernels' GPU time too; one that never waits, only the host's).
+
+    ``clock``: seconds, ``time.perf_counter`` unless a test gives its own.
+
+    >>> now = [0.0]
+    >>> budget = SummaryBudget(0.25, clock=lambda: now[0])
+    >>> def step():  # a loop step of 16 ms (2**-6 s), and 8 ms more when its pass is summarised
+    ...     summarised = budget.begins()
+    ...     now[0] += 2**-6 + (2**-7 if summarised else 0.0)
+    ...     return summarised
+    >>> [step() for _ in range(10)]  # two summaries (16 ms) in every three steps (64 ms): 25% of the loop's time
+    [True, False, True, True, False, True, True, False, True, True]
+    """
+
+    def __init__(self, share: float, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.share = share
+        self.clock = clock
+        self.credit = 0.0  # seconds of summarising still allowed
+        self._summarised_steps: deque = deque(maxlen=WINDOW)  # the latest steps' times, by whether summarised
+        self._plain_steps: deque = deque(maxlen=WINDOW)
+        self._last_began: Optional[float] = None  # the last pass's start (None: none yet in this cell)
+        self._summarising = False
+        self._first_of_cell = True
+        self._cold = False  # whether the step under way is the cell's first (not counted)
+        self._in_a_row = 0  # summarised passes since the last unsummarised one
+        self.summarised = 0  # passes of the current cell summarised, and not
+        self.skipped = 0
+        self.last_cell: Optional[tuple[int, int]] = None  # (summarised, skipped) of the cell before, if it had any
+
+    @property
+    def summarising(self) -> bool:
+        """Whether the pass under way (or the last one) is summarised."""
+        return self._summarising
+
+    @property
+    def pace(self) -> Optional[float]:
+        """What a step without summaries takes in this cell (seconds; None before one was measured)."""
+        return statistics.median(self._plain_steps) if self._plain_steps else None
+
+    @property
+    def cost(self) -> Optional[float]:
+        """What summarising adds to a step, as measured so far in this cell (seconds; None before both kinds)."""
+        k = min(len(self._summarised_steps), len(self._plain_steps))
+        if not k:
+            return None
+        summarised, plain = list(self._summarised_steps)[-k:], list(self._plain_steps)[-k:]
+        return max(0.0, statistics.median(summarised) - statistics.median(plain))
+
+    def new_cell(self) -> None:
+        """A cell (or a ``capture()`` block) begins: its first pass is summarised and its pace measured anew."""
+        if self.summarised or self.skipped:
+            self.last_cell = (self.summarised, self.skipped)
+        self._first_of_cell = True
+        self._last_began = None
+        self._summarised_steps.clear()
+        self._plain_steps.clear()
+        self.credit = 0.0
+        self._in_a_row = self.summarised = self.skipped = 0
+
+    def begins(self) -> bool:
+        """A backward pass begins (ending the step of the pass before): whether it is summarised."""
+        now = self.clock()
+        if self._last_began is not None:
+            self._count_step(now - self._last_began)
+        self._last_began = now
+        self._cold = self._first_of_cell
+        if self._first_of_cell:
+            self._first_of_cell = False
+            summarising = True
+        elif not self._plain_steps or self._in_a_row >= (
+                REMEASURE_EVERY if len(self._plain_steps) >= WINDOW else EARLY):
+            summarising = False  # (its step measures the pace)
+        else:
+            summarising = self.credit > 0
+        self._summarising = summarising
+        if summarising:
+            self.summarised += 1
+            self._in_a_row += 1
+        else:
+            self.skipped += 1
+            self._in_a_row = 0
+        return summarising
+
+    def _count_step(self, took: float) -> None:
+        """The step of the last pass took ``took`` seconds: earned, and charged or measured."""
+        pace = self.pace
+        if self._cold or (pace is not None and took > PAUSE * pace):
+            return
+        self.credit = min(self.credit + self.share * took, self.share * CREDIT_SECONDS)
+        if self._summarising:
+            self._summarised_steps.append(took)
+            self.credit -= self.cost or 0.0
+        else:
+            self._plain_steps.append(took)
