@@ -219,10 +219,8 @@ function cadenceWords(cadence: string): string {
   if (cadence === 'off') {
     return 'summaries off: %fv grads each turns them on';
   }
-  if (cadence.startsWith('within ')) {
-    return `summarised ${cadence} of the loop's time`; // "within 5%"
-  }
-  return `summarised ${cadence} steps`; // "every 10"
+  // "every 10" steps; "within 5%" of the loop's time
+  return `summarised ${cadence} ${cadence[0] === 'w' ? "of the loop's time" : 'steps'}`;
 }
 
 /**
