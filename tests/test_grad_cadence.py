@@ -183,20 +183,7 @@ class StepClock:
         return self.at
 
 
-WITHIN_TRAIN = """
-torch.manual_seed(0)
-fc1, fc2 = torch.nn.Linear(4, 3), torch.nn.Linear(3, 1)
-x = torch.randn(5, 4)
-steps = []  # per step: (the ReLU's grad_fn, torch's dL/dh, fc1.weight's .grad)
-for k in range(10):
-    h = torch.relu(fc1(x))
-    loss = fc2(h).square().mean()
-    seen = []
-    h.register_hook(lambda g: seen.append(g.clone()))
-    fc1.zero_grad()
-    loss.backward()
-    steps.append((h.grad_fn, seen[0], fc1.weight.grad.clone()))
-"""
+WITHIN_TRAIN = TRAIN.replace("range(7)", "range(10)")
 
 
 def test_within_summarises_a_cell_s_first_pass_then_what_fits_with_torchs_figures(nb, cadence, capsys):
@@ -208,12 +195,12 @@ def test_within_summarises_a_cell_s_first_pass_then_what_fits_with_torchs_figure
     nb.ok(WITHIN_TRAIN)
     store = get_session().store
     assert store.passes == first + 10
-    recorded = [store.get(node_id(node)) is not None for node, _, _ in nb["steps"]]
+    recorded = [store.get(node_id(node)) is not None for _, node, _, _ in nb["steps"]]
     # the cell's first pass; its second's step measures one without summaries (16 ms); then two summaries (16 ms)
     # in every three steps (64 ms): 25% of the loop's time
     assert recorded == [True, False, True, True, False, True, True, False, True, True]
     assert (cadence.budget.pace, cadence.budget.cost) == (2**-6, 2**-7)
-    for k, (node, dh, weight_grad) in enumerate(nb["steps"], 1):
+    for k, (_, node, dh, _) in enumerate(nb["steps"], 1):
         grads = store.get(node_id(node))
         if grads is None:
             continue
@@ -223,15 +210,15 @@ def test_within_summarises_a_cell_s_first_pass_then_what_fits_with_torchs_figure
         assert arriving.values == dh.flatten().tolist()
         assert arriving.norm == pytest.approx(dh.norm().item(), rel=1e-6)
         assert (arriving.min, arriving.max) == (dh.min().item(), dh.max().item())
-    accumulate = next(n for n in iter_graph([nb["steps"][0][0]])
+    accumulate = next(n for n in iter_graph([nb["steps"][0][1]])
                       if type(n).__name__ == "AccumulateGrad" and n.variable is nb["fc1"].weight)
     records = store.get(node_id(accumulate)).records
     assert [r.backward_index - first for r in records][-3:] == [7, 9, 10]
     for record in records[-3:]:
-        assert record.grad_outputs[0].values == nb["steps"][record.backward_index - first - 1][2].flatten().tolist()
+        assert record.grad_outputs[0].values == nb["steps"][record.backward_index - first - 1][3].flatten().tolist()
     # a new cell: its first pass is summarised again, and its second measures again
     nb.ok(WITHIN_TRAIN.replace("range(10)", "range(3)"))
-    assert [store.get(node_id(node)) is not None for node, _, _ in nb["steps"]] == [True, False, True]
+    assert [store.get(node_id(node)) is not None for _, node, _, _ in nb["steps"]] == [True, False, True]
     nb.ok("g = forgeviz.graph(loss)")
     loss_id = by_label(nb["g"].model, "loss").id
     detail = request(nb["g"], {"type": "inspect", "request_id": 1, "node": loss_id})["detail"]

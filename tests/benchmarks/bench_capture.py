@@ -136,7 +136,9 @@ def cuda_path_on_cpu(pending, on: bool = True):
         os.environ.pop("FORGEVIZ_SUMMARIES", None)
 
 
-def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> dict[str, float]:
+def warm_loop(width: int, batch: int, device: str, model_name: str, steps: int) -> tuple:
+    """(model, opt, x, y, loss_fn, loop): the named model ("gpt2", "resnet"; else the MLP of ``width`` at ``batch``)
+    and a loop of ``steps`` training steps on it (waiting for the GPU at its end), run once to warm up."""
     if model_name:
         model, opt, x, y, loss_fn = real_model(model_name, device)
     else:
@@ -144,12 +146,17 @@ def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> d
         loss_fn = torch.nn.functional.mse_loss
 
     def loop():
-        train(model, opt, x, y, STEPS, loss_fn)
+        train(model, opt, x, y, steps, loss_fn)
         if device != "cpu":
             torch.cuda.synchronize()
 
     loop()  # warm up
     native.load()
+    return model, opt, x, y, loss_fn, loop
+
+
+def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> dict[str, float]:
+    model, opt, x, y, loss_fn, loop = warm_loop(width, batch, device, model_name, STEPS)
     session = get_session()
     one_pass = summary._summarize_natively
 
@@ -205,20 +212,8 @@ def case(width: int, batch: int, device: str = "cpu", model_name: str = "") -> d
 
 def budget(name: str, device: str) -> None:
     """The ``within P%`` cadences beside each and capture without summaries (see the module's docstring)."""
-    if name == "gpt2":
-        model, opt, x, y, loss_fn = real_model("gpt2", device)
-    else:
-        model, opt, x, y = mlp(256, 32, device)
-        loss_fn = torch.nn.functional.mse_loss
     steps = int(os.environ.get("FORGEVIZ_BENCH_STEPS", "12" if name == "gpt2" else "200"))
-
-    def loop():
-        train(model, opt, x, y, steps, loss_fn)
-        if device != "cpu":
-            torch.cuda.synchronize()
-
-    loop()  # warm up
-    native.load()
+    loop = warm_loop(256, 32, device, "gpt2" if name == "gpt2" else "", steps)[-1]
     session = get_session()
     shares: dict[str, list[float]] = {}  # per within arm: the share of each round's passes summarised
 
