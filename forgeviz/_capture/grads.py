@@ -637,7 +637,7 @@ class BackwardRecorder:
         self._reading_from = 0  # the pass whose device summaries were last flushed (read back once its copy is done)
         self._cadence: Cadence = EACH
         self._cadence_from = 0  # the pass count when it was set: every N counts from the next pass
-        # a Within cadence's: which passes fit its share of the loop's time (the session times each pass for it)
+        # a Within cadence's: which passes fit its share of the loop's time (its clock read as each pass begins)
         self.budget: Optional[SummaryBudget] = None
         # the pass the native hooks armed last (None when the latest arm() did not arm them): its Node order
         # spares a memory timeline a walk of its own (CaptureSession.backward_begins)
