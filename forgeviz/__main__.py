@@ -1,8 +1,8 @@
-"""``python -m forgeviz record -o DIR [--grads each|off|N] [--budget-mb MB] [--memory] -- script.py args…``: run a
-training script as ``__main__`` with recording on (under torchrun too: each rank writes ``DIR/rank<N>/``).
-``-m module`` in place of the script runs a module. The script's exit status is the command's. A SIGTERM (a
-scheduler's preemption, torchrun ending the ranks) first writes what was recorded, then ends the process as it would
-have.
+"""``python -m forgeviz record -o DIR [--grads each|off|N|"within P%"] [--budget-mb MB] [--memory] -- script.py
+args…``: run a training script as ``__main__`` with recording on (under torchrun too: each rank writes
+``DIR/rank<N>/``). ``-m module`` in place of the script runs a module. The script's exit status is the command's. A
+SIGTERM (a scheduler's preemption, torchrun ending the ranks) first writes what was recorded, then ends the process
+as it would have.
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ def main(argv=None) -> int:
     rec = commands.add_parser("record", help="run a script with recording on",
                               usage="python -m forgeviz record -o DIR [options] -- script.py [args…]")
     rec.add_argument("-o", "--output", required=True, help="the run's folder (each rank writes rank<N>/ in it)")
-    rec.add_argument("--grads", default="each", help="'each' step (default), 'off', or N: every N-th step")
+    rec.add_argument("--grads", default="each",
+                     help="'each' step (default), 'off', 'within P%%' (as many as fit in P%% of the loop's time), "
+                          "or N: every N-th step")
     rec.add_argument("--budget-mb", type=float, default=256, help="size to stay under, per rank (default 256)")
     rec.add_argument("--segment-seconds", type=float, default=2.0,
                      help="write a segment at least this often (what a killed process can lose; default 2)")

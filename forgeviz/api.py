@@ -374,7 +374,9 @@ def record(path, *, grads: Union[str, int] = "each", budget_mb: float = 256,
     gradient as the optimizer applies it, each module's, each Node's (this rank's, during backward), each
     distinct autograd graph once, and memory per step.
 
-    ``grads``: ``"each"`` step, every N-th (an int), or ``"off"`` (steps and graphs only). ``budget_mb``:
+    ``grads``: ``"each"`` step, every N-th (an int), ``"within P%"`` (the steps whose backward the cadence of
+    that name summarised, as many as fit in P% of the loop's time: README; a rank of several reads each step's
+    parameter gradients all the same, for the ranks to compare), or ``"off"`` (steps and graphs only). ``budget_mb``:
     the size the recording aims to stay under (past half of it, steps are thinned, then dropped; the
     metadata says from which step). ``segment_seconds``: a segment is written at least this often (what a
     killed process can lose at most). ``memory=True`` also records the memory timeline (the CPU ledger's
@@ -396,10 +398,11 @@ def record(path, *, grads: Union[str, int] = "each", budget_mb: float = 256,
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"forgeviz.record() expects the run's folder as a str or path, got {type(path).__name__}: "
                         f"{path!r:.60}")
-    every = 0 if grads == "off" else 1 if grads == "each" else grads
+    within = _within_of(grads)
+    every = 1 if within is not None else 0 if grads == "off" else 1 if grads == "each" else grads
     if isinstance(every, bool) or not isinstance(every, int) or every < 0:
-        raise ValueError(f"forgeviz.record(grads=...) expects 'each', 'off' or a positive int N (every N-th "
-                         f"step), got {grads!r:.60}")
+        raise ValueError(f"forgeviz.record(grads=...) expects 'each', 'off', 'within P%' (0 < P < 100) or a positive "
+                         f"int N (every N-th step), got {grads!r:.60}")
     if not isinstance(budget_mb, (int, float)) or isinstance(budget_mb, bool) or not budget_mb > 0:
         raise ValueError("forgeviz.record(budget_mb=...) expects a positive number of megabytes, "
                          f"got {budget_mb!r:.60}")
@@ -411,13 +414,15 @@ def record(path, *, grads: Union[str, int] = "each", budget_mb: float = 256,
     def open_writer(rank: int, meta: dict) -> RunWriter:  # capture records; forgeviz.run writes
         return RunWriter(Path(path) / rank_folder(rank), {**meta, "forgeviz": __version__}, session.fault)
 
-    with capture(grads=every if every else "off") as session, contextlib.ExitStack() as stack:
+    with capture(grads=grads if within is not None else every if every else "off") as session, \
+            contextlib.ExitStack() as stack:
         recorder = None
         tracker = stack.enter_context(memory_trace(RECORDED_EVENTS)).tracker if memory else None
         cuda = _cuda or (history_once_in_use(CUDA_HISTORY_ENTRIES) if memory and torch.cuda.is_available() else None)
         with boundary(session.fault, "starting the recording"):
             recorder = Recorder(session, open_writer, every, None if command is None else list(command),
-                                int(budget_mb * 2**20), segment_seconds, memory=tracker, cuda=cuda if memory else None)
+                                int(budget_mb * 2**20), segment_seconds, memory=tracker, cuda=cuda if memory else None,
+                                within=within)
             recorder.install()
             if _write_at_sigterm:
                 stack.enter_context(_written_at_sigterm(recorder, session))
@@ -427,6 +432,20 @@ def record(path, *, grads: Union[str, int] = "each", budget_mb: float = 256,
             if recorder is not None:
                 with boundary(session.fault, "finishing the recording"):
                     recorder.close()
+
+
+def _within_of(grads) -> Optional[float]:
+    """The share of ``grads`` when it names a ``"within P%"`` cadence, else None.
+
+    >>> _within_of("within 5%"), _within_of("each"), _within_of("within 0%")
+    (0.05, None, None)
+    """
+    if not isinstance(grads, str) or not grads.strip().startswith("within"):
+        return None
+    try:
+        return cadence_of(grads).share
+    except ValueError:
+        return None
 
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep

@@ -378,7 +378,8 @@ def test_in_code_record_and_bad_input(tmp_path, caplog):
         forgeviz.open(tmp_path / "run" / "rank1")
     with pytest.raises(FileNotFoundError, match="expected the folder of a recorded run"):
         forgeviz.open(tmp_path / "nowhere")
-    with pytest.raises(ValueError, match=r"grads=\.\.\.\) expects 'each', 'off' or a positive int N"):
+    expected = r"grads=\.\.\.\) expects 'each', 'off', 'within P%' \(0 < P < 100\) or a positive int N"
+    with pytest.raises(ValueError, match=expected):
         with forgeviz.record(tmp_path / "x", grads="sometimes"):
             pass
     # an unwritable folder (under a file): a warning, and training goes on with the same result
@@ -387,6 +388,38 @@ def test_in_code_record_and_bad_input(tmp_path, caplog):
         unwritten = _train(folder=tmp_path / "file" / "run")
     assert all(torch.equal(a, b) for a, b in zip(plain, unwritten, strict=True))
     assert any("recording stopped, training goes on" in r.getMessage() for r in caplog.records), caplog.text
+
+
+def test_a_recording_within_a_share_keeps_the_steps_whose_backward_was_summarised(tmp_path):
+    plain = _train(6)
+    torch.manual_seed(0)  # (_train's model, steps and data)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    applied = []  # each step's .grad, as the optimizer applies it
+    with forgeviz.record(tmp_path / "run", grads="within 50%") as session:
+        budget = session.recorder.budget
+        for k in range(6):
+            opt.zero_grad()
+            net(torch.full((2, 3), float(k + 1))).square().sum().backward()
+            applied.append({name: p.grad.norm().item() for name, p in net.named_parameters()})
+            opt.step()
+        summarised = budget.summarised
+    assert all(torch.equal(a, b) for a, b in zip(plain, [p.detach() for p in net.parameters()], strict=True))
+    run = forgeviz.open(tmp_path / "run")
+    assert run.steps == [1, 2, 3, 4, 5, 6] and run.problems == []
+    assert json.loads((tmp_path / "run" / "rank0" / "meta.json").read_text())["grads"] == "within 50%"
+    kept = run.gradient_steps(0)
+    # the block's first backward is summarised and its second never (it measures the loop's pace); a step's
+    # parameter gradients are recorded where its backward's were, as the optimizer applied them
+    assert kept[0] == 1 and 2 not in kept and len(kept) == summarised
+    for step in kept:
+        assert run.grad_norms(0, step) == pytest.approx(applied[step - 1], rel=1e-6)
+        assert {r["kind"] for r in run.rows_at(0, step)} == {"parameter", "module", "node"}
+    assert run.grad_norms(0, 2) == {}
+    assert "fit within 50% of the loop's time (grads=)" in run.why_no_step(0, 2)
+    with pytest.raises(ValueError, match=r"expects 'each', 'off', 'within P%' \(0 < P < 100\) or a positive int"):
+        with forgeviz.record(tmp_path / "x", grads="within 100%"):
+            pass
 
 
 def test_a_step_that_calls_super_step_counts_once(tmp_path):

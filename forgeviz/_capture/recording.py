@@ -400,18 +400,22 @@ class Recorder:
 
     def __init__(self, session, open_writer: Callable[[int, dict], object], every: int = 1,
                  command: Optional[list[str]] = None, budget_bytes: int = BUDGET_BYTES,
-                 segment_seconds: float = SEGMENT_SECONDS, memory=None, cuda=None) -> None:
+                 segment_seconds: float = SEGMENT_SECONDS, memory=None, cuda=None,
+                 within: Optional[float] = None) -> None:
         """``open_writer(rank, metadata)``: the writer of this rank's part of the run (forgeviz.run's
         RunWriter, given by ``forgeviz.record``: capture records, the run package writes). ``memory``: a
         started MemoryTracker whose events are written, a segment at a time, to the memory stream.
         ``cuda``: a function returning a started CUDA allocator history once CUDA is in use, None before
         (``cuda_memory.history_once_in_use``; a test gives its own): asked at each backward and step until it
-        gives one, whose entries since the last segment (``take()``) go to the cuda_memory stream."""
+        gives one, whose entries since the last segment (``take()``) go to the cuda_memory stream. ``within``: the
+        share of a ``"within P%"`` cadence the session summarises by (``every`` 1): a rank of one then records a
+        step's parameter gradients only where the backward before it was summarised (their summaries, read then)."""
         self.session = session
         self.fault = session.fault  # (the step hooks report there)
         self._segment_seconds = segment_seconds  # as asked
         self.segment_seconds = segment_seconds  # as now: longer while the writer is behind (grad_hooks.cpp reads it)
         self.every = every  # parameters are recorded on steps 1, 1 + every, …; 0: none
+        self.within = within  # (with every 1: one rank records the steps whose backward was summarised)
         self.budget = budget_bytes
         self.rank, self.world = rank_and_world()
         self.step = 1  # the optimizer step under way (steps are counted from 1 at optimizer.step())
@@ -523,7 +527,8 @@ class Recorder:
                 "device": "cuda" if torch.cuda.is_available() else "cpu", "rank": self.rank,
                 "world_size": self.world, "command": list(command if command is not None else sys.argv),
                 "started": self._started,
-                "grads": "off" if not self.every else "each" if self.every == 1 else f"every {self.every}",
+                "grads": ("off" if not self.every else f"within {self.within * 100:.6g}%" if self.within
+                          else "each" if self.every == 1 else f"every {self.every}"),
                 "budget_bytes": self.budget, "finished": False, "fingerprint": "bit-sum",
                 "memory": None if self.memory is None else {
                     "source": f"cpu ledger ({self.memory.backend})", "baseline_bytes": self.memory.baseline_bytes}}
@@ -678,6 +683,10 @@ class Recorder:
                 self._read_on_device(plan, leaf_pass)
                 return
             params, described = plan[2], plan[3]
+            if leaf_pass is None and self.within and not fingerprinted:
+                store = self.session.store
+                if store.recorded != store.passes:  # the backward before was not summarised: nor is this step
+                    return
             if leaf_pass is not None:
                 stats = leaf_pass.leaf_stats(params)
                 if stats is not None:  # .grad is as the backward summarised it: its numbers, no second read

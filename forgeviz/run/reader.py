@@ -429,8 +429,12 @@ class Run:
         if step not in self.steps and not lost:
             return f"{said}: the run has steps {_span(self.steps)}"
         reasons = []
-        if meta.get("grads") not in (None, "each"):
-            reasons.append(f"gradients were recorded {meta['grads']} steps (grads=)")
+        grads = meta.get("grads")
+        if isinstance(grads, str) and grads.startswith("within "):
+            reasons.append(f"gradients were recorded at the steps whose backward fit {grads} of the loop's time "
+                           "(grads=)")
+        elif grads not in (None, "each"):
+            reasons.append(f"gradients were recorded {grads} steps (grads=)")
         for start, stride in meta.get("downsampled") or ():
             if step >= start:
                 reasons.append(f"from step {start} the size budget kept every {_nth(stride)} step")
