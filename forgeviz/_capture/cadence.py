@@ -39,10 +39,11 @@ CREDIT_SECONDS = 2.0
 # than WINDOW such steps were measured in the cell (its first ones run colder than the loop's), one in EARLY
 REMEASURE_EVERY = 64
 EARLY = 8
-# What a summarised pass costs is the median of the latest steps whose pass was summarised less the median of as
-# many latest steps whose was not (at most this many of each): a step's noise (a collection, another process, a data
-# loader's hiccup) moves a median little, where one step less another would charge or refund it whole
-WINDOW = 9
+# What a summarised pass costs is the median of the latest steps whose pass was summarised less the pace, the median
+# of as many latest steps whose pass was not, after one that was not either (at most this many of each kind): a
+# step's noise (a collection, another process, a data loader's hiccup) moves a median little, where one step less
+# another would charge or refund it whole
+WINDOW = 15
 # A step this many times the pace is a pause (a validation loop, a plot, a checkpoint), not a step: it earns and
 # costs nothing, and is not measured
 PAUSE = 4.0
@@ -127,15 +128,17 @@ class SummaryBudget:
     optimizer step, whose kernels run colder after a summarised backward) and the next forward. A token
     bucket of seconds: each step earns ``share`` of its time (at most CREDIT_SECONDS' worth is kept), and a
     step whose pass was summarised spends what summarising costs: the median of the latest such steps less the
-    median of as many latest steps whose pass was not (WINDOW). A pass is summarised while credit is left. So a
+    pace, the median of as many latest steps whose pass was not, after one that was not either (WINDOW); plus
+    what a summarised pass slows the step after it, the median of the latest unsummarised steps after a summarised
+    one less the pace. A pass is summarised while credit is left. So a
     loop whose summaries add 20% to its step at ``within 5%`` summarises about one pass in four, and one whose
     summaries cost 2% summarises every pass.
 
     - A cell's first pass is always summarised (what a notebook user looks at), and its step, a cold start, is
-      not counted; its second pass is not summarised: its step measures the loop's pace (none carried across
-      cells, whose loops differ).
-    - After REMEASURE_EVERY summarised passes in a row (EARLY, while fewer than WINDOW steps without summaries were
-      measured in the cell), one is not: the pace measured again.
+      not counted; its second and third are not: their steps measure what a summarised pass slows the step after
+      it, and the loop's pace (none carried across cells, whose loops differ).
+    - After REMEASURE_EVERY summarised passes in a row (EARLY, while fewer than WINDOW steps at the loop's pace
+      were measured in the cell), two are not: both measured again.
     - A step over PAUSE times the pace is a pause, not a step: neither earned, charged nor measured.
     - Times are the training thread's wall clock (on a GPU, a loop that waits for its GPU each step, as
       ``loss.item()`` does, counts the summary kernels' GPU time too; one that never waits, only the host's).
@@ -148,16 +151,20 @@ class SummaryBudget:
     ...     summarised = budget.begins()
     ...     now[0] += 2**-6 + (2**-7 if summarised else 0.0)
     ...     return summarised
-    >>> [step() for _ in range(10)]  # two summaries (16 ms) in every three steps (64 ms): 25% of the loop's time
-    [True, False, True, True, False, True, True, False, True, True]
+    >>> [step() for _ in range(10)]  # measuring, the 2nd and 3rd; then two summaries (16 ms) in three steps (64 ms)
+    [True, False, False, True, True, True, True, False, True, True]
     """
 
     def __init__(self, share: float, clock: Callable[[], float] = time.perf_counter) -> None:
         self.share = share
         self.clock = clock
         self.credit = 0.0  # seconds of summarising still allowed
-        self._summarised_steps: deque = deque(maxlen=WINDOW)  # the latest steps' times, by whether summarised
+        # the latest steps' times: summarised; not, after one not summarised; not, after a summarised one
+        self._summarised_steps: deque = deque(maxlen=WINDOW)
         self._plain_steps: deque = deque(maxlen=WINDOW)
+        self._after_steps: deque = deque(maxlen=WINDOW)
+        self._summarised_before = False  # whether the pass before the last was summarised
+        self._measuring = 0  # passes still to go unsummarised, to measure the pace (two at a time)
         self._last_began: Optional[float] = None  # the last pass's start (None: none yet in this cell)
         self._summarising = False
         self._first_of_cell = True
@@ -174,17 +181,25 @@ class SummaryBudget:
 
     @property
     def pace(self) -> Optional[float]:
-        """What a step without summaries takes in this cell (seconds; None before one was measured)."""
-        return statistics.median(self._plain_steps) if self._plain_steps else None
+        """What a step without summaries takes in this cell (seconds; None before one was measured): after one
+        without them, or, before such a step was measured, after one with them."""
+        plain = self._plain_steps or self._after_steps
+        return statistics.median(plain) if plain else None
 
     @property
     def cost(self) -> Optional[float]:
-        """What summarising adds to a step, as measured so far in this cell (seconds; None before both kinds)."""
-        k = min(len(self._summarised_steps), len(self._plain_steps))
+        """What summarising a pass adds to the loop, as measured so far in this cell: to its step, and to the step
+        after it (seconds; None before a step of each kind was measured)."""
+        plain = self._plain_steps or self._after_steps
+        k = min(len(self._summarised_steps), len(plain))
         if not k:
             return None
-        summarised, plain = list(self._summarised_steps)[-k:], list(self._plain_steps)[-k:]
-        return max(0.0, statistics.median(summarised) - statistics.median(plain))
+        pace = statistics.median(list(plain)[-k:])
+        cost = statistics.median(list(self._summarised_steps)[-k:]) - pace
+        if self._plain_steps and self._after_steps:  # (both kinds of unsummarised step: the slowing after, which
+            # is never a speed-up: a difference of two medians below 0 is their noise)
+            cost += max(0.0, statistics.median(self._after_steps) - statistics.median(self._plain_steps))
+        return max(0.0, cost)
 
     def new_cell(self) -> None:
         """A cell (or a ``capture()`` block) begins: its first pass is summarised and its pace measured anew."""
@@ -194,6 +209,9 @@ class SummaryBudget:
         self._last_began = None
         self._summarised_steps.clear()
         self._plain_steps.clear()
+        self._after_steps.clear()
+        self._summarised_before = False
+        self._measuring = 0
         self.credit = 0.0
         self._in_a_row = self.summarised = self.skipped = 0
 
@@ -207,12 +225,18 @@ class SummaryBudget:
         if self._first_of_cell:
             self._first_of_cell = False
             summarising = True
-        elif not self._plain_steps or self._in_a_row >= (
-                REMEASURE_EVERY if len(self._plain_steps) >= WINDOW else EARLY):
-            summarising = False  # (its step measures the pace)
         else:
-            summarising = self.credit > 0
-        self._summarising = summarising
+            if self._measuring == 0 and (self.pace is None or self._in_a_row >= (
+                    REMEASURE_EVERY if len(self._plain_steps) >= WINDOW else EARLY)):
+                # two passes in a row unsummarised: the first's step is one after a summarised pass, the second's
+                # one after none (the pace), whatever the credit
+                self._measuring = 2
+            if self._measuring:
+                self._measuring -= 1
+                summarising = False
+            else:
+                summarising = self.credit > 0
+        self._summarised_before, self._summarising = self._summarising, summarising
         if summarising:
             self.summarised += 1
             self._in_a_row += 1
@@ -230,5 +254,5 @@ class SummaryBudget:
         if self._summarising:
             self._summarised_steps.append(took)
             self.credit -= self.cost or 0.0
-        else:
-            self._plain_steps.append(took)
+        else:  # (what a summarised pass slows the step after it was charged with that pass)
+            (self._after_steps if self._summarised_before else self._plain_steps).append(took)

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The GPU list, for a session lent a CUDA GPU: the CUDA tests, then the GPU arms of the benchmarks.
 # From the repository root: bash tests/benchmarks/gpu.sh [what ...], where what is any of
-# sync record capture tests compile (all five by default, in this order: the likeliest to matter first, since a
-# lease is short; record: bench_record.py on the GPU, ~20 s on an H200) cadence (%fv grads each / every 10 / shown)
-# profile (bench_capture.py profile: where the default arm's time goes) kernels (bench_kernels.py: the summary
-# kernels against torch's reads, ~15 s) ddp (bench_record.py ddp: recording as two CPU ranks under DDP, on a
-# machine whose cores leave each rank and gloo room, ~1 min) record-profile (bench_record.py mlp cuda with
-# FORGEVIZ_BENCH_PROFILE=1: where a GPU rank's recording spends its time, ~30 s) budget (bench_capture.py budget:
-# %fv grads within 10% / 5% / 2% beside each, MLP and GPT-2) (those six not by default).
+# sync record capture tests compile budget (all six by default, in this order: the likeliest to matter first, since a
+# lease is short, and an item the time left cannot hold is skipped; record: bench_record.py on the GPU, ~20 s on an
+# H200; budget: bench_capture.py budget, %fv grads within 10% / 5% / 2% beside each, MLP and GPT-2, ~40 s) cadence
+# (%fv grads each / every 10 / shown) profile (bench_capture.py profile: where the default arm's time goes) kernels
+# (bench_kernels.py: the summary kernels against torch's reads, ~15 s) ddp (bench_record.py ddp: recording as two CPU
+# ranks under DDP, on a machine whose cores leave each rank and gloo room, ~1 min) record-profile (bench_record.py mlp
+# cuda with FORGEVIZ_BENCH_PROFILE=1: where a GPU rank's recording spends its time, ~30 s) (those five not by default).
 # With FORGEVIZ_BENCH_ROUNDS=3 allow ~330 s for sync + capture (an outer timeout of 200 s cut the GPT-2 arms once).
 # The native libraries are built first, so that no arm is timed
 # while they build. Figures go to stdout and to $OUT/gpu.log if $OUT is set. The whole list ends within
@@ -31,7 +31,7 @@ if compgen -G ".whl/*.whl" >/dev/null; then
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
 export FORGEVIZ_BENCH_ROUNDS=${FORGEVIZ_BENCH_ROUNDS:-5} FORGEVIZ_BENCH_PROGRESS=1  # (each arm's time as it ends)
-what=${*:-sync record capture tests compile}
+what=${*:-sync record capture tests compile budget}
 deadline=$((SECONDS + ${FORGEVIZ_GPU_SECONDS:-540}))
 t() {  # t SECONDS command...: the command under a timeout of SECONDS, or of what is left before the deadline
   local left=$((deadline - SECONDS))
