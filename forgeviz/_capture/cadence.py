@@ -121,6 +121,36 @@ def describe_cadence(cadence: Cadence) -> str:
             OFF: "off (no backward pass)"}[cadence]
 
 
+class _Steps:
+    """The latest WINDOW step times of one kind, and their median: made once after a step is added, where a budget
+    asks for it several times a pass."""
+
+    __slots__ = ("times", "_median")
+
+    def __init__(self) -> None:
+        self.times: deque = deque(maxlen=WINDOW)
+        self._median: Optional[float] = None
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    def add(self, took: float) -> None:
+        self.times.append(took)
+        self._median = None
+
+    def clear(self) -> None:
+        self.times.clear()
+        self._median = None
+
+    def median(self, last: int = WINDOW) -> float:
+        """The median of the ``last`` latest (at least one must be there)."""
+        if last < len(self.times):
+            return statistics.median(list(self.times)[-last:])
+        if self._median is None:
+            self._median = statistics.median(self.times)
+        return self._median
+
+
 class SummaryBudget:
     """Decides, pass by pass, which backward passes a :class:`Within` cadence summarises, from the loop's steps.
 
@@ -160,9 +190,7 @@ class SummaryBudget:
         self.clock = clock
         self.credit = 0.0  # seconds of summarising still allowed
         # the latest steps' times: summarised; not, after one not summarised; not, after a summarised one
-        self._summarised_steps: deque = deque(maxlen=WINDOW)
-        self._plain_steps: deque = deque(maxlen=WINDOW)
-        self._after_steps: deque = deque(maxlen=WINDOW)
+        self._summarised_steps, self._plain_steps, self._after_steps = _Steps(), _Steps(), _Steps()
         self._summarised_before = False  # whether the pass before the last was summarised
         self._measuring = 0  # passes still to go unsummarised, to measure the pace (two at a time)
         self._last_began: Optional[float] = None  # the last pass's start (None: none yet in this cell)
@@ -184,7 +212,7 @@ class SummaryBudget:
         """What a step without summaries takes in this cell (seconds; None before one was measured): after one
         without them, or, before such a step was measured, after one with them."""
         plain = self._plain_steps or self._after_steps
-        return statistics.median(plain) if plain else None
+        return plain.median() if plain else None
 
     @property
     def cost(self) -> Optional[float]:
@@ -194,11 +222,10 @@ class SummaryBudget:
         k = min(len(self._summarised_steps), len(plain))
         if not k:
             return None
-        pace = statistics.median(list(plain)[-k:])
-        cost = statistics.median(list(self._summarised_steps)[-k:]) - pace
+        cost = self._summarised_steps.median(k) - plain.median(k)
         if self._plain_steps and self._after_steps:  # (both kinds of unsummarised step: the slowing after, which
             # is never a speed-up: a difference of two medians below 0 is their noise)
-            cost += max(0.0, statistics.median(self._after_steps) - statistics.median(self._plain_steps))
+            cost += max(0.0, self._after_steps.median() - self._plain_steps.median())
         return max(0.0, cost)
 
     def new_cell(self) -> None:
@@ -226,7 +253,7 @@ class SummaryBudget:
             self._first_of_cell = False
             summarising = True
         else:
-            if self._measuring == 0 and (self.pace is None or self._in_a_row >= (
+            if self._measuring == 0 and (not (self._plain_steps or self._after_steps) or self._in_a_row >= (
                     REMEASURE_EVERY if len(self._plain_steps) >= WINDOW else EARLY)):
                 # two passes in a row unsummarised: the first's step is one after a summarised pass, the second's
                 # one after none (the pace), whatever the credit
@@ -252,7 +279,7 @@ class SummaryBudget:
             return
         self.credit = min(self.credit + self.share * took, self.share * CREDIT_SECONDS)
         if self._summarising:
-            self._summarised_steps.append(took)
+            self._summarised_steps.add(took)
             self.credit -= self.cost or 0.0
         else:  # (what a summarised pass slows the step after it was charged with that pass)
-            (self._after_steps if self._summarised_before else self._plain_steps).append(took)
+            (self._after_steps if self._summarised_before else self._plain_steps).add(took)

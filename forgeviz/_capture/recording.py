@@ -76,6 +76,7 @@ from ..model.run import (
     STEPS,
 )
 from . import native
+from .cadence import EACH, Within, cadence_text
 from .cuda_memory import allocated_and_peak
 from .device_summary import DeviceSummaries
 from .fault import boundary, report
@@ -527,8 +528,8 @@ class Recorder:
                 "device": "cuda" if torch.cuda.is_available() else "cpu", "rank": self.rank,
                 "world_size": self.world, "command": list(command if command is not None else sys.argv),
                 "started": self._started,
-                "grads": ("off" if not self.every else f"within {self.within * 100:.6g}%" if self.within
-                          else "each" if self.every == 1 else f"every {self.every}"),
+                "grads": ("off" if not self.every else cadence_text(Within(self.within)) if self.within
+                          else cadence_text(EACH if self.every == 1 else self.every)),
                 "budget_bytes": self.budget, "finished": False, "fingerprint": "bit-sum",
                 "memory": None if self.memory is None else {
                     "source": f"cpu ledger ({self.memory.backend})", "baseline_bytes": self.memory.baseline_bytes}}
