@@ -680,22 +680,24 @@ class BackwardRecorder:
         store.passes += 1
         index = store.passes
         device = self.device
-        # the copies done fill their summaries; a pass whose numbers are still to come (CUDA: a copy in flight)
-        # keeps its Nodes, so its first non-finite Node is found, and told by id, once they come
-        store.prune(keep_from=self._reading_from if device.reading and not device.poll() else None)
-        cadence = self.cadence
+        cadence = self._cadence
         only = None  # the ids of the Nodes to hook, when not all
         if cadence != EACH:
             budget = self.budget
             if budget is not None:
-                if not budget.begins():
-                    return None
-            elif cadence == OFF or (cadence != SHOWN and (index - 1 - self._cadence_from) % cadence):
-                return None  # no hook at all: the pass costs what it costs without forgeviz
-            if cadence == SHOWN:
+                skipped = not budget.begins()
+            else:  # (no hook at all on a skipped pass: it costs what it costs without forgeviz)
+                skipped = cadence == OFF or (cadence != SHOWN and (index - 1 - self._cadence_from) % cadence)
+            if not skipped and cadence == SHOWN:
                 only = store.pinned()
-                if not only:
-                    return None
+                skipped = not only
+            if skipped:
+                if device.reading:  # (the latest recorded pass's read-back, a CUDA copy: filled once it is done)
+                    device.poll()
+                return None
+        # the copies done fill their summaries; a pass whose numbers are still to come (CUDA: a copy in flight)
+        # keeps its Nodes, so its first non-finite Node is found, and told by id, once they come
+        store.prune(keep_from=self._reading_from if device.reading and not device.poll() else None)
         store.recorded = index
         histogram, deferred, fault, add = self.histograms, self.deferred, self.on_fault, store.add
         on_device = device_route(self.on_device)

@@ -318,6 +318,9 @@ def _stepping_aside(session: "CaptureSession", entry: Callable, bound: bool) -> 
     return step
 
 
+_NO_CHECKUP = (None, None)  # a backward's (doctor, its look before) when no doctor looks
+
+
 class _TagMode(TorchFunctionMode):
     """Tags each new ``grad_fn`` with the op, its source line and module; arms backward hooks."""
 
@@ -334,7 +337,8 @@ class _TagMode(TorchFunctionMode):
         # per op): for any traceback still holding this frame, e.g. one read while the op runs.
         __tracebackhide__ = True  # noqa: F841
         # Dynamo, tracing this mode, reads no further than is_compiling() here (and lets the op through below)
-        if not _is_compiling() and self.native_op is not None:
+        compiling = _is_compiling()
+        if not compiling and self.native_op is not None:
             try:
                 out = self.native_op(self.config, func, args, kwargs)  # your op runs in there (errors are torch's)
             except BaseException as exc:
@@ -348,7 +352,7 @@ class _TagMode(TorchFunctionMode):
             not_op = func in _NOT_OPS
         except TypeError:  # an unhashable callable: an op like any other
             not_op = False
-        if not not_op and (_is_compiling() or _in_transform()):  # Dynamo traces this mode, or torch.func runs
+        if not not_op and (compiling or _in_transform()):  # Dynamo traces this mode, or torch.func runs
             return func(*args, **kwargs)  # let the op through
         # An op's error leaves through here: leave_traceback takes this frame out of its traceback
         # (the user's line, then torch's frames, as without forgeviz) and the bare raise adds none.
@@ -901,13 +905,18 @@ class CaptureSession:
         never raises. Give what it returns to :meth:`backward_ends` once the backward returned or raised."""
         finish = None
         roots: list = []
-        with boundary(self.fault, "arming gradient hooks"):  # the backward then runs unrecorded
+        try:  # the boundary inline (each backward): the backward then runs unrecorded
             roots = _roots_of_backward(func, args, kwargs)
             # the side panel draws the latest backward's graph: its roots by id (a Node has no weakref,
             # and holding one would keep the user's graph alive)
             self.backward_roots = [node_id(r) for r in roots if hasattr(r, "metadata")]
             if self.record_grads:  # memory_trace() alone wants the backward's line, not its gradients
                 finish = self.recorder.arm(roots)
+        except Exception as exc:  # noqa: BLE001 - the boundary inline
+            report(self.fault, "arming gradient hooks", exc)
+        if finish is None and not self.traces and self.doctor is None and not self.before_backward:
+            # a pass the cadence skips (or nothing records): what backward_ends reads, nothing more made
+            return None, (), (), None, _NO_CHECKUP, roots
         for callback in list(self.before_backward):
             try:
                 callback()
@@ -917,8 +926,9 @@ class CaptureSession:
         claims = []
         frees = None
         doctor = self.doctor
-        with boundary(self.fault, "reading the backward's arguments"):  # each claiming Node is asked after
-            frees = _frees_saved(func, args, kwargs) if self.traces or doctor is not None else None
+        if self.traces or doctor is not None:
+            with boundary(self.fault, "reading the backward's arguments"):  # each claiming Node is asked after
+                frees = _frees_saved(func, args, kwargs)
         for tracker in self.traces:
             with boundary(self.fault, "preparing the memory timeline for backward"):  # the backward runs regardless
                 if tracker in sites:  # the backward's allocations happen in C++, on behalf of this line

@@ -50,7 +50,10 @@ busiest ops by device and CPU time, cProfile's busiest Python functions): not ra
 
 ``bench_capture.py pieces [width batch]`` times each piece of the MLP's step (forward, zero_grad, backward,
 optimizer step) on this thread's CPU clock (``time.thread_time``), with forgeviz off, capturing without
-summaries and capturing as by default, interleaved; it prints µs per step and piece, and what each adds; and
+summaries, with ``%fv grads off`` (each pass skipped: what a cadence's skipped pass costs) and capturing as by
+default, interleaved; it prints µs per step and piece, and what each adds; the Python functions each piece
+calls (and the C functions Python calls: ``sys.setprofile``'s events, counted in one step), which the machine's
+noise leaves alone; and
 the summaries' own arithmetic in a step (each unique gradient of a backward summarised by ``fv_summarize_tensor``
 outside any hook): capture without summaries plus that is as low as the default arm can go.
 
@@ -88,7 +91,7 @@ from _bench import interleaved, memory_arms, mlp, run_as_a_cell, train  # first:
 import forgeviz
 from forgeviz._capture import native, summary
 from forgeviz._capture.cadence import Within
-from forgeviz._capture.grads import EACH, SHOWN, BackwardRecorder, Cadence
+from forgeviz._capture.grads import EACH, OFF, SHOWN, BackwardRecorder, Cadence
 from forgeviz._capture.session import get_session
 
 ROUNDS = int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", "15"))
@@ -262,22 +265,52 @@ def pieces(width: int, batch: int) -> None:
             for name, spent in zip(names, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
                 times[name].append(spent)
 
+    def counted(calls: dict) -> None:
+        """Three steps, the third's calls counted by piece: (Python functions, C functions called from Python) run
+        on this thread, sys.setprofile's events. Counts, not times: a noisy machine leaves them alone."""
+        for _ in range(3):
+            count = [0, 0]
+
+            def profiler(frame, event, arg) -> None:
+                if event == "call":
+                    count[0] += 1
+                elif event == "c_call":
+                    count[1] += 1
+
+            def piece(name: str, run: Callable):
+                count[:] = [0, 0]
+                sys.setprofile(profiler)
+                try:
+                    return run()
+                finally:
+                    sys.setprofile(None)
+                    calls[name] = tuple(count)
+
+            loss = piece("forward", lambda: loss_fn(model(x), y))
+            piece("zero_grad", opt.zero_grad)
+            piece("backward", loss.backward)
+            piece("step", opt.step)
+
     native.load()
     session = get_session()
     hooks = native.hooks
-    arms = {"off": None, "capture, no summaries": False, "capture (default)": True, "CUDA path's CPU work": True,
-            "...with Python hooks": True}
+    arms = {"off": None, "capture, no summaries": False, "capture, grads off": True, "capture (default)": True,
+            "CUDA path's CPU work": True, "...with Python hooks": True}
     times = {arm: {name: [] for name in names} for arm in arms}
+    calls: dict = {arm: {} for arm in arms}
     steps({name: [] for name in names})  # warm up
-    for _ in range(ROUNDS):
+    for round_ in range(ROUNDS + 1):
         for arm, record_grads in arms.items():
+            loop = (lambda: steps(times[arm])) if round_ else (lambda: counted(calls[arm]))  # (round 0: counts)
             if record_grads is None:
-                steps(times[arm])
+                loop()
                 continue
             native.hooks = (lambda: None) if arm.endswith("Python hooks") else hooks
+            session.recorder.cadence = OFF if arm.endswith("grads off") else EACH  # (off: each pass skipped)
             with cuda_path_on_cpu(session.recorder.device, arm.startswith(("CUDA", "..."))):
-                run_as_a_cell(session, lambda: steps(times[arm]), record_grads)
+                run_as_a_cell(session, loop, record_grads)
             native.hooks = hooks
+            session.recorder.cadence = EACH
     median = {arm: {name: statistics.median(t) / 1e3 for name, t in by.items()} for arm, by in times.items()}
     arithmetic, unique = summaries_arithmetic(model, opt, x, y, loss_fn)
     print(f"MLP {width} wide, batch {batch}: median µs per step of each piece (thread_time, {ROUNDS} rounds × "
@@ -287,6 +320,10 @@ def pieces(width: int, batch: int) -> None:
         extra = "" if arm == "off" else "  (+" + ", +".join(
             f"{by[n] - median['off'][n]:.0f}" for n in names) + ")"
         print(f"  {arm:24}" + "".join(f"{by[n]:11.1f}" for n in names) + f"{sum(by.values()):11.1f}" + extra)
+    print("  Python functions called on this thread per step, by piece (and C functions called from Python), a "
+          "step's count: what the times above cost in the interpreter, without their noise")
+    for arm, by in calls.items():
+        print(f"  {arm:24}" + "".join(f"{f'{by[n][0]} ({by[n][1]})':>15}" for n in names))
     off, bare = sum(median["off"].values()), sum(median["capture, no summaries"].values())
     default = sum(median["capture (default)"].values())
     print(f"  the summaries' arithmetic alone: {arithmetic:.1f} µs a step ({unique} unique gradients a backward, one "
