@@ -476,8 +476,8 @@ class NativeLedger:
 
     def _remember_shape(self, sid: int, tensor: torch.Tensor) -> None:
         """The first tensor seen on a storage names its shape and dtype (the ledger knows bytes only)."""
-        if sid not in self._shapes:
-            self._shapes[sid] = (tensor.shape, tensor.dtype)
+        if sid not in self._shapes:  # (a plain tuple: the garbage collector untracks it, not a torch.Size)
+            self._shapes[sid] = (tuple(tensor.shape), tensor.dtype)
             if len(self._shapes) > self._names_cap:
                 self._forget_old_names(hot=True)
 
