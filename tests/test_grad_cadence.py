@@ -3,6 +3,9 @@ with torch's own gradients as the oracle."""
 
 from __future__ import annotations
 
+import random
+import statistics
+
 import pytest
 import torch
 from IPython.core.error import UsageError
@@ -329,3 +332,30 @@ def test_a_budget_charges_a_summary_what_it_slows_the_step_after_it_too():
         extra, total, before = extra + added, total + 2**-6 + added, summarised
     assert (budget.pace, budget.cost) == (2**-6, 2**-7 + 2**-8)
     assert 0.085 <= extra / total <= 0.105  # the summaries' share of the loop's time: within 10%
+
+
+@pytest.mark.parametrize("share", [0.02, 0.05, 0.1])
+def test_a_budget_keeps_to_its_share_on_a_noisy_machine_whose_speed_drifts(share):
+    """Steps of 1.3 ms with 15% noise each (a lognormal factor), on a machine 30% faster or slower from one spell
+    of 300 steps to the next (a VM's neighbours); a summary adds 0.2 ms to its step and 0.04 ms to the next one.
+    Compared across spells, medians of steps minutes apart read summaries as free (realised: 9.4% of the loop's
+    time at within 5%, 3.4% at within 2%); pairs of steps in a row do not, and a pace measured again every 8 or 64
+    passes keeps a loop that summarises every other pass measured."""
+    realised = []
+    for seed in range(12):
+        rnd = random.Random(seed)
+        now = [0.0]
+        budget = SummaryBudget(share, clock=lambda: now[0])
+        spent = total = 0.0
+        before, speed = False, 1.0
+        for step in range(4000):
+            if step % 300 == 0:
+                speed = 1.0 + rnd.uniform(-0.3, 0.3)
+            summarised = budget.begins()
+            added = (2e-4 if summarised else 4e-5 if before else 0.0) * speed
+            took = 1.3e-3 * speed * rnd.lognormvariate(0.0, 0.15) + added
+            now[0] += took
+            spent, total, before = spent + added, total + took, summarised
+        realised.append(spent / total)
+    assert share * 0.5 <= statistics.mean(realised) <= share * 1.15, realised
+    assert max(realised) <= share * 1.35, realised

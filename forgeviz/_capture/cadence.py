@@ -35,8 +35,9 @@ Cadence = Union[int, str, Within]
 # does not pay for a long burst of them once they are not (a loop whose graph or batch grows)
 CREDIT_SECONDS = 2.0
 # A budget re-measures the pace of steps without summaries (a graph may change inside a loop) when this many passes
-# in a row were summarised: one pass in this many goes unsummarised even when the budget has room; and while fewer
-# than WINDOW such steps were measured in the cell (its first ones run colder than the loop's), one in EARLY
+# went by without one: two passes in this many go unsummarised even when the budget has room (or when it summarises
+# every other pass, and none follows an unsummarised one); and while fewer than WINDOW such steps were measured in
+# the cell (its first ones run colder than the loop's), two in EARLY
 REMEASURE_EVERY = 64
 EARLY = 8
 # What a summarised pass costs is the median of the latest steps whose pass was summarised less the pace, the median
@@ -44,6 +45,10 @@ EARLY = 8
 # step's noise (a collection, another process, a data loader's hiccup) moves a median little, where one step less
 # another would charge or refund it whole
 WINDOW = 15
+# ... and, where the loop has them, of the latest this many pairs: the difference between a summarised step and the
+# step at the pace two steps later, and between the step in between (after a summarised one) and that same step
+# (see SummaryBudget._count_step). Pairs are noisier one by one (two steps' noise), so more of them.
+PAIRS = 31
 # A step this many times the pace is a pause (a validation loop, a plot, a checkpoint), not a step: it earns and
 # costs nothing, and is not measured
 PAUSE = 4.0
@@ -127,8 +132,8 @@ class _Steps:
 
     __slots__ = ("times", "_median")
 
-    def __init__(self) -> None:
-        self.times: deque = deque(maxlen=WINDOW)
+    def __init__(self, window: int = WINDOW) -> None:
+        self.times: deque = deque(maxlen=window)
         self._median: Optional[float] = None
 
     def __len__(self) -> int:
@@ -142,9 +147,9 @@ class _Steps:
         self.times.clear()
         self._median = None
 
-    def median(self, last: int = WINDOW) -> float:
-        """The median of the ``last`` latest (at least one must be there)."""
-        if last < len(self.times):
+    def median(self, last: Optional[int] = None) -> float:
+        """The median of the ``last`` latest, or of all (at least one must be there)."""
+        if last is not None and last < len(self.times):
             return statistics.median(list(self.times)[-last:])
         if self._median is None:
             self._median = statistics.median(self.times)
@@ -160,15 +165,18 @@ class SummaryBudget:
     step whose pass was summarised spends what summarising costs: the median of the latest such steps less the
     pace, the median of as many latest steps whose pass was not, after one that was not either (WINDOW); plus
     what a summarised pass slows the step after it, the median of the latest unsummarised steps after a summarised
-    one less the pace. A pass is summarised while credit is left. So a
+    one less the pace; or, when larger, the same from the latest PAIRS pairs of steps in a row (see
+    :meth:`_count_step`), which a machine whose speed drifts moves alike. A pass is summarised while credit is
+    left. So a
     loop whose summaries add 20% to its step at ``within 5%`` summarises about one pass in four, and one whose
     summaries cost 2% summarises every pass.
 
     - A cell's first pass is always summarised (what a notebook user looks at), and its step, a cold start, is
       not counted; its second and third are not: their steps measure what a summarised pass slows the step after
       it, and the loop's pace (none carried across cells, whose loops differ).
-    - After REMEASURE_EVERY summarised passes in a row (EARLY, while fewer than WINDOW steps at the loop's pace
-      were measured in the cell), two are not: both measured again.
+    - When REMEASURE_EVERY passes went by since a step at the loop's pace (EARLY, while fewer than WINDOW such
+      steps were measured in the cell), the two after the next summarised pass are not: both measured again. (A
+      loop that summarises every pass, or every other one, measures no such step of itself.)
     - A step over PAUSE times the pace is a pause, not a step: neither earned, charged nor measured.
     - Times are the training thread's wall clock (on a GPU, a loop that waits for its GPU each step, as
       ``loss.item()`` does, counts the summary kernels' GPU time too; one that never waits, only the host's).
@@ -191,13 +199,18 @@ class SummaryBudget:
         self.credit = 0.0  # seconds of summarising still allowed
         # the latest steps' times: summarised; not, after one not summarised; not, after a summarised one
         self._summarised_steps, self._plain_steps, self._after_steps = _Steps(), _Steps(), _Steps()
+        # paired: of three steps in a row (summarised, the one after it, one at the pace), the first's time and the
+        # second's less the third's: a machine whose speed drifts (a VM's neighbours, a laptop's clock) moves the
+        # three alike, where medians of steps minutes apart would compare a slow spell with a fast one
+        self._paired_costs, self._paired_after = _Steps(PAIRS), _Steps(PAIRS)
+        self._previous: tuple = ()  # (summarised, took) of the last two steps counted, in a row, oldest first
         self._summarised_before = False  # whether the pass before the last was summarised
         self._measuring = 0  # passes still to go unsummarised, to measure the pace (two at a time)
         self._last_began: Optional[float] = None  # the last pass's start (None: none yet in this cell)
         self._summarising = False
         self._first_of_cell = True
         self._cold = False  # whether the step under way is the cell's first (not counted)
-        self._in_a_row = 0  # summarised passes since the last unsummarised one
+        self._since_pace = 0  # passes since the last whose step is at the pace (unsummarised, after one not either)
         self.summarised = 0  # passes of the current cell summarised, and not
         self.skipped = 0
         self.last_cell: Optional[tuple[int, int]] = None  # (summarised, skipped) of the cell before, if it had any
@@ -226,6 +239,9 @@ class SummaryBudget:
         if self._plain_steps and self._after_steps:  # (both kinds of unsummarised step: the slowing after, which
             # is never a speed-up: a difference of two medians below 0 is their noise)
             cost += max(0.0, self._after_steps.median() - self._plain_steps.median())
+        if self._paired_costs:  # the larger: pairs see through a drifting machine, the medians of the latest steps
+            # see at once summaries that grew dearer (a run of them measures no pair)
+            cost = max(cost, self._paired_costs.median() + max(0.0, self._paired_after.median()))
         return max(0.0, cost)
 
     def new_cell(self) -> None:
@@ -234,13 +250,14 @@ class SummaryBudget:
             self.last_cell = (self.summarised, self.skipped)
         self._first_of_cell = True
         self._last_began = None
-        self._summarised_steps.clear()
-        self._plain_steps.clear()
-        self._after_steps.clear()
+        for steps in (self._summarised_steps, self._plain_steps, self._after_steps, self._paired_costs,
+                      self._paired_after):
+            steps.clear()
+        self._previous = ()
         self._summarised_before = False
         self._measuring = 0
         self.credit = 0.0
-        self._in_a_row = self.summarised = self.skipped = 0
+        self._since_pace = self.summarised = self.skipped = 0
 
     def begins(self) -> bool:
         """A backward pass begins (ending the step of the pass before): whether it is summarised."""
@@ -253,10 +270,11 @@ class SummaryBudget:
             self._first_of_cell = False
             summarising = True
         else:
-            if self._measuring == 0 and (not (self._plain_steps or self._after_steps) or self._in_a_row >= (
-                    REMEASURE_EVERY if len(self._plain_steps) >= WINDOW else EARLY)):
-                # two passes in a row unsummarised: the first's step is one after a summarised pass, the second's
-                # one after none (the pace), whatever the credit
+            if self._measuring == 0 and self._summarising and (
+                    not (self._plain_steps or self._after_steps)
+                    or self._since_pace >= (REMEASURE_EVERY if len(self._plain_steps) >= WINDOW else EARLY)):
+                # two passes in a row unsummarised, after a summarised one: the first's step is one after a summarised
+                # pass, the second's one after none (the pace), whatever the credit; the three make a pair
                 self._measuring = 2
             if self._measuring:
                 self._measuring -= 1
@@ -266,20 +284,29 @@ class SummaryBudget:
         self._summarised_before, self._summarising = self._summarising, summarising
         if summarising:
             self.summarised += 1
-            self._in_a_row += 1
         else:
             self.skipped += 1
-            self._in_a_row = 0
+        self._since_pace = 0 if not (summarising or self._summarised_before) else self._since_pace + 1
         return summarising
 
     def _count_step(self, took: float) -> None:
-        """The step of the last pass took ``took`` seconds: earned, and charged or measured."""
+        """The step of the last pass took ``took`` seconds: earned, and charged or measured. A step at the pace
+        that follows a summarised step and the one after it, in a row, makes a pair: the summarised step less this
+        one (what summarising cost), and the one after it less this one (what it slowed the next step)."""
         pace = self.pace
         if self._cold or (pace is not None and took > PAUSE * pace):
+            self._previous = ()  # (no step in a row with the next)
             return
         self.credit = min(self.credit + self.share * took, self.share * CREDIT_SECONDS)
-        if self._summarising:
+        summarised, previous = self._summarising, self._previous
+        if summarised:
             self._summarised_steps.add(took)
             self.credit -= self.cost or 0.0
-        else:  # (what a summarised pass slows the step after it was charged with that pass)
-            (self._after_steps if self._summarised_before else self._plain_steps).add(took)
+        elif self._summarised_before:  # (what a summarised pass slows the step after it was charged with that pass)
+            self._after_steps.add(took)
+        else:
+            self._plain_steps.add(took)
+            if len(previous) == 2 and previous[0][0] and not previous[1][0]:  # summarised, after it, this one
+                self._paired_costs.add(previous[0][1] - took)
+                self._paired_after.add(previous[1][1] - took)
+        self._previous = (previous[-1], (summarised, took)) if previous else ((summarised, took),)
