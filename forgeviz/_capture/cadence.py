@@ -127,8 +127,8 @@ def describe_cadence(cadence: Cadence) -> str:
 
 
 class _Steps:
-    """The latest WINDOW step times of one kind, and their median: made once after a step is added, where a budget
-    asks for it several times a pass."""
+    """The latest ``window`` values of one kind (step times, or the differences of pairs of steps), and their
+    median: made once after a value is added, where a budget asks for it several times a pass."""
 
     __slots__ = ("times", "_median")
 

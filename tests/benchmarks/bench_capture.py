@@ -90,8 +90,8 @@ from _bench import interleaved, memory_arms, mlp, run_as_a_cell, train  # first:
 
 import forgeviz
 from forgeviz._capture import native, summary
-from forgeviz._capture.cadence import Within
-from forgeviz._capture.grads import EACH, OFF, SHOWN, BackwardRecorder, Cadence
+from forgeviz._capture.cadence import EACH, OFF, SHOWN, Cadence, Within
+from forgeviz._capture.grads import BackwardRecorder
 from forgeviz._capture.session import get_session
 
 ROUNDS = int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", "15"))
@@ -268,24 +268,24 @@ def pieces(width: int, batch: int) -> None:
     def counted(calls: dict) -> None:
         """Three steps, the third's calls counted by piece: (Python functions, C functions called from Python) run
         on this thread, sys.setprofile's events. Counts, not times: a noisy machine leaves them alone."""
+        count = [0, 0]
+
+        def profiler(frame, event, arg) -> None:
+            if event == "call":
+                count[0] += 1
+            elif event == "c_call":
+                count[1] += 1
+
+        def piece(name: str, run: Callable):
+            count[:] = [0, 0]
+            sys.setprofile(profiler)
+            try:
+                return run()
+            finally:
+                sys.setprofile(None)
+                calls[name] = tuple(count)
+
         for _ in range(3):
-            count = [0, 0]
-
-            def profiler(frame, event, arg) -> None:
-                if event == "call":
-                    count[0] += 1
-                elif event == "c_call":
-                    count[1] += 1
-
-            def piece(name: str, run: Callable):
-                count[:] = [0, 0]
-                sys.setprofile(profiler)
-                try:
-                    return run()
-                finally:
-                    sys.setprofile(None)
-                    calls[name] = tuple(count)
-
             loss = piece("forward", lambda: loss_fn(model(x), y))
             piece("zero_grad", opt.zero_grad)
             piece("backward", loss.backward)
