@@ -645,12 +645,12 @@ def test_a_large_gradient_s_launch_on_a_gpu_takes_its_row_with_no_op_and_no_swit
     pending._triton_many = lambda *args: None
     pending._interpreted, pending._kernels_on_cpu = True, False
 
-    class Untraced(ds.untraced):
+    class Untraced(ds.untraced_no_grad):
         def __enter__(self):
             switched.append(1)
             return super().__enter__()
 
-    monkeypatch.setattr(ds, "untraced", Untraced)
+    monkeypatch.setattr(ds, "untraced_no_grad", Untraced)
     first = torch.randn(ds.BATCH_NUMEL + 1)
     pending.add(first)  # the buffer is made and grown: under the switches
     assert len(switched) == 1 and len(launched) == 1
