@@ -149,6 +149,30 @@ def test_the_native_frame_walk_finds_the_line_pythons_does(monkeypatch):
     assert python[1] == (fresh, 2) and python[2] is True  # (each walk classified the new file, and recorded it)
 
 
+def test_each_op_is_tagged_with_the_line_it_ran_on_however_often_its_code_runs(monkeypatch):
+    """The native walk keeps each (code, instruction)'s line once it read it: ops from two lines of one function, run
+    again and again, and the same source compiled again at other lines (a cell run again: new code objects, which may
+    take a freed one's address), each tagged with the line it ran on."""
+    from forgeviz._capture import native
+
+    if native.hooks() is None:
+        pytest.skip("the native gradient hooks are not built here (./dev.sh builds them)")
+    source = "def f(x):\n    a = x * 2\n    b = a + 1\n    return a, b\n"
+    x = torch.ones(2, requires_grad=True)
+    seen = []
+    with forgeviz.capture(grads="off") as session:
+        assert session.native_tag is not None  # (the C++ tag, whose walk reads the lines)
+        for shift in (0, 5, 0, 3):
+            cell: dict = {}
+            exec(compile("\n" * shift + source, "/fake/cell/run.py", "exec"), cell)  # noqa: S102 - a cell's code
+            for _ in range(3):
+                a, b = cell["f"](x)
+                seen.append((a.grad_fn.metadata["fv_op"][2:4], b.grad_fn.metadata["fv_op"][2:4], shift))
+            del cell  # (its code freed: the next compile may reuse the address)
+    assert seen == [(("/fake/cell/run.py", shift + 2), ("/fake/cell/run.py", shift + 3), shift)
+                    for shift in (0, 5, 0, 3) for _ in range(3)]
+
+
 class _Block(torch.nn.Module):
     """Two Linears, one of them called twice, and a module it does not own (passed in) called from inside."""
 

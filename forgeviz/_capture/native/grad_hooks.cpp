@@ -597,6 +597,42 @@ PyObject* slots_tuple(const c10::SmallVector<int, 4>& slots) {
 // The module's functions (Python calls them through the methods table at the end: a ctypes call
 // converts its arguments in Python, which costs more than most of what these do).
 
+// The line `frame` (running `code`) is at. Python 3.11 on: kept per (code, instruction), since PyFrame_GetLineNumber
+// decodes the code's line table from its start at every call (_PyCode_CheckLineNumber: ~6 us of a small model's
+// training step, one call an op), where a loop's ops come from the same few instructions. Each code object is held
+// while its lines are kept, so no other code can take its address meanwhile; past kLineCache lines the cache starts
+// over. (A frame being traced has its f_lineno set: the line a tracer sees is the line of its instruction, this.)
+// With the GIL held, as every caller here.
+int frame_line(PyFrameObject* frame, PyCodeObject* code) {
+#if PY_VERSION_HEX >= 0x030B0000
+  constexpr size_t kLineCache = 16384;
+  struct KeyHash {
+    size_t operator()(const std::pair<PyCodeObject*, int>& key) const noexcept {
+      return std::hash<const void*>()(key.first) ^ (static_cast<size_t>(key.second) * 0x9E3779B97F4A7C15ull);
+    }
+  };
+  static std::unordered_map<std::pair<PyCodeObject*, int>, int, KeyHash> lines;
+  static std::unordered_set<PyCodeObject*> held;  // (a reference each)
+  const int lasti = PyFrame_GetLasti(frame);
+  if (lasti < 0) return PyFrame_GetLineNumber(frame);  // (not started yet: Python's own answer)
+  const auto key = std::make_pair(code, lasti);
+  const auto found = lines.find(key);
+  if (found != lines.end()) return found->second;
+  if (lines.size() >= kLineCache) {
+    lines.clear();
+    for (PyCodeObject* kept : held) Py_DECREF(kept);
+    held.clear();
+  }
+  const int line = PyCode_Addr2Line(code, lasti);
+  if (held.insert(code).second) Py_INCREF(code);
+  lines.emplace(key, line);
+  return line;
+#else
+  (void)code;
+  return PyFrame_GetLineNumber(frame);
+#endif
+}
+
 // The user's (filename, line) nearest `frame` (a new reference, which this takes) and up: the first frame whose file
 // `known` (a dict: filename -> whether it is the user's) says is the user's, asking `classify(filename)` about one it
 // does not hold; (None, None) when there is none. nullptr with a Python error set.
@@ -616,7 +652,7 @@ PyObject* walk_user_location(PyFrameObject* frame, PyObject* known_files, PyObje
       Py_XDECREF(decided);
     }
     if (user != 0) {
-      PyObject* found = user > 0 ? Py_BuildValue("(Oi)", filename, PyFrame_GetLineNumber(frame)) : nullptr;
+      PyObject* found = user > 0 ? Py_BuildValue("(Oi)", filename, frame_line(frame, code)) : nullptr;
       Py_DECREF(code);
       Py_DECREF(frame);
       return found;
