@@ -13,7 +13,7 @@ from typing import Callable, Iterator, Mapping, Optional, Sequence, Union
 
 import torch
 
-from ._capture.cadence import cadence_of
+from ._capture.cadence import EACH, OFF, Within, cadence_of
 from ._capture.fault import boundary
 from ._capture.names import NameIndex
 from ._capture.session import CaptureSession, get_session
@@ -398,11 +398,7 @@ def record(path, *, grads: Union[str, int] = "each", budget_mb: float = 256,
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"forgeviz.record() expects the run's folder as a str or path, got {type(path).__name__}: "
                         f"{path!r:.60}")
-    within = _within_of(grads)
-    every = 1 if within is not None else 0 if grads == "off" else 1 if grads == "each" else grads
-    if isinstance(every, bool) or not isinstance(every, int) or every < 0:
-        raise ValueError(f"forgeviz.record(grads=...) expects 'each', 'off', 'within P%' (0 < P < 100) or a positive "
-                         f"int N (every N-th step), got {grads!r:.60}")
+    every, within = _record_cadence(grads)
     if not isinstance(budget_mb, (int, float)) or isinstance(budget_mb, bool) or not budget_mb > 0:
         raise ValueError("forgeviz.record(budget_mb=...) expects a positive number of megabytes, "
                          f"got {budget_mb!r:.60}")
@@ -434,18 +430,29 @@ def record(path, *, grads: Union[str, int] = "each", budget_mb: float = 256,
                     recorder.close()
 
 
-def _within_of(grads) -> Optional[float]:
-    """The share of ``grads`` when it names a ``"within P%"`` cadence, else None.
+def _record_cadence(grads) -> tuple[int, Optional[float]]:
+    """(every, share) for ``forgeviz.record(grads=...)``: every how many steps it records gradients (0: never) and,
+    for ``"within P%"``, its share of the loop's time (else None). Parsed once, by :func:`cadence_of` (as
+    ``capture()`` parses it); what a recording cannot take (``"shown"``: a script draws no view) is a ValueError
+    that says what it can.
 
-    >>> _within_of("within 5%"), _within_of("each"), _within_of("within 0%")
-    (0.05, None, None)
+    >>> _record_cadence("each"), _record_cadence(10), _record_cadence("within 5%"), _record_cadence("off")
+    ((1, None), (10, None), (1, 0.05), (0, None))
     """
-    if not isinstance(grads, str) or not grads.strip().startswith("within"):
-        return None
-    try:
-        return cadence_of(grads).share
-    except ValueError:
-        return None
+    cadence = None
+    if isinstance(grads, int) and not isinstance(grads, bool) and grads == 0:
+        cadence = OFF  # (0 steps apart: never, as the command line's --grads 0 has always meant)
+    else:
+        try:
+            cadence = cadence_of(grads)
+        except ValueError:
+            pass
+    if isinstance(cadence, Within):
+        return 1, cadence.share
+    if cadence in (EACH, OFF) or isinstance(cadence, int):
+        return (1 if cadence == EACH else 0 if cadence == OFF else cadence), None
+    raise ValueError(f"forgeviz.record(grads=...) expects 'each', 'off', 'within P%' (0 < P < 100) or a positive "
+                     f"int N (every N-th step), got {grads!r:.60}")
 
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
