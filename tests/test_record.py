@@ -379,9 +379,10 @@ def test_in_code_record_and_bad_input(tmp_path, caplog):
     with pytest.raises(FileNotFoundError, match="expected the folder of a recorded run"):
         forgeviz.open(tmp_path / "nowhere")
     expected = r"grads=\.\.\.\) expects 'each', 'off', 'within P%' \(0 < P < 100\) or a positive int N"
-    with pytest.raises(ValueError, match=expected):
-        with forgeviz.record(tmp_path / "x", grads="sometimes"):
-            pass
+    for wrong in ("sometimes", "shown", -2, True, 2.5):  # ("shown": a view's Nodes, which a script draws none of)
+        with pytest.raises(ValueError, match=expected):
+            with forgeviz.record(tmp_path / "x", grads=wrong):
+                pass
     # an unwritable folder (under a file): a warning, and training goes on with the same result
     (tmp_path / "file").write_text("")
     with caplog.at_level(logging.WARNING, logger="forgeviz"):
