@@ -152,7 +152,8 @@ def test_the_native_frame_walk_finds_the_line_pythons_does(monkeypatch):
 def test_each_op_is_tagged_with_the_line_it_ran_on_however_often_its_code_runs(monkeypatch):
     """The native walk keeps each (code, instruction)'s line once it read it: ops from two lines of one function, run
     again and again, and the same source compiled again at other lines (a cell run again: new code objects, which may
-    take a freed one's address), each tagged with the line it ran on."""
+    take a freed one's address), each tagged with the line it ran on; and so once the cache started over, past 1,024
+    code objects."""
     from forgeviz._capture import native
 
     if native.hooks() is None:
@@ -169,6 +170,14 @@ def test_each_op_is_tagged_with_the_line_it_ran_on_however_often_its_code_runs(m
                 a, b = cell["f"](x)
                 seen.append((a.grad_fn.metadata["fv_op"][2:4], b.grad_fn.metadata["fv_op"][2:4], shift))
             del cell  # (its code freed: the next compile may reuse the address)
+        # past 1,024 code objects the cache starts over (each cell run here is a new one, kept alive meanwhile)
+        cells = []
+        for k in range(1100):
+            cell = {}
+            exec(compile("\n" * (k % 7) + source, "/fake/cell/again.py", "exec"), cell)  # noqa: S102
+            cells.append(cell)
+            a, b = cell["f"](x)
+            assert (a.grad_fn.metadata["fv_op"][3], b.grad_fn.metadata["fv_op"][3]) == (k % 7 + 2, k % 7 + 3)
     assert seen == [(("/fake/cell/run.py", shift + 2), ("/fake/cell/run.py", shift + 3), shift)
                     for shift in (0, 5, 0, 3) for _ in range(3)]
 

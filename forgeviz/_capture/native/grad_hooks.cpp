@@ -600,12 +600,13 @@ PyObject* slots_tuple(const c10::SmallVector<int, 4>& slots) {
 // The line `frame` (running `code`) is at. Python 3.11 on: kept per (code, instruction), since PyFrame_GetLineNumber
 // decodes the code's line table from its start at every call (_PyCode_CheckLineNumber: ~6 us of a small model's
 // training step, one call an op), where a loop's ops come from the same few instructions. Each code object is held
-// while its lines are kept, so no other code can take its address meanwhile; past kLineCache lines the cache starts
-// over. (A frame being traced has its f_lineno set: the line a tracer sees is the line of its instruction, this.)
-// With the GIL held, as every caller here.
+// while its lines are kept, so no other code can take its address meanwhile; past kLineCache lines, or kLineCodes
+// code objects held (a cell run again compiles new ones, and a code holds its constants), the cache starts over.
+// (A frame being traced has its f_lineno set: the line a tracer sees is the line of its instruction, this.) With the
+// GIL held, as every caller here.
 int frame_line(PyFrameObject* frame, PyCodeObject* code) {
 #if PY_VERSION_HEX >= 0x030B0000
-  constexpr size_t kLineCache = 16384;
+  constexpr size_t kLineCache = 16384, kLineCodes = 1024;
   struct KeyHash {
     size_t operator()(const std::pair<PyCodeObject*, int>& key) const noexcept {
       return std::hash<const void*>()(key.first) ^ (static_cast<size_t>(key.second) * 0x9E3779B97F4A7C15ull);
@@ -618,10 +619,12 @@ int frame_line(PyFrameObject* frame, PyCodeObject* code) {
   const auto key = std::make_pair(code, lasti);
   const auto found = lines.find(key);
   if (found != lines.end()) return found->second;
-  if (lines.size() >= kLineCache) {
+  if (lines.size() >= kLineCache || held.size() >= kLineCodes) {
+    // (emptied before the references go: a code freed here may run a weakref callback, which may come back here)
+    std::vector<PyCodeObject*> dropped(held.begin(), held.end());
     lines.clear();
-    for (PyCodeObject* kept : held) Py_DECREF(kept);
     held.clear();
+    for (PyCodeObject* kept : dropped) Py_DECREF(kept);
   }
   const int line = PyCode_Addr2Line(code, lasti);
   if (held.insert(code).second) Py_INCREF(code);
