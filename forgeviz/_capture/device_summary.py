@@ -291,7 +291,7 @@ class DeviceSummaries:
     def _add_whole(self, grad: torch.Tensor, summary: TensorSummary) -> None:
         """``grad`` summarised with the others of its device and dtype in one launch when Triton reads it flat;
         else as any gradient."""
-        if (self._triton_many is not None and (grad.is_cuda or self._interpreted) and grad.numel()
+        if (self._triton_many is not None and self._triton_on(grad) and grad.numel()
                 and grad.layout == torch.strided and grad.dtype in _FLOATS
                 and (grad.is_contiguous() or grad.numel() > SMALL_NUMEL and _is_dense(grad))):
             self._dense.setdefault((grad.device, grad.dtype), []).append((grad, summary, grad._version, grad))
