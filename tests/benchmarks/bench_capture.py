@@ -48,14 +48,17 @@ Triton launches (interpreted on a CPU; the interpreter's own copies are not coun
 ``bench_capture.py profile gpt2|resnet|mlp [cuda]`` prints where the default arm's time goes (torch.profiler's
 busiest ops by device and CPU time, cProfile's busiest Python functions): not ratios, places to look.
 
-``bench_capture.py pieces [width batch]`` times each piece of the MLP's step (forward, zero_grad, backward,
+``bench_capture.py pieces [width batch [cuda]]`` times each piece of the MLP's step (forward, zero_grad, backward,
 optimizer step) on this thread's CPU clock (``time.thread_time``), with forgeviz off, capturing without
 summaries, with ``%fv grads off`` (each pass skipped: what a cadence's skipped pass costs) and capturing as by
 default, interleaved; it prints µs per step and piece, and what each adds; the Python functions each piece
 calls (and the C functions Python calls: ``sys.setprofile``'s events, counted in one step), which the machine's
 noise leaves alone; and
 the summaries' own arithmetic in a step (each unique gradient of a backward summarised by ``fv_summarize_tensor``
-outside any hook): capture without summaries plus that is as low as the default arm can go.
+outside any hook): capture without summaries plus that is as low as the default arm can go. With ``cuda`` (gpu.sh's
+``pieces``) the MLP is on the GPU, the default arm is the device path itself, and each arm's wall time a step
+(the GPU waited for at each round's end) is printed beside its thread time: thread time that grows with the wall
+time is the host's work (hooks, launches); wall time that grows alone is the GPU, or the host waiting for it.
 
 ``bench_capture.py budget [mlp|gpt2] [cuda]`` times the ``within P%`` cadences of ``%fv grads`` (10%, 5%, 2%) beside
 off, capturing without summaries and each: each arm's round a cell of ``FORGEVIZ_BENCH_STEPS`` training steps
@@ -244,14 +247,17 @@ def budget(name: str, device: str) -> None:
         print(f"  {arm}: {seconds / base:.3f}x{summarised}")
 
 
-def pieces(width: int, batch: int) -> None:
-    """Per-piece thread_time of the MLP's step in each arm (see the module's docstring)."""
-    model, opt, x, y = mlp(width, batch)
+def pieces(width: int, batch: int, device: str = "cpu") -> None:
+    """Per-piece thread_time of the MLP's step in each arm, and on a GPU each arm's wall time a step (see the
+    module's docstring)."""
+    model, opt, x, y = mlp(width, batch, device)
     loss_fn = torch.nn.functional.mse_loss
     clock = time.thread_time_ns
     names = ("forward", "zero_grad", "backward", "step")
+    cuda = device != "cpu"
 
     def steps(times: dict) -> None:
+        wall = time.perf_counter_ns()
         for _ in range(STEPS):
             t0 = clock()
             loss = loss_fn(model(x), y)
@@ -264,6 +270,9 @@ def pieces(width: int, batch: int) -> None:
             t4 = clock()
             for name, spent in zip(names, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
                 times[name].append(spent)
+        if cuda:  # (the round's steps queued on the GPU, waited for once: its time a step, with the host's)
+            torch.cuda.synchronize()
+            times["wall"].append((time.perf_counter_ns() - wall) / STEPS)
 
     def counted(calls: dict) -> None:
         """Three steps, the third's calls counted by piece: (Python functions, C functions called from Python) run
@@ -296,9 +305,11 @@ def pieces(width: int, batch: int) -> None:
     hooks = native.hooks
     arms = {"off": None, "capture, no summaries": False, "capture, grads off": True, "capture (default)": True,
             "CUDA path's CPU work": True, "...with Python hooks": True}
-    times = {arm: {name: [] for name in names} for arm in arms}
+    if cuda:  # (the default arm is the CUDA path itself there)
+        del arms["CUDA path's CPU work"]
+    times = {arm: {name: [] for name in (*names, "wall")} for arm in arms}
     calls: dict = {arm: {} for arm in arms}
-    steps({name: [] for name in names})  # warm up
+    steps({name: [] for name in (*names, "wall")})  # warm up (on a GPU, Triton's first compile too)
     for round_ in range(ROUNDS + 1):
         for arm, record_grads in arms.items():
             loop = (lambda: steps(times[arm])) if round_ else (lambda: counted(calls[arm]))  # (round 0: counts)
@@ -307,23 +318,30 @@ def pieces(width: int, batch: int) -> None:
                 continue
             native.hooks = (lambda: None) if arm.endswith("Python hooks") else hooks
             session.recorder.cadence = OFF if arm.endswith("grads off") else EACH  # (off: each pass skipped)
-            with cuda_path_on_cpu(session.recorder.device, arm.startswith(("CUDA", "..."))):
+            with cuda_path_on_cpu(session.recorder.device, not cuda and arm.startswith(("CUDA", "..."))):
                 run_as_a_cell(session, loop, record_grads)
             native.hooks = hooks
             session.recorder.cadence = EACH
+    walls = {arm: by.pop("wall") for arm, by in times.items()}
+    walls = {arm: statistics.median(wall) / 1e3 for arm, wall in walls.items()} if cuda else {}
     median = {arm: {name: statistics.median(t) / 1e3 for name, t in by.items()} for arm, by in times.items()}
-    arithmetic, unique = summaries_arithmetic(model, opt, x, y, loss_fn)
-    print(f"MLP {width} wide, batch {batch}: median µs per step of each piece (thread_time, {ROUNDS} rounds × "
-          f"{STEPS} steps)")
-    print(f"  {'':24}" + "".join(f"{name:>11}" for name in names) + f"{'total':>11}")
+    print(f"MLP {width} wide, batch {batch}, {device}: median µs per step of each piece (thread_time, {ROUNDS} rounds "
+          f"× {STEPS} steps)" + (", and the wall time a step (the GPU waited for at each round's end)" if cuda else ""))
+    print(f"  {'':24}" + "".join(f"{name:>11}" for name in (*names, "total", *(["wall"] if cuda else []))))
     for arm, by in median.items():
         extra = "" if arm == "off" else "  (+" + ", +".join(
             f"{by[n] - median['off'][n]:.0f}" for n in names) + ")"
-        print(f"  {arm:24}" + "".join(f"{by[n]:11.1f}" for n in names) + f"{sum(by.values()):11.1f}" + extra)
+        wall = f"{walls[arm]:11.1f}" if cuda else ""
+        ratio = f"  {walls[arm] / walls['off']:.3f}× off" if cuda and arm != "off" else ""
+        print(f"  {arm:24}" + "".join(f"{by[n]:11.1f}" for n in names) + f"{sum(by.values()):11.1f}{wall}"
+              + extra + ratio)
     print("  Python functions called on this thread per step, by piece (and C functions called from Python), a "
           "step's count: what the times above cost in the interpreter, without their noise")
     for arm, by in calls.items():
         print(f"  {arm:24}" + "".join(f"{f'{by[n][0]} ({by[n][1]})':>15}" for n in names))
+    if cuda:  # (the native CPU summaries' arithmetic is not the GPU's)
+        return
+    arithmetic, unique = summaries_arithmetic(model, opt, x, y, loss_fn)
     off, bare = sum(median["off"].values()), sum(median["capture, no summaries"].values())
     default = sum(median["capture (default)"].values())
     print(f"  the summaries' arithmetic alone: {arithmetic:.1f} µs a step ({unique} unique gradients a backward, one "
@@ -498,7 +516,7 @@ if __name__ == "__main__":
             for width, batch in [(1024, 256), (256, 32)]:  # each in a fresh process
                 subprocess.run([sys.executable, __file__, str(width), str(batch), device], check=True)
     elif sys.argv[1] == "pieces":
-        pieces(*(int(a) for a in sys.argv[2:4])) if len(sys.argv) > 3 else pieces(256, 32)
+        pieces(int(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:5]) if len(sys.argv) > 3 else pieces(256, 32)
     elif sys.argv[1] == "ops":  # the device path's aten ops per unique gradient, and host reads, per backward
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
         import importlib.util

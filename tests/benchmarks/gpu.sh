@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The GPU list, for a session lent a CUDA GPU: the CUDA tests, then the GPU arms of the benchmarks.
 # From the repository root: bash tests/benchmarks/gpu.sh [what ...], where what is any of
-# sync record capture tests compile budget (all six by default, in this order: the likeliest to matter first, since a
-# lease is short, and an item the time left cannot hold is skipped; record: bench_record.py on the GPU, ~20 s on an
-# H200; budget: bench_capture.py budget, %fv grads within 10% / 5% / 2% beside each, MLP and GPT-2, ~40 s) cadence
-# (%fv grads each / every 10 / shown) profile (bench_capture.py profile: where the default arm's time goes) kernels
+# sync record capture pieces tests compile budget (all seven by default, in this order: the likeliest to matter first,
+# since a lease is short, and an item the time left cannot hold is skipped; record: bench_record.py on the GPU, ~20 s
+# on an H200; pieces: bench_capture.py pieces 256 32 cuda, the MLP's step piece by piece on the host's clock beside
+# its wall time in each arm, which says whether what the MLP's summaries cost on a GPU is the host's work or a wait;
+# budget: bench_capture.py budget, %fv grads within 10% / 5% / 2% beside each, MLP and GPT-2, ~40 s) cadence
+# (%fv grads each / every 10 / shown) profile (bench_capture.py profile: where the default arm's time goes, for the
+# models in FORGEVIZ_PROFILE_MODELS, "mlp gpt2 resnet" unless set) kernels
 # (bench_kernels.py: the summary kernels against torch's reads, ~15 s) ddp (bench_record.py ddp: recording as two CPU
 # ranks under DDP, on a machine whose cores leave each rank and gloo room, ~1 min) record-profile (bench_record.py mlp
 # cuda with FORGEVIZ_BENCH_PROFILE=1: where a GPU rank's recording spends its time, ~30 s) (those five not by default).
@@ -31,7 +34,7 @@ if compgen -G ".whl/*.whl" >/dev/null; then
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
 export FORGEVIZ_BENCH_ROUNDS=${FORGEVIZ_BENCH_ROUNDS:-5} FORGEVIZ_BENCH_PROGRESS=1  # (each arm's time as it ends)
-what=${*:-sync record capture tests compile budget}
+what=${*:-sync record capture pieces tests compile budget}
 deadline=$((SECONDS + ${FORGEVIZ_GPU_SECONDS:-540}))
 t() {  # t SECONDS command...: the command under a timeout of SECONDS, or of what is left before the deadline
   local left=$((deadline - SECONDS))
@@ -61,8 +64,11 @@ t() {  # t SECONDS command...: the command under a timeout of SECONDS, or of wha
         # took about a second a call, Triton's first compile 2.4 s)
         t 180 $py tests/benchmarks/bench_capture.py gpt2 cuda
         t 140 $py tests/benchmarks/bench_capture.py resnet cuda ;;
+      pieces) t 90 $py tests/benchmarks/bench_capture.py pieces 256 32 cuda ;;
       profile)  # where the default arm's time goes: not by default (its figures are places to look, not ratios)
-        for m in gpt2 resnet mlp; do t 120 $py tests/benchmarks/bench_capture.py profile $m cuda; done ;;
+        for m in ${FORGEVIZ_PROFILE_MODELS:-mlp gpt2 resnet}; do
+          t 120 $py tests/benchmarks/bench_capture.py profile $m cuda
+        done ;;
       compile) t 300 $py tests/benchmarks/bench_compile.py cuda inductor ;;
       record)  # recording on top of capture: the parameters' gradients on the device path (no host read)
         t 150 $py tests/benchmarks/bench_record.py mlp gpt2 cuda ;;
