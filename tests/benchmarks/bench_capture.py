@@ -58,7 +58,8 @@ the summaries' own arithmetic in a step (each unique gradient of a backward summ
 outside any hook): capture without summaries plus that is as low as the default arm can go. With ``cuda`` (gpu.sh's
 ``pieces``) the MLP is on the GPU, the default arm is the device path itself, and each arm's wall time a step
 (the GPU waited for at each round's end) is printed beside its thread time: thread time that grows with the wall
-time is the host's work (hooks, launches); wall time that grows alone is the GPU, or the host waiting for it.
+time is the host's work (hooks, launches) or a wait for the GPU (CUDA spins while it waits; ``profile`` names the
+calls); wall time that grows alone is the GPU's own time past the host's.
 
 ``bench_capture.py budget [mlp|gpt2] [cuda]`` times the ``within P%`` cadences of ``%fv grads`` (10%, 5%, 2%) beside
 off, capturing without summaries and each: each arm's round a cell of ``FORGEVIZ_BENCH_STEPS`` training steps
