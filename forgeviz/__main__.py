@@ -8,6 +8,7 @@ as it would have.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import runpy
 import sys
@@ -42,8 +43,24 @@ def main(argv=None) -> int:
     if args.module is None and not rest:
         rec.error("expected the script to run after --, e.g. python -m forgeviz record -o runs/exp1 -- train.py")
     grads = int(args.grads) if args.grads.isdigit() else args.grads
+    target = args.module or rest[0]
+    # Said as python says it, before a run's folder is made: a typo would otherwise leave an empty run behind
+    if args.module is None and not os.path.exists(target):
+        rec.error(f"expected a script to run, got {target!r}: no such file")
+    if args.module is not None and not _module_exists(args.module):
+        rec.error(f"expected a module to run (-m), got {args.module!r}: no module of that name")
     from . import record  # torch, only once the command line is good
     from ._capture.native.background import LIBRARIES
+    from .api import record_arguments
+
+    try:
+        record_arguments(args.output, grads, args.budget_mb, args.segment_seconds, args.memory)
+    except (TypeError, ValueError) as exc:  # (its words, with the option's name for the keyword's)
+        said = str(exc)
+        for keyword, option in (("grads", "--grads"), ("budget_mb", "--budget-mb"),
+                                ("segment_seconds", "--segment-seconds")):
+            said = said.replace(f"forgeviz.record({keyword}=...)", f"argument {option}", 1)
+        rec.error(said)
 
     missing = [name for name, path, _ in LIBRARIES if not path().exists()]
     if missing and os.environ.get("RANK", "0") == "0":  # (under torchrun, said once)
@@ -52,7 +69,6 @@ def main(argv=None) -> int:
               f"Build {'it' if len(missing) == 1 else 'them'} once with: python -m forgeviz._capture.native",
               file=sys.stderr)
 
-    target = args.module or rest[0]
     sys.argv = [target, *(rest if args.module else rest[1:])]
     with record(args.output, grads=grads, budget_mb=args.budget_mb, segment_seconds=args.segment_seconds,
                 memory=args.memory, command=[target, *sys.argv[1:]], _write_at_sigterm=True):
@@ -62,6 +78,18 @@ def main(argv=None) -> int:
             sys.path.insert(0, os.path.dirname(os.path.abspath(target)))  # as python script.py does
             runpy.run_path(target, run_name="__main__")
     return 0
+
+
+def _module_exists(name: str) -> bool:
+    """Whether ``python -m name`` would find a module (its parent packages are imported to look, as it does).
+
+    >>> _module_exists("json"), _module_exists("no_such_module_anywhere.sub")
+    (True, False)
+    """
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 if __name__ == "__main__":

@@ -395,15 +395,7 @@ def record(path, *, grads: Union[str, int] = "each", budget_mb: float = 256,
     >>> net.weight.grad
     tensor([[2., 2., 2.]])
     """
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"forgeviz.record() expects the run's folder as a str or path, got {type(path).__name__}: "
-                        f"{path!r:.60}")
-    every, within = _record_cadence(grads)
-    if not isinstance(budget_mb, (int, float)) or isinstance(budget_mb, bool) or not budget_mb > 0:
-        raise ValueError("forgeviz.record(budget_mb=...) expects a positive number of megabytes, "
-                         f"got {budget_mb!r:.60}")
-    if not isinstance(memory, bool):
-        raise TypeError(f"forgeviz.record(memory=...) expects True or False, got {memory!r:.60}")
+    every, within = record_arguments(path, grads, budget_mb, segment_seconds, memory)
     from ._capture.cuda_memory import history_once_in_use
     from ._capture.recording import Recorder
 
@@ -428,6 +420,37 @@ def record(path, *, grads: Union[str, int] = "each", budget_mb: float = 256,
             if recorder is not None:
                 with boundary(session.fault, "finishing the recording"):
                     recorder.close()
+
+
+def record_arguments(path, grads, budget_mb, segment_seconds, memory) -> tuple[int, Optional[float]]:
+    """:func:`record`'s arguments checked before anything starts (``python -m forgeviz record`` checks its command
+    line with it too): a TypeError or ValueError that says what was expected and what was given; else
+    :func:`_record_cadence`'s (every, share).
+
+    >>> record_arguments("runs/a", "every 10", 256, 2.0, False)
+    (10, None)
+    >>> record_arguments("runs/a", "each", 256, -1, False)
+    Traceback (most recent call last):
+    ...
+    ValueError: forgeviz.record(segment_seconds=...) expects a number of seconds, 0 or more, got -1
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"forgeviz.record() expects the run's folder as a str or path, got {type(path).__name__}: "
+                        f"{path!r:.60}")
+    cadence = _record_cadence(grads)
+
+    def number(value) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and value < float("inf")
+
+    if not number(budget_mb) or not budget_mb > 0:
+        raise ValueError("forgeviz.record(budget_mb=...) expects a positive number of megabytes, "
+                         f"got {budget_mb!r:.60}")
+    if not number(segment_seconds) or not segment_seconds >= 0:  # (0: a segment at each step)
+        raise ValueError("forgeviz.record(segment_seconds=...) expects a number of seconds, 0 or more, "
+                         f"got {segment_seconds!r:.60}")
+    if not isinstance(memory, bool):
+        raise TypeError(f"forgeviz.record(memory=...) expects True or False, got {memory!r:.60}")
+    return cadence
 
 
 def _record_cadence(grads) -> tuple[int, Optional[float]]:

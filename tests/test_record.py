@@ -22,6 +22,7 @@ import pytest
 import torch
 
 import forgeviz
+from forgeviz.__main__ import main as cli_main
 from forgeviz.model.run import FORMAT_VERSION
 
 SCRIPT = Path(__file__).with_name("record_ranks.py")
@@ -389,6 +390,28 @@ def test_in_code_record_and_bad_input(tmp_path, caplog):
         unwritten = _train(folder=tmp_path / "file" / "run")
     assert all(torch.equal(a, b) for a, b in zip(plain, unwritten, strict=True))
     assert any("recording stopped, training goes on" in r.getMessage() for r in caplog.records), caplog.text
+
+
+def test_the_command_line_refuses_bad_input_before_a_run_is_made(tmp_path, capsys):
+    """``python -m forgeviz record`` with a wrong option or a missing script: argparse's error (status 2), naming
+    the option, what it expects and what was given; no traceback, and no run folder left behind."""
+    script = tmp_path / "train.py"
+    script.write_text("")
+    cases = [(["--grads", "every-3", "--", str(script)], "argument --grads expects 'each', 'off', 'within P%'",
+              "got 'every-3'"),
+             (["--grads", "shown", "--", str(script)], "argument --grads expects", "got 'shown'"),
+             (["--budget-mb", "0", "--", str(script)], "argument --budget-mb expects a positive number of megabytes",
+              "got 0.0"),
+             (["--segment-seconds", "-1", "--", str(script)], "argument --segment-seconds expects a number of "
+              "seconds, 0 or more", "got -1.0"),
+             (["--", str(tmp_path / "nosuch.py")], "expected a script to run", "nosuch.py': no such file"),
+             (["-m", "no_such_module_anywhere"], "expected a module to run (-m)", "'no_such_module_anywhere'")]
+    for options, expected, given in cases:
+        with pytest.raises(SystemExit) as ended:
+            cli_main(["record", "-o", str(tmp_path / "run"), *options])
+        said = capsys.readouterr().err
+        assert ended.value.code == 2 and expected in said and given in said and "Traceback" not in said, said
+        assert not (tmp_path / "run").exists()
 
 
 def test_a_recording_within_a_share_keeps_the_steps_whose_backward_was_summarised(tmp_path):
