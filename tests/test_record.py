@@ -364,6 +364,10 @@ def test_in_code_record_and_bad_input(tmp_path, caplog):
     assert run.steps == [1, 2, 3] and run.problems == []
     with pytest.raises(KeyError, match="no step 9 recorded; recorded steps: 1, 2, 3"):
         run.grad_norms(0, 9)
+    with pytest.raises(KeyError, match=r"Run.graph\(\): no step 9 recorded; recorded steps: 1, 2, 3"):
+        run.graph(9)
+    with pytest.raises(TypeError, match=r"forgeviz.open\(\) expects a run's folder as a str or path, got int: 42"):
+        forgeviz.open(42)
     # a missing rank: the metadata says two
     meta = tmp_path / "run" / "rank0" / "meta.json"
     said = json.loads(meta.read_text())

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import warnings
 from collections import defaultdict
 from dataclasses import dataclass
@@ -130,6 +131,9 @@ def open_run(path: Union[str, Path]) -> "Run":
     ...
     ValueError: forgeviz.open(): no recorded rank in /... (expected rank0/, rank1/, … each with meta.json)
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"forgeviz.open() expects a run's folder as a str or path, got {type(path).__name__}: "
+                        f"{path!r:.60}")
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(f"forgeviz.open(): expected the folder of a recorded run, {str(folder)!r} is "
@@ -328,8 +332,10 @@ class Run:
     def graph(self, step: Optional[int] = None, rank: Optional[int] = None) -> Optional[dict]:
         """The graph view's ``graph`` trait (folded by module, as JSON data) of the autograd graph that
         ran at ``step`` (None: the latest recorded) on ``rank`` (None: the first rank); None if no
-        graph was recorded."""
+        graph was recorded. A step that was not recorded is a KeyError, as in :meth:`grad_norms`."""
         table = self._rank(self.ranks[0] if rank is None else rank).tables[fmt.GRAPHS]
+        if step is not None and step not in self.steps:
+            raise KeyError(f"Run.graph(): no step {step!r} recorded; recorded steps: {_span(self.steps)}")
         graphs = table.to_pylist()
         if not graphs:
             return None
