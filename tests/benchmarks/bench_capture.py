@@ -50,10 +50,11 @@ busiest ops by device and CPU time, cProfile's busiest Python functions): not ra
 
 ``bench_capture.py pieces [width batch [cuda]]`` times each piece of the MLP's step (forward, zero_grad, backward,
 optimizer step) on this thread's CPU clock (``time.thread_time``), with forgeviz off, capturing without
-summaries, with ``%fv grads off`` (each pass skipped: what a cadence's skipped pass costs) and capturing as by
-default, interleaved; it prints µs per step and piece, and what each adds; the Python functions each piece
-calls (and the C functions Python calls: ``sys.setprofile``'s events, counted in one step), which the machine's
-noise leaves alone; and
+summaries, with ``%fv grads off`` (each pass skipped: what a cadence's skipped pass costs), capturing as by
+default, and the same with torch's global module hooks taken off ("...no module hooks": what a module stack that
+needed no module hook, from frames say, would save at most; ops then carry no module), interleaved; it prints µs
+per step and piece, and what each adds; the Python functions each piece calls (and the C functions Python calls:
+``sys.setprofile``'s events, counted in one step), which the machine's noise leaves alone; and
 the summaries' own arithmetic in a step (each unique gradient of a backward summarised by ``fv_summarize_tensor``
 outside any hook): capture without summaries plus that is as low as the default arm can go. With ``cuda`` (gpu.sh's
 ``pieces``) the MLP is on the GPU, the default arm is the device path itself, and each arm's wall time a step
@@ -96,6 +97,7 @@ import forgeviz
 from forgeviz._capture import native, summary
 from forgeviz._capture.cadence import EACH, OFF, SHOWN, Cadence, Within
 from forgeviz._capture.grads import BackwardRecorder
+from forgeviz._capture.modules import module_hooks
 from forgeviz._capture.session import get_session
 
 ROUNDS = int(os.environ.get("FORGEVIZ_BENCH_ROUNDS", "15"))
@@ -141,6 +143,17 @@ def cuda_path_on_cpu(pending, on: bool = True):
     finally:
         pending._triton, pending._triton_many, pending._interpreted, pending._kernels_on_cpu = kernels
         os.environ.pop("FORGEVIZ_SUMMARIES", None)
+
+
+def without_module_hooks(loop: Callable[[], None]) -> Callable[[], None]:
+    """``loop`` run with torch's global module hooks that forgeviz installed for the cell taken off (put back by the
+    cell's end, which removes them anyway): what a module stack that needed no module hook would save at most. Its ops
+    then carry no module path, and a memory timeline or the doctor would miss each root call."""
+    def run() -> None:
+        for handle in module_hooks._forward:
+            handle.remove()
+        loop()
+    return run
 
 
 def warm_loop(width: int, batch: int, device: str, model_name: str, steps: int) -> tuple:
@@ -305,7 +318,7 @@ def pieces(width: int, batch: int, device: str = "cpu") -> None:
     session = get_session()
     hooks = native.hooks
     arms = {"off": None, "capture, no summaries": False, "capture, grads off": True, "capture (default)": True,
-            "CUDA path's CPU work": True, "...with Python hooks": True}
+            "...no module hooks": True, "CUDA path's CPU work": True, "...with Python hooks": True}
     if cuda:  # (the default arm is the CUDA path itself there)
         del arms["CUDA path's CPU work"]
     times = {arm: {name: [] for name in (*names, "wall")} for arm in arms}
@@ -319,7 +332,9 @@ def pieces(width: int, batch: int, device: str = "cpu") -> None:
                 continue
             native.hooks = (lambda: None) if arm.endswith("Python hooks") else hooks
             session.recorder.cadence = OFF if arm.endswith("grads off") else EACH  # (off: each pass skipped)
-            with cuda_path_on_cpu(session.recorder.device, not cuda and arm.startswith(("CUDA", "..."))):
+            if arm.endswith("module hooks"):  # torch's global module hooks taken off once the cell installed them
+                loop = without_module_hooks(loop)
+            with cuda_path_on_cpu(session.recorder.device, not cuda and arm.startswith(("CUDA", "...with"))):
                 run_as_a_cell(session, loop, record_grads)
             native.hooks = hooks
             session.recorder.cadence = EACH
