@@ -146,9 +146,10 @@ def cuda_path_on_cpu(pending, on: bool = True):
 
 
 def without_module_hooks(loop: Callable[[], None]) -> Callable[[], None]:
-    """``loop`` run with torch's global module hooks that forgeviz installed for the cell taken off (put back by the
-    cell's end, which removes them anyway): what a module stack that needed no module hook would save at most. Its ops
-    then carry no module path, and a memory timeline or the doctor would miss each root call."""
+    """``loop`` run after taking off the global module hooks forgeviz registered with torch for the cell (the cell's
+    end removes them again, a no-op, and the next cell registers new ones): what a module stack that needed no module
+    hook would save at most. Its ops then carry no module path, and a memory timeline or the doctor would miss each
+    root call. Only while no compiled module lives: the hooks are then on each module, and none are taken off."""
     def run() -> None:
         for handle in module_hooks._forward:
             handle.remove()
